@@ -1,0 +1,39 @@
+# Two commands a newcomer needs: `make demo` and `make test`. Each does the whole set-up.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install java demo test lint fuzz bench clean
+
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "java not found: installing openjdk-17-jre-headless"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=python3"; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $(STAMP)
+
+install: java $(STAMP)
+
+test: install
+	$(VENV)/bin/ruff check optimizer rules cost tests benchmarks
+	$(PY) -m pytest -q -p no:cacheprovider
+
+demo: install
+	$(PY) -m optimizer.demo
+
+fuzz: install
+	$(PY) -m optimizer.difftest.fuzz --long
+
+bench: install
+	$(PY) benchmarks/tpch.py
+
+clean:
+	rm -rf $(VENV) .cache

@@ -1,0 +1,40 @@
+"""Errors the user sees: one line, naming the problem and where in the plan it is.
+
+The CLI maps them to exit codes: ``PlanError`` -> 2 (bad input or usage),
+``UnsupportedError`` and ``ExecutionError`` -> 3.
+"""
+
+from __future__ import annotations
+
+
+class OptimizerError(Exception):
+    """Base class: a message and the path in the plan where the problem is."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+    def __str__(self) -> str:
+        text = self.message.replace("\n", " ").strip()
+        return f"{self.path}: {text}" if self.path else text
+
+
+class PlanError(OptimizerError):
+    """The input is not a valid (or upgradable) Substrait plan."""
+
+    exit_code = 2
+
+
+class UnsupportedError(OptimizerError):
+    """A relation, function or feature that the component cannot handle."""
+
+    exit_code = 3
+
+
+class ExecutionError(OptimizerError):
+    """Running a plan failed."""
+
+    exit_code = 3

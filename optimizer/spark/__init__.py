@@ -1,0 +1,1 @@
+"""PySpark execution backend for Substrait plans."""

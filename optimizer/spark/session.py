@@ -1,0 +1,34 @@
+"""One SparkSession for the whole process: quiet logs, no UI, settings fit for a small machine."""
+
+from __future__ import annotations
+
+import os
+
+_DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Substrait semantics: integer overflow and invalid casts are not silently wrapped by Spark's
+    # ANSI mode differently per operator; the backend makes each choice explicit.
+    "spark.sql.ansi.enabled": "false",
+    "spark.driver.memory": os.environ.get("SUBSTRAIT_OPT_DRIVER_MEMORY", "6g"),
+    "spark.sql.shuffle.partitions": os.environ.get("SUBSTRAIT_OPT_SHUFFLE_PARTITIONS", "8"),
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.warehouse.dir": os.path.join(os.environ.get("TMPDIR", "/tmp"), "substrait-opt-warehouse"),
+}
+
+
+def get_spark(master: str | None = None, app_name: str = "substrait-optimizer", conf: dict | None = None):
+    """Return the process's SparkSession, creating it on first use."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.master(master or "local[*]").appName(app_name)
+    for key, value in {**_DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
