@@ -1,0 +1,283 @@
+"""A Substrait plan as a networkx DAG, and back.
+
+One node per relation. A node holds:
+
+* ``kind``: the ``Rel`` oneof name (``"read"``, ``"join"``, ``"hash_join"``, ...);
+* ``rel``: the ``Rel`` message with its input fields cleared (its own fields only);
+* ``schema``: the output schema, once derived (:func:`annotate_schemas`);
+* ``plan_rel``: the index in ``plan.relations`` of the ``PlanRel`` this node was written as, if
+  a ``ReferenceRel`` pointed at it (kept so that the plan is written back as it came).
+
+Edges go from a relation to its inputs. ``slots`` lists the input positions the child fills
+(left 0, right 1; set inputs in order); a relation that reads the same shared subtree twice (a
+self-join of a common table expression) has one edge with two slots. ``slot`` is the first one.
+
+A ``ReferenceRel`` becomes an edge to the shared node, so a subtree used twice is one node with two
+parents. :func:`from_dag` writes such a node once, as a ``PlanRel.rel``, and each use as a
+``ReferenceRel``. ``g.graph["plan"]`` keeps the plan's other fields, ``g.graph["roots"]`` its
+relations in order.
+
+>>> from substrait.proto import Plan
+>>> from optimizer.plan_io import load_plan
+>>> plan = load_plan('''{"relations": [{"root": {"input": {"filter": {
+...   "input": {"read": {"namedTable": {"names": ["t"]},
+...                    "baseSchema": {"names": ["a"], "struct": {"types": [{"i64": {}}]}}}},
+...   "condition": {"literal": {"boolean": true}}}}, "names": ["a"]}}]}''')
+>>> g = to_dag(plan)
+>>> [(g.nodes[n]["kind"], [g.nodes[c]["kind"] for c in inputs(g, n)]) for n in g]
+[('filter', ['read']), ('read', [])]
+>>> from_dag(g) == plan
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+from google.protobuf.descriptor import FieldDescriptor
+from substrait.proto import Plan, PlanRel, Rel
+
+from optimizer.errors import PlanError
+
+_REL = Rel.DESCRIPTOR.full_name
+
+
+@dataclass(frozen=True)
+class InputField:
+    """Where an input relation sits in a relation message."""
+
+    name: str
+    repeated: bool
+
+
+def input_fields(kind: str) -> list[InputField]:
+    """The fields of a relation kind that hold input relations, in slot order."""
+    return _INPUT_FIELDS.get(kind, [])
+
+
+def _compute_input_fields() -> dict[str, list[InputField]]:
+    out: dict[str, list[InputField]] = {}
+    for oneof_field in Rel.DESCRIPTOR.oneofs_by_name["rel_type"].fields:
+        body = oneof_field.message_type
+        out[oneof_field.name] = [
+            InputField(f.name, f.label == FieldDescriptor.LABEL_REPEATED)
+            for f in body.fields
+            if f.type == FieldDescriptor.TYPE_MESSAGE and f.message_type.full_name == _REL
+        ]
+    return out
+
+
+_INPUT_FIELDS = _compute_input_fields()
+
+
+def rel_body(rel: Rel):
+    """The message inside a ``Rel`` (``rel.join`` for a join, ...)."""
+    kind = rel.WhichOneof("rel_type")
+    if kind is None:
+        raise PlanError("relation has no type (empty Rel)")
+    return getattr(rel, kind)
+
+
+def rel_inputs(rel: Rel) -> list[Rel]:
+    """The input relations of a ``Rel`` message, in slot order."""
+    kind = rel.WhichOneof("rel_type")
+    body = getattr(rel, kind)
+    out: list[Rel] = []
+    for f in input_fields(kind):
+        value = getattr(body, f.name)
+        if f.repeated:
+            out.extend(value)
+        elif body.HasField(f.name):
+            out.append(value)
+    return out
+
+
+def strip_inputs(rel: Rel) -> Rel:
+    """A copy of ``rel`` with its input fields cleared."""
+    out = Rel()
+    out.CopyFrom(rel)
+    kind = out.WhichOneof("rel_type")
+    body = getattr(out, kind)
+    for f in input_fields(kind):
+        body.ClearField(f.name)
+    return out
+
+
+def to_dag(plan: Plan) -> nx.DiGraph:
+    """Convert a plan into a DAG (see the module docstring)."""
+    g = nx.DiGraph()
+    header = Plan()
+    header.CopyFrom(plan)
+    header.ClearField("relations")
+    g.graph["plan"] = header
+    g.graph["roots"] = []
+    counter = iter(range(1 << 62))
+    # plan.relations index -> node, filled as ReferenceRels are followed (and for every PlanRel).
+    by_ordinal: dict[int, int] = {}
+    in_progress: set[int] = set()
+
+    def top_rel(index: int) -> tuple[Rel, str]:
+        entry = plan.relations[index]
+        if entry.WhichOneof("rel_type") == "root":
+            return entry.root.input, f"relations[{index}].root.input"
+        return entry.rel, f"relations[{index}].rel"
+
+    def visit_ordinal(index: int, path: str) -> int:
+        if index in by_ordinal:
+            return by_ordinal[index]
+        if index < 0 or index >= len(plan.relations):
+            raise PlanError(f"ReferenceRel points at subtree {index}, but the plan has {len(plan.relations)} relations", path)
+        if index in in_progress:
+            raise PlanError(f"cycle of references through subtree {index}", path)
+        in_progress.add(index)
+        rel, rel_path = top_rel(index)
+        node = visit(rel, rel_path)
+        in_progress.discard(index)
+        by_ordinal[index] = node
+        g.nodes[node]["plan_rel"] = index
+        return node
+
+    def visit(rel: Rel, path: str) -> int:
+        kind = rel.WhichOneof("rel_type")
+        if kind is None:
+            raise PlanError("relation has no type (empty Rel)", path)
+        if kind == "reference":
+            return visit_ordinal(rel.reference.subtree_ordinal, f"{path}.reference")
+        node = next(counter)
+        g.add_node(node, kind=kind, rel=strip_inputs(rel))
+        body = getattr(rel, kind)
+        slot = 0
+        for f in input_fields(kind):
+            if f.repeated:
+                children = [(child, f"{path}.{kind}.{f.name}[{i}]") for i, child in enumerate(getattr(body, f.name))]
+            elif body.HasField(f.name):
+                children = [(getattr(body, f.name), f"{path}.{kind}.{f.name}")]
+            else:
+                children = []
+            for child, child_path in children:
+                child_node = visit(child, child_path)
+                if g.has_edge(node, child_node):
+                    g.edges[node, child_node]["slots"].append(slot)
+                else:
+                    g.add_edge(node, child_node, slot=slot, slots=[slot])
+                slot += 1
+        return node
+
+    for index, entry in enumerate(plan.relations):
+        which = entry.WhichOneof("rel_type")
+        if which is None:
+            raise PlanError("a plan relation is neither a root nor a rel", f"relations[{index}]")
+        node = visit_ordinal(index, f"relations[{index}]")
+        if which == "root":
+            g.graph["roots"].append({"node": node, "kind": "root", "names": list(entry.root.names)})
+        else:
+            g.graph["roots"].append({"node": node, "kind": "rel", "names": None})
+    # PlanRel nodes that nothing referenced need no marker: they are written back at their index.
+    for node in list(g.nodes):
+        index = g.nodes[node].get("plan_rel")
+        if index is not None and g.in_degree(node) == 0:
+            del g.nodes[node]["plan_rel"]
+    return g
+
+
+def inputs(g: nx.DiGraph, node: int) -> list[int]:
+    """The input nodes of ``node`` in slot order (a node read twice appears twice)."""
+    slots: list[tuple[int, int]] = []
+    for child in g.successors(node):
+        for s in g.edges[node, child]["slots"]:
+            slots.append((s, child))
+    return [child for _, child in sorted(slots)]
+
+
+def parents(g: nx.DiGraph, node: int) -> list[int]:
+    return list(g.predecessors(node))
+
+
+def uses(g: nx.DiGraph, node: int) -> int:
+    """How many times a node's output is read: by parents (per slot) and by plan roots."""
+    n = sum(len(g.edges[p, node]["slots"]) for p in g.predecessors(node))
+    return n + sum(1 for r in g.graph["roots"] if r["node"] == node)
+
+
+def topological_from_roots(g: nx.DiGraph) -> Iterator[int]:
+    """Nodes parents-first."""
+    return iter(nx.topological_sort(g))
+
+
+def from_dag(g: nx.DiGraph) -> Plan:
+    """Write a DAG back as a plan; shared nodes become a ``PlanRel.rel`` and ``ReferenceRel``s."""
+    if not nx.is_directed_acyclic_graph(g):
+        raise PlanError("the relation graph has a cycle")
+    plan = Plan()
+    plan.CopyFrom(g.graph["plan"])
+    plan.ClearField("relations")
+    roots = g.graph["roots"]
+    ordinal: dict[int, int] = {}
+    for index, entry in enumerate(roots):
+        node = entry["node"]
+        if g.nodes[node].get("plan_rel") == index or (entry["kind"] == "rel" and node not in ordinal):
+            ordinal[node] = index
+    extra: list[int] = []
+    for node in nx.topological_sort(g):
+        if node in ordinal:
+            continue
+        if g.nodes[node].get("plan_rel") is not None or uses(g, node) > 1:
+            ordinal[node] = len(roots) + len(extra)
+            extra.append(node)
+
+    def build(node: int, top: bool) -> Rel:
+        if node in ordinal and not top:
+            ref = Rel()
+            ref.reference.subtree_ordinal = ordinal[node]
+            return ref
+        data = g.nodes[node]
+        rel = Rel()
+        rel.CopyFrom(data["rel"])
+        kind = data["kind"]
+        body = getattr(rel, kind)
+        children = inputs(g, node)
+        fields = input_fields(kind)
+        # Single-input fields take one slot each, in declaration order; a repeated field takes the rest.
+        slot = 0
+        for f in fields:
+            if f.repeated:
+                for child in children[slot:]:
+                    getattr(body, f.name).add().CopyFrom(build(child, False))
+                slot = len(children)
+            elif slot < len(children):
+                getattr(body, f.name).CopyFrom(build(children[slot], False))
+                slot += 1
+        if slot < len(children):
+            raise PlanError(f"a {kind} relation cannot hold {len(children)} inputs")
+        return rel
+
+    for index, entry in enumerate(roots):
+        node = entry["node"]
+        top = ordinal.get(node) == index
+        rel = build(node, top)
+        if entry["kind"] == "root":
+            plan_rel = PlanRel()
+            plan_rel.root.input.CopyFrom(rel)
+            plan_rel.root.names.extend(entry["names"] or [])
+        else:
+            plan_rel = PlanRel(rel=rel)
+        plan.relations.append(plan_rel)
+    for node in extra:
+        plan.relations.append(PlanRel(rel=build(node, True)))
+    return plan
+
+
+def annotate_schemas(g: nx.DiGraph) -> nx.DiGraph:
+    """Derive every node's output schema into ``g.nodes[n]["schema"]`` (children first)."""
+    from optimizer.functions import function_table
+    from optimizer.schema import rel_schema
+
+    functions = function_table(g.graph["plan"])
+    for node in reversed(list(nx.topological_sort(g))):
+        data = g.nodes[node]
+        data["schema"] = rel_schema(
+            data["rel"], [g.nodes[c]["schema"] for c in inputs(g, node)], functions, path=f"node {node} ({data['kind']})"
+        )
+    return g

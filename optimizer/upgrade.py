@@ -1,0 +1,650 @@
+"""Lossless upgrade of older Substrait encodings to the current one (substrait-protobuf 0.106).
+
+Real producers still write fields that today's protos no longer have. Parsed strictly they fail;
+parsed leniently they vanish, and with them the meaning of the plan (a LIMIT, a group key, the rows
+of a VALUES list). Every such field is converted here, from JSON and from binary alike:
+
+=========================================  ====================================================
+old field                                   current encoding
+=========================================  ====================================================
+``Plan.extension_uris``                     ``Plan.extension_urns`` (standard YAML URIs map to
+                                            ``extension:io.substrait:<stem>``)
+``*.extension_uri_reference``               ``*.extension_urn_reference``
+``FetchRel.offset`` / ``count``             ``offset_expr`` / ``count_expr`` (i64 literals;
+                                            ``count = -1`` means ALL: no ``count_expr``)
+``Grouping.grouping_expressions``           ``AggregateRel.grouping_expressions`` +
+                                            ``Grouping.expression_references``
+``VirtualTable.values``                     ``VirtualTable.expressions`` (literal structs)
+``ScalarFunction/AggregateFunction.args``,  ``arguments`` (``FunctionArgument.value``; an old
+``WindowFunction.args``                     ``Expression.enum`` becomes ``FunctionArgument.enum``)
+``JOIN_TYPE_SEMI/ANTI/SINGLE``              ``JOIN_TYPE_LEFT_SEMI/LEFT_ANTI/LEFT_SINGLE``
+``Type.timestamp/timestamp_tz/time``        ``precision_timestamp[_tz]/precision_time`` (6)
+``Literal.timestamp/timestamp_tz/time``     the precision literals with precision 6
+``IntervalDayToSecond.microseconds``        ``precision = 6`` + ``subseconds``
+``Type.user_defined_type_reference``        ``Type.user_defined.type_reference``
+``FileOrFiles.format``                      ``parquet`` (the only format the old enum named)
+=========================================  ====================================================
+
+Binary plans keep the old fields as unknown fields when parsed; they are read from there. A field
+that survives none of this is an error naming it and its place: nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import json_format, unknown_fields
+from google.protobuf.message import DecodeError, Message
+from substrait.proto import Expression, Plan
+
+from optimizer.errors import PlanError
+from optimizer.functions import NO_EXTENSION, uri_to_urn
+
+_JOIN_RENAMES = {
+    "JOIN_TYPE_SEMI": "JOIN_TYPE_LEFT_SEMI",
+    "JOIN_TYPE_ANTI": "JOIN_TYPE_LEFT_ANTI",
+    "JOIN_TYPE_SINGLE": "JOIN_TYPE_LEFT_SINGLE",
+    "JOIN_TYPE_MARK": "JOIN_TYPE_LEFT_MARK",
+}
+_TYPE_RENAMES = {"timestamp": "precisionTimestamp", "timestampTz": "precisionTimestampTz", "time": "precisionTime"}
+_LITERAL_RENAMES = _TYPE_RENAMES
+
+
+class _Context:
+    """What the upgrade of one plan needs to know across messages."""
+
+    def __init__(self) -> None:
+        self.uri_anchor_to_urn_anchor: dict[int, int] = {}
+
+
+# --------------------------------------------------------------------------------------------
+# JSON: upgrade the parsed document, walking it alongside the message descriptors.
+# --------------------------------------------------------------------------------------------
+
+
+def _int(value: Any, path: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise PlanError(f"expected an integer, got {value!r}", path) from None
+
+
+def _json_key(obj: dict, *names: str) -> str | None:
+    for name in names:
+        if name in obj:
+            return name
+    return None
+
+
+def _i64_literal(value: int) -> dict:
+    return {"literal": {"i64": str(value)}}
+
+
+def upgrade_json(doc: Any, descriptor: _descriptor.Descriptor = Plan.DESCRIPTOR) -> dict:
+    """Upgrade a JSON plan document (already parsed) in place and return it."""
+    if not isinstance(doc, dict):
+        raise PlanError(f"a Substrait plan is a JSON object, not {type(doc).__name__}", "<root>")
+    ctx = _Context()
+    if descriptor is Plan.DESCRIPTOR:
+        _upgrade_plan_uris_json(doc, ctx)
+    _walk_json(doc, descriptor, "", ctx)
+    return doc
+
+
+def _upgrade_plan_uris_json(doc: dict, ctx: _Context) -> None:
+    key = _json_key(doc, "extensionUris", "extension_uris")
+    if key is None:
+        return
+    uris = doc.pop(key)
+    if not isinstance(uris, list):
+        raise PlanError("extension_uris must be a list", key)
+    urns = doc.setdefault("extensionUrns", doc.pop("extension_urns", []))
+    used = {_int(u.get("extensionUrnAnchor", u.get("extension_urn_anchor", 0)), "extension_urns") for u in urns}
+    by_urn = {u.get("urn"): _int(u.get("extensionUrnAnchor", u.get("extension_urn_anchor", 0)), "") for u in urns}
+    for i, entry in enumerate(uris):
+        path = f"extension_uris[{i}]"
+        if not isinstance(entry, dict):
+            raise PlanError("an extension URI must be an object", path)
+        unknown = set(entry) - {"extensionUriAnchor", "extension_uri_anchor", "uri"}
+        if unknown:
+            raise PlanError(f"unknown field '{sorted(unknown)[0]}'", path)
+        anchor = _int(entry.get("extensionUriAnchor", entry.get("extension_uri_anchor", 0)), path)
+        urn = uri_to_urn(str(entry.get("uri", "")))
+        if urn in by_urn:
+            ctx.uri_anchor_to_urn_anchor[anchor] = by_urn[urn]
+            continue
+        new_anchor = anchor if anchor not in used else max(used | {0}) + 1
+        used.add(new_anchor)
+        by_urn[urn] = new_anchor
+        urns.append({"extensionUrnAnchor": new_anchor, "urn": urn})
+        ctx.uri_anchor_to_urn_anchor[anchor] = new_anchor
+
+
+def _fields_by_json(descriptor: _descriptor.Descriptor) -> dict[str, _descriptor.FieldDescriptor]:
+    out = {}
+    for f in descriptor.fields:
+        out[f.json_name] = f
+        out[f.name] = f
+    return out
+
+
+def _walk_json(obj: dict, descriptor: _descriptor.Descriptor, path: str, ctx: _Context) -> None:
+    if descriptor.full_name in _WELL_KNOWN:
+        return
+    handler = _JSON_UPGRADES.get(descriptor.full_name)
+    if handler is not None:
+        handler(obj, path, ctx)
+    fields = _fields_by_json(descriptor)
+    for key in list(obj):
+        field = fields.get(key)
+        if field is None:
+            raise PlanError(f"unknown field '{key}' (not in {descriptor.full_name}, nor an older encoding)", path or "<root>")
+        value = obj[key]
+        sub = f"{path}.{field.name}" if path else field.name
+        if field.type == field.TYPE_ENUM:
+            _check_enum_json(obj, key, field, sub)
+            continue
+        if field.type != field.TYPE_MESSAGE:
+            continue
+        msg_desc = field.message_type
+        if msg_desc.GetOptions().map_entry:
+            value_field = msg_desc.fields_by_name["value"]
+            if value_field.type == value_field.TYPE_MESSAGE and isinstance(value, dict):
+                for k, v in value.items():
+                    if isinstance(v, dict):
+                        _walk_json(v, value_field.message_type, f"{sub}[{k!r}]", ctx)
+            continue
+        if field.label == field.LABEL_REPEATED:
+            if not isinstance(value, list):
+                raise PlanError(f"expected a list, got {type(value).__name__}", sub)
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    _walk_json(item, msg_desc, f"{sub}[{i}]", ctx)
+        elif isinstance(value, dict):
+            _walk_json(value, msg_desc, sub, ctx)
+
+
+_WELL_KNOWN = {"google.protobuf.Any", "google.protobuf.Empty", "google.protobuf.Struct", "google.protobuf.Value"}
+
+
+def _check_enum_json(obj: dict, key: str, field: _descriptor.FieldDescriptor, path: str) -> None:
+    if field.enum_type.full_name.endswith("JoinRel.JoinType"):
+        value = obj[key]
+        if isinstance(value, str) and value in _JOIN_RENAMES:
+            obj[key] = _JOIN_RENAMES[value]
+
+
+def _rename_uri_reference_json(obj: dict, path: str, ctx: _Context) -> None:
+    key = _json_key(obj, "extensionUriReference", "extension_uri_reference")
+    if key is None:
+        return
+    old = _int(obj.pop(key), f"{path}.extension_uri_reference")
+    if old == NO_EXTENSION:  # DataFusion: "no extension declared"; keep saying so
+        obj["extensionUrnReference"] = NO_EXTENSION
+        return
+    if old not in ctx.uri_anchor_to_urn_anchor:
+        raise PlanError(f"extension_uri_reference {old} names no declared extension URI", path)
+    obj["extensionUrnReference"] = ctx.uri_anchor_to_urn_anchor[old]
+
+
+def _fetch_json(obj: dict, path: str, ctx: _Context) -> None:
+    for old, new in (("offset", "offsetExpr"), ("count", "countExpr")):
+        if old not in obj:
+            continue
+        value = _int(obj.pop(old), f"{path}.{old}")
+        if _json_key(obj, new, "offset_expr" if old == "offset" else "count_expr"):
+            raise PlanError(f"both the old '{old}' and the new '{new}' are set", path)
+        if old == "count" and value == -1:
+            continue  # -1 meant "all records": the new encoding says so by leaving count_expr unset
+        if value < 0:
+            raise PlanError(f"negative {old} {value}", path)
+        obj[new] = _i64_literal(value)
+
+
+def _aggregate_json(obj: dict, path: str, ctx: _Context) -> None:
+    groupings = obj.get("groupings")
+    if not isinstance(groupings, list):
+        return
+    if not any(isinstance(g, dict) and _json_key(g, "groupingExpressions", "grouping_expressions") for g in groupings):
+        return
+    shared = obj.setdefault("groupingExpressions", obj.pop("grouping_expressions", []))
+    for i, grouping in enumerate(groupings):
+        key = _json_key(grouping, "groupingExpressions", "grouping_expressions")
+        if key is None:
+            continue
+        if _json_key(grouping, "expressionReferences", "expression_references"):
+            raise PlanError("a grouping has both grouping_expressions and expression_references", f"{path}.groupings[{i}]")
+        refs = []
+        for expr in grouping.pop(key):
+            # The same key in several grouping sets is one column of the output: share it.
+            for j, existing in enumerate(shared):
+                if existing == expr:
+                    refs.append(j)
+                    break
+            else:
+                shared.append(expr)
+                refs.append(len(shared) - 1)
+        grouping["expressionReferences"] = refs
+
+
+def _virtual_table_json(obj: dict, path: str, ctx: _Context) -> None:
+    if "values" not in obj:
+        return
+    values = obj.pop("values")
+    if not isinstance(values, list):
+        raise PlanError("virtual_table.values must be a list", path)
+    rows = obj.setdefault("expressions", [])
+    for i, row in enumerate(values):
+        if not isinstance(row, dict):
+            raise PlanError("a VALUES row must be an object", f"{path}.values[{i}]")
+        rows.append({"fields": [{"literal": lit} for lit in row.get("fields", [])]})
+
+
+def _args_json(obj: dict, path: str, ctx: _Context) -> None:
+    if "args" not in obj:
+        return
+    args = obj.pop("args")
+    if obj.get("arguments"):
+        raise PlanError("both the old 'args' and the new 'arguments' are set", path)
+    arguments = []
+    for i, arg in enumerate(args if isinstance(args, list) else []):
+        if isinstance(arg, dict) and "enum" in arg:
+            arguments.append({"enum": _old_enum_value(arg["enum"], f"{path}.args[{i}].enum")})
+        else:
+            arguments.append({"value": arg})
+    obj["arguments"] = arguments
+
+
+def _old_enum_value(value: Any, path: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "specified" in value:
+        return str(value["specified"])
+    raise PlanError("an unspecified enum argument has no current encoding", path)
+
+
+def _function_argument_json(obj: dict, path: str, ctx: _Context) -> None:
+    if isinstance(obj.get("enum"), dict):
+        obj["enum"] = _old_enum_value(obj["enum"], f"{path}.enum")
+
+
+def _expression_json(obj: dict, path: str, ctx: _Context) -> None:
+    if "enum" in obj:
+        raise PlanError("an enum expression outside a function's arguments has no current encoding", path)
+
+
+def _rename_precision(obj: dict, renames: dict[str, str], path: str, literal: bool) -> None:
+    for old, new in renames.items():
+        snake = {"timestampTz": "timestamp_tz"}.get(old, old)
+        key = _json_key(obj, old, snake)
+        if key is None:
+            continue
+        value = obj.pop(key)
+        if literal:
+            obj[new] = {"precision": 6, "value": str(_int(value, f"{path}.{key}"))}
+        else:
+            body = dict(value) if isinstance(value, dict) else {}
+            body["precision"] = 6
+            obj[new] = body
+
+
+def _type_json(obj: dict, path: str, ctx: _Context) -> None:
+    _rename_precision(obj, _TYPE_RENAMES, path, literal=False)
+    key = _json_key(obj, "userDefinedTypeReference", "user_defined_type_reference")
+    if key is not None:
+        obj["userDefined"] = {"typeReference": _int(obj.pop(key), path), "nullability": "NULLABILITY_NULLABLE"}
+
+
+def _literal_json(obj: dict, path: str, ctx: _Context) -> None:
+    _rename_precision(obj, _LITERAL_RENAMES, path, literal=True)
+
+
+def _interval_day_json(obj: dict, path: str, ctx: _Context) -> None:
+    if "microseconds" in obj:
+        obj["precision"] = 6
+        obj["subseconds"] = str(_int(obj.pop("microseconds"), f"{path}.microseconds"))
+
+
+def _file_json(obj: dict, path: str, ctx: _Context) -> None:
+    if "format" in obj:
+        fmt = obj.pop("format")
+        if fmt in ("FILE_FORMAT_PARQUET", 1):
+            obj["parquet"] = {}
+        elif fmt not in ("FILE_FORMAT_UNSPECIFIED", 0):
+            raise PlanError(f"unknown file format {fmt!r}", f"{path}.format")
+
+
+_JSON_UPGRADES: dict[str, Callable[[dict, str, _Context], None]] = {
+    "substrait.extensions.SimpleExtensionDeclaration.ExtensionFunction": _rename_uri_reference_json,
+    "substrait.extensions.SimpleExtensionDeclaration.ExtensionType": _rename_uri_reference_json,
+    "substrait.extensions.SimpleExtensionDeclaration.ExtensionTypeVariation": _rename_uri_reference_json,
+    "substrait.FetchRel": _fetch_json,
+    "substrait.AggregateRel": _aggregate_json,
+    "substrait.ReadRel.VirtualTable": _virtual_table_json,
+    "substrait.Expression.ScalarFunction": _args_json,
+    "substrait.AggregateFunction": _args_json,
+    "substrait.Expression.WindowFunction": _args_json,
+    "substrait.FunctionArgument": _function_argument_json,
+    "substrait.Expression": _expression_json,
+    "substrait.Type": _type_json,
+    "substrait.Expression.Literal": _literal_json,
+    "substrait.Expression.Literal.IntervalDayToSecond": _interval_day_json,
+    "substrait.ReadRel.LocalFiles.FileOrFiles": _file_json,
+}
+
+
+def parse_json_plan(doc: Any) -> Plan:
+    """Upgrade a parsed JSON document and build the Plan (strictly: no unknown field survives)."""
+    upgrade_json(doc)
+    plan = Plan()
+    try:
+        json_format.ParseDict(doc, plan, ignore_unknown_fields=False)
+    except json_format.ParseError as exc:
+        raise PlanError(f"not a valid Substrait plan: {_short(str(exc))}", "<root>") from None
+    except (TypeError, ValueError, AttributeError) as exc:  # protobuf's JSON parser leaks a few of these
+        raise PlanError(f"not a valid Substrait plan: {_short(str(exc))}", "<root>") from None
+    return plan
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) < 300 else text[:297] + "..."
+
+
+# --------------------------------------------------------------------------------------------
+# Binary: old fields arrive as unknown fields; decode them from the wire format.
+# --------------------------------------------------------------------------------------------
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise DecodeError("truncated varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 70:
+            raise DecodeError("varint too long")
+
+
+def _wire_fields(data: bytes) -> list[tuple[int, int, Any]]:
+    """Decode one message's fields: (number, wire type, value) with value int or bytes."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            value = data[pos : pos + length]
+            if len(value) != length:
+                raise DecodeError("truncated field")
+            pos += length
+        elif wire == 1:
+            value, pos = int.from_bytes(data[pos : pos + 8], "little"), pos + 8
+        elif wire == 5:
+            value, pos = int.from_bytes(data[pos : pos + 4], "little"), pos + 4
+        else:
+            raise DecodeError(f"unsupported wire type {wire}")
+        out.append((number, wire, value))
+    return out
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _unknown(msg: Message) -> list[tuple[int, int, Any]]:
+    return [(f.field_number, f.wire_type, f.data) for f in unknown_fields.UnknownFieldSet(msg)]
+
+
+def upgrade_binary(plan: Plan) -> Plan:
+    """Convert old fields kept as unknown fields of a parsed binary plan, in place."""
+    ctx = _Context()
+    uris = [v for n, w, v in _unknown(plan) if n == 1 and w == 2]
+    if uris:
+        used = {u.extension_urn_anchor for u in plan.extension_urns}
+        by_urn = {u.urn: u.extension_urn_anchor for u in plan.extension_urns}
+        for raw in uris:
+            fields = {n: v for n, _, v in _wire_fields(raw)}
+            anchor = int(fields.get(1, 0))
+            urn = uri_to_urn(bytes(fields.get(2, b"")).decode("utf-8", "replace"))
+            if urn not in by_urn:
+                new_anchor = anchor if anchor not in used else max(used | {0}) + 1
+                used.add(new_anchor)
+                by_urn[urn] = new_anchor
+                plan.extension_urns.add(extension_urn_anchor=new_anchor, urn=urn)
+            ctx.uri_anchor_to_urn_anchor[anchor] = by_urn[urn]
+    _walk_binary(plan, "", ctx, top=True)
+    return plan
+
+
+def _walk_binary(msg: Message, path: str, ctx: _Context, top: bool = False) -> None:
+    # Children first: DiscardUnknownFields below is recursive.
+    for field, value in msg.ListFields():
+        if field.type != field.TYPE_MESSAGE:
+            continue
+        sub = f"{path}.{field.name}" if path else field.name
+        if field.message_type.GetOptions().map_entry:
+            for k in value:
+                if isinstance(value[k], Message):
+                    _walk_binary(value[k], f"{sub}[{k!r}]", ctx)
+        elif field.label == field.LABEL_REPEATED:
+            for i, item in enumerate(value):
+                _walk_binary(item, f"{sub}[{i}]", ctx)
+        else:
+            _walk_binary(value, sub, ctx)
+    unknown = _unknown(msg)
+    if not unknown:
+        return
+    name = msg.DESCRIPTOR.full_name
+    handler = _BINARY_UPGRADES.get(name)
+    handled: set[int] = set()
+    if top and name == "substrait.Plan":
+        handled.add(1)
+    if handler is not None:
+        handled |= handler(msg, unknown, path, ctx)
+    for number, _, _ in unknown:
+        if number not in handled:
+            raise PlanError(
+                f"unknown field number {number} (not in {name}, nor an older encoding)", path or "<root>"
+            )
+    msg.DiscardUnknownFields()
+
+
+def _parse_upgraded(cls: type[Message], raw: bytes, path: str, ctx: _Context) -> Message:
+    sub = cls()
+    try:
+        sub.ParseFromString(raw)
+    except DecodeError as exc:
+        raise PlanError(f"malformed {cls.DESCRIPTOR.name} in an old field: {exc}", path) from None
+    _walk_binary(sub, path, ctx)
+    return sub
+
+
+def _uri_reference_bin(msg, unknown, path, ctx) -> set[int]:
+    done = set()
+    for number, _, value in unknown:
+        if number == 1:
+            if value == NO_EXTENSION:
+                msg.extension_urn_reference = NO_EXTENSION
+                done.add(1)
+                continue
+            if value not in ctx.uri_anchor_to_urn_anchor:
+                raise PlanError(f"extension_uri_reference {value} names no declared extension URI", path)
+            msg.extension_urn_reference = ctx.uri_anchor_to_urn_anchor[value]
+            done.add(1)
+    return done
+
+
+def _fetch_bin(msg, unknown, path, ctx) -> set[int]:
+    done = set()
+    for number, _, value in unknown:
+        if number not in (3, 4):
+            continue
+        done.add(number)
+        value = _signed64(value)
+        if number == 4 and value == -1:
+            continue
+        if value < 0:
+            raise PlanError(f"negative {'offset' if number == 3 else 'count'} {value}", path)
+        target = msg.offset_expr if number == 3 else msg.count_expr
+        target.literal.i64 = value
+    return done
+
+
+def _upgrade_aggregate_groupings(agg, path: str, ctx: _Context) -> None:
+    for i, grouping in enumerate(agg.groupings):
+        old = [v for n, w, v in _unknown(grouping) if n == 1 and w == 2]
+        others = [n for n, _, _ in _unknown(grouping) if n != 1]
+        if others:
+            raise PlanError(f"unknown field number {others[0]} (not in substrait.AggregateRel.Grouping)", f"{path}.groupings[{i}]")
+        if not old:
+            continue
+        for raw in old:
+            expr = _parse_upgraded(Expression, raw, f"{path}.groupings[{i}].grouping_expressions", ctx)
+            for j, existing in enumerate(agg.grouping_expressions):
+                if existing == expr:
+                    grouping.expression_references.append(j)
+                    break
+            else:
+                agg.grouping_expressions.append(expr)
+                grouping.expression_references.append(len(agg.grouping_expressions) - 1)
+        grouping.DiscardUnknownFields()
+
+
+def _virtual_table_bin(msg, unknown, path, ctx) -> set[int]:
+    done = set()
+    for number, wire, value in unknown:
+        if number != 1 or wire != 2:
+            continue
+        done.add(1)
+        row = msg.expressions.add()
+        for n, w, lit in _wire_fields(value):
+            if n != 1 or w != 2:
+                raise PlanError(f"unknown field number {n} in an old VALUES row", f"{path}.values")
+            literal = _parse_upgraded(Expression.Literal, lit, f"{path}.values", ctx)
+            row.fields.add().literal.CopyFrom(literal)
+    return done
+
+
+def _args_bin(number: int):
+    def handler(msg, unknown, path, ctx) -> set[int]:
+        olds = [v for n, w, v in unknown if n == number and w == 2]
+        if not olds:
+            return set()
+        if len(msg.arguments):
+            raise PlanError("both the old 'args' and the new 'arguments' are set", path)
+        for i, raw in enumerate(olds):
+            fields = _wire_fields(raw)
+            enum = [v for n, w, v in fields if n == 10 and w == 2]
+            if enum:
+                spec = {n: v for n, _, v in _wire_fields(enum[0])}
+                if 1 not in spec:
+                    raise PlanError("an unspecified enum argument has no current encoding", f"{path}.args[{i}]")
+                msg.arguments.add().enum = bytes(spec[1]).decode("utf-8")
+            else:
+                expr = _parse_upgraded(Expression, raw, f"{path}.args[{i}]", ctx)
+                msg.arguments.add().value.CopyFrom(expr)
+        return {number}
+
+    return handler
+
+
+def _simple_type_fields(raw: bytes) -> tuple[int, int]:
+    fields = {n: v for n, _, v in _wire_fields(raw)}
+    return int(fields.get(1, 0)), int(fields.get(2, 0))  # type_variation_reference, nullability
+
+
+def _type_bin(msg, unknown, path, ctx) -> set[int]:
+    done = set()
+    for number, wire, value in unknown:
+        if number in (14, 29, 17) and wire == 2:
+            variation, nullability = _simple_type_fields(value)
+            target = {14: msg.precision_timestamp, 29: msg.precision_timestamp_tz, 17: msg.precision_time}[number]
+            target.precision = 6
+            target.type_variation_reference = variation
+            target.nullability = nullability
+            done.add(number)
+        elif number == 31 and wire == 0:
+            msg.user_defined.type_reference = value
+            msg.user_defined.nullability = 1
+            done.add(number)
+    return done
+
+
+def _literal_bin(msg, unknown, path, ctx) -> set[int]:
+    done = set()
+    for number, wire, value in unknown:
+        if number in (14, 27, 17) and wire == 0:
+            target = {14: msg.precision_timestamp, 27: msg.precision_timestamp_tz, 17: msg.precision_time}[number]
+            target.precision = 6
+            target.value = _signed64(value)
+            done.add(number)
+    return done
+
+
+def _interval_day_bin(msg, unknown, path, ctx) -> set[int]:
+    for number, wire, value in unknown:
+        if number == 3 and wire == 0:
+            msg.precision = 6
+            msg.subseconds = _signed64(value) if value >= 1 << 63 else (value - (1 << 32) if value >= 1 << 31 else value)
+            return {3}
+    return set()
+
+
+def _file_bin(msg, unknown, path, ctx) -> set[int]:
+    for number, wire, value in unknown:
+        if number == 5 and wire == 0:
+            if value == 1:
+                msg.parquet.SetInParent()
+            elif value != 0:
+                raise PlanError(f"unknown file format {value}", f"{path}.format")
+            return {5}
+    return set()
+
+
+_BINARY_UPGRADES: dict[str, Callable[..., set[int]]] = {
+    "substrait.extensions.SimpleExtensionDeclaration.ExtensionFunction": _uri_reference_bin,
+    "substrait.extensions.SimpleExtensionDeclaration.ExtensionType": _uri_reference_bin,
+    "substrait.extensions.SimpleExtensionDeclaration.ExtensionTypeVariation": _uri_reference_bin,
+    "substrait.FetchRel": _fetch_bin,
+    "substrait.ReadRel.VirtualTable": _virtual_table_bin,
+    "substrait.Expression.ScalarFunction": _args_bin(2),
+    "substrait.AggregateFunction": _args_bin(2),
+    "substrait.Expression.WindowFunction": _args_bin(8),
+    "substrait.Type": _type_bin,
+    "substrait.Expression.Literal": _literal_bin,
+    "substrait.Expression.Literal.IntervalDayToSecond": _interval_day_bin,
+    "substrait.ReadRel.LocalFiles.FileOrFiles": _file_bin,
+}
+
+
+def _pre_aggregate(msg: Message, path: str, ctx: _Context) -> None:
+    """Groupings must be moved before the generic walk discards a Grouping's unknown fields."""
+    for field, value in msg.ListFields():
+        if field.type != field.TYPE_MESSAGE:
+            continue
+        sub = f"{path}.{field.name}" if path else field.name
+        if field.message_type.GetOptions().map_entry:
+            continue
+        items = list(enumerate(value)) if field.label == field.LABEL_REPEATED else [(None, value)]
+        for i, item in items:
+            _pre_aggregate(item, f"{sub}[{i}]" if i is not None else sub, ctx)
+    if msg.DESCRIPTOR.full_name == "substrait.AggregateRel":
+        _upgrade_aggregate_groupings(msg, path, ctx)
+
+
+def upgrade_binary_plan(plan: Plan) -> Plan:
+    """Full binary upgrade: groupings first (they move across messages), then the rest."""
+    ctx = _Context()
+    _pre_aggregate(plan, "", ctx)
+    return upgrade_binary(plan)
