@@ -136,7 +136,8 @@ def to_dag(plan: Plan) -> nx.DiGraph:
         node = visit(rel, rel_path)
         in_progress.discard(index)
         by_ordinal[index] = node
-        g.nodes[node]["plan_rel"] = index
+        if rel.WhichOneof("rel_type") != "reference":  # this entry holds the node itself
+            g.nodes[node]["plan_rel"] = index
         return node
 
     def visit(rel: Rel, path: str) -> int:
@@ -145,6 +146,13 @@ def to_dag(plan: Plan) -> nx.DiGraph:
             raise PlanError("relation has no type (empty Rel)", path)
         if kind == "reference":
             return visit_ordinal(rel.reference.subtree_ordinal, f"{path}.reference")
+        return visit_body(rel, kind, path)
+
+    def via(rel: Rel) -> int | None:
+        """The ordinal a ReferenceRel names (kept: a chain of references is written back as it was)."""
+        return rel.reference.subtree_ordinal if rel.WhichOneof("rel_type") == "reference" else None
+
+    def visit_body(rel: Rel, kind: str, path: str) -> int:
         node = next(counter)
         g.add_node(node, kind=kind, rel=strip_inputs(rel))
         body = getattr(rel, kind)
@@ -161,7 +169,9 @@ def to_dag(plan: Plan) -> nx.DiGraph:
                 if g.has_edge(node, child_node):
                     g.edges[node, child_node]["slots"].append(slot)
                 else:
-                    g.add_edge(node, child_node, slot=slot, slots=[slot])
+                    g.add_edge(node, child_node, slot=slot, slots=[slot], via={})
+                if via(child) is not None:
+                    g.edges[node, child_node]["via"][slot] = via(child)
                 slot += 1
         return node
 
@@ -170,14 +180,14 @@ def to_dag(plan: Plan) -> nx.DiGraph:
         if which is None:
             raise PlanError("a plan relation is neither a root nor a rel", f"relations[{index}]")
         node = visit_ordinal(index, f"relations[{index}]")
-        if which == "root":
-            g.graph["roots"].append({"node": node, "kind": "root", "names": list(entry.root.names)})
-        else:
-            g.graph["roots"].append({"node": node, "kind": "rel", "names": None})
+        top = entry.root.input if which == "root" else entry.rel
+        g.graph["roots"].append(
+            {"node": node, "kind": which, "names": list(entry.root.names) if which == "root" else None, "via": via(top)}
+        )
     # PlanRel nodes that nothing referenced need no marker: they are written back at their index.
     for node in list(g.nodes):
         index = g.nodes[node].get("plan_rel")
-        if index is not None and g.in_degree(node) == 0:
+        if index is not None and uses(g, node) <= 1:
             del g.nodes[node]["plan_rel"]
     return g
 
@@ -196,9 +206,9 @@ def parents(g: nx.DiGraph, node: int) -> list[int]:
 
 
 def uses(g: nx.DiGraph, node: int) -> int:
-    """How many times a node's output is read: by parents (per slot) and by plan roots."""
+    """How many times a node's output is read: by parents (per slot) and by plan roots (``RelRoot``)."""
     n = sum(len(g.edges[p, node]["slots"]) for p in g.predecessors(node))
-    return n + sum(1 for r in g.graph["roots"] if r["node"] == node)
+    return n + sum(1 for r in g.graph["roots"] if r["node"] == node and r["kind"] == "root")
 
 
 def topological_from_roots(g: nx.DiGraph) -> Iterator[int]:
@@ -227,11 +237,17 @@ def from_dag(g: nx.DiGraph) -> Plan:
             ordinal[node] = len(roots) + len(extra)
             extra.append(node)
 
+    def resolves_to(index: int | None, node: int) -> bool:
+        return index is not None and 0 <= index < len(roots) and roots[index]["node"] == node
+
+    def reference(node: int, original: int | None) -> Rel:
+        ref = Rel()
+        ref.reference.subtree_ordinal = original if resolves_to(original, node) else ordinal[node]
+        return ref
+
     def build(node: int, top: bool) -> Rel:
         if node in ordinal and not top:
-            ref = Rel()
-            ref.reference.subtree_ordinal = ordinal[node]
-            return ref
+            return reference(node, None)
         data = g.nodes[node]
         rel = Rel()
         rel.CopyFrom(data["rel"])
@@ -240,14 +256,21 @@ def from_dag(g: nx.DiGraph) -> Plan:
         children = inputs(g, node)
         fields = input_fields(kind)
         # Single-input fields take one slot each, in declaration order; a repeated field takes the rest.
+        def child_rel(slot: int) -> Rel:
+            child = children[slot]
+            original = g.edges[node, child].get("via", {}).get(slot)
+            if original is not None and resolves_to(original, child):
+                return reference(child, original)
+            return build(child, False)
+
         slot = 0
         for f in fields:
             if f.repeated:
-                for child in children[slot:]:
-                    getattr(body, f.name).add().CopyFrom(build(child, False))
+                for s in range(slot, len(children)):
+                    getattr(body, f.name).add().CopyFrom(child_rel(s))
                 slot = len(children)
             elif slot < len(children):
-                getattr(body, f.name).CopyFrom(build(children[slot], False))
+                getattr(body, f.name).CopyFrom(child_rel(slot))
                 slot += 1
         if slot < len(children):
             raise PlanError(f"a {kind} relation cannot hold {len(children)} inputs")
@@ -256,7 +279,8 @@ def from_dag(g: nx.DiGraph) -> Plan:
     for index, entry in enumerate(roots):
         node = entry["node"]
         top = ordinal.get(node) == index
-        rel = build(node, top)
+        original = entry.get("via")
+        rel = reference(node, original) if not top and resolves_to(original, node) else build(node, top)
         if entry["kind"] == "root":
             plan_rel = PlanRel()
             plan_rel.root.input.CopyFrom(rel)

@@ -1,0 +1,169 @@
+"""The DAG: plan -> DAG -> plan is identity; shared subtrees are one node; JSON <-> binary is identity."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from substrait.proto import Expression, Plan, PlanRel, Rel
+
+from optimizer.dag import from_dag, inputs, to_dag, uses
+from optimizer.errors import PlanError
+from optimizer.plan_io import dump_plan, load_plan
+
+
+def _read(name: str, ncols: int) -> Rel:
+    rel = Rel()
+    rel.read.named_table.names.append(name)
+    for i in range(ncols):
+        rel.read.base_schema.names.append(f"c{i}")
+        rel.read.base_schema.struct.types.add().i64.nullability = 1
+    return rel
+
+
+def _field(i: int) -> Expression:
+    e = Expression()
+    e.selection.direct_reference.struct_field.field = i
+    e.selection.root_reference.SetInParent()
+    return e
+
+
+@st.composite
+def relations(draw, depth: int = 0, refs: int = 0) -> Rel:
+    """A random relation tree; ``refs`` shared subtrees (plan.relations[0..refs-1]) may be referenced."""
+    leaf_kinds = ["read"] + (["reference"] if refs else [])
+    kinds = leaf_kinds if depth >= 4 else leaf_kinds + ["filter", "project", "fetch", "sort", "join", "cross", "set", "aggregate", "hash_join"]
+    kind = draw(st.sampled_from(kinds))
+    rel = Rel()
+    if kind == "read":
+        return _read(draw(st.sampled_from(["a", "b", "c"])), draw(st.integers(1, 4)))
+    if kind == "reference":
+        rel.reference.subtree_ordinal = draw(st.integers(0, refs - 1))
+        return rel
+    child = lambda: draw(relations(depth + 1, refs))  # noqa: E731
+    if kind == "filter":
+        rel.filter.input.CopyFrom(child())
+        rel.filter.condition.CopyFrom(_field(0))
+    elif kind == "project":
+        rel.project.input.CopyFrom(child())
+        for i in range(draw(st.integers(0, 3))):
+            rel.project.expressions.append(_field(i))
+        if draw(st.booleans()):
+            rel.project.common.emit.output_mapping.extend([0])
+    elif kind == "fetch":
+        rel.fetch.input.CopyFrom(child())
+        if draw(st.booleans()):
+            rel.fetch.count_expr.literal.i64 = draw(st.integers(0, 100))
+        if draw(st.booleans()):
+            rel.fetch.offset_expr.literal.i64 = draw(st.integers(0, 100))
+    elif kind == "sort":
+        rel.sort.input.CopyFrom(child())
+        rel.sort.sorts.add(expr=_field(0), direction=draw(st.integers(1, 4)))
+    elif kind in ("join", "hash_join"):
+        body = getattr(rel, kind)
+        body.left.CopyFrom(child())
+        body.right.CopyFrom(child())
+        body.type = draw(st.integers(1, 12))
+        if kind == "join" and draw(st.booleans()):
+            body.expression.CopyFrom(_field(0))
+    elif kind == "cross":
+        rel.cross.left.CopyFrom(child())
+        rel.cross.right.CopyFrom(child())
+    elif kind == "set":
+        rel.set.op = draw(st.integers(1, 8))
+        for _ in range(draw(st.integers(2, 3))):
+            rel.set.inputs.append(child())
+    elif kind == "aggregate":
+        rel.aggregate.input.CopyFrom(child())
+        rel.aggregate.grouping_expressions.append(_field(0))
+        rel.aggregate.groupings.add().expression_references.append(0)
+    if draw(st.booleans()):
+        body = getattr(rel, kind)
+        body.common.hint.stats.row_count = draw(st.floats(0, 1e9, allow_nan=False))
+    return rel
+
+
+@st.composite
+def plans(draw) -> Plan:
+    plan = Plan()
+    plan.version.minor_number = 53
+    plan.extension_urns.add(extension_urn_anchor=1, urn="extension:io.substrait:functions_comparison")
+    fn = plan.extensions.add().extension_function
+    fn.extension_urn_reference, fn.function_anchor, fn.name = 1, 1, "equal:any_any"
+    shared = draw(st.integers(0, 2))
+    for i in range(shared):
+        # A shared subtree may itself reference earlier shared subtrees (never later ones: no cycles).
+        plan.relations.append(PlanRel(rel=draw(relations(depth=1, refs=i))))
+    for _ in range(draw(st.integers(1, 2))):
+        root = PlanRel()
+        root.root.input.CopyFrom(draw(relations(refs=shared)))
+        root.root.names.extend(draw(st.lists(st.sampled_from(["x", "y", "z"]), max_size=3)))
+        plan.relations.append(root)
+    return plan
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans())
+def test_plan_dag_plan_is_identity(plan):
+    assert from_dag(to_dag(plan)) == plan
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans())
+def test_json_binary_round_trip_is_identity(plan):
+    assert load_plan(dump_plan(plan, "binpb")) == plan
+    assert load_plan(dump_plan(plan, "json")) == plan
+
+
+def test_shared_subtree_is_one_node_and_written_back_once():
+    plan = Plan()
+    plan.relations.append(PlanRel(rel=_read("lineitem", 2)))
+    root = plan.relations.add().root
+    ref = Rel()
+    ref.reference.subtree_ordinal = 0
+    root.input.join.left.CopyFrom(ref)
+    root.input.join.right.CopyFrom(ref)
+    root.input.join.type = 1
+    g = to_dag(plan)
+    assert g.number_of_nodes() == 2
+    join = g.graph["roots"][1]["node"]
+    read = inputs(g, join)[0]
+    assert inputs(g, join) == [read, read] and uses(g, read) == 2
+    assert from_dag(g) == plan
+
+
+def test_node_with_two_parents_becomes_plan_rel_and_references():
+    """A rule may make two relations read one node: it is written as a PlanRel.rel + ReferenceRels."""
+    plan = Plan()
+    root = plan.relations.add().root
+    root.input.cross.left.CopyFrom(_read("a", 1))
+    root.input.cross.right.CopyFrom(_read("b", 1))
+    g = to_dag(plan)
+    cross = g.graph["roots"][0]["node"]
+    left, right = inputs(g, cross)
+    # Make the cross read table a on both sides.
+    g.remove_edge(cross, right)
+    g.edges[cross, left]["slots"] = [0, 1]
+    out = from_dag(g)
+    assert len(out.relations) == 2
+    assert out.relations[1].rel.read.named_table.names == ["a"]
+    assert out.relations[0].root.input.cross.left.reference.subtree_ordinal == 1
+    assert out.relations[0].root.input.cross.right.reference.subtree_ordinal == 1
+    assert to_dag(out).number_of_nodes() == 2
+
+
+def test_reference_to_missing_subtree_is_an_error():
+    plan = Plan()
+    plan.relations.add().root.input.reference.subtree_ordinal = 5
+    with pytest.raises(PlanError, match="subtree 5"):
+        to_dag(plan)
+
+
+def test_cycle_of_references_is_an_error():
+    plan = Plan()
+    a = plan.relations.add().rel
+    a.filter.input.reference.subtree_ordinal = 1
+    b = plan.relations.add().rel
+    b.filter.input.reference.subtree_ordinal = 0
+    with pytest.raises(PlanError, match="cycle"):
+        to_dag(plan)
