@@ -1,0 +1,174 @@
+"""The optimizer driver: load the plan into a DAG, run the rule phases, write the plan back.
+
+Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate pushdown, ...) ->
+``join_order`` -> ``physical`` (join implementation, top-N, windows, filters into reads) ->
+``annotate`` (estimates written into ``hint.stats``). The rules are listed in :mod:`rules`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+from substrait.proto import Plan
+
+from optimizer.dag import annotate_schemas, from_dag, inputs, to_dag
+from optimizer.engine import PHASES, PhaseReport, Rule, run_phase
+from optimizer.expr_utils import FunctionRegistrar
+from optimizer.plan_io import load_plan
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Knobs of the optimizer (defaults suit Spark on a small cluster)."""
+
+    max_iterations: int = 10
+    #: Join graphs up to this many relations are ordered by dynamic programming, larger ones greedily.
+    dp_join_limit: int = 14
+    #: A hash join's build side under this many bytes is broadcast (Spark's default threshold is 10 MiB).
+    broadcast_threshold_bytes: float = 10 * 1024 * 1024
+    #: Rule names to skip.
+    disabled_rules: frozenset[str] = frozenset()
+    #: Write estimates into every relation's hint.stats.
+    annotate_estimates: bool = True
+
+
+class RuleContext:
+    """What a rule may read: the DAG, schemas, statistics, estimates, costs, the capability profile.
+
+    Rules must not change anything they are given; they return replacements (see
+    :mod:`optimizer.engine`). The one exception is declaring a function they need
+    (``ctx.registrar``), which adds an extension declaration to the plan.
+    """
+
+    def __init__(self, g: nx.DiGraph, statistics: Any = None, capabilities: Any = None,
+                 config: OptimizerConfig | None = None) -> None:
+        self.g = g
+        self.statistics = statistics
+        self.capabilities = capabilities
+        self.config = config or OptimizerConfig()
+        self.registrar = FunctionRegistrar(g.graph["plan"])
+        self._estimator = None
+        self._cost_model = None
+
+    @property
+    def functions(self):
+        return self.registrar.table
+
+    def schema(self, node: int):
+        return self.g.nodes[node]["schema"]
+
+    def derive_schema(self, node: int):
+        from optimizer.schema import rel_schema
+
+        data = self.g.nodes[node]
+        return rel_schema(data["rel"], [self.g.nodes[c]["schema"] for c in inputs(self.g, node)], self.functions,
+                          path=f"node {node} ({data['kind']})")
+
+    @property
+    def estimator(self):
+        if self._estimator is None:
+            from cost.cardinality import CardinalityEstimator
+
+            self._estimator = CardinalityEstimator(self.g, self.statistics, self.functions)
+        return self._estimator
+
+    @property
+    def cost_model(self):
+        if self._cost_model is None:
+            from cost.model import CostModel
+
+            self._cost_model = CostModel(self.config)
+        return self._cost_model
+
+    def estimate(self, node: int):
+        return self.estimator.estimate(node)
+
+    def cost(self, node: int) -> float:
+        """Total estimated cost of the subtree at ``node`` (shared subtrees counted once)."""
+        return self.cost_model.total(self.g, node, self.estimator)
+
+    def invalidate(self) -> None:
+        if self._estimator is not None:
+            self._estimator.invalidate()
+
+
+@dataclass
+class OptimizeResult:
+    plan: Plan
+    phases: list[PhaseReport] = field(default_factory=list)
+    seconds: float = 0.0
+    graph: nx.DiGraph | None = None
+
+    @property
+    def events(self):
+        return [e for p in self.phases for e in p.events]
+
+    def summary(self) -> str:
+        lines = [f"optimized in {self.seconds * 1000:.1f} ms"]
+        for p in self.phases:
+            fired: dict[str, int] = {}
+            for e in p.events:
+                fired[e.rule] = fired.get(e.rule, 0) + 1
+            text = ", ".join(f"{k} x{v}" for k, v in fired.items()) or "nothing fired"
+            lines.append(f"  {p.phase:<10} {p.seconds * 1000:7.1f} ms  {text}")
+        return "\n".join(lines)
+
+
+class Optimizer:
+    """Runs the rule phases over a plan. ``run`` also reports what each rule did and the time taken."""
+
+    def __init__(self, statistics: Any = None, capabilities: Any = None, config: OptimizerConfig | None = None,
+                 rules: list[Rule] | None = None) -> None:
+        self.statistics = statistics
+        self.capabilities = capabilities
+        self.config = config or OptimizerConfig()
+        if rules is None:
+            from rules import RULES
+
+            rules = RULES
+        self.rules = [r for r in rules if r.name not in self.config.disabled_rules]
+
+    def run(self, plan: Plan | Any) -> OptimizeResult:
+        start = time.perf_counter()
+        plan = load_plan(plan)
+        g = to_dag(plan)
+        annotate_schemas(g)
+        ctx = RuleContext(g, self.statistics, self.capabilities, self.config)
+        result = OptimizeResult(plan)
+        for phase in PHASES:
+            phase_rules = [r for r in self.rules if r.phase == phase]
+            if phase == "annotate":
+                report = PhaseReport(phase)
+                t0 = time.perf_counter()
+                if self.config.annotate_estimates:
+                    annotate_estimates(g, ctx)
+                report.seconds = time.perf_counter() - t0
+                result.phases.append(report)
+                continue
+            if phase_rules:
+                result.phases.append(run_phase(g, phase, phase_rules, ctx, self.config.max_iterations))
+        result.plan = from_dag(g)
+        result.graph = g
+        result.seconds = time.perf_counter() - start
+        return result
+
+
+def annotate_estimates(g: nx.DiGraph, ctx: RuleContext) -> None:
+    """Write each relation's estimated rows and row width into its ``hint.stats``."""
+    for node in g.nodes:
+        est = ctx.estimate(node)
+        rel = g.nodes[node]["rel"]
+        body = getattr(rel, g.nodes[node]["kind"])
+        if not hasattr(body, "common"):
+            continue
+        body.common.hint.stats.row_count = float(est.rows)
+        body.common.hint.stats.record_size = float(est.width)
+
+
+def optimize(plan: Plan | Any, *, statistics: Any = None, capabilities: Any = None,
+             config: OptimizerConfig | None = None) -> Plan:
+    """Rewrite a logical plan into a cheaper physical one that gives the same answer."""
+    return Optimizer(statistics, capabilities, config).run(plan).plan

@@ -1,0 +1,191 @@
+"""The rule engine: rules match a node of the DAG and return a replacement subgraph.
+
+A rule is a pure function ``apply(g, node, ctx) -> Replacement | None``: it reads the DAG and the
+statistics and never changes them; the engine applies what it returns. A replacement is either
+an existing node id (the matched node is replaced by it, e.g. a trivially true filter by its
+input) or a :class:`NewRel` tree whose leaves may be existing node ids.
+
+The engine checks every replacement: the new subgraph's output must have the same number of
+columns, of the same types, as the node it replaces. A rule that breaks this is a bug, reported as
+such instead of silently changing the plan's answer.
+
+Phases run in order; within a phase the rules run over the nodes, parents first, until none fires
+(a fixed point) or the iteration cap is reached.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+from substrait.proto import Rel
+
+from optimizer.dag import inputs, strip_inputs
+from optimizer.errors import OptimizerError
+
+PHASES = ("normalise", "logical", "join_order", "physical", "annotate")
+
+
+class RuleBug(OptimizerError):
+    """A rule produced a subgraph that is not equivalent in shape to what it replaced."""
+
+    exit_code = 3
+
+
+@dataclass
+class NewRel:
+    """A relation to add: its own fields (``rel``; input fields are ignored) and its inputs."""
+
+    rel: Rel
+    inputs: list[NewRel | int] = field(default_factory=list)
+
+
+Replacement = NewRel | int
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rewrite: which node kinds it looks at, the phase it runs in and the function that rewrites."""
+
+    name: str
+    phase: str
+    kinds: frozenset[str]
+    apply: Callable[[nx.DiGraph, int, Any], Replacement | None]
+    description: str = ""
+
+
+@dataclass
+class RuleEvent:
+    rule: str
+    phase: str
+    node: int
+    before: str
+    after: str
+    new_node: int
+
+
+def _next_id(g: nx.DiGraph) -> int:
+    counter = g.graph.get("_ids")
+    if counter is None:
+        counter = itertools.count(max(g.nodes, default=-1) + 1)
+        g.graph["_ids"] = counter
+    return next(counter)
+
+
+def _kind(rel: Rel) -> str:
+    kind = rel.WhichOneof("rel_type")
+    if kind is None:
+        raise RuleBug("a rule produced an empty relation")
+    return kind
+
+
+def add_subgraph(g: nx.DiGraph, new: Replacement, schema_of: Callable[[int], Any] | None = None) -> int:
+    """Add a :class:`NewRel` tree to ``g`` and return its root node (an int is returned as is)."""
+    if isinstance(new, int):
+        if new not in g:
+            raise RuleBug(f"a rule referred to node {new}, which is not in the plan")
+        return new
+    children = [add_subgraph(g, child, schema_of) for child in new.inputs]
+    node = _next_id(g)
+    g.add_node(node, kind=_kind(new.rel), rel=strip_inputs(new.rel))
+    for slot, child in enumerate(children):
+        if g.has_edge(node, child):
+            g.edges[node, child]["slots"].append(slot)
+        else:
+            g.add_edge(node, child, slot=slot, slots=[slot], via={})
+    if schema_of is not None:
+        g.nodes[node]["schema"] = schema_of(node)
+    return node
+
+
+def replace_node(g: nx.DiGraph, old: int, new_root: int) -> None:
+    """Make every reader of ``old`` read ``new_root``, then drop what nothing reads any more."""
+    if old == new_root:
+        return
+    for parent in list(g.predecessors(old)):
+        if parent == new_root:
+            continue  # the replacement reads the old node itself (e.g. a filter put above it)
+        data = dict(g.edges[parent, old])
+        g.remove_edge(parent, old)
+        data["via"] = {}
+        if g.has_edge(parent, new_root):
+            slots = sorted(g.edges[parent, new_root]["slots"] + data["slots"])
+            g.edges[parent, new_root].update(slots=slots, slot=slots[0])
+        else:
+            g.add_edge(parent, new_root, **data)
+    for root in g.graph["roots"]:
+        if root["node"] == old:
+            root["node"] = new_root
+            root["via"] = None
+    collect_garbage(g)
+
+
+def collect_garbage(g: nx.DiGraph) -> None:
+    """Remove nodes no root reaches."""
+    live: set[int] = set()
+    for root in g.graph["roots"]:
+        live.add(root["node"])
+        live |= nx.descendants(g, root["node"])
+    g.remove_nodes_from([n for n in list(g.nodes) if n not in live])
+
+
+def same_shape(old_schema, new_schema) -> str | None:
+    """Why two output schemas are not interchangeable (None if they are)."""
+    if old_schema is None or new_schema is None:
+        return None
+    if len(old_schema.types) != len(new_schema.types):
+        return f"{len(old_schema.types)} columns became {len(new_schema.types)}"
+    for i, (a, b) in enumerate(zip(old_schema.types, new_schema.types, strict=True)):
+        if a.WhichOneof("kind") != b.WhichOneof("kind"):
+            return f"column {i} changed type from {a.WhichOneof('kind')} to {b.WhichOneof('kind')}"
+    return None
+
+
+@dataclass
+class PhaseReport:
+    phase: str
+    iterations: int = 0
+    seconds: float = 0.0
+    events: list[RuleEvent] = field(default_factory=list)
+
+
+def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterations: int = 10) -> PhaseReport:
+    """Apply ``rules`` to ``g`` (in place) until a fixed point or ``max_iterations`` passes."""
+    report = PhaseReport(phase)
+    start = time.perf_counter()
+    for _ in range(max_iterations):
+        report.iterations += 1
+        changed = False
+        for node in list(nx.topological_sort(g)):
+            if node not in g:
+                continue
+            for rule in rules:
+                if node not in g or g.nodes[node]["kind"] not in rule.kinds:
+                    continue
+                result = rule.apply(g, node, ctx)
+                if result is None or result == node:
+                    continue
+                before = g.nodes[node]["kind"]
+                old_schema = g.nodes[node].get("schema")
+                new_root = add_subgraph(g, result, ctx.derive_schema if ctx is not None else None)
+                problem = same_shape(old_schema, g.nodes[new_root].get("schema"))
+                if problem:
+                    raise RuleBug(f"rule {rule.name} changed the output of a {before} relation: {problem}")
+                replace_node(g, node, new_root)
+                if ctx is not None:
+                    ctx.invalidate()
+                report.events.append(RuleEvent(rule.name, phase, node, before, g.nodes[new_root]["kind"], new_root))
+                changed = True
+                break
+        if not changed:
+            break
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def input_schemas(g: nx.DiGraph, node: int) -> list:
+    return [g.nodes[c].get("schema") for c in inputs(g, node)]

@@ -1,0 +1,276 @@
+"""Expression helpers shared by the rules: conjuncts, field references, remapping.
+
+Field references are positional. A subquery inside an expression refers to the enclosing
+relation's input with ``outer_reference.steps_out`` = its nesting depth, so "the fields an
+expression reads" and "renumber the fields" also look inside subqueries at the right depth.
+
+>>> e = field(3)
+>>> referenced_fields(e)
+{3}
+>>> referenced_fields(remap_fields(e, {3: 0}))
+{0}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from google.protobuf.message import Message
+from substrait.proto import Expression, Plan, Type
+
+from optimizer.functions import STANDARD_URN_PREFIX, FunctionTable, function_table
+
+_SUBQUERY = "substrait.Expression.Subquery"
+_FIELD_REF = "substrait.Expression.FieldReference"
+
+
+def field(index: int) -> Expression:
+    """A direct reference to input column ``index``."""
+    e = Expression()
+    e.selection.direct_reference.struct_field.field = index
+    e.selection.root_reference.SetInParent()
+    return e
+
+
+def field_index(e: Expression) -> int | None:
+    """The column of a plain top-level field reference (``$i``), else None."""
+    if e.WhichOneof("rex_type") != "selection":
+        return None
+    sel = e.selection
+    if sel.WhichOneof("root_type") not in (None, "root_reference") or sel.WhichOneof("reference_type") != "direct_reference":
+        return None
+    seg = sel.direct_reference
+    if seg.WhichOneof("reference_type") != "struct_field" or seg.struct_field.HasField("child"):
+        return None
+    return seg.struct_field.field
+
+
+def bool_literal(e: Expression) -> bool | None:
+    """True/False for a non-null boolean literal, else None."""
+    if e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "boolean":
+        return e.literal.boolean
+    return None
+
+
+def literal_true() -> Expression:
+    e = Expression()
+    e.literal.boolean = True
+    return e
+
+
+def function_name(e: Expression, functions: FunctionTable) -> str | None:
+    if e.WhichOneof("rex_type") != "scalar_function":
+        return None
+    anchor = e.scalar_function.function_reference
+    return functions.get(anchor).name if anchor in functions else None
+
+
+def call_args(e: Expression) -> list[Expression] | None:
+    """The value arguments of a scalar function (None if any argument is an enum or a type)."""
+    out = []
+    for a in e.scalar_function.arguments:
+        if a.WhichOneof("arg_type") != "value":
+            return None
+        out.append(a.value)
+    return out
+
+
+def conjuncts(e: Expression, functions: FunctionTable) -> list[Expression]:
+    """Split ``a AND (b AND c)`` into ``[a, b, c]``."""
+    if function_name(e, functions) == "and":
+        args = call_args(e)
+        if args is not None:
+            out: list[Expression] = []
+            for a in args:
+                out.extend(conjuncts(a, functions))
+            return out
+    return [e]
+
+
+def disjuncts(e: Expression, functions: FunctionTable) -> list[Expression]:
+    if function_name(e, functions) == "or":
+        args = call_args(e)
+        if args is not None:
+            out: list[Expression] = []
+            for a in args:
+                out.extend(disjuncts(a, functions))
+            return out
+    return [e]
+
+
+def _walk_refs(msg: Message, depth: int, visit: Callable[[Message, int], None]) -> None:
+    """Call ``visit(field_reference, depth)`` on every FieldReference; depth counts subqueries entered."""
+    name = msg.DESCRIPTOR.full_name
+    if name == _FIELD_REF:
+        visit(msg, depth)
+    inner = depth + 1 if name == _SUBQUERY else depth
+    for f, value in msg.ListFields():
+        if f.type != f.TYPE_MESSAGE:
+            continue
+        if f.label == f.LABEL_REPEATED:
+            if f.message_type.GetOptions().map_entry:
+                continue
+            for item in value:
+                _walk_refs(item, inner, visit)
+        else:
+            _walk_refs(value, inner, visit)
+
+
+def _top_field(ref) -> int | None:
+    if ref.WhichOneof("reference_type") != "direct_reference":
+        return None
+    seg = ref.direct_reference
+    return seg.struct_field.field if seg.WhichOneof("reference_type") == "struct_field" else None
+
+
+def _is_ours(ref, depth: int) -> bool:
+    """Does this reference, found ``depth`` subqueries deep, read the expression's own input?"""
+    root = ref.WhichOneof("root_type")
+    if depth == 0:
+        return root in (None, "root_reference")
+    return root == "outer_reference" and ref.outer_reference.steps_out == depth
+
+
+def referenced_fields(e: Message) -> set[int]:
+    """Input columns an expression (or any message holding expressions) reads."""
+    out: set[int] = set()
+
+    def visit(ref, depth):
+        if _is_ours(ref, depth):
+            i = _top_field(ref)
+            if i is not None:
+                out.add(i)
+
+    _walk_refs(e, 0, visit)
+    return out
+
+
+def has_unresolvable_refs(e: Message) -> bool:
+    """True if it reads something other than plain top-level columns (expression-based references)."""
+    bad = False
+
+    def visit(ref, depth):
+        nonlocal bad
+        if _is_ours(ref, depth) and _top_field(ref) is None:
+            bad = True
+
+    _walk_refs(e, 0, visit)
+    return bad
+
+
+def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
+    """A copy of ``e`` with every input column ``i`` read as ``mapping[i]``."""
+    out = type(e)()
+    out.CopyFrom(e)
+    get = mapping if callable(mapping) else mapping.__getitem__
+
+    def visit(ref, depth):
+        if _is_ours(ref, depth):
+            i = _top_field(ref)
+            if i is not None:
+                ref.direct_reference.struct_field.field = get(i)
+
+    _walk_refs(out, 0, visit)
+    return out
+
+
+def shift_fields(e: Message, offset: int, start: int = 0):
+    """Add ``offset`` to every column index ``>= start``."""
+    return remap_fields(e, lambda i: i + offset if i >= start else i)
+
+
+def has_subquery(e: Message) -> bool:
+    found = False
+
+    def walk(msg):
+        nonlocal found
+        if found:
+            return
+        if msg.DESCRIPTOR.full_name == _SUBQUERY:
+            found = True
+            return
+        for f, value in msg.ListFields():
+            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
+                for item in value if f.label == f.LABEL_REPEATED else [value]:
+                    walk(item)
+
+    walk(e)
+    return found
+
+
+def is_deterministic(e: Message, functions: FunctionTable) -> bool:
+    """False if the expression calls a function known to give different answers per call."""
+    nondeterministic = {"random", "rand", "uuid", "now", "current_timestamp"}
+    found = False
+
+    def walk(msg):
+        nonlocal found
+        if msg.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction":
+            anchor = msg.function_reference
+            if anchor in functions and functions.get(anchor).name in nondeterministic:
+                found = True
+        for f, value in msg.ListFields():
+            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
+                for item in value if f.label == f.LABEL_REPEATED else [value]:
+                    walk(item)
+
+    walk(e)
+    return not found
+
+
+class FunctionRegistrar:
+    """Finds or declares extension functions in a plan, so a rule can build ``and(...)`` and friends.
+
+    Reuses the plan's own anchor when it already declares the function (under any URN or none, as
+    DataFusion does), otherwise declares the standard one.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._table = function_table(plan)
+
+    @property
+    def table(self) -> FunctionTable:
+        return self._table
+
+    def anchor(self, name: str, urn_stem: str, signature: str | None = None) -> int:
+        existing = self._table.anchor_for(name)
+        if existing is not None:
+            return existing
+        urn = STANDARD_URN_PREFIX + urn_stem
+        urn_anchor = next((u.extension_urn_anchor for u in self.plan.extension_urns if u.urn == urn), None)
+        if urn_anchor is None:
+            urn_anchor = max([u.extension_urn_anchor for u in self.plan.extension_urns] + [0]) + 1
+            self.plan.extension_urns.add(extension_urn_anchor=urn_anchor, urn=urn)
+        used = [d.extension_function.function_anchor for d in self.plan.extensions if d.HasField("extension_function")]
+        anchor = max(used + [0]) + 1
+        decl = self.plan.extensions.add().extension_function
+        decl.extension_urn_reference = urn_anchor
+        decl.function_anchor = anchor
+        decl.name = signature or name
+        self._table = function_table(self.plan)
+        return anchor
+
+    def call(self, name: str, urn_stem: str, args: Iterable[Expression], output_type: Type,
+             signature: str | None = None) -> Expression:
+        e = Expression()
+        e.scalar_function.function_reference = self.anchor(name, urn_stem, signature)
+        for a in args:
+            e.scalar_function.arguments.add().value.CopyFrom(a)
+        e.scalar_function.output_type.CopyFrom(output_type)
+        return e
+
+
+def boolean_type(nullable: bool = True) -> Type:
+    t = Type()
+    t.bool.nullability = Type.NULLABILITY_NULLABLE if nullable else Type.NULLABILITY_REQUIRED
+    return t
+
+
+def make_and(exprs: list[Expression], registrar: FunctionRegistrar) -> Expression:
+    """``a AND b AND ...`` (one conjunct is returned as is; none is ``true``)."""
+    if not exprs:
+        return literal_true()
+    if len(exprs) == 1:
+        return exprs[0]
+    return registrar.call("and", "functions_boolean", exprs, boolean_type(), "and:bool")
