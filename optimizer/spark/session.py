@@ -32,3 +32,24 @@ def get_spark(master: str | None = None, app_name: str = "substrait-optimizer", 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+class LazySpark:
+    """Stands for the SparkSession and starts it on first use (so a statistics cache hit needs no JVM)."""
+
+    def __init__(self, master: str | None = None) -> None:
+        self._master = master
+        self._spark = None
+
+    @property
+    def session(self):
+        if self._spark is None:
+            self._spark = get_spark(self._master)
+        return self._spark
+
+    @property
+    def started(self) -> bool:
+        return self._spark is not None
+
+    def __getattr__(self, name: str):
+        return getattr(self.session, name)

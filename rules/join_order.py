@@ -1,0 +1,442 @@
+"""Cost-based join ordering: dynamic programming over connected subgraphs (DPccp), greedy beyond.
+
+**Matches** the top of a region of inner joins and cross products (``JoinRel`` of type INNER,
+``CrossRel``) with at least three inputs. Outer, semi, anti, single and mark joins, joins with a
+``post_join_filter``, relations with an emit (other than the region's top) and shared subtrees are
+*barriers*: they end the region and become its inputs (their own insides are ordered separately).
+
+**Produces** the cheapest bushy tree of inner joins over the same inputs, found by DPccp
+(Moerkotte & Neumann, "Analysis of two existing and one new dynamic programming algorithm for the
+generation of optimal bushy join trees without cross products", VLDB 2006) for up to
+``config.dp_join_limit`` inputs (14 by default) and by greedy operator ordering (GOO, Fegaras 1998)
+beyond. Only pairs connected by a predicate are joined, so no cross product is introduced unless the
+query has one (then its components are joined, smallest first, at the end). Every conjunct of the
+region's join conditions is placed at the lowest join that has all the columns it reads; a conjunct
+that reads one input only becomes a filter on that input. A ``ProjectRel`` with an emit on top puts
+the columns back in the original order (and applies the top join's own emit).
+
+**Why it is equivalent**: inner joins and cross products are commutative and associative, and a
+conjunction of predicates over their inputs may be evaluated at any join whose inputs hold all the
+columns it reads. Predicates with subqueries or non-deterministic functions stay at the top.
+The rewrite is made only if its estimated cost is lower than the written order's.
+
+Cost of a join tree: the sum over its joins of a hash-join cost with the smaller input as the build
+side, ``probe_rows + 2 * build_rows + output_rows`` (rows from the cardinality estimator; an
+equi-join predicate's selectivity is ``1 / max(ndv_left, ndv_right)``).
+
+>>> from optimizer.plan_io import load_plan
+>>> from optimizer.driver import Optimizer
+>>> from rules import join_order
+>>> plan = load_plan(_EXAMPLE)   # lineitem x orders x customer, written largest first
+>>> result = Optimizer(rules=[join_order.RULE]).run(plan)
+>>> [e.rule for e in result.events]
+['join_order']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+from substrait.proto import Expression, JoinRel, Rel
+
+from optimizer.dag import inputs
+from optimizer.engine import NewRel, Rule
+from optimizer.expr_utils import (
+    call_args,
+    conjuncts,
+    field_index,
+    function_name,
+    has_subquery,
+    is_deterministic,
+    make_and,
+    referenced_fields,
+    remap_fields,
+)
+
+INNER = JoinRel.JOIN_TYPE_INNER
+
+
+def _includable(g: nx.DiGraph, node: int, top: bool) -> bool:
+    data = g.nodes[node]
+    kind = data["kind"]
+    if kind not in ("join", "cross"):
+        return False
+    body = getattr(data["rel"], kind)
+    if kind == "join" and (body.type != INNER or body.HasField("post_join_filter")):
+        return False
+    if body.HasField("advanced_extension"):
+        return False
+    if not top:
+        if body.common.HasField("emit") or g.in_degree(node) != 1:
+            return False
+        (parent,) = g.predecessors(node)
+        if len(g.edges[parent, node]["slots"]) != 1:
+            return False
+    return True
+
+
+@dataclass
+class Region:
+    leaves: list[int]  # input nodes, in the order their columns appear in the region's output
+    widths: list[int]  # number of columns of each leaf
+    predicates: list[Expression]  # over the concatenated columns of all leaves (global numbering)
+    shape: object  # the written tree: leaf index or (left, right)
+
+
+def collect_region(g: nx.DiGraph, top: int, ctx) -> Region:
+    leaves: list[int] = []
+    widths: list[int] = []
+    predicates: list[Expression] = []
+
+    def visit(node: int, is_top: bool):
+        if not _includable(g, node, is_top):
+            leaves.append(node)
+            widths.append(len(ctx.schema(node).types))
+            return len(leaves) - 1
+        start = sum(widths)
+        left, right = inputs(g, node)
+        ls = visit(left, False)
+        rs = visit(right, False)
+        data = g.nodes[node]
+        if data["kind"] == "join" and data["rel"].join.HasField("expression"):
+            for c in conjuncts(data["rel"].join.expression, ctx.functions):
+                predicates.append(remap_fields(c, lambda i, s=start: i + s))
+        return (ls, rs)
+
+    shape = visit(top, True)
+    return Region(leaves, widths, predicates, shape)
+
+
+def _bits(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _subsets(mask: int) -> Iterator[int]:
+    """Non-empty subsets of ``mask``, smallest numbers first."""
+    sub = 0
+    while True:
+        sub = (sub - mask) & mask
+        if not sub:
+            return
+        yield sub
+
+
+class JoinGraph:
+    """Leaves, predicates with the leaves they read, cardinalities and the DP over them."""
+
+    def __init__(self, region: Region, ctx) -> None:
+        self.region = region
+        self.n = len(region.leaves)
+        self.offsets = [sum(region.widths[:i]) for i in range(self.n)]
+        owner: list[int] = []
+        for i, w in enumerate(region.widths):
+            owner.extend([i] * w)
+        self.owner = owner
+        self.rows = [max(1.0, float(ctx.estimate(leaf).rows)) for leaf in region.leaves]
+        self.columns = [ctx.estimate(leaf).columns for leaf in region.leaves]
+        self.functions = ctx.functions
+        self.pred_masks: list[int] = []
+        self.pred_sel: list[float] = []
+        self.movable: list[bool] = []
+        self.neighbors = [0] * self.n
+        for p in region.predicates:
+            mask = 0
+            for f in referenced_fields(p):
+                if 0 <= f < len(owner):
+                    mask |= 1 << owner[f]
+            movable = not has_subquery(p) and is_deterministic(p, ctx.functions)
+            if not movable:
+                mask = (1 << self.n) - 1
+            self.pred_masks.append(mask)
+            self.movable.append(movable)
+            self.pred_sel.append(self._selectivity(p))
+            if movable and bin(mask).count("1") >= 2:
+                for a in _bits(mask):
+                    self.neighbors[a] |= mask & ~(1 << a)
+        self.card: dict[int, float] = {1 << i: self.rows[i] * self._local_sel(1 << i) for i in range(self.n)}
+
+    def _ndv(self, column: int) -> float | None:
+        leaf = self.owner[column]
+        cols = self.columns[leaf]
+        k = column - self.offsets[leaf]
+        if cols is None or k >= len(cols) or cols[k] is None:
+            return None
+        ndv = getattr(cols[k], "ndv", None)
+        return float(ndv) if ndv else None
+
+    def _selectivity(self, p: Expression) -> float:
+        name = function_name(p, self.functions)
+        if name in ("equal", "is_not_distinct_from"):
+            args = call_args(p) or []
+            cols = [field_index(a) for a in args]
+            if len(cols) == 2 and None not in cols and self.owner[cols[0]] != self.owner[cols[1]]:
+                ndvs = [self._ndv(c) for c in cols]
+                rows = [self.rows[self.owner[c]] for c in cols]
+                best = [n if n else r for n, r in zip(ndvs, rows, strict=True)]
+                return 1.0 / max(1.0, max(best))
+            return 0.1
+        return 1.0 / 3.0
+
+    def _local_sel(self, mask: int) -> float:
+        sel = 1.0
+        for pm, s in zip(self.pred_masks, self.pred_sel, strict=True):
+            if pm == mask:
+                sel *= s
+        return sel
+
+    def cardinality(self, s1: int, s2: int) -> float:
+        both = s1 | s2
+        if both in self.card:
+            return self.card[both]
+        sel = 1.0
+        for pm, s in zip(self.pred_masks, self.pred_sel, strict=True):
+            if pm & both == pm and pm & s1 != pm and pm & s2 != pm:
+                sel *= s
+        c = max(1.0, self.card[s1] * self.card[s2] * sel)
+        self.card[both] = c
+        return c
+
+    @staticmethod
+    def join_cost(c1: float, c2: float, out: float) -> float:
+        return max(c1, c2) + 2.0 * min(c1, c2) + out
+
+    def neighborhood(self, mask: int, exclude: int) -> int:
+        n = 0
+        for v in _bits(mask):
+            n |= self.neighbors[v]
+        return n & ~exclude & ~mask
+
+    def components(self) -> list[int]:
+        seen = 0
+        out = []
+        for v in range(self.n):
+            if seen >> v & 1:
+                continue
+            comp = 1 << v
+            frontier = comp
+            while frontier:
+                nxt = self.neighborhood(frontier, comp)
+                comp |= nxt
+                frontier = nxt
+            seen |= comp
+            out.append(comp)
+        return out
+
+    # -- DPccp ---------------------------------------------------------------------------------
+
+    def dpccp(self, component: int) -> tuple[dict[int, float], dict[int, object]]:
+        cost: dict[int, float] = {}
+        tree: dict[int, object] = {}
+        for v in _bits(component):
+            cost[1 << v] = 0.0
+            tree[1 << v] = v
+        vertices = sorted(_bits(component))
+        allowed = component
+
+        def emit_ccp(s1: int, s2: int) -> None:
+            out = self.cardinality(s1, s2)
+            c = cost[s1] + cost[s2] + self.join_cost(self.card[s1], self.card[s2], out)
+            both = s1 | s2
+            if c < cost.get(both, math.inf):
+                cost[both] = c
+                tree[both] = (tree[s1], tree[s2])
+
+        def enumerate_cmp_rec(s1: int, s2: int, x: int) -> None:
+            n = self.neighborhood(s2, x | ~allowed)
+            if not n:
+                return
+            for sub in _subsets(n):
+                if s2 | sub in cost:
+                    emit_ccp(s1, s2 | sub)
+            for sub in _subsets(n):
+                enumerate_cmp_rec(s1, s2 | sub, x | n)
+
+        def emit_csg(s1: int) -> None:
+            low = (s1 & -s1).bit_length() - 1
+            x = s1 | ((1 << (low + 1)) - 1)
+            n = self.neighborhood(s1, x | ~allowed)
+            for v in sorted(_bits(n), reverse=True):
+                s2 = 1 << v
+                emit_ccp(s1, s2)
+                enumerate_cmp_rec(s1, s2, x | (n & ((1 << (v + 1)) - 1)))
+
+        def enumerate_csg_rec(s: int, x: int) -> None:
+            n = self.neighborhood(s, x | ~allowed)
+            if not n:
+                return
+            for sub in _subsets(n):
+                emit_csg(s | sub)
+            for sub in _subsets(n):
+                enumerate_csg_rec(s | sub, x | n)
+
+        for v in reversed(vertices):
+            emit_csg(1 << v)
+            enumerate_csg_rec(1 << v, (1 << (v + 1)) - 1)
+        return cost, tree
+
+    # -- greedy (GOO) --------------------------------------------------------------------------
+
+    def greedy(self, component: int) -> tuple[float, object]:
+        parts: dict[int, tuple[float, object]] = {1 << v: (0.0, v) for v in _bits(component)}
+        while len(parts) > 1:
+            best = None
+            keys = list(parts)
+            for i, a in enumerate(keys):
+                na = self.neighborhood(a, 0)
+                for b in keys[i + 1:]:
+                    if not na & b:
+                        continue
+                    out = self.cardinality(a, b)
+                    if best is None or out < best[0]:
+                        best = (out, a, b)
+            if best is None:  # disconnected inside a component cannot happen; be safe
+                a, b = keys[0], keys[1]
+                best = (self.cardinality(a, b), a, b)
+            out, a, b = best
+            (ca, ta), (cb, tb) = parts.pop(a), parts.pop(b)
+            parts[a | b] = (ca + cb + self.join_cost(self.card[a], self.card[b], out), (ta, tb))
+        ((_, (c, t)),) = parts.items()
+        return c, t
+
+    def tree_cost(self, shape) -> tuple[int, float]:
+        """(mask, cost) of a given tree."""
+        if isinstance(shape, int):
+            return 1 << shape, 0.0
+        lm, lc = self.tree_cost(shape[0])
+        rm, rc = self.tree_cost(shape[1])
+        out = self.cardinality(lm, rm)
+        return lm | rm, lc + rc + self.join_cost(self.card[lm], self.card[rm], out)
+
+    def best_tree(self, dp_limit: int) -> tuple[float, object]:
+        results = []
+        for comp in self.components():
+            if bin(comp).count("1") == 1:
+                results.append((comp, 0.0, comp.bit_length() - 1))
+            elif bin(comp).count("1") <= dp_limit:
+                cost, tree = self.dpccp(comp)
+                results.append((comp, cost[comp], tree[comp]))
+            else:
+                c, t = self.greedy(comp)
+                results.append((comp, c, t))
+        # The query's own cross products: join the components, smallest first.
+        results.sort(key=lambda r: self.card[r[0]])
+        mask, total, tree = results[0]
+        for comp, c, t in results[1:]:
+            out = self.cardinality(mask, comp)
+            total += c + self.join_cost(self.card[mask], self.card[comp], out)
+            mask |= comp
+            tree = (tree, t)
+        return total, tree
+
+
+def _leaf_order(shape) -> list[int]:
+    return [shape] if isinstance(shape, int) else _leaf_order(shape[0]) + _leaf_order(shape[1])
+
+
+def _mask(shape) -> int:
+    return 1 << shape if isinstance(shape, int) else _mask(shape[0]) | _mask(shape[1])
+
+
+def build_tree(jg: JoinGraph, shape, ctx) -> tuple[NewRel | int, list[int]]:
+    """The NewRel for a tree and the global column numbers of its output, in order."""
+    region = jg.region
+    if isinstance(shape, int):
+        cols = list(range(jg.offsets[shape], jg.offsets[shape] + region.widths[shape]))
+        local = [p for p, m, mv in zip(region.predicates, jg.pred_masks, jg.movable, strict=True) if mv and m == 1 << shape]
+        node: NewRel | int = region.leaves[shape]
+        if local:
+            position = {g: i for i, g in enumerate(cols)}
+            rel = Rel()
+            rel.filter.condition.CopyFrom(make_and([remap_fields(p, position) for p in local], ctx.registrar))
+            node = NewRel(rel, [node])
+        return node, cols
+    left, lcols = build_tree(jg, shape[0], ctx)
+    right, rcols = build_tree(jg, shape[1], ctx)
+    lm, rm = _mask(shape[0]), _mask(shape[1])
+    both = lm | rm
+    cols = lcols + rcols
+    position = {g: i for i, g in enumerate(cols)}
+    here = [
+        remap_fields(p, position)
+        for p, m, mv in zip(region.predicates, jg.pred_masks, jg.movable, strict=True)
+        if (mv and m & both == m and m & lm != m and m & rm != m) or (not mv and both == (1 << jg.n) - 1)
+    ]
+    rel = Rel()
+    if here:
+        rel.join.type = INNER
+        rel.join.expression.CopyFrom(make_and(here, ctx.registrar))
+    else:
+        rel.cross.SetInParent()
+    return NewRel(rel, [left, right]), cols
+
+
+def order_joins(g: nx.DiGraph, node: int, ctx) -> NewRel | None:
+    """Reorder the inner-join region whose top is ``node`` if a cheaper order exists."""
+    if not _includable(g, node, True):
+        return None
+    for parent in g.predecessors(node):
+        if _includable(g, parent, True) and _includable(g, node, False):
+            return None  # not the top of its region
+    region = collect_region(g, node, ctx)
+    if len(region.leaves) < 3:
+        return None
+    jg = JoinGraph(region, ctx)
+    _, written_cost = jg.tree_cost(region.shape)
+    best_cost, best = jg.best_tree(ctx.config.dp_join_limit)
+    if not best_cost < written_cost * (1 - 1e-9):
+        return None
+    new_root, cols = build_tree(jg, best, ctx)
+    top_body = getattr(g.nodes[node]["rel"], g.nodes[node]["kind"])
+    position = {gcol: i for i, gcol in enumerate(cols)}
+    wanted = list(range(len(cols)))
+    if top_body.common.HasField("emit"):
+        wanted = list(top_body.common.emit.output_mapping)
+    mapping = [position[w] for w in wanted]
+    if mapping == list(range(len(cols))):
+        return new_root if isinstance(new_root, NewRel) else None
+    rel = Rel()
+    rel.project.common.emit.output_mapping.extend(mapping)
+    return NewRel(rel, [new_root])
+
+
+RULE = Rule(
+    name="join_order",
+    phase="join_order",
+    kinds=frozenset({"join", "cross"}),
+    apply=order_joins,
+    description="reorder regions of inner joins by cost (DPccp up to dp_join_limit inputs, greedy beyond)",
+)
+
+
+def _example_plan() -> str:
+    def read(name, cols, rows):
+        return {"read": {"common": {"hint": {"stats": {"rowCount": rows, "recordSize": 8 * len(cols)}}},
+                         "namedTable": {"names": [name]},
+                         "baseSchema": {"names": cols, "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}] * len(cols)}}}}
+
+    def eq(a, b):
+        ref = lambda i: {"selection": {"directReference": {"structField": {"field": i}}, "rootReference": {}}}  # noqa: E731
+        return {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {"nullability": "NULLABILITY_REQUIRED"}},
+                                   "arguments": [{"value": ref(a)}, {"value": ref(b)}]}}
+
+    import json
+
+    # lineitem(l_orderkey) x orders(o_orderkey, o_custkey) x customer(c_custkey)
+    inner = {"join": {"type": "JOIN_TYPE_INNER", "left": read("lineitem", ["l_orderkey"], 6_000_000),
+                      "right": read("orders", ["o_orderkey", "o_custkey"], 1_500_000), "expression": eq(0, 1)}}
+    top = {"join": {"type": "JOIN_TYPE_INNER", "left": inner, "right": read("customer", ["c_custkey"], 150_000),
+                    "expression": eq(2, 3)}}
+    return json.dumps({
+        "extensionUrns": [{"extensionUrnAnchor": 1, "urn": "extension:io.substrait:functions_comparison"}],
+        "extensions": [{"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1, "name": "equal:any_any"}}],
+        "relations": [{"root": {"input": top, "names": ["l_orderkey", "o_orderkey", "o_custkey", "c_custkey"]}}],
+    })
+
+
+_EXAMPLE = _example_plan()
