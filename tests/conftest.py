@@ -1,4 +1,14 @@
-"""Session-wide fixtures: one SparkSession for the whole test session."""
+"""Session-wide fixtures: one SparkSession for the whole test session, and the shared ground truth.
+
+* ``tpch_dir``: TPC-H SF 0.01 parquet files (+ table ``t``), generated once under ``.cache/tpch/sf0.01``
+  (or ``$SUBSTRAIT_OPT_DATA/sf0.01``) and reused across runs; ``tpch_tables``: ``{name: parquet path}``;
+  ``tpch_small_dir``: SF 0.0001, for the corpus' ``X_small.parquet`` tables (``optimizer.corpus.sql_for``).
+* ``duckdb_oracle``: ``sql -> pyarrow.Table`` run by DuckDB on those tables (views ``lineitem``..., ``t``).
+* ``datafusion_tpch_plans`` / ``duckdb_tpch_plans``: ``{query number: plan bytes}`` produced live
+  (22 DataFusion plans; DuckDB's usable 14, see ``optimizer.producers.DUCKDB_TPCH_QUERIES``).
+* ``corpus_plans``: the consumer-testing corpus plans (``optimizer.corpus.CorpusPlan``), without the
+  substrait-java "validate" copies.
+"""
 
 from __future__ import annotations
 
@@ -11,3 +21,58 @@ def spark():
 
     session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
     yield session
+
+
+@pytest.fixture(scope="session")
+def tpch_dir():
+    from optimizer.tpch import generate_tpch
+
+    return generate_tpch(0.01)
+
+
+@pytest.fixture(scope="session")
+def tpch_small_dir():
+    """TPC-H SF 0.0001 (15 customers, 150 orders), for the corpus tests that read ``X_small.parquet``."""
+    from optimizer.tpch import generate_tpch
+
+    return generate_tpch(0.0001)
+
+
+@pytest.fixture(scope="session")
+def tpch_tables(tpch_dir):
+    from optimizer.tpch import table_paths
+
+    return table_paths(tpch_dir)
+
+
+@pytest.fixture(scope="session")
+def duckdb_oracle(tpch_dir):
+    from optimizer.tpch import DuckDBOracle
+
+    oracle = DuckDBOracle(tpch_dir)
+    yield oracle
+    oracle.close()
+
+
+@pytest.fixture(scope="session")
+def datafusion_tpch_plans(tpch_dir):
+    from optimizer.producers import datafusion_tpch_plans as produce
+
+    return produce(tpch_dir)
+
+
+@pytest.fixture(scope="session")
+def duckdb_tpch_plans(tpch_dir):
+    from optimizer.producers import duckdb_tpch_plans as produce
+
+    return produce(tpch_dir)
+
+
+@pytest.fixture(scope="session")
+def corpus_plans():
+    from optimizer.corpus import corpus_plans as load
+
+    plans = load()
+    if not plans:
+        pytest.skip("the consumer-testing corpus (../shared/corpus/consumer-testing) is not available")
+    return plans
