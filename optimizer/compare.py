@@ -189,7 +189,9 @@ _NUMERIC = {"int", "float", "decimal"}
 
 def _numeric_pair(a: pa.Array, b: pa.Array, fa: str, fb: str) -> _Column:
     if fa == fb == "int":
-        return _Column(a.cast(pa.int64(), safe=False), b.cast(pa.int64(), safe=False), False, 0.0)
+        # uint64 beyond int64's range: compare both as decimal(38, 0), exactly
+        target = pa.decimal128(38, 0) if pa.uint64() in (a.type, b.type) else pa.int64()
+        return _Column(a.cast(target), b.cast(target), False, 0.0)
     if fa == fb == "decimal" and a.type.scale == b.type.scale:
         if max(a.type.precision, b.type.precision) > 38:
             target = pa.decimal256(76, a.type.scale)

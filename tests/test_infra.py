@@ -62,6 +62,7 @@ def test_duckdb_fallback_gives_the_same_rows(tmp_path, monkeypatch):
 
 
 def test_default_data_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("SUBSTRAIT_OPT_DATA", raising=False)
     assert tpch.default_data_dir(0.01) == tpch.repo_root() / ".cache" / "tpch" / "sf0.01"
     monkeypatch.setenv("SUBSTRAIT_OPT_DATA", str(tmp_path))
     assert tpch.default_data_dir(1) == tmp_path / "sf1"
@@ -270,6 +271,9 @@ def test_compare_mixed_numeric_types():
         pa.table({"s": pa.array([Decimal(5)], pa.decimal128(38, 0))}),
         pa.table({"s": pa.array([6], pa.int64())}),
     )
+    big = pa.table({"u": pa.array([2**64 - 1, 1], pa.uint64())})
+    assert not compare_tables(big, pa.table({"u": pa.array([-1, 1], pa.int64())}))
+    assert compare_tables(big, big)
 
 
 def test_compare_strings_and_dates():
