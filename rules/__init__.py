@@ -13,6 +13,8 @@ from optimizer.engine import Rule
 # In the order they are tried within a phase.
 _RULE_MODULES = [
     # normalise
+    "simplify_predicates",
+    "extract_join_conditions",
     # logical
     # join_order
     # physical

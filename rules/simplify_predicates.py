@@ -1,0 +1,296 @@
+"""Rule ``simplify_predicates`` (phase ``normalise``): flatten and constant-fold filter conditions.
+
+Matches a ``FilterRel``. Its condition is rewritten bottom-up with exact three-valued-logic
+identities on ``and``/``or``/``not``:
+
+* nested ``and``/``or`` calls are flattened (``a AND (b AND c)`` -> ``and(a, b, c)``) and duplicate
+  deterministic operands dropped;
+* ``x AND true`` -> ``x``, ``x AND false`` -> ``false``, ``x OR false`` -> ``x``,
+  ``x OR true`` -> ``true``, ``NOT true`` -> ``false``, ``NOT NOT x`` -> ``x``. Each holds for
+  ``x`` NULL as well (``NULL AND false`` is ``false``, ``NULL OR true`` is ``true``).
+
+Then, because a filter keeps only the rows whose condition is *true* (NULL drops the row like false):
+
+* a condition that folds to ``true`` removes the filter: it is replaced by its input (an ``emit`` on
+  the filter is kept by selecting the same columns from the input);
+* a condition with a ``false`` or NULL-literal conjunct can keep no row: the filter and its input
+  are replaced by an empty ``VirtualTable`` read with the filter's output schema.
+
+The rule fires only when the condition changes, so it reaches a fixed point.
+
+This module also holds small helpers shared by the filter rules (``push_filters``,
+``extract_join_conditions``, ``filter_into_read``): emit handling, building filters and joins,
+classifying conjuncts.
+
+>>> from optimizer.plan_io import load_plan
+>>> from optimizer.explain import explain_plan
+>>> from optimizer.driver import Optimizer, OptimizerConfig
+>>> plan = load_plan('''{"extensions": [
+...   {"extensionFunction": {"functionAnchor": 1, "name": "and", "extensionUrnReference": 4294967295}},
+...   {"extensionFunction": {"functionAnchor": 2, "name": "gt", "extensionUrnReference": 4294967295}}],
+...  "relations": [{"root": {"names": ["a", "b"], "input": {"filter": {
+...   "input": {"read": {"namedTable": {"names": ["t"]},
+...     "baseSchema": {"names": ["a", "b"], "struct": {"types": [{"i64": {}}, {"i64": {}}]}}}},
+...   "condition": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
+...     {"value": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
+...       {"value": {"literal": {"boolean": true}}},
+...       {"value": {"scalarFunction": {"functionReference": 2, "outputType": {"bool": {}}, "arguments": [
+...         {"value": {"selection": {"directReference": {"structField": {"field": 0}}}}},
+...         {"value": {"literal": {"i64": "5"}}}]}}}]}}},
+...     {"value": {"scalarFunction": {"functionReference": 2, "outputType": {"bool": {}}, "arguments": [
+...       {"value": {"selection": {"directReference": {"structField": {"field": 1}}}}},
+...       {"value": {"selection": {"directReference": {"structField": {"field": 0}}}}}]}}}]}}}}}}]}''')
+>>> print(explain_plan(plan))
+Root(names=[a, b])
+|-+ Filter(((true AND (a#0 > 5)) AND (b#1 > a#0))) -> [a: i64, b: i64]
+  |-+ Read(t) -> [a: i64, b: i64]
+>>> optimizer = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False))
+>>> print(explain_plan(optimizer.run(plan).plan))
+Root(names=[a, b])
+|-+ Filter(((a#0 > 5) AND (b#1 > a#0))) -> [a: i64, b: i64]
+  |-+ Read(t) -> [a: i64, b: i64]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import networkx as nx
+from substrait.proto import Expression, Rel
+
+from optimizer.dag import inputs, rel_body, uses
+from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.expr_utils import (
+    bool_literal,
+    call_args,
+    conjuncts,
+    field,
+    function_name,
+    has_subquery,
+    has_unresolvable_refs,
+    is_deterministic,
+    make_and,
+    referenced_fields,
+    remap_fields,
+)
+
+# ------------------------------------------------------------------------------ shared helpers
+
+
+def rel_copy(g: nx.DiGraph, node: int) -> Rel:
+    """A copy of a node's ``Rel`` (its own fields; inputs are given separately to :class:`NewRel`)."""
+    out = Rel()
+    out.CopyFrom(g.nodes[node]["rel"])
+    return out
+
+
+def width(g: nx.DiGraph, node: int) -> int:
+    """The number of output columns of an existing node."""
+    return len(g.nodes[node]["schema"].types)
+
+
+def emit_of(rel: Rel) -> list[int] | None:
+    """The relation's ``common.emit.output_mapping`` (None for a direct output)."""
+    common = getattr(rel_body(rel), "common", None)
+    if common is not None and common.WhichOneof("emit_kind") == "emit":
+        return list(common.emit.output_mapping)
+    return None
+
+
+def through_emit(rel: Rel, e):
+    """``e`` (reading the relation's output) rewritten to read the relation's direct output."""
+    mapping = emit_of(rel)
+    return e if mapping is None else remap_fields(e, lambda i: mapping[i])
+
+
+def with_emit(rel: Rel, mapping: Sequence[int] | None) -> Rel:
+    """A copy of ``rel`` whose output is ``old_output[mapping[0]], old_output[mapping[1]], ...``."""
+    out = Rel()
+    out.CopyFrom(rel)
+    if mapping is None:
+        return out
+    old = emit_of(out)
+    new = list(mapping) if old is None else [old[m] for m in mapping]
+    emit = rel_body(out).common.emit
+    emit.ClearField("output_mapping")
+    emit.output_mapping.extend(new)
+    return out
+
+
+def apply_emit(g: nx.DiGraph, repl: Replacement, mapping: Sequence[int] | None) -> Replacement:
+    """``repl`` with only the columns ``mapping`` selected (as an emit on a new relation)."""
+    if mapping is None:
+        return repl
+    if isinstance(repl, NewRel):
+        return NewRel(with_emit(repl.rel, mapping), repl.inputs)
+    return select_columns(g, repl, mapping)
+
+
+def select_columns(g: nx.DiGraph, node: int, mapping: Sequence[int] | None) -> Replacement:
+    """A replacement that outputs ``node``'s columns ``mapping`` (``node`` itself when that is all of them).
+
+    A node read only by the relation being replaced is rewritten with the composed emit; a shared
+    node gets a ``ProjectRel`` of field references above it instead (it must stay as it is).
+    """
+    n = width(g, node)
+    if mapping is None or list(mapping) == list(range(n)):
+        return node
+    if uses(g, node) <= 1:
+        return NewRel(with_emit(rel_copy(g, node), mapping), list(inputs(g, node)))
+    project = Rel()
+    for m in mapping:
+        project.project.expressions.add().CopyFrom(field(m))
+    project.project.common.emit.output_mapping.extend(range(n, n + len(mapping)))
+    return NewRel(project, [node])
+
+
+def filter_rel(condition: Expression, emit: Sequence[int] | None = None) -> Rel:
+    """A ``FilterRel`` (input left to :class:`NewRel`)."""
+    rel = Rel()
+    rel.filter.condition.CopyFrom(condition)
+    if emit is not None:
+        rel.filter.common.emit.output_mapping.extend(emit)
+    return rel
+
+
+def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx) -> Replacement:
+    """``Filter(and(conjs))`` over ``child`` (``child`` itself when there is no conjunct)."""
+    if not conjs:
+        return child
+    return NewRel(filter_rel(make_and(list(conjs), ctx.registrar)), [child])
+
+
+def key(e: Expression) -> bytes:
+    """Identity of an expression for de-duplication."""
+    return e.SerializeToString(deterministic=True)
+
+
+def movable(e: Expression, functions) -> bool:
+    """May this conjunct be evaluated somewhere else in the plan (on other, equal rows)?
+
+    Not when it calls a nondeterministic function, holds a subquery (never duplicated or moved),
+    reads columns through expression-based references, or reads no column at all (a constant:
+    moving it below an aggregate would change the aggregate's one row over empty input).
+    """
+    return (
+        is_deterministic(e, functions)
+        and not has_subquery(e)
+        and not has_unresolvable_refs(e)
+        and bool(referenced_fields(e))
+    )
+
+
+def is_false_or_null(e: Expression) -> bool:
+    """A ``false`` literal or a NULL literal: as a filter conjunct it keeps no row."""
+    if e.WhichOneof("rex_type") != "literal":
+        return False
+    lit = e.literal
+    return lit.WhichOneof("literal_type") == "null" or bool_literal(e) is False
+
+
+def _literal_bool(value: bool) -> Expression:
+    e = Expression()
+    e.literal.boolean = value
+    return e
+
+
+def _rebuild_call(template: Expression, args: list[Expression]) -> Expression:
+    out = Expression()
+    out.scalar_function.function_reference = template.scalar_function.function_reference
+    out.scalar_function.output_type.CopyFrom(template.scalar_function.output_type)
+    for a in args:
+        out.scalar_function.arguments.add().value.CopyFrom(a)
+    return out
+
+
+def fold(e: Expression, functions) -> Expression:
+    """``e`` with its ``and``/``or``/``not`` structure flattened and constant-folded (exact in 3VL).
+
+    Only the boolean connectives are rewritten; other expressions are kept as they are.
+    """
+    name = function_name(e, functions)
+    if name in ("and", "or"):
+        args = call_args(e)
+        if args is None:
+            return e
+        absorbing, neutral = (False, True) if name == "and" else (True, False)
+        flat: list[Expression] = []
+        for a in args:
+            a = fold(a, functions)
+            if function_name(a, functions) == name and call_args(a) is not None:
+                flat.extend(call_args(a))
+            else:
+                flat.append(a)
+        out: list[Expression] = []
+        seen: set[bytes] = set()
+        for a in flat:
+            value = bool_literal(a)
+            if value is absorbing:
+                return _literal_bool(absorbing)
+            if value is neutral:
+                continue
+            k = key(a)
+            if k in seen and is_deterministic(a, functions):
+                continue
+            seen.add(k)
+            out.append(a)
+        if not out:
+            return _literal_bool(neutral)
+        if len(out) == 1:
+            return out[0]
+        return _rebuild_call(e, out)
+    if name == "not":
+        args = call_args(e)
+        if args is None or len(args) != 1:
+            return e
+        inner = fold(args[0], functions)
+        value = bool_literal(inner)
+        if value is not None:
+            return _literal_bool(not value)
+        if inner.WhichOneof("rex_type") == "literal" and inner.literal.WhichOneof("literal_type") == "null":
+            return inner
+        if function_name(inner, functions) == "not" and call_args(inner) is not None and len(call_args(inner)) == 1:
+            return call_args(inner)[0]
+        return _rebuild_call(e, [inner])
+    return e
+
+
+def _empty_table(schema) -> Rel:
+    rel = Rel()
+    rel.read.base_schema.CopyFrom(schema.to_named_struct())
+    rel.read.virtual_table.SetInParent()
+    return rel
+
+
+# ---------------------------------------------------------------------------------------- rule
+
+
+def simplify_predicates(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+    """Flatten and constant-fold a filter's condition; drop a filter that is always true.
+
+    A filter that can keep no row (a ``false`` or NULL conjunct) becomes an empty virtual table
+    with the filter's output schema. Returns None when the condition is already simple.
+    """
+    rel = g.nodes[node]["rel"]
+    condition = rel.filter.condition
+    folded = fold(condition, ctx.functions)
+    parts = conjuncts(folded, ctx.functions)
+    if any(is_false_or_null(c) for c in parts):
+        return NewRel(_empty_table(g.nodes[node]["schema"]))
+    child = inputs(g, node)[0]
+    if bool_literal(folded) is True:
+        return select_columns(g, child, emit_of(rel))
+    if key(folded) == key(condition):
+        return None
+    new = rel_copy(g, node)
+    new.filter.condition.CopyFrom(folded)
+    return NewRel(new, [child])
+
+
+RULE = Rule(
+    name="simplify_predicates",
+    phase="normalise",
+    kinds=frozenset({"filter"}),
+    apply=simplify_predicates,
+    description="flatten AND/OR, fold true/false; remove always-true filters, empty always-false ones",
+)
