@@ -18,6 +18,8 @@ _RULE_MODULES = [
     # logical
     # join_order
     # physical
+    "sort_fetch_to_topn",
+    "window_to_consistent_partition",
 ]
 
 RULES: list[Rule] = [importlib.import_module(f"rules.{m}").RULE for m in _RULE_MODULES]

@@ -1,0 +1,207 @@
+"""Sort + Fetch -> TopNRel: ``ORDER BY ... LIMIT n [OFFSET m]`` as one top-N operator.
+
+**Matches** a ``FetchRel`` whose count is a non-null integer literal (and whose offset is an
+integer literal or absent) over a ``SortRel`` with at least one sort field, directly or through
+``ProjectRel``s (``Fetch(Project*(Sort(x)))``). A fetch without a count (or with a null count,
+"ALL") keeps every row: it is not a top-N and is left alone. The sort and the projections must be
+read by this chain only (a shared sort is still needed in full by its other reader), must carry
+no ``advanced_extension``, and the projections must hold no window function (a window function
+reads the whole input, so it must see every row, not the top ``n``) and no non-deterministic call.
+
+**Produces** ``Project*(TopN(x))``: a ``TopNRel`` with the sort's fields, ``offset`` and
+``count`` as i64 literals and ``mode`` ``FETCH_MODE_ROWS_ONLY``, under the same projections. The
+sort's ``common`` (its emit) goes to the top-N; the fetch's emit is composed into the topmost
+relation's emit, so the output columns are exactly the fetch's.
+
+**Why it is equivalent**: a projection maps each row to one row and keeps the rows' order, so
+``Fetch(Project(Sort(x))) = Project(Fetch(Sort(x)))``; and ``Fetch(Sort(x))`` with offset ``m``
+and count ``n`` is by definition the top-N of ``x`` in that order, skipping ``m`` rows. A top-N
+only keeps ``m + n`` rows per partition instead of sorting the whole input (Spark plans
+``orderBy().limit()`` as ``TakeOrderedAndProject``).
+
+Before and after, on ``SELECT a, b + 1 FROM t ORDER BY b DESC LIMIT 5 OFFSET 2``:
+
+>>> from optimizer.driver import Optimizer, OptimizerConfig
+>>> from optimizer.plan_io import load_plan
+>>> plan = load_plan(_EXAMPLE)
+>>> print(_tree(plan))
+Fetch(offset=2, count=5)
+  Project(exprs=1, emit=[0, 2])
+    Sort(sorts=1)
+      Read(t)
+>>> after = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False)).run(plan).plan
+>>> print(_tree(after))
+Project(exprs=1, emit=[0, 2])
+  TopN(sorts=1, offset=2, count=5)
+    Read(t)
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+from substrait.proto import Expression, FetchMode, Plan, Rel
+
+from optimizer.dag import inputs, rel_body, rel_inputs, uses
+from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.expr_utils import is_deterministic
+
+_INT_LITERALS = ("i8", "i16", "i32", "i64")
+
+
+def _literal_int(e: Expression, *, null_as: int | None) -> int | None:
+    """The value of an integer literal (a typed null gives ``null_as``); None for anything else."""
+    if e.WhichOneof("rex_type") != "literal":
+        return None
+    which = e.literal.WhichOneof("literal_type")
+    if which in _INT_LITERALS:
+        return getattr(e.literal, which)
+    if which == "null":
+        return null_as
+    return None
+
+
+def _i64(value: int) -> Expression:
+    e = Expression()
+    e.literal.i64 = value
+    return e
+
+
+def _has_window_function(msg) -> bool:
+    """True if a window function appears in ``msg`` outside subqueries."""
+    if msg.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
+        return False
+    if msg.DESCRIPTOR.full_name == "substrait.Expression" and msg.WhichOneof("rex_type") == "window_function":
+        return True
+    for f, value in msg.ListFields():
+        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
+            continue
+        for item in value if f.label == f.LABEL_REPEATED else [value]:
+            if _has_window_function(item):
+                return True
+    return False
+
+
+def _compose_emit(inner: list[int], outer: list[int]) -> list[int]:
+    """The emit of a relation with emit ``inner`` whose output is then narrowed by ``outer``."""
+    return [inner[i] for i in outer]
+
+
+def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+    """Replace ``Fetch(Project*(Sort(x)))`` by ``Project*(TopN(x))`` (see the module docstring)."""
+    fetch = g.nodes[node]["rel"].fetch
+    if fetch.HasField("advanced_extension") or not fetch.HasField("count_expr"):
+        return None
+    count = _literal_int(fetch.count_expr, null_as=None)
+    offset = _literal_int(fetch.offset_expr, null_as=0) if fetch.HasField("offset_expr") else 0
+    if count is None or offset is None or count < 0 or offset < 0:
+        return None
+
+    chain: list[int] = []  # projections between the fetch and the sort, top first
+    (child,) = inputs(g, node)
+    while g.nodes[child]["kind"] == "project":
+        project = g.nodes[child]["rel"].project
+        if uses(g, child) != 1 or project.HasField("advanced_extension"):
+            return None
+        functions = ctx.functions if ctx is not None else None
+        if any(_has_window_function(e) for e in project.expressions):
+            return None
+        if functions is not None and not all(is_deterministic(e, functions) for e in project.expressions):
+            return None
+        chain.append(child)
+        (child,) = inputs(g, child)
+    if g.nodes[child]["kind"] != "sort" or uses(g, child) != 1:
+        return None
+    sort = g.nodes[child]["rel"].sort
+    if sort.HasField("advanced_extension") or not sort.sorts:
+        return None
+    (source,) = inputs(g, child)
+
+    top_n = Rel()
+    body = top_n.top_n
+    body.common.CopyFrom(sort.common)
+    body.sorts.extend(sort.sorts)
+    body.offset.CopyFrom(_i64(offset))
+    body.count.CopyFrom(_i64(count))
+    body.mode = FetchMode.FETCH_MODE_ROWS_ONLY
+    new = NewRel(top_n, [source])
+    for project_node in reversed(chain):
+        rel = Rel()
+        rel.CopyFrom(g.nodes[project_node]["rel"])
+        new = NewRel(rel, [new])
+
+    # The fetch's own common: its emit narrows the topmost relation's output, its hint describes it.
+    top = rel_body(new.rel)
+    if fetch.common.HasField("emit"):
+        if top.common.HasField("emit"):
+            inner = list(top.common.emit.output_mapping)
+        elif chain:  # a projection without emit outputs its input's columns, then its expressions
+            (below,) = inputs(g, chain[0])
+            inner = list(range(len(ctx.schema(below).types) + len(g.nodes[chain[0]]["rel"].project.expressions)))
+        else:  # a top-N without emit outputs its input's columns
+            inner = list(range(len(ctx.schema(source).types)))
+        mapping = _compose_emit(inner, list(fetch.common.emit.output_mapping))
+        top.common.emit.ClearField("output_mapping")
+        top.common.emit.output_mapping.extend(mapping)
+    if fetch.common.HasField("hint"):
+        top.common.hint.CopyFrom(fetch.common.hint)
+    return new
+
+
+RULE = Rule(
+    name="sort_fetch_to_topn",
+    phase="physical",
+    kinds=frozenset({"fetch"}),
+    apply=sort_fetch_to_topn,
+    description="Fetch with a literal count over a Sort (through projections) -> TopNRel",
+)
+
+
+# ------------------------------------------------------------------------------------ doctest helpers
+
+_EXAMPLE = """{"relations": [{"root": {"names": ["a", "b1"], "input": {"fetch": {
+  "offsetExpr": {"literal": {"i64": "2"}}, "countExpr": {"literal": {"i64": "5"}},
+  "input": {"project": {"common": {"emit": {"outputMapping": [0, 2]}},
+    "expressions": [{"scalarFunction": {"functionReference": 1,
+      "outputType": {"i64": {"nullability": "NULLABILITY_REQUIRED"}},
+      "arguments": [{"value": {"selection": {"directReference": {"structField": {"field": 1}},
+                                             "rootReference": {}}}},
+                    {"value": {"literal": {"i64": "1"}}}]}}],
+    "input": {"sort": {
+      "sorts": [{"expr": {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}},
+                 "direction": "SORT_DIRECTION_DESC_NULLS_LAST"}],
+      "input": {"read": {"namedTable": {"names": ["t"]}, "baseSchema": {"names": ["a", "b"],
+        "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}},
+                             {"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}}}}}}}}}}],
+  "extensions": [{"extensionFunction": {"functionAnchor": 1, "name": "add", "extensionUrnReference": 4294967295}}]}"""
+
+
+def _tree(plan: Plan) -> str:
+    """A compact outline of a plan's first relation (kinds and the fields this rule touches)."""
+    lines: list[str] = []
+
+    def walk(rel: Rel, depth: int) -> None:
+        kind = rel.WhichOneof("rel_type")
+        body = getattr(rel, kind)
+        props: list[str] = []
+        if kind == "read":
+            props.append(".".join(body.named_table.names))
+        elif kind == "project":
+            props.append(f"exprs={len(body.expressions)}")
+        elif kind in ("sort", "top_n"):
+            props.append(f"sorts={len(body.sorts)}")
+        if kind == "fetch":
+            if body.HasField("offset_expr"):
+                props.append(f"offset={_literal_int(body.offset_expr, null_as=0)}")
+            props.append(f"count={_literal_int(body.count_expr, null_as=None)}")
+        if kind == "top_n":
+            props.append(f"offset={_literal_int(body.offset, null_as=0)}")
+            props.append(f"count={_literal_int(body.count, null_as=None)}")
+        if hasattr(body, "common") and body.common.HasField("emit"):
+            props.append(f"emit={list(body.common.emit.output_mapping)}")
+        title = {"top_n": "TopN"}.get(kind, kind.title())
+        lines.append("  " * depth + f"{title}({', '.join(props)})")
+        for child in rel_inputs(rel):
+            walk(child, depth + 1)
+
+    walk(plan.relations[0].root.input, 0)
+    return "\n".join(lines)

@@ -1,0 +1,297 @@
+"""Window functions in a ProjectRel -> stacked ConsistentPartitionWindowRels.
+
+**Matches** a ``ProjectRel`` whose expressions contain window functions
+(``Expression.WindowFunction``), at the top of an expression or nested in one (``1 + count(*)
+OVER (...)``); window functions inside subqueries belong to the subquery and are not looked at.
+A window function nested in another window function's arguments, or a projection with an
+``advanced_extension``, is left alone.
+
+**Produces** one ``ConsistentPartitionWindowRel`` per distinct (partition expressions, sorts)
+pair, stacked over the projection's input, and a ``ProjectRel`` on top:
+
+* each window relation holds the window functions of its group, each as a
+  ``WindowRelFunction`` with the function's own arguments, options, output type, phase,
+  invocation and frame (``lower_bound``, ``upper_bound``, ``bounds_type``); identical window
+  functions are computed once. Partition expressions are kept as written (expressions are
+  allowed there), with partitions compared as a set (``PARTITION BY a, b`` = ``PARTITION BY b, a``);
+* the groups are stacked so that groups with the same partitioning are adjacent and, among them,
+  groups whose sorts share a prefix are adjacent, the longer sort below (``ORDER BY a, b`` then
+  ``ORDER BY a``): an engine that keeps the order of its input (Spark's ``WindowExec`` does)
+  then sorts once per partitioning;
+* a window relation outputs its input's columns then one column per window function, so the
+  stack outputs the projection's input, then every window column; the top ``ProjectRel`` holds
+  the expressions that are not plain window functions, with each window function replaced by a
+  reference to its column, and an emit that puts the columns back in the projection's order
+  (the original emit, or all input columns then the expressions). When every expression was a
+  plain window function and the columns are already in order, no projection is added.
+
+**Why it is equivalent**: a window function's value for a row depends only on the input
+relation, its partitioning, its order and its frame, all of which are carried over unchanged, and
+a window relation passes every input row and column through. Evaluating the functions in
+separate relations, in any order, gives each row the same values, and the top projection computes
+the remaining expressions from the same input columns and window values.
+
+Before and after, on ``SELECT a, rank() OVER (PARTITION BY b ORDER BY a),
+1 + sum(a) OVER (PARTITION BY b) FROM t``:
+
+>>> from optimizer.driver import Optimizer, OptimizerConfig
+>>> from optimizer.plan_io import load_plan
+>>> plan = load_plan(_EXAMPLE)
+>>> print(_tree(plan))
+Project(exprs=[rank() OVER (PARTITION BY [$1] ORDER BY [$0]), add(1, sum($0) OVER (PARTITION BY [$1]))], emit=[0, 2, 3])
+  Read(t)
+>>> after = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False)).run(plan).plan
+>>> print(_tree(after))
+Project(exprs=[add(1, $3)], emit=[0, 2, 4])
+  Window(partition=[$1], order=[], functions=[sum($0)])
+    Window(partition=[$1], order=[$0], functions=[rank()])
+      Read(t)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import networkx as nx
+from substrait.proto import ConsistentPartitionWindowRel, Expression, Plan, Rel
+
+from optimizer.dag import inputs, rel_inputs
+from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.expr_utils import field as field_ref
+from optimizer.expr_utils import field_index
+
+_EXPRESSION = "substrait.Expression"
+_SUBQUERY = "substrait.Expression.Subquery"
+#: The fields a WindowFunction shares with a ConsistentPartitionWindowRel.WindowRelFunction.
+_FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelFunction.DESCRIPTOR.fields)
+
+
+def _key(msg) -> bytes:
+    return msg.SerializeToString(deterministic=True)
+
+
+def _is_window(msg) -> bool:
+    return msg.DESCRIPTOR.full_name == _EXPRESSION and msg.WhichOneof("rex_type") == "window_function"
+
+
+def _children(msg):
+    """The sub-messages of ``msg`` an expression walk descends into (not subqueries, not maps)."""
+    for f, value in msg.ListFields():
+        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
+            continue
+        if f.message_type.full_name == _SUBQUERY:
+            continue
+        yield from (value if f.label == f.LABEL_REPEATED else [value])
+
+
+class _Nested(Exception):
+    """A window function inside a window function."""
+
+
+def _collect(msg, out: dict[bytes, Expression.WindowFunction]) -> None:
+    """Add every window function of ``msg`` (outside subqueries) to ``out``, by content."""
+    if _is_window(msg):
+        if any(_contains_window(c) for c in _children(msg.window_function)):
+            raise _Nested
+        out.setdefault(_key(msg.window_function), msg.window_function)
+        return
+    for child in _children(msg):
+        _collect(child, out)
+
+
+def _contains_window(msg) -> bool:
+    return _is_window(msg) or any(_contains_window(c) for c in _children(msg))
+
+
+def _replace(msg, column: dict[bytes, int]) -> None:
+    """Replace (in place) every window function under ``msg`` by a reference to its column."""
+    for child in _children(msg):
+        if _is_window(child):
+            child.CopyFrom(field_ref(column[_key(child.window_function)]))
+        else:
+            _replace(child, column)
+
+
+@dataclass
+class _Group:
+    partitions: list[Expression]
+    sorts: list
+    functions: list[bytes] = field(default_factory=list)
+
+
+def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+    """Rewrite a projection's window functions as ConsistentPartitionWindowRels (see the module docstring)."""
+    project = g.nodes[node]["rel"].project
+    if project.HasField("advanced_extension"):
+        return None
+    found: dict[bytes, Expression.WindowFunction] = {}
+    try:
+        for e in project.expressions:
+            _collect(e, found)
+    except _Nested:
+        return None
+    if not found:
+        return None
+    (source,) = inputs(g, node)
+    n_in = len(ctx.schema(source).types)
+
+    # Group by (partitions as a set, sorts); keep the order of first appearance of partitionings.
+    groups: dict[tuple, _Group] = {}
+    partition_rank: dict[tuple, int] = {}
+    for key, wf in found.items():
+        pkey = tuple(sorted(_key(p) for p in wf.partitions))
+        skey = tuple(_key(s) for s in wf.sorts)
+        partition_rank.setdefault(pkey, len(partition_rank))
+        group = groups.setdefault((pkey, skey), _Group(list(wf.partitions), list(wf.sorts)))
+        group.functions.append(key)
+    # Same partitioning together; within it the sort lists in descending lexicographic order,
+    # which keeps lists sharing a prefix adjacent and puts the longer one first (lower).
+    ordered = sorted(groups.items(), key=lambda kv: partition_rank[kv[0][0]])
+    by_partition: dict[tuple, list[tuple[tuple, _Group]]] = {}
+    for (pkey, skey), group in ordered:
+        by_partition.setdefault(pkey, []).append((skey, group))
+    stack: list[_Group] = []
+    for members in by_partition.values():
+        members.sort(key=lambda sg: sg[0], reverse=True)
+        stack.extend(group for _, group in members)
+
+    column: dict[bytes, int] = {}
+    new: NewRel | int = source
+    for group in stack:
+        rel = Rel()
+        window = rel.window
+        window.partition_expressions.extend(group.partitions)
+        window.sorts.extend(group.sorts)
+        for key in group.functions:
+            wf = found[key]
+            out = window.window_functions.add()
+            for name in _FUNCTION_FIELDS:
+                value = getattr(wf, name)
+                if name in ("arguments", "options"):
+                    getattr(out, name).extend(value)
+                elif hasattr(value, "CopyFrom"):
+                    if wf.HasField(name):
+                        getattr(out, name).CopyFrom(value)
+                else:
+                    setattr(out, name, value)
+            column[key] = n_in + len(column)
+        new = NewRel(rel, [new])
+    n_windows = len(column)
+
+    # The projection on top: expressions that are not plain window functions.
+    top = Rel()
+    top.project.common.CopyFrom(project.common)
+    position: list[int] = []  # column of each original expression in the new top's pre-emit output
+    for e in project.expressions:
+        if _is_window(e):
+            position.append(column[_key(e.window_function)])
+            continue
+        rewritten = Expression()
+        rewritten.CopyFrom(e)
+        _replace(rewritten, column)
+        top.project.expressions.append(rewritten)
+        position.append(n_in + n_windows + len(top.project.expressions) - 1)
+    old_columns = (
+        list(project.common.emit.output_mapping)
+        if project.common.HasField("emit")
+        else list(range(n_in + len(project.expressions)))
+    )
+    mapping = [c if c < n_in else position[c - n_in] for c in old_columns]
+    identity = list(range(n_in + n_windows + len(top.project.expressions)))
+    if not top.project.expressions and mapping == identity and not project.common.HasField("hint"):
+        return new
+    top.project.common.emit.ClearField("output_mapping")
+    top.project.common.emit.output_mapping.extend(mapping)
+    return NewRel(top, [new])
+
+
+RULE = Rule(
+    name="window_to_consistent_partition",
+    phase="physical",
+    kinds=frozenset({"project"}),
+    apply=window_to_consistent_partition,
+    description="ProjectRel window functions -> one ConsistentPartitionWindowRel per (partition, order)",
+)
+
+
+# ------------------------------------------------------------------------------------ doctest helpers
+
+def _ref(i: int) -> dict:
+    return {"selection": {"directReference": {"structField": {"field": i}}, "rootReference": {}}}
+
+
+def _window(anchor: int, partitions: list[dict], sorts: list[dict], args: list[dict], bounds: str,
+            lower: str, upper: str, nullable: str) -> dict:
+    return {"windowFunction": {
+        "functionReference": anchor, "partitions": partitions, "arguments": [{"value": a} for a in args],
+        "sorts": [{"expr": s, "direction": "SORT_DIRECTION_ASC_NULLS_LAST"} for s in sorts],
+        "outputType": {"i64": {"nullability": nullable}}, "phase": "AGGREGATION_PHASE_INITIAL_TO_RESULT",
+        "boundsType": bounds, "lowerBound": {lower: {}}, "upperBound": {upper: {}}}}
+
+
+_EXAMPLE = json.dumps({"relations": [{"root": {"names": ["a", "r", "s"], "input": {"project": {
+    "common": {"emit": {"outputMapping": [0, 2, 3]}},
+    "expressions": [
+        _window(1, [_ref(1)], [_ref(0)], [], "BOUNDS_TYPE_RANGE", "unbounded", "currentRow", "NULLABILITY_REQUIRED"),
+        {"scalarFunction": {"functionReference": 3, "outputType": {"i64": {"nullability": "NULLABILITY_NULLABLE"}},
+                            "arguments": [{"value": {"literal": {"i64": "1"}}},
+                                          {"value": _window(2, [_ref(1)], [], [_ref(0)], "BOUNDS_TYPE_ROWS",
+                                                            "unbounded", "unbounded", "NULLABILITY_NULLABLE")}]}}],
+    "input": {"read": {"namedTable": {"names": ["t"]}, "baseSchema": {"names": ["a", "b"], "struct": {
+        "types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}, {"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}}}}}}],
+    "extensions": [{"extensionFunction": {"functionAnchor": a, "name": n, "extensionUrnReference": 4294967295}}
+                   for a, n in ((1, "rank"), (2, "sum"), (3, "add"))]})
+
+
+def _tree(plan: Plan) -> str:
+    """A compact outline of a plan's first relation: kinds, expressions (``$i`` = input column i), emits."""
+    from optimizer.functions import function_table
+
+    functions = function_table(plan)
+
+    def args(fn) -> str:
+        return ", ".join(expr(a.value) for a in fn.arguments if a.WhichOneof("arg_type") == "value")
+
+    def expr(e: Expression) -> str:
+        i = field_index(e)
+        if i is not None:
+            return f"${i}"
+        kind = e.WhichOneof("rex_type")
+        if kind == "literal":
+            return str(getattr(e.literal, e.literal.WhichOneof("literal_type")))
+        if kind == "scalar_function":
+            return f"{functions.get(e.scalar_function.function_reference).name}({args(e.scalar_function)})"
+        if kind == "window_function":
+            wf = e.window_function
+            spec = []
+            if wf.partitions:
+                spec.append("PARTITION BY [" + ", ".join(expr(p) for p in wf.partitions) + "]")
+            if wf.sorts:
+                spec.append("ORDER BY [" + ", ".join(expr(s.expr) for s in wf.sorts) + "]")
+            return f"{functions.get(wf.function_reference).name}({args(wf)}) OVER ({' '.join(spec)})"
+        return kind
+
+    lines: list[str] = []
+
+    def walk(rel: Rel, depth: int) -> None:
+        kind = rel.WhichOneof("rel_type")
+        body = getattr(rel, kind)
+        props: list[str] = []
+        if kind == "read":
+            props.append(".".join(body.named_table.names))
+        elif kind == "project":
+            props.append("exprs=[" + ", ".join(expr(e) for e in body.expressions) + "]")
+        elif kind == "window":
+            props.append("partition=[" + ", ".join(expr(p) for p in body.partition_expressions) + "]")
+            props.append("order=[" + ", ".join(expr(s.expr) for s in body.sorts) + "]")
+            props.append("functions=[" + ", ".join(
+                f"{functions.get(w.function_reference).name}({args(w)})" for w in body.window_functions) + "]")
+        if body.common.HasField("emit"):
+            props.append(f"emit={list(body.common.emit.output_mapping)}")
+        lines.append("  " * depth + f"{kind.title()}({', '.join(props)})")
+        for child in rel_inputs(rel):
+            walk(child, depth + 1)
+
+    walk(plan.relations[0].root.input, 0)
+    return "\n".join(lines)
