@@ -37,7 +37,10 @@ def _add_common_output(p: argparse.ArgumentParser, formats: Sequence[str], defau
 def cmd_convert(args: argparse.Namespace) -> int:
     from optimizer.plan_io import load_plan, save_plan
 
+    from optimizer.schema import raise_for_problems
+
     plan = load_plan(args.input)
+    raise_for_problems(plan)
     save_plan(plan, args.output, format=args.format)
     return 0
 
@@ -46,7 +49,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.explain import explain_plan
     from optimizer.plan_io import load_plan
 
+    from optimizer.schema import raise_for_problems
+
     plan = load_plan(args.input)
+    raise_for_problems(plan)
     annotate = None
     if args.tables or args.stats or args.analyze or args.format == "json":
         from optimizer.explain_estimates import explain_with_estimates

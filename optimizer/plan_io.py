@@ -82,6 +82,7 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
             raise PlanError(f"not a Substrait plan: malformed protobuf ({exc})", name) from None
     if not plan.relations:
         raise PlanError("the plan has no relations", name)
+    _conform_producer_quirks(plan, name)
     for i, rel in enumerate(plan.relations):
         kind = rel.WhichOneof("rel_type")
         if kind is None:
@@ -89,6 +90,21 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
         if kind == "root" and not rel.root.HasField("input"):
             raise PlanError("the root has no input relation", f"{name}: relations[{i}].root")
     return plan
+
+
+def _conform_producer_quirks(plan: Plan, name: str) -> None:
+    """Make known producer quirks explicit, so the plan says what its producer meant.
+
+    DuckDB 1.1.3 (and DataFusion before 2024) write a ``ProjectRel`` without emit meaning "only the
+    expressions"; Substrait reads it as "input columns, then expressions". See
+    :func:`optimizer.schema.conform_legacy_projects`.
+    """
+    from optimizer.schema import conform_legacy_projects
+
+    try:
+        conform_legacy_projects(plan)
+    except PlanError as exc:
+        raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
 
 
 def load_plan(source: Source) -> Plan:

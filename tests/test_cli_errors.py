@@ -1,0 +1,151 @@
+"""Bad input never gives a traceback: exit 2 and one line on stderr naming the problem and where it is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optimizer.cli import main
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "consumer-testing"
+Q3 = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"
+
+GOOD = {
+    "extensionUrns": [{"extensionUrnAnchor": 1, "urn": "extension:io.substrait:functions_comparison"}],
+    "extensions": [{"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1, "name": "gt:i64_i64"}}],
+    "relations": [{"root": {"input": {"filter": {
+        "input": {"read": {"namedTable": {"names": ["t"]},
+                           "baseSchema": {"names": ["a", "b"], "struct": {"types": [{"i64": {"nullability": "NULLABILITY_NULLABLE"}}, {"i64": {"nullability": "NULLABILITY_NULLABLE"}}]}}}},
+        "condition": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {"nullability": "NULLABILITY_NULLABLE"}},
+                                         "arguments": [{"value": {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}}},
+                                                       {"value": {"literal": {"i64": "3"}}}]}}}}, "names": ["a", "b"]}}],
+}
+
+
+def _variant(mutate) -> str:
+    doc = json.loads(json.dumps(GOOD))
+    mutate(doc)
+    return json.dumps(doc)
+
+
+def _filter(doc):
+    return doc["relations"][0]["root"]["input"]["filter"]
+
+
+def _set(path, value):
+    def mutate(doc):
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return mutate
+
+
+def _del(path):
+    def mutate(doc):
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+    return mutate
+
+
+ROOT = ["relations", 0, "root"]
+FILTER = [*ROOT, "input", "filter"]
+COND = [*FILTER, "condition", "scalarFunction"]
+
+BAD_INPUTS: dict[str, tuple[bytes | str, str]] = {
+    "empty file": (b"", "empty"),
+    "only whitespace": (b"  \n\t ", "empty"),
+    "invalid JSON": ('{"relations": [', "invalid JSON"),
+    "JSON array": ("[1, 2]", "JSON object"),
+    "JSON that is not a plan": ('{"hello": "world"}', "unknown field 'hello'"),
+    "unknown field deep inside": (_variant(_set([*FILTER, "bogus"], 1)), "relations[0].root.input.filter"),
+    "wrong value type": (_variant(_set([*COND, "functionReference"], "abc")), "not a valid Substrait plan"),
+    "unknown enum value": ('{"relations": [{"root": {"input": {"set": {"op": "SET_OP_BOGUS", "inputs": []}}}}]}', "SET_OP_BOGUS"),
+    "no relations": ('{"version": {"minorNumber": 53}}', "no relations"),
+    "root with no input": ('{"relations": [{"root": {"names": ["a"]}}]}', "no input"),
+    "empty relation": ('{"relations": [{"root": {"input": {}}}]}', "no type"),
+    "relation with no input": (_variant(_del([*FILTER, "input"])), "relations[0].root.input.filter"),
+    "field index out of range": (_variant(_set([*COND, "arguments", 0, "value", "selection", "directReference", "structField", "field"], 7)),
+                                 "field 7"),
+    "unknown function anchor": (_variant(_set([*COND, "functionReference"], 9)), "anchor 9"),
+    "reference to a missing subtree": ('{"relations": [{"root": {"input": {"reference": {"subtreeOrdinal": 3}}}}]}', "subtree 3"),
+    "cycle of references": ('{"relations": [{"rel": {"filter": {"input": {"reference": {"subtreeOrdinal": 1}}}}},'
+                            ' {"rel": {"filter": {"input": {"reference": {"subtreeOrdinal": 0}}}}},'
+                            ' {"root": {"input": {"reference": {"subtreeOrdinal": 0}}}}]}', "cycle"),
+    "extension URI reference undeclared": ('{"extensions": [{"extensionFunction": {"extensionUriReference": 5, "functionAnchor": 1, "name": "x"}}],'
+                                           ' "relations": [{"root": {"input": {"reference": {"subtreeOrdinal": 0}}}}]}', "extension_uri_reference 5"),
+    "undeclared URN anchor": (_variant(_set(["extensions", 0, "extensionFunction", "extensionUrnReference"], 42)), "URN anchor 42"),
+    "non-boolean filter condition": (_variant(_set([*FILTER, "condition"], {"literal": {"i64": "1"}})), "condition"),
+    "random binary": (bytes(range(200, 256)) * 3, "protobuf"),
+    "not UTF-8 JSON": (b'{"relations": "\xff\xfe"}', "UTF-8"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+@pytest.mark.parametrize("command", ["convert", "explain"])
+def test_bad_input_exit_2_one_line(name, command, tmp_path, capsys):
+    data, expected = BAD_INPUTS[name]
+    path = tmp_path / "plan.in"
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    code = main([command, str(path)])
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert code == 2, f"{name}: exit {code}, stderr {err!r}"
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert expected.lower() in err.lower(), f"{name}: {err!r} does not mention {expected!r}"
+
+
+def test_truncated_protobuf(tmp_path, capsys):
+    from optimizer.plan_io import dump_plan, load_plan
+
+    data = dump_plan(load_plan(Q3), "binpb")
+    path = tmp_path / "q3.binpb"
+    path.write_bytes(data[: len(data) // 2])
+    assert main(["convert", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ("protobuf" in err or "unknown field" in err or "truncated" in err)
+
+
+def test_missing_file_and_usage(tmp_path, capsys):
+    assert main(["convert", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["convert"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert main(["frobnicate"]) == 2
+    assert main(["convert", str(Q3), "--format", "yaml"]) == 2
+
+
+def test_convert_round_trip_via_cli(tmp_path, capsys):
+    out = tmp_path / "q3.binpb"
+    assert main(["convert", str(Q3), "-o", str(out)]) == 0
+    assert main(["convert", str(out), "--format", "json", "-o", str(tmp_path / "q3.json")]) == 0
+    from optimizer.plan_io import load_plan
+
+    assert load_plan(tmp_path / "q3.json") == load_plan(Q3)
+
+
+def test_explain_shows_a_tree(capsys):
+    assert main(["explain", str(Q3)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Root(names=[")
+    assert "|-+ Fetch(" in out and "Read(CUSTOMER" in out.upper().replace("READ(CUSTOMER", "Read(CUSTOMER")
+
+
+def test_real_entry_point_stdin_and_exit_codes():
+    """The installed console script: '-' is stdin, errors are one line, help works."""
+    exe = [sys.executable, "-m", "optimizer.cli"]
+    ok = subprocess.run([*exe, "convert", "-", "--format", "binpb"], input=Q3.read_bytes(), capture_output=True)
+    assert ok.returncode == 0 and ok.stdout[:1] != b"{"
+    back = subprocess.run([*exe, "explain", "-"], input=ok.stdout, capture_output=True)
+    assert back.returncode == 0 and b"Root(" in back.stdout
+    bad = subprocess.run([*exe, "explain", "-"], input=b"{not json", capture_output=True)
+    assert bad.returncode == 2 and len(bad.stderr.decode().strip().splitlines()) == 1
+    for cmd in (["--help"], ["convert", "--help"], ["explain", "--help"]):
+        assert subprocess.run([*exe, *cmd], capture_output=True).returncode == 0
