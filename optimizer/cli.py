@@ -36,7 +36,6 @@ def _add_common_output(p: argparse.ArgumentParser, formats: Sequence[str], defau
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from optimizer.plan_io import load_plan, save_plan
-
     from optimizer.schema import raise_for_problems
 
     plan = load_plan(args.input)
@@ -48,7 +47,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.explain import explain_plan
     from optimizer.plan_io import load_plan
-
     from optimizer.schema import raise_for_problems
 
     plan = load_plan(args.input)
