@@ -7,11 +7,16 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install java demo test lint fuzz bench clean
 
+# System packages: Java for Spark, Graphviz's dot for `explain --format svg`.
 java:
-	@command -v java >/dev/null 2>&1 || { \
-	  echo "java not found: installing openjdk-17-jre-headless"; \
+	@missing=""; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=python3"; exit 2; }
