@@ -16,8 +16,10 @@ _RULE_MODULES = [
     "simplify_predicates",
     "extract_join_conditions",
     # logical
+    "push_filters",
     # join_order
     # physical
+    "filter_into_read",
     "sort_fetch_to_topn",
     "window_to_consistent_partition",
 ]

@@ -195,9 +195,10 @@ def _literal_bool(value: bool) -> Expression:
 
 
 def _rebuild_call(template: Expression, args: list[Expression]) -> Expression:
+    """``template`` (a call) with other value arguments; everything else (options...) kept."""
     out = Expression()
-    out.scalar_function.function_reference = template.scalar_function.function_reference
-    out.scalar_function.output_type.CopyFrom(template.scalar_function.output_type)
+    out.CopyFrom(template)
+    del out.scalar_function.arguments[:]
     for a in args:
         out.scalar_function.arguments.add().value.CopyFrom(a)
     return out

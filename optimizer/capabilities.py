@@ -1,0 +1,340 @@
+"""Reader-capability profiles: which filter conjuncts a reader applies in the scan, fully or best effort.
+
+A profile answers, for one conjunct of a filter over a ``ReadRel``, ``"full"`` (the reader applies it
+exactly: it may go into ``ReadRel.filter``), ``"best_effort"`` (the reader may use it to skip data
+but may also let rows through: ``ReadRel.best_effort_filter``, and the conjunct is still evaluated
+after the read) or ``"none"`` (it stays in a ``FilterRel``). The rule ``filter_into_read`` uses it.
+
+A profile is JSON::
+
+    {"name": "spark-parquet",
+     "default": "none",                          # support of a call no rule matches
+     "read_types": ["named_table", "local_files"],  # ReadRel kinds the profile is about
+     "constant_folding": true,                   # column-free subexpressions count as constants
+     "rules": [
+       {"function": ["and", "or", "not"], "support": "full"},
+       {"function": "lt", "args": ["integer", "integer"], "support": "full"},
+       {"function": "lt", "args": ["text", "*"], "support": "best_effort"},
+       {"function": "like", "args": ["text", "text"], "shape": "prefix_pattern", "support": "full"}]}
+
+``rules`` are tried in order; the first that matches a call decides its support.
+
+* ``function``: a simple function name (``"lt"``, not ``"lt:i32_i32"``) or a list of them, ``"*"``
+  for any. Expressions that are not function calls are matched as pseudo-functions: ``cast``
+  (arguments: the input's type and the target type), ``in`` (``SingularOrList``: the value's type
+  then the options'), ``if_then``, ``switch``.
+* ``args`` (optional: any arguments): one type pattern per value argument. A pattern is a type kind
+  as in the protobuf (``i32``, ``fp64``, ``decimal``, ``string``, ``varchar``, ``date``,
+  ``precision_timestamp``, ``bool``...), a group (``integer``, ``float``, ``numeric``, ``text``,
+  ``temporal``, ``boolean``, ``binary``, ``interval``) or ``*``; a final ``"..."`` repeats the pattern
+  before it (variadic functions such as ``and``).
+* ``shape`` (optional): ``column_op_constant`` — exactly one argument is a plain column, the others
+  are constants (what Parquet row-group statistics can use); ``prefix_pattern`` — a LIKE whose
+  pattern is a constant ``'abc%'`` without other wildcards (Spark rewrites it to ``StartsWith``).
+* ``support``: ``full``, ``best_effort`` or ``none``.
+
+The support of a conjunct is the weakest support of the calls in it; column references and literals
+are ``full``, as are column-free deterministic subexpressions when ``constant_folding`` is on (a
+``CAST('1994-01-01' AS date)`` is a constant to any reader that folds constants). A conjunct with a
+subquery, a window function, an outer reference or a nondeterministic call is ``none``.
+
+The default profile, :func:`default_capabilities`, is Spark's Parquet reader (package data
+``optimizer/data/capabilities/spark-parquet.json``; see ``docs/rules.md``).
+
+>>> caps = from_dict({"default": "none", "rules": [
+...     {"function": ["lt", "gt"], "args": ["integer", "integer"], "support": "full"},
+...     {"function": ["lt", "gt"], "args": ["text", "*"], "support": "best_effort"}]})
+>>> caps.call_support("lt", ["i32", "i64"]), caps.call_support("gt", ["string", "string"])
+('full', 'best_effort')
+>>> caps.call_support("upper", ["string"])
+'none'
+>>> default_capabilities().name
+'spark-parquet'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from substrait.proto import Expression, Type
+
+from optimizer.errors import PlanError
+from optimizer.expr_utils import field_index, has_subquery, is_deterministic
+
+FULL, BEST_EFFORT, NONE = "full", "best_effort", "none"
+_RANK = {NONE: 0, BEST_EFFORT: 1, FULL: 2}
+
+TYPE_GROUPS: dict[str, frozenset[str]] = {
+    "integer": frozenset({"i8", "i16", "i32", "i64"}),
+    "float": frozenset({"fp32", "fp64"}),
+    "numeric": frozenset({"i8", "i16", "i32", "i64", "fp32", "fp64", "decimal"}),
+    "text": frozenset({"string", "varchar", "fixed_char"}),
+    "temporal": frozenset({"date", "time", "timestamp", "timestamp_tz", "precision_time", "precision_timestamp",
+                           "precision_timestamp_tz"}),
+    "boolean": frozenset({"bool"}),
+    "binary": frozenset({"binary", "fixed_binary"}),
+    "interval": frozenset({"interval_year", "interval_day", "interval_compound"}),
+}
+SHAPES = ("column_op_constant", "prefix_pattern")
+_TYPE_KINDS = frozenset(f.name for f in Type.DESCRIPTOR.oneofs_by_name["kind"].fields)
+
+
+def weakest(levels: Iterable[str]) -> str:
+    """The weakest of some support levels (``full`` for none at all)."""
+    return min(levels, key=_RANK.__getitem__, default=FULL)
+
+
+def type_matches(pattern: str, kind: str | None) -> bool:
+    """Does a type kind match a pattern (a kind, a group name or ``*``)?"""
+    if pattern == "*":
+        return True
+    if kind is None:
+        return False
+    return pattern == kind or kind in TYPE_GROUPS.get(pattern, ())
+
+
+@dataclass(frozen=True)
+class CapabilityRule:
+    """One entry of a profile's ``rules``."""
+
+    functions: frozenset[str]
+    support: str
+    args: tuple[str, ...] | None = None
+    shape: str | None = None
+
+    def matches(self, name: str, arg_kinds: Sequence[str | None], args: Sequence[Expression] | None) -> bool:
+        if "*" not in self.functions and name not in self.functions:
+            return False
+        if self.args is not None and not _args_match(self.args, arg_kinds):
+            return False
+        if self.shape is not None:
+            return args is not None and _shape_matches(self.shape, args)
+        return True
+
+
+def _args_match(patterns: tuple[str, ...], kinds: Sequence[str | None]) -> bool:
+    if patterns and patterns[-1] == "...":
+        fixed = patterns[:-1]
+        if not fixed or len(kinds) < len(fixed):
+            return False
+        patterns = fixed + (fixed[-1],) * (len(kinds) - len(fixed))
+    return len(patterns) == len(kinds) and all(type_matches(p, k) for p, k in zip(patterns, kinds, strict=True))
+
+
+def _is_constant(e: Expression) -> bool:
+    """No column of any record is read (literals and calls on literals)."""
+    if has_subquery(e):
+        return False
+    found = False
+
+    def walk(msg) -> None:
+        nonlocal found
+        if msg.DESCRIPTOR.full_name == "substrait.Expression.FieldReference":
+            found = True
+            return
+        for f, value in msg.ListFields():
+            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
+                for item in value if f.label == f.LABEL_REPEATED else [value]:
+                    walk(item)
+
+    walk(e)
+    return not found
+
+
+def _peel_casts(e: Expression) -> Expression:
+    while e.WhichOneof("rex_type") == "cast":
+        e = e.cast.input
+    return e
+
+
+def _string_literal(e: Expression) -> str | None:
+    e = _peel_casts(e)
+    if e.WhichOneof("rex_type") != "literal":
+        return None
+    kind = e.literal.WhichOneof("literal_type")
+    if kind in ("string", "fixed_char"):
+        return getattr(e.literal, kind)
+    if kind == "var_char":
+        return e.literal.var_char.value
+    return None
+
+
+def _shape_matches(shape: str, args: Sequence[Expression]) -> bool:
+    columns = [a for a in args if field_index(a) is not None]
+    if shape == "column_op_constant":
+        return len(columns) == 1 and all(field_index(a) is not None or _is_constant(a) for a in args)
+    if shape == "prefix_pattern":
+        if len(args) != 2 or field_index(args[0]) is None:
+            return False
+        pattern = _string_literal(args[1])
+        return (
+            pattern is not None
+            and len(pattern) > 1
+            and pattern.endswith("%")
+            and not any(ch in pattern[:-1] for ch in "%_\\")
+        )
+    return False
+
+
+@dataclass
+class Capabilities:
+    """A reader-capability profile (see the module docstring for the JSON form)."""
+
+    name: str = "unnamed"
+    default: str = NONE
+    rules: list[CapabilityRule] = field(default_factory=list)
+    read_types: frozenset[str] = frozenset({"named_table", "local_files"})
+    constant_folding: bool = True
+    description: str = ""
+
+    def call_support(self, name: str, arg_kinds: Sequence[str | None], args: Sequence[Expression] | None = None) -> str:
+        """Support of one call (its own operation only, not its arguments')."""
+        for rule in self.rules:
+            if rule.matches(name, arg_kinds, args):
+                return rule.support
+        return self.default
+
+    def conjunct_support(self, e: Expression, schema, functions) -> str:
+        """Support of a filter conjunct evaluated on records of ``schema`` (a ``Schema``): the weakest
+        support of the operations in it."""
+        if not is_deterministic(e, functions):
+            return NONE
+        return self._support(e, schema, functions)
+
+    # ------------------------------------------------------------------------------- internals
+
+    def _kinds(self, args: Sequence[Expression], schema, functions) -> list[str | None] | None:
+        from optimizer.schema import expression_type
+
+        kinds: list[str | None] = []
+        for a in args:
+            try:
+                kinds.append(expression_type(a, schema, functions).WhichOneof("kind"))
+            except Exception:  # an expression the type deriver does not know: no rule can match it safely
+                return None
+        return kinds
+
+    def _call(self, name: str, args: list[Expression], schema, functions) -> str:
+        kinds = self._kinds(args, schema, functions)
+        if kinds is None:
+            return NONE
+        own = self.call_support(name, kinds, args)
+        return weakest([own, *(self._support(a, schema, functions) for a in args)])
+
+    def _support(self, e: Expression, schema, functions) -> str:  # noqa: C901 - one branch per kind
+        kind = e.WhichOneof("rex_type")
+        if kind == "literal":
+            return FULL
+        if kind == "selection":
+            root = e.selection.WhichOneof("root_type")
+            if root == "outer_reference":
+                return NONE
+            return FULL if e.selection.WhichOneof("reference_type") == "direct_reference" else NONE
+        if kind in ("subquery", "window_function"):
+            return NONE
+        if self.constant_folding and _is_constant(e) and is_deterministic(e, functions):
+            return FULL
+        if kind == "scalar_function":
+            fn = e.scalar_function
+            if fn.function_reference not in functions:
+                return NONE
+            name = functions.get(fn.function_reference).name
+            args = [a.value for a in fn.arguments if a.WhichOneof("arg_type") == "value"]
+            return self._call(name, args, schema, functions)
+        if kind == "cast":
+            kinds = self._kinds([e.cast.input], schema, functions)
+            if kinds is None:
+                return NONE
+            own = self.call_support("cast", [kinds[0], e.cast.type.WhichOneof("kind")], [e.cast.input])
+            return weakest([own, self._support(e.cast.input, schema, functions)])
+        if kind == "singular_or_list":
+            sol = e.singular_or_list
+            return self._call("in", [sol.value, *sol.options], schema, functions)
+        if kind == "if_then":
+            parts = [x for clause in e.if_then.ifs for x in (getattr(clause, "if"), clause.then)]
+            if e.if_then.HasField("else"):
+                parts.append(getattr(e.if_then, "else"))
+            own = self.call_support("if_then", [], None)
+            return weakest([own, *(self._support(p, schema, functions) for p in parts)])
+        if kind == "switch_expression":
+            sw = e.switch_expression
+            parts = [sw.match, *(c.then for c in sw.ifs)]
+            if sw.HasField("else"):
+                parts.append(getattr(sw, "else"))
+            own = self.call_support("switch", [], None)
+            return weakest([own, *(self._support(p, schema, functions) for p in parts)])
+        return NONE
+
+
+def _level(value: Any, where: str) -> str:
+    if value not in _RANK:
+        raise PlanError(f"support must be one of full, best_effort, none (got {value!r})", where)
+    return value
+
+
+def from_dict(data: dict, source: str = "<profile>") -> Capabilities:
+    """A profile from its JSON object (see the module docstring)."""
+    if not isinstance(data, dict):
+        raise PlanError("a capability profile is a JSON object", source)
+    rules: list[CapabilityRule] = []
+    entries = data.get("rules", data.get("functions", []))
+    for i, entry in enumerate(entries):
+        where = f"{source}: rules[{i}]"
+        if not isinstance(entry, dict) or "function" not in entry:
+            raise PlanError("a rule needs a 'function'", where)
+        names = entry["function"]
+        names = [names] if isinstance(names, str) else list(names)
+        args = entry.get("args")
+        shape = entry.get("shape")
+        if shape is not None and shape not in SHAPES:
+            raise PlanError(f"unknown shape {shape!r} (known: {', '.join(SHAPES)})", where)
+        if args is not None:
+            for p in args:
+                if not isinstance(p, str) or (p not in ("*", "...") and p not in TYPE_GROUPS and p not in _TYPE_KINDS):
+                    raise PlanError(f"unknown type pattern {p!r} (a type kind, a group or *)", where)
+        rules.append(CapabilityRule(frozenset(names), _level(entry.get("support"), where),
+                                    tuple(args) if args is not None else None, shape))
+    return Capabilities(
+        name=str(data.get("name", "unnamed")),
+        default=_level(data.get("default", NONE), f"{source}: default"),
+        rules=rules,
+        read_types=frozenset(data.get("read_types", ["named_table", "local_files"])),
+        constant_folding=bool(data.get("constant_folding", True)),
+        description=str(data.get("description", "")),
+    )
+
+
+def load_capabilities(path: str | os.PathLike) -> Capabilities:
+    """Read a profile from a JSON file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise PlanError("no such capability profile", os.fspath(path)) from None
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"not valid JSON: {exc}", os.fspath(path)) from None
+    return from_dict(data, os.fspath(path))
+
+
+def default_capabilities() -> Capabilities:
+    """The profile of Spark's Parquet reader (package data ``data/capabilities/spark-parquet.json``)."""
+    text = resources.files("optimizer").joinpath("data/capabilities/spark-parquet.json").read_text("utf-8")
+    return from_dict(json.loads(text), "spark-parquet.json")
+
+
+def as_capabilities(value: Any) -> Capabilities:
+    """A profile from what a caller passed: None (the default profile), a profile, a dict or a path."""
+    if value is None:
+        return default_capabilities()
+    if isinstance(value, Capabilities):
+        return value
+    if isinstance(value, dict):
+        return from_dict(value)
+    if isinstance(value, str | os.PathLike):
+        return load_capabilities(value)
+    raise TypeError(f"not a capability profile: {type(value).__name__}")
