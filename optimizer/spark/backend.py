@@ -1,0 +1,1169 @@
+"""Substrait relations -> Spark DataFrames (the relation half of the Spark backend).
+
+:class:`SparkBackend` compiles a ``substrait.proto.Plan`` into a lazy Spark ``DataFrame``
+(:meth:`SparkBackend.to_dataframe`) or runs it into a ``pyarrow.Table`` (:meth:`SparkBackend.execute`).
+
+How relations are compiled
+--------------------------
+
+Every relation compiles to a :class:`Relation`: a DataFrame plus its column names, which are fresh,
+unique names (``_c<n>``, from a counter shared by everything the backend compiles) listed in the
+Substrait output order. Field references are therefore always resolved by position on the Substrait
+schema and never by a name from the plan; two inputs of a join that share names (a ``ReferenceRel``
+joined with itself) have one side renamed first. ``common.emit.output_mapping`` is applied on every
+relation (a column emitted twice gets a second name). ``RelRoot.names`` are applied at the very end
+(nested struct field names included); Spark allows duplicate names there and :meth:`execute` copes.
+
+Expressions are compiled by :class:`optimizer.spark.expressions.ExpressionCompiler` over a
+:class:`~optimizer.spark.expressions.Scope`; its ``subquery`` callback is :meth:`_PlanCompiler.subquery`,
+which compiles a whole ``Rel`` tree with the enclosing scope available for outer references and returns
+``(DataFrame, column names)``. The Substrait types of the scope columns come from
+:func:`optimizer.schema.plan_schemas` when it can derive them (else ``None``).
+
+Relations and their Spark form (details and the reasons in ``docs/spark-backend.md``):
+
+* ``read``: named tables and local files via :class:`~optimizer.spark.tables.TableResolver`; virtual
+  tables as ``inline(array(struct(...)))`` over one row, cast to the base schema (an empty one with
+  ``createDataFrame([], schema)``); then ``filter``, ``best_effort_filter`` (skipped when the backend is
+  built with ``ignore_best_effort_filter=True``) and the ``projection`` mask.
+* ``filter``, ``project`` (window functions inside expressions included), ``sort`` (``orderBy``),
+  ``fetch`` (``offset()``/``limit()``; a count of -1 or null means all rows).
+* ``aggregate``: one grouping set -> ``groupBy``; several -> ``groupingSets`` with the set's ordinal
+  (``i32``) computed from ``grouping_id()`` and appended after the measures (repeated sets are repeated
+  rows); a measure ``filter`` masks the measure's argument with ``when(filter, arg)`` (``count(*)`` becomes
+  ``count(when(filter, 1))``), which is exact for the null-ignoring aggregates; other aggregates with a
+  filter are an ``UnsupportedError``.
+* ``join`` (all 12 types), ``cross``, ``set`` (all 8 operations, exact multiset semantics, any number
+  of inputs), ``reference`` (compiled once per ordinal; the DataFrame is reused), ``expand`` (a union of
+  one projection per duplicate), ``window`` (``ConsistentPartitionWindowRel``), ``exchange``, ``top_n``.
+* Physical joins are honoured with Spark join hints: ``hash_join`` -> ``shuffle_hash`` on the build side
+  (``broadcast`` when the build input is an ``ExchangeRel`` broadcast), ``merge_join`` -> ``merge``,
+  ``nested_loop_join`` -> the condition is hidden from Spark's equi-key extraction and
+  ``shuffle_replicate_nl`` (inner: ``CartesianProduct``) or ``broadcast`` of the right input (other
+  types: ``BroadcastNestedLoopJoin``) is asked for.
+* ``extension_*``, ``write``, ``ddl``, ``update``, ``lateral_join`` -> ``UnsupportedError``.
+
+Mark and single joins
+---------------------
+
+``*_mark`` joins append a nullable boolean: TRUE if some row of the other side satisfies the condition,
+else NULL if for some row the condition is NULL, else FALSE. The mark depends only on the preserved
+side's columns the condition reads, so it is computed once per distinct tuple of those columns ``K``:
+``K`` semi-join other on the condition gives TRUE; ``K`` semi-join other on ``condition IS NULL`` gives
+NULL (split, when the condition has equality keys, into an equi-join part plus the rows whose keys are
+null, so that no nested-loop join over the whole inputs is needed); the result is joined back to the
+preserved side with null-safe equality. ``*_single`` joins are left (right) outer joins plus a check: the
+number of matches per distinct ``K`` is computed and a tuple with more than one match fails the query
+(``ExecutionError``, raised when the query runs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from substrait.proto import (
+    AggregateFunction,
+    ComparisonJoinKey,
+    Expression,
+    FetchMode,
+    HashJoinRel,
+    JoinRel,
+    MergeJoinRel,
+    NestedLoopJoinRel,
+    Plan,
+    Rel,
+    SetRel,
+    Type,
+)
+
+from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
+from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
+from optimizer.functions import FunctionTable, function_table
+from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
+from optimizer.spark.tables import TableResolver
+
+__all__ = ["Relation", "SparkBackend"]
+
+_BOOL = Type(bool=Type.Boolean(nullability=Type.NULLABILITY_NULLABLE))
+
+#: Aggregates that skip NULL inputs: a measure filter can be applied by nulling the first argument.
+_NULL_IGNORING = frozenset(
+    {
+        "count",
+        "sum",
+        "sum0",
+        "avg",
+        "min",
+        "max",
+        "product",
+        "std_dev",
+        "variance",
+        "corr",
+        "covar_pop",
+        "covar_samp",
+        "mode",
+        "median",
+        "bool_and",
+        "bool_or",
+        "approx_count_distinct",
+        "string_agg",
+    }
+)
+
+_SINGLE_MARKER = "more than one row of the other input matches"
+
+
+def _c(name: str) -> Column:
+    return F.col(quote(name))
+
+
+def _first_line(exc: BaseException) -> str:
+    for line in str(exc).strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
+def _join_type(enum, value: int, path: str) -> str:
+    """A JoinType enum value (of any of the join relations) as a lower-case name such as ``left_semi``."""
+    try:
+        name = enum.Name(value)
+    except ValueError:
+        raise PlanError(f"unknown join type {value}", f"{path}.type") from None
+    if name == "JOIN_TYPE_UNSPECIFIED":
+        raise PlanError("join type is unspecified", f"{path}.type")
+    return name[len("JOIN_TYPE_") :].lower()
+
+
+def _and(columns: Sequence[Column]) -> Column | None:
+    out = None
+    for c in columns:
+        out = c if out is None else out & c
+    return out
+
+
+def _or(columns: Sequence[Column]) -> Column | None:
+    out = None
+    for c in columns:
+        out = c if out is None else out | c
+    return out
+
+
+@dataclass
+class Relation:
+    """A compiled relation: its DataFrame and its columns (unique names, Substrait order)."""
+
+    df: DataFrame
+    columns: list[str]
+    types: list[Type] | None = None  # Substrait types of the columns, when known
+    broadcast: bool = False  # output of an ExchangeRel broadcast: joins broadcast this side
+    ordered: bool = False  # the DataFrame is globally sorted (Sort/TopN below, order-preserving above)
+
+
+class SparkBackend:
+    """Runs Substrait plans on Spark.
+
+    ``tables``: a directory of ``<name>.parquet`` files/folders, a mapping ``{name: path | DataFrame}``,
+    a :class:`~optimizer.spark.tables.TableResolver`, or ``None`` (Spark catalog only).
+    ``ignore_best_effort_filter``: skip ``ReadRel.best_effort_filter`` (it may be skipped by definition).
+    """
+
+    def __init__(self, spark, tables=None, *, ignore_best_effort_filter: bool = False) -> None:
+        self.spark = spark
+        self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables)
+        self.ignore_best_effort_filter = ignore_best_effort_filter
+        self._counter = itertools.count()
+
+    def fresh(self) -> str:
+        """A column name never handed out before by this backend."""
+        return f"_c{next(self._counter)}"
+
+    # -------------------------------------------------------------------------------- public API
+
+    def to_dataframe(self, plan, root: int = 0) -> DataFrame:
+        """The lazy DataFrame of the ``root``-th ``RelRoot`` of ``plan`` (``plan.relations`` entries that
+        are plain ``rel``s, i.e. shared subtrees, are not counted), columns named by ``RelRoot.names``.
+
+        ``plan``: a ``substrait.proto.Plan`` or anything :func:`optimizer.plan_io.load_plan` reads.
+        """
+        plan = _as_plan(plan)
+        roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
+        if not roots:
+            raise PlanError("plan has no root relation", "relations")
+        if not 0 <= root < len(roots):
+            raise PlanError(f"root {root} requested but the plan has {len(roots)} root relation(s)", "relations")
+        index = roots[root]
+        compiler = _PlanCompiler(self, plan)
+        rel_root = plan.relations[index].root
+        out = compiler.rel(rel_root.input, f"relations[{index}].root.input", None)
+        return _apply_root_names(out, list(rel_root.names), f"relations[{index}].root.names")
+
+    def execute(self, plan, root: int = 0):
+        """Run the plan; a ``pyarrow.Table`` with the ``RelRoot.names`` (duplicates allowed)."""
+        df = self.to_dataframe(plan, root)
+        names = df.columns
+        try:
+            table = df.toDF(*[f"_r{i}" for i in range(len(names))]).toArrow()
+        except OptimizerError:
+            raise
+        except Exception as exc:  # Spark job failures
+            raise _execution_error(exc) from None
+        return table.rename_columns(names)
+
+
+def _as_plan(plan) -> Plan:
+    if isinstance(plan, Plan):
+        return plan
+    from optimizer.plan_io import load_plan
+
+    return load_plan(plan)
+
+
+_RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\]\s*(.*?)(?:\s+SQLSTATE:.*)?$", re.S)
+
+
+def _execution_error(exc: BaseException) -> ExecutionError:
+    """A Spark job failure as an :class:`ExecutionError` (``raise_error`` messages keep their path)."""
+    text = str(exc)
+    m = _RAISED.search(text.splitlines()[0] if text else "")
+    if m:
+        message = m.group(1).strip()
+        pm = re.match(r"^(relations\[\d+\][^\s:]*): (.*)$", message, re.S)
+        if pm:
+            return ExecutionError(pm.group(2), pm.group(1))
+        return ExecutionError(message)
+    return ExecutionError(f"Spark failed: {_first_line(exc)}")
+
+
+def _rename_type(dt: T.DataType, names: Callable[[], str]) -> T.DataType:
+    """``dt`` with its nested struct fields renamed, depth-first (lists and maps looked into)."""
+    if isinstance(dt, T.StructType):
+        fields = []
+        for f in dt.fields:
+            name = names()
+            fields.append(T.StructField(name, _rename_type(f.dataType, names), f.nullable))
+        return T.StructType(fields)
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_rename_type(dt.elementType, names), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        key = _rename_type(dt.keyType, names)
+        return T.MapType(key, _rename_type(dt.valueType, names), dt.valueContainsNull)
+    return dt
+
+
+def _nested_count(dt: T.DataType) -> int:
+    if isinstance(dt, T.StructType):
+        return sum(1 + _nested_count(f.dataType) for f in dt.fields)
+    if isinstance(dt, T.ArrayType):
+        return _nested_count(dt.elementType)
+    if isinstance(dt, T.MapType):
+        return _nested_count(dt.keyType) + _nested_count(dt.valueType)
+    return 0
+
+
+def _apply_root_names(r: Relation, names: list[str], path: str) -> DataFrame:
+    df = r.df.select(*[_c(c) for c in r.columns])
+    if not names:
+        return df
+    fields = df.schema.fields
+    if len(names) == len(fields):
+        return df.toDF(*names)
+    flat = sum(1 + _nested_count(f.dataType) for f in fields)
+    if len(names) != flat:
+        raise PlanError(
+            f"RelRoot has {len(names)} names but its input has {len(fields)} columns ({flat} with nested fields)", path
+        )
+    it = iter(names)
+    cols = []
+    for f, c in zip(fields, r.columns, strict=True):
+        top = next(it)
+        if _nested_count(f.dataType):
+            cols.append(_c(c).cast(_rename_type(f.dataType, lambda: next(it))).alias(top))
+        else:
+            cols.append(_c(c).alias(top))
+    return df.select(*cols)
+
+
+class _PlanCompiler:
+    """Compiles the relations of one plan (keeps the plan's function table and shared subtrees)."""
+
+    def __init__(self, backend: SparkBackend, plan: Plan) -> None:
+        self.backend = backend
+        self.spark = backend.spark
+        self.plan = plan
+        self.functions: FunctionTable = function_table(plan)
+        self.exprs = ExpressionCompiler(self.functions, self.subquery)
+        self.references: dict[int, Relation] = {}
+        self._in_progress: set[int] = set()
+        self.schemas: dict = {}
+        try:  # Substrait types for the scopes; the backend works without them
+            from optimizer.schema import plan_schemas
+
+            self.schemas = plan_schemas(plan)
+        except Exception:  # noqa: BLE001 -- any failure only means "types unknown"
+            self.schemas = {}
+
+    fresh = property(lambda self: self.backend.fresh)
+
+    # ------------------------------------------------------------------------------------ helpers
+
+    def scope(self, r: Relation, outer: Scope | None, df: DataFrame | None = None) -> Scope:
+        return Scope(df if df is not None else r.df, list(r.columns), list(r.types) if r.types else r.types, outer)
+
+    def expr(self, e: Expression, scope: Scope, path: str) -> Column:
+        return self.exprs.compile(e, scope, path)
+
+    def subquery(self, rel: Rel, outer: Scope, path: str) -> tuple[DataFrame, list[str]]:
+        """The callback of the expression compiler: a whole ``Rel`` tree, ``outer`` for outer references."""
+        r = self.rel(rel, path, outer)
+        return r.df, list(r.columns)
+
+    def _types_at(self, path: str, n: int) -> list[Type] | None:
+        schema = self.schemas.get(path)
+        if schema is None or len(schema.types) != n:
+            return None
+        return list(schema.types)
+
+    def select_positions(self, r: Relation, positions: Sequence[int], path: str, what: str) -> Relation:
+        """The columns at ``positions`` (a repeated position gets a new name)."""
+        n = len(r.columns)
+        seen: set[str] = set()
+        cols, names = [], []
+        for p in positions:
+            if not 0 <= p < n:
+                raise PlanError(f"{what} {p} is out of range: the input has {n} columns", path)
+            name = r.columns[p]
+            if name in seen:
+                new = self.fresh()
+                cols.append(_c(name).alias(new))
+                names.append(new)
+            else:
+                seen.add(name)
+                cols.append(_c(name))
+                names.append(name)
+        if names == r.columns:
+            return r
+        types = [r.types[p] for p in positions] if r.types is not None else None
+        return replace(r, df=r.df.select(*cols), columns=names, types=types)
+
+    def _emit(self, r: Relation, body, bpath: str) -> Relation:
+        if not body.HasField("common") or body.common.WhichOneof("emit_kind") != "emit":
+            return r
+        mapping = list(body.common.emit.output_mapping)
+        return self.select_positions(r, mapping, f"{bpath}.common.emit.output_mapping", "emitted field")
+
+    def _disjoint(self, left: Relation, right: Relation) -> Relation:
+        """``right`` with fresh names if it shares any with ``left`` (a self-join)."""
+        if not set(left.columns) & set(right.columns):
+            return right
+        names = [self.fresh() for _ in right.columns]
+        df = right.df.select(*[_c(c).alias(n) for c, n in zip(right.columns, names, strict=True)])
+        return replace(right, df=df, columns=names)
+
+    def _const_int(self, e: Expression, path: str, what: str) -> int | None:
+        """The value of a constant integer expression (None for null)."""
+        if e.WhichOneof("rex_type") == "literal":
+            lit = e.literal
+            kind = lit.WhichOneof("literal_type")
+            if kind in ("i8", "i16", "i32", "i64"):
+                return int(getattr(lit, kind))
+            if kind == "null":
+                return None
+        col = self.expr(e, Scope(self.spark.range(1), [], [], None), path)
+        try:
+            value = self.spark.range(1).select(col.alias("v")).first()["v"]
+        except Exception as exc:  # noqa: BLE001
+            raise PlanError(f"{what} is not a constant integer expression: {_first_line(exc)}", path) from None
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PlanError(f"{what} must be an integer, not {type(value).__name__}", path)
+        return int(value)
+
+    def _ref_index(self, ref: Expression.FieldReference, path: str) -> int:
+        if (
+            ref.WhichOneof("reference_type") != "direct_reference"
+            or ref.WhichOneof("root_type") not in (None, "root_reference")
+            or ref.direct_reference.WhichOneof("reference_type") != "struct_field"
+            or ref.direct_reference.struct_field.HasField("child")
+        ):
+            raise UnsupportedError("only references to top-level input fields are supported here", path)
+        return ref.direct_reference.struct_field.field
+
+    # ----------------------------------------------------------------------------------- dispatch
+
+    def rel(self, rel: Rel, path: str, outer: Scope | None) -> Relation:
+        """Compile one relation tree rooted at ``rel`` (found at ``path``)."""
+        kind = rel.WhichOneof("rel_type")
+        if kind is None:
+            raise PlanError("relation is empty (no rel_type set)", path)
+        bpath = f"{path}.{kind}"
+        handler = getattr(self, f"_rel_{kind}", None)
+        if handler is None:
+            raise UnsupportedError(f"unsupported relation '{kind}'", bpath)
+        body = getattr(rel, kind)
+        try:
+            out = handler(body, bpath, outer)
+            if kind != "reference":
+                out = self._emit(out, body, bpath)
+        except OptimizerError:
+            raise
+        except Exception as exc:
+            from pyspark.errors import PySparkException
+
+            if isinstance(exc, PySparkException):
+                raise ExecutionError(f"Spark cannot build this relation: {_first_line(exc)}", bpath) from None
+            raise
+        types = self._types_at(path, len(out.columns))
+        if types is not None:
+            out = replace(out, types=types)
+        elif out.types is not None and len(out.types) != len(out.columns):
+            out = replace(out, types=None)
+        return out
+
+    # -------------------------------------------------------------------------------------- read
+
+    def _rel_read(self, body, bpath: str, outer: Scope | None) -> Relation:
+        which = body.WhichOneof("read_type")
+        if which == "named_table":
+            df = self.backend.tables.named_table(body, bpath)
+        elif which == "local_files":
+            df = self.backend.tables.local_files(body, bpath)
+        elif which == "virtual_table":
+            df = self._virtual_table(body, bpath, outer)
+        elif which is None:
+            raise PlanError("read has no source (named_table, local_files, virtual_table...)", bpath)
+        else:
+            raise UnsupportedError(f"unsupported read type '{which}'", f"{bpath}.{which}")
+        types = list(body.base_schema.struct.types)
+        names = [self.fresh() for _ in types]
+        r = Relation(df.toDF(*names), names, types)
+        if body.HasField("filter"):
+            scope = self.scope(r, outer)
+            r = replace(r, df=r.df.filter(self.expr(body.filter, scope, f"{bpath}.filter")))
+        if body.HasField("best_effort_filter") and not self.backend.ignore_best_effort_filter:
+            scope = self.scope(r, outer)
+            r = replace(r, df=r.df.filter(self.expr(body.best_effort_filter, scope, f"{bpath}.best_effort_filter")))
+        if body.HasField("projection") and body.projection.HasField("select"):
+            ppath = f"{bpath}.projection.select"
+            positions = []
+            for i, item in enumerate(body.projection.select.struct_items):
+                if item.HasField("child"):
+                    raise UnsupportedError(
+                        "projection masks into nested fields are not supported", f"{ppath}.struct_items[{i}].child"
+                    )
+                positions.append(item.field)
+            r = self.select_positions(r, positions, f"{ppath}.struct_items", "projected field")
+        return r
+
+    def _virtual_table(self, body, bpath: str, outer: Scope | None) -> DataFrame:
+        vpath = f"{bpath}.virtual_table"
+        schema = named_struct_to_spark(body.base_schema, f"{bpath}.base_schema")
+        rows = list(body.virtual_table.expressions)
+        if not rows:
+            return self.spark.createDataFrame([], schema)
+        n = len(schema.fields)
+        if n == 0:
+            return self.spark.range(len(rows)).select()
+        one = self.spark.range(1)
+        scope = Scope(one, [], [], outer)
+        structs = []
+        for r, row in enumerate(rows):
+            if len(row.fields) != n:
+                raise PlanError(f"row has {len(row.fields)} values, the schema {n} columns", f"{vpath}.expressions[{r}]")
+            values = [
+                self.expr(v, scope, f"{vpath}.expressions[{r}].fields[{j}]").cast(schema.fields[j].dataType).alias(f"v{j}")
+                for j, v in enumerate(row.fields)
+            ]
+            structs.append(F.struct(*values))
+        return one.select(F.inline(F.array(*structs)))
+
+    # ------------------------------------------------------------------------ single-input rels
+
+    def _rel_filter(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        if not body.HasField("condition"):
+            raise PlanError("filter has no condition", bpath)
+        cond = self.expr(body.condition, self.scope(inp, outer), f"{bpath}.condition")
+        return replace(inp, df=inp.df.filter(cond), broadcast=False)
+
+    def _rel_project(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        scope = self.scope(inp, outer)
+        new, names = [], []
+        has_window = False
+        for i, e in enumerate(body.expressions):
+            has_window = has_window or _has_window(e)
+            name = self.fresh()
+            new.append(self.expr(e, scope, f"{bpath}.expressions[{i}]").alias(name))
+            names.append(name)
+        df = inp.df.select(*[_c(c) for c in inp.columns], *new)
+        return Relation(df, inp.columns + names, None, ordered=inp.ordered and not has_window)
+
+    def _rel_sort(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        if not body.sorts:
+            return inp
+        scope = self.scope(inp, outer)
+        orders = [self.exprs.sort_order(s, scope, f"{bpath}.sorts[{i}]") for i, s in enumerate(body.sorts)]
+        return replace(inp, df=inp.df.orderBy(*orders), broadcast=False, ordered=True)
+
+    def _fetch_bounds(self, offset_expr, count_expr, bpath: str, names: tuple[str, str]) -> tuple[int, int | None]:
+        offset = 0
+        if offset_expr is not None:
+            value = self._const_int(offset_expr, f"{bpath}.{names[0]}", "offset")
+            if value is not None and value < 0:
+                raise ExecutionError(f"offset is negative ({value})", f"{bpath}.{names[0]}")
+            offset = value or 0
+        count = None
+        if count_expr is not None:
+            count = self._const_int(count_expr, f"{bpath}.{names[1]}", "count")
+            if count == -1:  # the old encoding's "all rows"
+                count = None
+            elif count is not None and count < 0:
+                raise ExecutionError(f"count is negative ({count})", f"{bpath}.{names[1]}")
+        return offset, count
+
+    def _rel_fetch(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        offset, count = self._fetch_bounds(
+            body.offset_expr if body.HasField("offset_expr") else None,
+            body.count_expr if body.HasField("count_expr") else None,
+            bpath,
+            ("offset_expr", "count_expr"),
+        )
+        df = inp.df
+        if offset:
+            df = df.offset(offset)
+        if count is not None:
+            df = df.limit(count)
+        return replace(inp, df=df, broadcast=False)
+
+    def _rel_top_n(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        offset, count = self._fetch_bounds(
+            body.offset if body.HasField("offset") else None,
+            body.count if body.HasField("count") else None,
+            bpath,
+            ("offset", "count"),
+        )
+        scope = self.scope(inp, outer)
+        orders = [self.exprs.sort_order(s, scope, f"{bpath}.sorts[{i}]") for i, s in enumerate(body.sorts)]
+        df = inp.df
+        if body.mode == FetchMode.FETCH_MODE_WITH_TIES and count is not None:
+            if not orders:
+                raise PlanError("WITH TIES needs sort fields", f"{bpath}.sorts")
+            window = Window.orderBy(*orders)
+            rn, rk = self.fresh(), self.fresh()
+            df = df.select(*[_c(c) for c in inp.columns], F.row_number().over(window).alias(rn), F.rank().over(window).alias(rk))
+            df = df.filter((_c(rn) > offset) & (_c(rk) <= offset + count)).orderBy(*[_c(rn)]).select(*[_c(c) for c in inp.columns])
+            return replace(inp, df=df, broadcast=False, ordered=True)
+        df = df.orderBy(*orders) if orders else df
+        if offset:
+            df = df.offset(offset)
+        if count is not None:
+            df = df.limit(count)
+        return replace(inp, df=df, broadcast=False, ordered=bool(orders))
+
+    # --------------------------------------------------------------------------------- aggregate
+
+    def _filtered_measure(
+        self, fn: AggregateFunction, filt: Expression, scope: Scope, mpath: str, extra: list, base: int
+    ) -> AggregateFunction | Column:
+        """``fn`` rewritten to read its first argument through ``when(filter, arg)`` (a new column);
+        ``count(*)`` with a filter directly as the column ``count(when(filter, 1))``."""
+        info = self.functions.get(fn.function_reference, f"{mpath}.measure.function_reference")
+        fcol = self.expr(filt, scope, f"{mpath}.filter")
+        new = AggregateFunction()
+        new.CopyFrom(fn)
+        values = [k for k, a in enumerate(fn.arguments) if a.WhichOneof("arg_type") == "value"]
+        if not values:
+            if info.name not in ("count", "count_star"):
+                raise UnsupportedError(f"a measure filter on '{info.name}' is not supported", f"{mpath}.filter")
+            return F.count(F.when(fcol, F.lit(1)))
+        if info.name not in _NULL_IGNORING:
+            raise UnsupportedError(f"a measure filter on '{info.name}' is not supported", f"{mpath}.filter")
+        k = values[0]
+        arg = fn.arguments[k].value
+        argcol = self.expr(arg, scope, f"{mpath}.measure.arguments[{k}].value")
+        extra.append((self.fresh(), F.when(fcol, argcol), self.exprs.type_of(arg, scope)))
+        new.arguments[k].value.CopyFrom(field(base + len(extra) - 1))
+        return new
+
+    def _rel_aggregate(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        scope = self.scope(inp, outer)
+        keys = [
+            (self.fresh(), self.expr(e, scope, f"{bpath}.grouping_expressions[{i}]"))
+            for i, e in enumerate(body.grouping_expressions)
+        ]
+        key_names = [n for n, _ in keys]
+        extra: list[tuple[str, Column, Type | None]] = []
+        fns = []
+        for j, m in enumerate(body.measures):
+            mpath = f"{bpath}.measures[{j}]"
+            if not m.HasField("measure"):
+                raise PlanError("measure has no aggregate function", mpath)
+            fn = m.measure
+            if m.HasField("filter"):
+                fn = self._filtered_measure(fn, m.filter, scope, mpath, extra, len(inp.columns))
+            fns.append(fn)
+        df1 = inp.df
+        if keys or extra:
+            df1 = inp.df.select(
+                *[_c(c) for c in inp.columns],
+                *[c.alias(n) for n, c in keys],
+                *[c.alias(n) for n, c, _ in extra],
+            )
+        types = None
+        if inp.types is not None and all(t is not None for _, _, t in extra):
+            types = list(inp.types) + [t for _, _, t in extra]
+        mscope = Scope(df1, list(inp.columns) + [n for n, _, _ in extra], types, outer)
+        measures = [
+            (self.fresh(), fn if isinstance(fn, Column) else self.exprs.aggregate(fn, mscope, f"{bpath}.measures[{j}].measure"))
+            for j, fn in enumerate(fns)
+        ]
+        sets: list[list[int]] = []
+        for g, grouping in enumerate(body.groupings):
+            refs: list[int] = []
+            for r in grouping.expression_references:
+                if not 0 <= r < len(keys):
+                    raise PlanError(
+                        f"grouping expression {r} is out of range ({len(keys)} grouping expressions)",
+                        f"{bpath}.groupings[{g}].expression_references",
+                    )
+                if r not in refs:
+                    refs.append(r)
+            sets.append(refs)
+        if not sets:
+            sets = [[]]
+        measure_names = [n for n, _ in measures]
+        if len(sets) == 1:
+            group = [key_names[i] for i in sets[0]]
+            if measures:
+                out = df1.groupBy(*[_c(n) for n in group]).agg(*[c.alias(n) for n, c in measures])
+            elif group:
+                out = df1.select(*[_c(n) for n in group]).distinct()
+            else:
+                raise PlanError("aggregate has neither grouping expressions nor measures", bpath)
+            cols, names = [], []
+            for i, n in enumerate(key_names):
+                if i in sets[0]:
+                    cols.append(_c(n))
+                    names.append(n)
+                else:  # not grouped by: NULL (an invalid plan, but well defined)
+                    new = self.fresh()
+                    cols.append(F.lit(None).alias(new))
+                    names.append(new)
+            if names != group or measure_names:
+                out = out.select(*cols, *[_c(n) for n in measure_names])
+            return Relation(out, names + measure_names)
+        return self._grouping_sets(df1, key_names, sets, measures, bpath)
+
+    def _grouping_sets(self, df1: DataFrame, key_names, sets, measures, bpath: str) -> Relation:
+        used = sorted(set().union(*map(set, sets)))
+        used_names = [key_names[i] for i in used]
+        distinct: dict[frozenset, list[int]] = {}
+        for ordinal, s in enumerate(sets):
+            distinct.setdefault(frozenset(s), []).append(ordinal)
+        gid, idx = self.fresh(), self.fresh()
+        grouped = df1.groupingSets(
+            [[_c(key_names[i]) for i in sorted(fs)] for fs in distinct], *[_c(n) for n in used_names]
+        ).agg(*[c.alias(n) for n, c in measures], F.grouping_id(*[_c(n) for n in used_names]).alias(gid))
+
+        def mask(fs: frozenset) -> int:
+            return sum(1 << (len(used) - 1 - k) for k, i in enumerate(used) if i not in fs)
+
+        case = None
+        for fs, ordinals in distinct.items():
+            cond = _c(gid) == F.lit(mask(fs))
+            case = F.when(cond, F.lit(ordinals[0])) if case is None else case.when(cond, F.lit(ordinals[0]))
+        cols, names = [], []
+        for n in key_names:
+            if n in used_names:
+                cols.append(_c(n))
+                names.append(n)
+            else:
+                new = self.fresh()
+                cols.append(F.lit(None).alias(new))
+                names.append(new)
+        measure_names = [n for n, _ in measures]
+        out = grouped.select(*cols, *[_c(n) for n in measure_names], case.cast("int").alias(idx))
+        base = out
+        for ordinals in distinct.values():
+            for ordinal in ordinals[1:]:  # a repeated grouping set yields its rows again
+                again = base.filter(_c(idx) == F.lit(ordinals[0]))
+                out = out.union(again.select(*[_c(n) for n in names + measure_names], F.lit(ordinal).cast("int").alias(idx)))
+        return Relation(out, names + measure_names + [idx])
+
+    # ------------------------------------------------------------------------------------- joins
+
+    def _join_inputs(self, body, bpath: str, outer: Scope | None) -> tuple[Relation, Relation]:
+        if not body.HasField("left") or not body.HasField("right"):
+            raise PlanError("join needs a left and a right input", bpath)
+        left = self.rel(body.left, f"{bpath}.left", outer)
+        right = self.rel(body.right, f"{bpath}.right", outer)
+        return left, self._disjoint(left, right)
+
+    def _pair_scope(self, left: Relation, right: Relation, outer: Scope | None) -> Scope:
+        types = left.types + right.types if left.types is not None and right.types is not None else None
+        return Scope(left.df.crossJoin(right.df), left.columns + right.columns, types, outer)
+
+    def _equi_keys(self, e: Expression | None, nleft: int, left: Relation, right: Relation) -> list[tuple[str, str, bool]]:
+        """``(left column, right column, null-safe)`` for the equality conjuncts of a join condition."""
+        if e is None:
+            return []
+        out = []
+        for c in conjuncts(e, self.functions):
+            name = function_name(c, self.functions)
+            if name not in ("equal", "is_not_distinct_from"):
+                continue
+            args = call_args(c)
+            if args is None or len(args) != 2:
+                continue
+            a, b = field_index(args[0]), field_index(args[1])
+            if a is None or b is None:
+                continue
+            if a >= nleft > b:
+                a, b = b, a
+            if a < nleft <= b < nleft + len(right.columns):
+                out.append((left.columns[a], right.columns[b - nleft], name == "is_not_distinct_from"))
+        return out
+
+    def _rel_join(self, body, bpath: str, outer: Scope | None) -> Relation:
+        left, right = self._join_inputs(body, bpath, outer)
+        jt = _join_type(JoinRel.JoinType, body.type, bpath)
+        cond, refs, equi = None, set(), []
+        if body.HasField("expression"):
+            scope = self._pair_scope(left, right, outer)
+            cond = self.expr(body.expression, scope, f"{bpath}.expression")
+            refs = referenced_fields(body.expression)
+            equi = self._equi_keys(body.expression, len(left.columns), left, right)
+        return self._join(left, right, jt, cond, refs, equi, body, bpath, outer)
+
+    def _keys_condition(self, body, left: Relation, right: Relation, bpath: str, outer: Scope | None):
+        """The condition of a hash or merge join: its keys AND its residual expression."""
+        if not body.keys:
+            raise PlanError("the join has no keys", f"{bpath}.keys")
+        parts, refs, equi = [], set(), []
+        nleft = len(left.columns)
+        for i, key in enumerate(body.keys):
+            kpath = f"{bpath}.keys[{i}]"
+            li = self._ref_index(key.left, f"{kpath}.left")
+            ri = self._ref_index(key.right, f"{kpath}.right")
+            if not 0 <= li < nleft:
+                raise PlanError(f"left key field {li} is out of range ({nleft} columns)", f"{kpath}.left")
+            if not 0 <= ri < len(right.columns):
+                raise PlanError(f"right key field {ri} is out of range ({len(right.columns)} columns)", f"{kpath}.right")
+            lc, rc = left.columns[li], right.columns[ri]
+            refs |= {li, nleft + ri}
+            which = key.comparison.WhichOneof("inner_type")
+            if which == "custom_function_reference":
+                info = self.functions.get(key.comparison.custom_function_reference, f"{kpath}.comparison")
+                raise UnsupportedError(f"join key comparison '{info.declared_name}' is not supported", f"{kpath}.comparison")
+            simple = key.comparison.simple if which == "simple" else ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ
+            if simple in (ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ, ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_UNSPECIFIED):
+                parts.append(_c(lc) == _c(rc))
+                equi.append((lc, rc, False))
+            elif simple == ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_IS_NOT_DISTINCT_FROM:
+                parts.append(_c(lc).eqNullSafe(_c(rc)))
+                equi.append((lc, rc, True))
+            elif simple == ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_MIGHT_EQUAL:
+                parts.append((_c(lc) == _c(rc)) | _c(lc).isNull() | _c(rc).isNull())
+            else:
+                raise UnsupportedError(f"join key comparison {simple} is not supported", f"{kpath}.comparison")
+        if body.HasField("residual_expression"):
+            scope = self._pair_scope(left, right, outer)
+            parts.append(self.expr(body.residual_expression, scope, f"{bpath}.residual_expression"))
+            refs |= referenced_fields(body.residual_expression)
+        return _and(parts), refs, equi
+
+    def _rel_hash_join(self, body, bpath: str, outer: Scope | None) -> Relation:
+        left, right = self._join_inputs(body, bpath, outer)
+        jt = _join_type(HashJoinRel.JoinType, body.type, bpath)
+        cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
+        build_left = body.build_input == HashJoinRel.BUILD_INPUT_LEFT
+
+        def hint(ldf: DataFrame, rdf: DataFrame) -> tuple[DataFrame, DataFrame]:
+            if build_left:
+                return (F.broadcast(ldf) if left.broadcast else ldf.hint("shuffle_hash")), rdf
+            return ldf, (F.broadcast(rdf) if right.broadcast else rdf.hint("shuffle_hash"))
+
+        return self._join(left, right, jt, cond, refs, equi, body, bpath, outer, hint=hint, sides_done=True)
+
+    def _rel_merge_join(self, body, bpath: str, outer: Scope | None) -> Relation:
+        left, right = self._join_inputs(body, bpath, outer)
+        jt = _join_type(MergeJoinRel.JoinType, body.type, bpath)
+        cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
+        return self._join(
+            left, right, jt, cond, refs, equi, body, bpath, outer, hint=lambda ldf, rdf: (ldf.hint("merge"), rdf),
+            sides_done=True,
+        )
+
+    def _rel_nested_loop_join(self, body, bpath: str, outer: Scope | None) -> Relation:
+        left, right = self._join_inputs(body, bpath, outer)
+        jt = _join_type(NestedLoopJoinRel.JoinType, body.type, bpath)
+        cond, refs = None, set()
+        if body.HasField("expression"):
+            scope = self._pair_scope(left, right, outer)
+            cond = self.expr(body.expression, scope, f"{bpath}.expression")
+            refs = referenced_fields(body.expression)
+        # greatest(c, false) is c for matching purposes (NULL -> no match) but is no conjunction of
+        # equalities, so Spark cannot turn the join into a hash or sort-merge join.
+        cond = F.greatest(cond if cond is not None else F.lit(True), F.lit(False))
+
+        def hint(ldf: DataFrame, rdf: DataFrame) -> tuple[DataFrame, DataFrame]:
+            if left.broadcast:
+                return F.broadcast(ldf), rdf
+            if jt == "inner" and not right.broadcast:
+                return ldf.hint("shuffle_replicate_nl"), rdf
+            return ldf, F.broadcast(rdf)
+
+        return self._join(left, right, jt, cond, refs, [], body, bpath, outer, hint=hint, sides_done=True)
+
+    def _rel_cross(self, body, bpath: str, outer: Scope | None) -> Relation:
+        left, right = self._join_inputs(body, bpath, outer)
+        ldf = F.broadcast(left.df) if left.broadcast else left.df
+        rdf = F.broadcast(right.df) if right.broadcast else right.df
+        types = left.types + right.types if left.types is not None and right.types is not None else None
+        return Relation(ldf.crossJoin(rdf), left.columns + right.columns, types)
+
+    def _join(
+        self,
+        left: Relation,
+        right: Relation,
+        jt: str,
+        cond: Column | None,
+        refs: set[int],
+        equi: list[tuple[str, str, bool]],
+        body,
+        bpath: str,
+        outer: Scope | None,
+        hint: Callable[[DataFrame, DataFrame], tuple[DataFrame, DataFrame]] | None = None,
+        sides_done: bool = False,
+    ) -> Relation:
+        ldf, rdf = left.df, right.df
+        if hint is not None:
+            ldf, rdf = hint(ldf, rdf)
+        if not sides_done:
+            ldf = F.broadcast(ldf) if left.broadcast else ldf
+            rdf = F.broadcast(rdf) if right.broadcast else rdf
+        lt, rt = left.types, right.types
+        both = lt + rt if lt is not None and rt is not None else None
+        nleft = len(left.columns)
+        simple = {"inner": "inner", "outer": "full", "left": "left", "right": "right"}
+        if jt in simple:
+            if cond is None and jt == "inner":
+                df = ldf.crossJoin(rdf)
+            else:
+                df = ldf.join(rdf, cond if cond is not None else F.lit(True), simple[jt])
+            out = Relation(df, left.columns + right.columns, both)
+        elif jt in ("left_semi", "left_anti"):
+            df = ldf.join(rdf, cond if cond is not None else F.lit(True), jt)
+            out = Relation(df, list(left.columns), lt)
+        elif jt in ("right_semi", "right_anti"):
+            df = rdf.join(ldf, cond if cond is not None else F.lit(True), "left_" + jt.split("_")[1])
+            out = Relation(df, list(right.columns), rt)
+        elif jt in ("left_single", "right_single"):
+            keep_left = jt == "left_single"
+            keep_refs = [
+                (left.columns[i] if keep_left else right.columns[i - nleft])
+                for i in sorted(refs)
+                if (i < nleft) == keep_left and i < nleft + len(right.columns)
+            ]
+            df = self._single(ldf, rdf, keep_left, cond, keep_refs, bpath)
+            out = Relation(df, left.columns + right.columns, both)
+        elif jt in ("left_mark", "right_mark"):
+            keep_left = jt == "left_mark"
+            keep, other = (ldf, rdf) if keep_left else (rdf, ldf)
+            keep_cols = left.columns if keep_left else right.columns
+            keep_refs = [
+                (left.columns[i] if keep_left else right.columns[i - nleft])
+                for i in sorted(refs)
+                if (i < nleft) == keep_left and i < nleft + len(right.columns)
+            ]
+            pairs = [(a, b, ns) if keep_left else (b, a, ns) for a, b, ns in equi]
+            mark = self.fresh()
+            df = self._mark(keep, keep_cols, other, cond, keep_refs, pairs, mark)
+            kt = lt if keep_left else rt
+            out = Relation(df, list(keep_cols) + [mark], kt + [_BOOL] if kt is not None else None)
+        else:  # pragma: no cover - _join_type only returns the names above
+            raise UnsupportedError(f"join type '{jt}' is not supported", f"{bpath}.type")
+        if body.HasField("post_join_filter"):
+            scope = self.scope(out, outer)
+            out = replace(out, df=out.df.filter(self.expr(body.post_join_filter, scope, f"{bpath}.post_join_filter")))
+        return out
+
+    def _null_safe_join_back(self, df: DataFrame, keys: list[str], other: DataFrame, other_keys: list[str]) -> DataFrame:
+        cond = _and([_c(a).eqNullSafe(_c(b)) for a, b in zip(keys, other_keys, strict=True)])
+        return df.join(other, cond, "left")
+
+    def _single(
+        self, ldf: DataFrame, rdf: DataFrame, keep_left: bool, cond: Column | None, keep_refs: list[str], bpath: str
+    ) -> DataFrame:
+        """Left (right) outer join that fails when a preserved row matches more than one other row."""
+        keep, other = (ldf, rdf) if keep_left else (rdf, ldf)
+        c = cond if cond is not None else F.lit(True)
+        joined = ldf.join(rdf, c, "left" if keep_left else "right")
+        n = self.fresh()
+        if keep_refs:
+            k = keep.select(*[_c(x) for x in keep_refs]).distinct()
+            counts = k.join(other, c, "inner").groupBy(*[_c(x) for x in keep_refs]).agg(F.count(F.lit(1)).alias(n))
+            renamed = [self.fresh() for _ in keep_refs]
+            counts = counts.filter(_c(n) > 1).select(
+                *[_c(a).alias(b) for a, b in zip(keep_refs, renamed, strict=True)], _c(n)
+            )
+            checked = self._null_safe_join_back(joined, keep_refs, counts, renamed)
+        else:
+            counts = other.agg(F.count(F.when(c, F.lit(1))).alias(n))
+            checked = joined.crossJoin(counts)
+        side = "right" if keep_left else "left"
+        message = f"{bpath}: {_SINGLE_MARKER} a row of the {'left' if keep_left else 'right'} input (single join; {side} input has duplicates for a key)"
+        check = F.when(_c(n) > 1, F.raise_error(F.lit(message))).otherwise(F.lit(True))
+        return checked.filter(check).select(*[_c(x) for x in joined.columns])
+
+    def _mark(
+        self,
+        keep: DataFrame,
+        keep_cols: list[str],
+        other: DataFrame,
+        cond: Column | None,
+        keep_refs: list[str],
+        equi: list[tuple[str, str, bool]],
+        mark: str,
+    ) -> DataFrame:
+        """The preserved side plus the mark column (TRUE / NULL / FALSE, SQL three-valued)."""
+        c = cond if cond is not None else F.lit(True)
+        unknown = c.isNull()
+        if not keep_refs:
+            t, u = self.fresh(), self.fresh()
+            stats = other.agg(F.max(F.when(c, F.lit(1))).alias(t), F.max(F.when(unknown, F.lit(1))).alias(u))
+            df = keep.crossJoin(stats)
+            value = F.when(_c(t) == 1, F.lit(True)).when(_c(u) == 1, F.lit(None)).otherwise(F.lit(False))
+            return df.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
+        k = keep.select(*[_c(x) for x in keep_refs]).distinct()
+        true_k = k.join(other, c, "left_semi")
+        parts = []
+        key_refs = [(a, b, ns) for a, b, ns in equi if a in keep_refs]
+        if key_refs:
+            keyeq = _and([_c(a).eqNullSafe(_c(b)) if ns else _c(a) == _c(b) for a, b, ns in key_refs])
+            parts.append(k.join(other, keyeq & unknown, "left_semi"))
+            plain = [(a, b) for a, b, ns in key_refs if not ns]
+            if plain:
+                parts.append(k.filter(_or([_c(a).isNull() for a, _ in plain])).join(other, unknown, "left_semi"))
+                parts.append(k.join(other.filter(_or([_c(b).isNull() for _, b in plain])), unknown, "left_semi"))
+        else:
+            parts.append(k.join(other, unknown, "left_semi"))
+        unknown_k = parts[0]
+        for p in parts[1:]:
+            unknown_k = unknown_k.union(p)
+        tflag, uflag = self.fresh(), self.fresh()
+        t_names = [self.fresh() for _ in keep_refs]
+        u_names = [self.fresh() for _ in keep_refs]
+        t_df = true_k.select(*[_c(a).alias(b) for a, b in zip(keep_refs, t_names, strict=True)], F.lit(True).alias(tflag))
+        u_df = unknown_k.distinct().select(
+            *[_c(a).alias(b) for a, b in zip(keep_refs, u_names, strict=True)], F.lit(True).alias(uflag)
+        )
+        df = self._null_safe_join_back(keep, keep_refs, t_df, t_names)
+        df = self._null_safe_join_back(df, keep_refs, u_df, u_names)
+        value = F.when(_c(tflag), F.lit(True)).when(_c(uflag), F.lit(None)).otherwise(F.lit(False))
+        return df.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
+
+    # --------------------------------------------------------------------------------------- set
+
+    def _rel_set(self, body, bpath: str, outer: Scope | None) -> Relation:
+        if len(body.inputs) < 2:
+            raise PlanError(f"a set relation needs at least two inputs, not {len(body.inputs)}", f"{bpath}.inputs")
+        inputs = [self.rel(x, f"{bpath}.inputs[{i}]", outer) for i, x in enumerate(body.inputs)]
+        n = len(inputs[0].columns)
+        for i, r in enumerate(inputs[1:], start=1):
+            if len(r.columns) != n:
+                raise PlanError(f"set input {i} has {len(r.columns)} columns, input 0 has {n}", f"{bpath}.inputs[{i}]")
+        p = inputs[0]
+        secondaries = [r.df for r in inputs[1:]]
+        op = body.op
+
+        def union_all(frames: list[DataFrame]) -> DataFrame:
+            out = frames[0]
+            for f in frames[1:]:
+                out = out.union(f)
+            return out
+
+        if op == SetRel.SET_OP_UNION_ALL:
+            df = union_all([p.df, *secondaries])
+        elif op == SetRel.SET_OP_UNION_DISTINCT:
+            df = union_all([p.df, *secondaries]).distinct()
+        elif op == SetRel.SET_OP_MINUS_PRIMARY:  # EXCEPT DISTINCT: distinct p rows in no secondary
+            df = p.df.subtract(union_all(secondaries))
+        elif op == SetRel.SET_OP_MINUS_PRIMARY_ALL:  # EXCEPT ALL: max(0, m - sum(n_i)) copies
+            df = p.df.exceptAll(union_all(secondaries))
+        elif op == SetRel.SET_OP_MINUS_MULTISET:  # every p row (duplicates kept) not in all secondaries
+            common = secondaries[0]
+            for s in secondaries[1:]:
+                common = common.intersect(s)
+            names = [self.fresh() for _ in p.columns]
+            common = common.toDF(*names)
+            cond = _and([_c(a).eqNullSafe(_c(b)) for a, b in zip(p.columns, names, strict=True)])
+            df = p.df.join(common, cond, "left_anti") if n else p.df.limit(0)
+        elif op == SetRel.SET_OP_INTERSECTION_PRIMARY:  # distinct p rows present in any secondary
+            df = p.df.intersect(union_all(secondaries))
+        elif op == SetRel.SET_OP_INTERSECTION_MULTISET:  # INTERSECT DISTINCT: in every secondary
+            df = p.df
+            for s in secondaries:
+                df = df.intersect(s)
+        elif op == SetRel.SET_OP_INTERSECTION_MULTISET_ALL:  # INTERSECT ALL: min(m, n_1, ...) copies
+            df = p.df
+            for s in secondaries:
+                df = df.intersectAll(s)
+        elif op == SetRel.SET_OP_UNSPECIFIED:
+            raise PlanError("set operation is unspecified", f"{bpath}.op")
+        else:
+            raise UnsupportedError(f"set operation {op} is not supported", f"{bpath}.op")
+        return Relation(df.toDF(*p.columns), list(p.columns), None)
+
+    # --------------------------------------------------------------------------------- reference
+
+    def _rel_reference(self, body, bpath: str, outer: Scope | None) -> Relation:
+        ordinal = body.subtree_ordinal
+        if not 0 <= ordinal < len(self.plan.relations):
+            raise PlanError(
+                f"subtree ordinal {ordinal} is out of range (the plan has {len(self.plan.relations)} relations)",
+                f"{bpath}.subtree_ordinal",
+            )
+        if ordinal in self.references:
+            return replace(self.references[ordinal])
+        if ordinal in self._in_progress:
+            raise PlanError(f"reference cycle through relations[{ordinal}]", f"{bpath}.subtree_ordinal")
+        entry = self.plan.relations[ordinal]
+        which = entry.WhichOneof("rel_type")
+        if which == "root":
+            rel, path = entry.root.input, f"relations[{ordinal}].root.input"
+        elif which == "rel":
+            rel, path = entry.rel, f"relations[{ordinal}].rel"
+        else:
+            raise PlanError("plan relation is neither a root nor a rel", f"relations[{ordinal}]")
+        self._in_progress.add(ordinal)
+        try:
+            out = self.rel(rel, path, None)
+        finally:
+            self._in_progress.discard(ordinal)
+        self.references[ordinal] = out
+        return replace(out)
+
+    # ------------------------------------------------------------------------------ expand, window
+
+    def _rel_expand(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        scope = self.scope(inp, outer)
+        n_dups = max(
+            [len(f.switching_field.duplicates) for f in body.fields if f.WhichOneof("field_type") == "switching_field"],
+            default=1,
+        )
+        names = [self.fresh() for _ in body.fields]
+        compiled: list[list[Column | None]] = []
+        for i, f in enumerate(body.fields):
+            fpath = f"{bpath}.fields[{i}]"
+            which = f.WhichOneof("field_type")
+            if which == "consistent_field":
+                c = self.expr(f.consistent_field, scope, f"{fpath}.consistent_field")
+                compiled.append([c] * n_dups)
+            elif which == "switching_field":
+                dups = [
+                    self.expr(d, scope, f"{fpath}.switching_field.duplicates[{j}]")
+                    for j, d in enumerate(f.switching_field.duplicates)
+                ]
+                compiled.append(dups + [None] * (n_dups - len(dups)))
+            else:
+                raise PlanError("expand field is neither a switching nor a consistent field", fpath)
+        frames = []
+        for d in range(n_dups):
+            cols = [(row[d] if row[d] is not None else F.lit(None)).alias(names[i]) for i, row in enumerate(compiled)]
+            frames.append(inp.df.select(*cols))
+        df = frames[0]
+        for f in frames[1:]:
+            df = df.union(f)
+        return Relation(df, names)
+
+    def _rel_window(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        scope = self.scope(inp, outer)
+        new, names = [], []
+        for i, wf in enumerate(body.window_functions):
+            col = self.exprs.window(
+                wf.function_reference,
+                wf.arguments,
+                wf.options,
+                wf.output_type if wf.HasField("output_type") else None,
+                body.partition_expressions,
+                body.sorts,
+                wf.lower_bound,
+                wf.upper_bound,
+                wf.bounds_type,
+                wf.invocation,
+                wf.phase,
+                scope,
+                f"{bpath}.window_functions[{i}]",
+            )
+            name = self.fresh()
+            new.append(col.alias(name))
+            names.append(name)
+        df = inp.df.select(*[_c(c) for c in inp.columns], *new)
+        return Relation(df, inp.columns + names)
+
+    # ---------------------------------------------------------------------------------- exchange
+
+    def _rel_exchange(self, body, bpath: str, outer: Scope | None) -> Relation:
+        inp = self.rel(body.input, f"{bpath}.input", outer)
+        kind = body.WhichOneof("exchange_kind")
+        n = body.partition_count if body.partition_count > 0 else None
+        if kind == "broadcast":
+            return replace(inp, broadcast=True)
+        if inp.ordered or kind == "multi_target":
+            # Repartitioning would lose the input's order (Substrait keeps it); multi-bucket routing
+            # has no Spark equivalent. The result is the same without the exchange.
+            return replace(inp, broadcast=False)
+        if n is None:
+            n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "8"))
+        if kind == "scatter_by_fields":
+            cols = []
+            for i, ref in enumerate(body.scatter_by_fields.fields):
+                idx = self._ref_index(ref, f"{bpath}.scatter_by_fields.fields[{i}]")
+                if not 0 <= idx < len(inp.columns):
+                    raise PlanError(f"field {idx} is out of range", f"{bpath}.scatter_by_fields.fields[{i}]")
+                cols.append(_c(inp.columns[idx]))
+            df = inp.df.repartition(n, *cols) if cols else inp.df.repartition(n)
+        elif kind == "round_robin":
+            df = inp.df.repartition(n)
+        elif kind == "single_target":
+            scope = self.scope(inp, outer)
+            bucket = self.expr(body.single_target.expression, scope, f"{bpath}.single_target.expression")
+            df = inp.df.repartition(n, bucket)
+        elif kind is None:
+            raise PlanError("exchange kind is not set", bpath)
+        else:
+            raise UnsupportedError(f"exchange kind '{kind}' is not supported", f"{bpath}.{kind}")
+        return replace(inp, df=df, broadcast=False)
+
+
+def _has_window(e) -> bool:
+    """Whether an expression contains a window function (outside subqueries)."""
+    from google.protobuf.message import Message
+
+    if isinstance(e, Expression) and e.WhichOneof("rex_type") == "window_function":
+        return True
+    if isinstance(e, Expression) and e.WhichOneof("rex_type") == "subquery":
+        return False
+    for fd, value in e.ListFields():
+        if fd.message_type is None:
+            continue
+        items = value if fd.label == fd.LABEL_REPEATED else [value]
+        for item in items:
+            if isinstance(item, Message) and _has_window(item):
+                return True
+    return False

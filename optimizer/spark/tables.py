@@ -1,0 +1,347 @@
+"""Where the data of a ``ReadRel`` comes from, and Substrait types as Spark types.
+
+:class:`TableResolver` turns the leaves of a plan into Spark DataFrames whose columns are, positionally,
+the ``ReadRel.base_schema`` (its top-level columns, in order, cast to the declared types):
+
+* ``named_table``: a table name (the last of ``names``, case-insensitively, so Isthmus's ``LINEITEM``
+  finds ``lineitem.parquet``) is bound, in this order, by
+
+  1. the ``tables`` mapping given to the resolver (``{name: path or DataFrame}``; a key may also be the
+     whole dotted name),
+  2. the ``tables`` directory: ``DIR/<name>.parquet`` (a file or a Spark-written folder) or ``DIR/<name>/``,
+  3. the Spark catalog (the dotted name, then the last segment), e.g. a temporary view.
+
+  A table found nowhere is a :class:`~optimizer.errors.PlanError`
+  ``table 'x' not found (looked in DIR)``.
+* ``local_files``: parquet, ORC, Arrow IPC and delimiter-separated text files, given as files, folders
+  or globs (``file://`` URIs or plain paths). A byte slice (``start``/``length``) of a parquet file
+  reads the row groups whose first byte lies in ``[start, start + length)`` (pyarrow metadata), so
+  slices that cover a file read each row group exactly once; a slice of any other format is an
+  :class:`~optimizer.errors.UnsupportedError`.
+
+Columns are matched to the base schema by name, exactly or else case-insensitively (the plan may
+say ``L_ORDERKEY``); a base schema without names is matched by position. A missing column is a
+``PlanError`` naming it. Types are checked and cast where the data differs from the plan within a
+compatible family (integers, decimals and floats among each other; ``varchar``/``fixedchar``/``string``
+are all Spark strings; timestamps with and without zone); anything else (a string column declared
+``i64``) is a ``PlanError``.
+
+Substrait types map to Spark types with :func:`optimizer.spark.expressions.substrait_type_to_spark`
+(the one mapping of the package).
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from substrait.proto import NamedStruct, ReadRel, Type
+
+from optimizer.errors import PlanError, UnsupportedError
+from optimizer.spark.expressions import named_struct_to_spark, substrait_type_to_spark
+
+__all__ = ["TableResolver", "top_level_names"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+# ---------------------------------------------------------------------------------------------
+
+
+def _nested_name_count(t: Type) -> int:
+    kind = t.WhichOneof("kind")
+    if kind == "struct":
+        return sum(1 + _nested_name_count(x) for x in t.struct.types)
+    if kind == "list":
+        return _nested_name_count(t.list.type)
+    if kind == "map":
+        return _nested_name_count(t.map.key) + _nested_name_count(t.map.value)
+    return 0
+
+
+def top_level_names(ns: NamedStruct, path: str | None = None) -> list[str]:
+    """The names of the top-level columns of a ``NamedStruct`` (whose names are depth-first).
+
+    An empty name list gives empty names; a list of top-level names only is tolerated.
+    """
+    types = list(ns.struct.types)
+    names = list(ns.names)
+    if not names:
+        return [""] * len(types)
+    if len(names) == len(types):
+        return names
+    out, pos = [], 0
+    for t in types:
+        if pos >= len(names):
+            break
+        out.append(names[pos])
+        pos += 1 + _nested_name_count(t)
+    if len(out) != len(types) or pos != len(names):
+        raise PlanError(f"base_schema has {len(names)} names for {len(types)} columns", path)
+    return out
+
+
+def _family(dt: T.DataType) -> str:
+    if isinstance(dt, T.IntegralType | T.DecimalType | T.FloatType | T.DoubleType):
+        return "numeric"
+    if isinstance(dt, T.StringType | T.CharType | T.VarcharType):
+        return "string"
+    if isinstance(dt, T.TimestampType | T.TimestampNTZType):
+        return "timestamp"
+    return type(dt).__name__
+
+
+def _type_text(dt: T.DataType) -> str:
+    return dt.simpleString()
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolver
+# ---------------------------------------------------------------------------------------------
+
+
+def _local_path(uri: str) -> str:
+    """``file:///x/y`` -> ``/x/y``; plain paths unchanged."""
+    if uri.startswith("file:"):
+        parsed = urllib.parse.urlparse(uri)
+        return urllib.parse.unquote(parsed.path)
+    return uri
+
+
+class TableResolver:
+    """Binds the tables and files of ``ReadRel`` leaves to Spark DataFrames.
+
+    ``tables``: ``None``, a directory (``str``/``PathLike``) or a mapping ``{name: path | DataFrame}``.
+    """
+
+    def __init__(self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
+        self.spark = spark
+        self.directory: Path | None = None
+        self.mapping: dict[str, Any] = {}
+        if isinstance(tables, Mapping):
+            self.mapping = {str(k).lower(): v for k, v in tables.items()}
+        elif tables is not None:
+            self.directory = Path(os.fspath(tables))
+
+    # -- named tables ------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        places = []
+        if self.mapping:
+            places.append("the given table mapping")
+        if self.directory is not None:
+            places.append(str(self.directory))
+        places.append("the Spark catalog")
+        return ", ".join(places)
+
+    def _from_directory(self, name: str) -> Path | None:
+        if self.directory is None or not self.directory.is_dir():
+            return None
+        wanted = name.lower()
+        candidates = {}
+        for entry in self.directory.iterdir():
+            low = entry.name.lower()
+            if low == wanted + ".parquet":
+                candidates.setdefault(0, entry)
+            elif low == wanted and entry.is_dir():
+                candidates.setdefault(1, entry)
+        return candidates[min(candidates)] if candidates else None
+
+    def _from_catalog(self, names: Sequence[str]) -> DataFrame | None:
+        for candidate in (".".join(names), names[-1]):
+            try:
+                if self.spark.catalog.tableExists(candidate):
+                    return self.spark.table(candidate)
+            except Exception:  # an invalid identifier is simply not in the catalog
+                continue
+        return None
+
+    def raw_table(self, names: Sequence[str], path: str | None = None) -> DataFrame:
+        """The DataFrame bound to a table name, columns as stored."""
+        if not names:
+            raise PlanError("named_table has no names", path)
+        last = names[-1]
+        for key in (".".join(names).lower(), last.lower()):
+            if key in self.mapping:
+                value = self.mapping[key]
+                if isinstance(value, DataFrame):
+                    return value
+                return self.spark.read.parquet(_local_path(os.fspath(value)))
+        found = self._from_directory(last)
+        if found is not None:
+            return self.spark.read.parquet(str(found))
+        df = self._from_catalog(list(names))
+        if df is not None:
+            return df
+        raise PlanError(f"table '{'.'.join(names)}' not found (looked in {self._where()})", path)
+
+    def named_table(self, read: ReadRel, path: str | None = None) -> DataFrame:
+        """The table of a ``named_table`` read, conformed to its ``base_schema``."""
+        names = list(read.named_table.names)
+        df = self.raw_table(names, f"{path}.named_table" if path else None)
+        return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", path)
+
+    # -- local files ---------------------------------------------------------------------------
+
+    def local_files(self, read: ReadRel, path: str | None = None) -> DataFrame:
+        """The union of a ``local_files`` read's items, conformed to its ``base_schema``."""
+        items = list(read.local_files.items)
+        lpath = f"{path}.local_files" if path else None
+        if not items:
+            raise PlanError("local_files has no items", lpath)
+        frames: list[DataFrame] = []
+        whole: dict[str, list[str]] = {}  # format -> paths read in one go
+        for i, item in enumerate(items):
+            ipath = f"{lpath}.items[{i}]" if lpath else None
+            which = item.WhichOneof("path_type")
+            if which is None:
+                raise PlanError("file item has no path", ipath)
+            location = _local_path(getattr(item, which))
+            fmt = item.WhichOneof("file_format")
+            if fmt in (None, "extension", "dwrf"):
+                raise UnsupportedError(f"file format '{fmt or 'unspecified'}' is not supported", ipath)
+            sliced = item.start != 0 or item.length != 0
+            if fmt == "parquet" and sliced:
+                frames.append(self._parquet_slice(location, which, item.start, item.length, ipath))
+            elif sliced:
+                raise UnsupportedError(f"byte slices of {fmt} files are not supported", ipath)
+            elif fmt == "arrow":
+                frames.append(self._arrow_files(location, which, ipath))
+            elif fmt == "text":
+                frames.append(self._text(location, item.text, read.base_schema, ipath))
+            else:
+                whole.setdefault(fmt, []).append(location)
+        for fmt, paths in whole.items():
+            reader = self.spark.read.parquet if fmt == "parquet" else self.spark.read.orc
+            try:
+                frames.append(reader(*paths))
+            except Exception as exc:  # missing files, unreadable data
+                raise PlanError(f"cannot read {fmt} files {paths}: {_first_line(exc)}", lpath) from None
+        conformed = [self.conform(f, read.base_schema, "local files", path) for f in frames]
+        out = conformed[0]
+        for other in conformed[1:]:
+            out = out.union(other)
+        return out
+
+    @staticmethod
+    def _expand(location: str, which: str, path: str | None) -> list[str]:
+        if which == "uri_path_glob":
+            files = sorted(_glob.glob(location))
+        elif which == "uri_folder" or os.path.isdir(location):
+            files = sorted(
+                str(p) for p in Path(location).rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
+            )
+        else:
+            files = [location]
+        if not files or not all(os.path.exists(f) for f in files):
+            raise PlanError(f"no such file: {location}", path)
+        return files
+
+    def _parquet_slice(self, location: str, which: str, start: int, length: int, path: str | None) -> DataFrame:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        end = start + length if length else None
+        tables = []
+        for file in self._expand(location, which, path):
+            pf = pq.ParquetFile(file)
+            md = pf.metadata
+            groups = []
+            for g in range(md.num_row_groups):
+                rg = md.row_group(g)
+                offsets = []
+                for c in range(rg.num_columns):
+                    col = rg.column(c)
+                    offsets.append(col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset)
+                first = min(offsets) if offsets else 0
+                if first >= start and (end is None or first < end):
+                    groups.append(g)
+            tables.append(pf.read_row_groups(groups) if groups else pf.schema_arrow.empty_table())
+        return self.spark.createDataFrame(pa.concat_tables(tables, promote_options="permissive"))
+
+    def _arrow_files(self, location: str, which: str, path: str | None) -> DataFrame:
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        tables = []
+        for file in self._expand(location, which, path):
+            with pa.memory_map(file) as source:
+                try:
+                    tables.append(ipc.open_file(source).read_all())
+                except pa.ArrowInvalid:
+                    source.seek(0)
+                    tables.append(ipc.open_stream(source).read_all())
+        return self.spark.createDataFrame(pa.concat_tables(tables, promote_options="permissive"))
+
+    def _text(self, location: str, options, base: NamedStruct, path: str | None) -> DataFrame:
+        if options.header_lines_to_skip > 1:
+            raise UnsupportedError("skipping more than one header line is not supported", path)
+        reader = self.spark.read.schema(named_struct_to_spark(base, path))
+        opts: dict[str, Any] = {"header": options.header_lines_to_skip == 1}
+        if options.field_delimiter:
+            opts["sep"] = options.field_delimiter
+        if options.quote:
+            opts["quote"] = options.quote
+        if options.escape:
+            opts["escape"] = options.escape
+        if options.HasField("value_treated_as_null"):
+            opts["nullValue"] = options.value_treated_as_null
+        return reader.csv(location, **opts)
+
+    # -- schema conformance --------------------------------------------------------------------
+
+    def conform(self, df: DataFrame, base: NamedStruct, what: str, path: str | None = None) -> DataFrame:
+        """``df`` with exactly the base schema's columns, in its order, cast to its types."""
+        from pyspark.sql import functions as F
+
+        spath = f"{path}.base_schema" if path else None
+        names = top_level_names(base, spath)
+        fields = df.schema.fields
+        if not any(names):
+            if len(fields) < len(names):
+                raise PlanError(f"{what} has {len(fields)} columns, the plan declares {len(names)}", spath)
+            chosen = list(range(len(names)))
+        else:
+            exact = {f.name: i for i, f in enumerate(fields)}
+            folded: dict[str, list[int]] = {}
+            for i, f in enumerate(fields):
+                folded.setdefault(f.name.lower(), []).append(i)
+            chosen = []
+            for name in names:
+                if name in exact:
+                    chosen.append(exact[name])
+                    continue
+                matches = folded.get(name.lower(), [])
+                if len(matches) == 1:
+                    chosen.append(matches[0])
+                elif matches:
+                    raise PlanError(f"column '{name}' of {what} is ambiguous (differs only in case)", spath)
+                else:
+                    have = ", ".join(f.name for f in fields)
+                    raise PlanError(f"column '{name}' not found in {what} (it has: {have})", spath)
+        out = []
+        for k, (i, t) in enumerate(zip(chosen, base.struct.types, strict=True)):
+            field = fields[i]
+            target = substrait_type_to_spark(t, path=f"{spath}.struct.types[{k}]" if spath else None)
+            column = F.col(f"`{field.name}`") if "`" not in field.name else df[field.name]
+            if field.dataType != target:
+                if _family(field.dataType) != _family(target):
+                    raise PlanError(
+                        f"column '{field.name}' of {what} is {_type_text(field.dataType)} in the data "
+                        f"but {_type_text(target)} in the plan",
+                        spath,
+                    )
+                column = column.cast(target)
+            out.append(column.alias(f"_b{k}"))
+        return df.select(*out)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
