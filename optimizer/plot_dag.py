@@ -1,0 +1,411 @@
+"""Plan pictures: the relation DAG of a plan as Graphviz DOT, and as SVG through Graphviz's ``dot``.
+
+Every relation is one box: its kind and key properties (as in :mod:`optimizer.explain`), then the
+annotation lines (estimated rows and cost, actual rows). Edges go from a relation to its inputs and
+are labelled with the input slot where it matters (``L``/``R`` for the two sides of a join). A
+subtree read twice (a ``ReferenceRel``, or a self-join of one node) is drawn **once**, with one
+incoming edge per use. Output columns are drawn as the plan's roots (``Root(names=[...])``).
+
+* :func:`dag_to_dot` -- DOT text of a DAG (no Graphviz binary needed);
+* :func:`before_after_dot` -- two plans side by side, one cluster each ("before", "after");
+* :func:`render_svg` -- DOT to SVG with Graphviz's ``dot`` (``apt-get install graphviz``);
+* :func:`explain_dot` -- what ``substrait-opt explain IN --format dot|svg`` prints (estimates with
+  ``--tables``/``--stats``, actual rows with ``--analyze``);
+* :func:`estimate_annotator`, :func:`actual_rows` -- the per-node annotations.
+
+>>> from optimizer.plan_io import load_plan
+>>> plan = load_plan('{"relations": [{"root": {"input": {"read": {"namedTable": {"names": ["nation"]},'
+...     ' "baseSchema": {"names": ["n"], "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}},'
+...     ' "names": ["n"]}}]}')
+>>> print(dag_to_dot(to_dag(plan)))  # doctest: +NORMALIZE_WHITESPACE
+digraph plan {
+  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.3, ranksep=0.35];
+  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];
+  edge [dir=back, arrowtail=normal, color="#555555", fontsize=9];
+  "root0" [label="Root(names=[n])", shape=plaintext, style=""];
+  "root0" -> "n0";
+  "n0" [label="Read\\nnation", fillcolor="#e8f1fb"];
+}
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import textwrap
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import networkx as nx
+from substrait.proto import Plan
+
+from optimizer.dag import inputs, to_dag
+from optimizer.errors import ExecutionError, OptimizerError, UnsupportedError
+from optimizer.explain import _title, describe_rel
+from optimizer.functions import function_table
+
+Annotate = Callable[[nx.DiGraph, int], str]
+
+_FILL = {
+    "read": "#e8f1fb",
+    "filter": "#fff6dd",
+    "project": "#f2f2f2",
+    "aggregate": "#e9f7ea",
+    "join": "#fde8e8",
+    "hash_join": "#fde8e8",
+    "merge_join": "#fde8e8",
+    "nested_loop_join": "#fde8e8",
+    "cross": "#fbd5d5",
+    "sort": "#efe8fb",
+    "top_n": "#efe8fb",
+    "fetch": "#efe8fb",
+    "set": "#e6f6f6",
+    "window": "#e9f7ea",
+}
+
+_WRAP = 48
+_MAX_DETAIL_LINES = 4
+
+
+# ------------------------------------------------------------------------------------------ DOT text
+
+
+def _quote(text: str) -> str:
+    """A DOT double-quoted string; ``\\n`` in ``text`` (a real newline) becomes a centred line break."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\n", "\\n") + '"'
+
+
+def _node_label(g: nx.DiGraph, node: int, functions, annotate: Annotate | None) -> str:
+    kind = g.nodes[node]["kind"]
+    try:
+        described = describe_rel(g, node, functions, max_len=_WRAP * _MAX_DETAIL_LINES)
+    except Exception:  # noqa: BLE001 - a picture never fails on a relation explain cannot describe
+        described = f"{_title(kind)}()"
+    title = _title(kind)
+    detail = described[len(title) + 1 : -1] if described.startswith(title + "(") else described
+    lines = [title]
+    if detail:
+        wrapped = textwrap.wrap(detail, _WRAP, break_long_words=True, break_on_hyphens=False)
+        if len(wrapped) > _MAX_DETAIL_LINES:
+            wrapped = wrapped[:_MAX_DETAIL_LINES]
+            wrapped[-1] = wrapped[-1][: _WRAP - 3] + "..."
+        lines.extend(wrapped)
+    if annotate is not None:
+        extra = annotate(g, node)
+        if extra:
+            lines.extend(part.strip() for part in extra.split("\n") if part.strip())
+    return "\n".join(lines)
+
+
+def _slot_label(g: nx.DiGraph, parent: int, slot: int) -> str:
+    kind = g.nodes[parent]["kind"]
+    if kind in ("join", "hash_join", "merge_join", "nested_loop_join", "cross"):
+        return "L" if slot == 0 else "R"
+    if kind == "set" or kind.startswith("extension_multi"):
+        return str(slot)
+    return ""
+
+
+def _body(g: nx.DiGraph, annotate: Annotate | None, prefix: str, indent: str) -> list[str]:
+    """Node and edge statements of ``g`` (node ids prefixed by ``prefix``)."""
+    functions = function_table(g.graph["plan"])
+    lines: list[str] = []
+    seen: set[int] = set()
+
+    def name(node: int) -> str:
+        return _quote(f"{prefix}n{node}")
+
+    # Parents first, then each node's inputs in slot order: a stable, readable layout.
+    order: list[int] = []
+    stack = [r["node"] for r in reversed(g.graph.get("roots", []))]
+    stack += sorted((n for n in g if g.in_degree(n) == 0 and n not in stack), reverse=True)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        order.append(node)
+        stack.extend(reversed(inputs(g, node)))
+
+    for i, root in enumerate(g.graph.get("roots", [])):
+        if root["kind"] == "rel" and g.in_degree(root["node"]) > 0:
+            continue  # a PlanRel that only holds a subtree other relations reference: drawn via them
+        rid = _quote(f"{prefix}root{i}")
+        if root["kind"] == "root":
+            names = ", ".join(root.get("names") or [])
+            if len(names) > _WRAP * 2:
+                names = names[: _WRAP * 2 - 3] + "..."
+            label = "\n".join(textwrap.wrap(f"Root(names=[{names}])", _WRAP)) or "Root"
+        else:
+            label = f"Relation[{i}]"
+        lines.append(f"{indent}{rid} [label={_quote(label)}, shape=plaintext, style=\"\"];")
+        lines.append(f"{indent}{rid} -> {name(root['node'])};")
+    for node in order:
+        data = g.nodes[node]
+        label = _node_label(g, node, functions, annotate)
+        attrs = [f"label={_quote(label)}", f"fillcolor=\"{_FILL.get(data['kind'], '#ffffff')}\""]
+        if g.in_degree(node) > 1 or sum(len(g.edges[p, node]["slots"]) for p in g.predecessors(node)) > 1:
+            attrs.append("penwidth=2")  # shared: read by several parents (or twice by one)
+        lines.append(f"{indent}{name(node)} [{', '.join(attrs)}];")
+        for slot, child in enumerate(inputs(g, node)):
+            text = _slot_label(g, node, slot)
+            edge_attrs = f" [label={_quote(text)}]" if text else ""
+            lines.append(f"{indent}{name(node)} -> {name(child)}{edge_attrs};")
+    return lines
+
+
+_HEADER = [
+    '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.3, ranksep=0.35];',
+    '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];',
+    '  edge [dir=back, arrowtail=normal, color="#555555", fontsize=9];',
+]
+
+
+def dag_to_dot(g: nx.DiGraph, annotate: Annotate | None = None, title: str | None = None) -> str:
+    """The DOT text of a plan DAG (:func:`optimizer.dag.to_dag`): one box per relation, edges to inputs.
+
+    ``annotate(g, node) -> str`` adds lines under a relation (``"\\n"`` separates lines), e.g. estimates
+    from :func:`estimate_annotator`. A shared node is drawn once, with a thick border and one incoming
+    edge per use. Schemas are not needed (derived ones make the descriptions name columns).
+    """
+    lines = ["digraph plan {", *_HEADER]
+    if title:
+        lines.append(f"  label={_quote(title)}; labelloc=t;")
+    lines.extend(_body(g, annotate, "", "  "))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def clusters_to_dot(parts: list[tuple[str, nx.DiGraph, Annotate | None]], title: str | None = None) -> str:
+    """Several DAGs side by side in one picture, one ``cluster`` subgraph each (``(title, g, annotate)``)."""
+    lines = ["digraph plans {", *_HEADER, "  newrank=true;"]
+    if title:
+        lines.append(f"  label={_quote(title)}; labelloc=t;")
+    for i, (name, g, annotate) in enumerate(parts):
+        lines.append(f"  subgraph cluster_{i} {{")
+        lines.append(f"    label={_quote(name)}; style=\"rounded\"; color=\"#999999\";")
+        lines.extend(_body(g, annotate, f"p{i}_", "    "))
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ SVG
+
+
+def render_svg(dot_text: str, timeout: float = 60.0) -> str:
+    """The SVG picture of ``dot_text``, drawn by Graphviz's ``dot`` binary.
+
+    Raises :class:`UnsupportedError` when ``dot`` is not installed, :class:`ExecutionError` when it fails.
+    """
+    exe = shutil.which("dot")
+    if exe is None:
+        raise UnsupportedError("svg output needs Graphviz's 'dot' (apt-get install graphviz)")
+    try:
+        done = subprocess.run([exe, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ExecutionError(f"graphviz dot failed: {exc}") from exc
+    if done.returncode != 0:
+        raise ExecutionError(f"graphviz dot failed: {' '.join(done.stderr.split())[:300]}")
+    return done.stdout
+
+
+def picture(dot_text: str, fmt: str) -> str:
+    """``dot_text`` as is for ``fmt == "dot"``, rendered by :func:`render_svg` for ``"svg"``."""
+    if fmt == "svg":
+        return render_svg(dot_text)
+    if fmt == "dot":
+        return dot_text
+    raise UnsupportedError(f"unknown picture format {fmt!r} (dot or svg)")
+
+
+# ------------------------------------------------------------------------------------------ annotations
+
+
+def _human(n: float) -> str:
+    """``1234567`` -> ``1.23M``."""
+    n = float(n)
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n:.3g}" if n != int(n) else str(int(n))
+
+
+def _hint_rows(g: nx.DiGraph, node: int) -> float | None:
+    data = g.nodes[node]
+    body = getattr(data["rel"], data["kind"])
+    common = getattr(body, "common", None)
+    if common is None or not common.HasField("hint") or not common.hint.HasField("stats"):
+        return None
+    rows = common.hint.stats.row_count
+    return rows if rows > 0 else None
+
+
+def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any = None, config: Any = None,
+                       *, actual: Mapping[int, int] | None = None) -> Annotate:
+    """An annotation per node: estimated rows (``est``), the estimated cost of the subtree (``cost``) and,
+    when ``actual`` is given (:func:`actual_rows`), the actual rows and the q-error.
+
+    Estimates come from the cardinality estimator and cost model (:class:`optimizer.driver.RuleContext`)
+    over ``statistics``; when these are not available (or fail on a relation), the relation's own
+    ``hint.stats.row_count`` is shown instead (``hint``).
+    """
+    ctx = None
+    try:
+        from optimizer.dag import annotate_schemas
+        from optimizer.driver import RuleContext
+
+        if any("schema" not in g.nodes[n] for n in g):
+            annotate_schemas(g)
+        ctx = RuleContext(g, statistics, capabilities, config)
+    except (ImportError, OptimizerError):
+        ctx = None
+
+    def annotate(graph: nx.DiGraph, node: int) -> str:
+        parts: list[str] = []
+        est_rows: float | None = None
+        if ctx is not None:
+            try:
+                est_rows = float(ctx.estimate(node).rows)
+                parts.append(f"est {_human(est_rows)} rows")
+            except Exception:  # noqa: BLE001 - estimator missing or unable: fall back on the hint
+                est_rows = None
+            if est_rows is not None:
+                try:
+                    parts.append(f"cost {_human(ctx.cost(node))}")
+                except Exception:  # noqa: BLE001
+                    pass
+        if est_rows is None:
+            hint = _hint_rows(graph, node)
+            if hint is not None:
+                est_rows = hint
+                parts.append(f"hint {_human(hint)} rows")
+        line = ", ".join(parts)
+        if actual is not None and node in actual:
+            act = actual[node]
+            extra = f"actual {_human(act)} rows"
+            if est_rows is not None:
+                q = max(est_rows, 1.0) / max(act, 1.0)
+                extra += f" (q-error {max(q, 1 / q):.2g})"
+            line = f"{line}\n{extra}" if line else extra
+        return line
+
+    return annotate
+
+
+def hint_annotator(g: nx.DiGraph, node: int) -> str:
+    """The rows and row width the plan itself carries in ``hint.stats`` (e.g. after ``optimize``)."""
+    data = g.nodes[node]
+    body = getattr(data["rel"], data["kind"])
+    common = getattr(body, "common", None)
+    if common is None or not common.HasField("hint") or not common.hint.HasField("stats"):
+        return ""
+    stats = common.hint.stats
+    text = f"est {_human(stats.row_count)} rows"
+    if stats.record_size:
+        text += f", {_human(stats.record_size)} B/row"
+    return text
+
+
+def subplan(g: nx.DiGraph, node: int) -> Plan:
+    """A plan whose one root is the subtree at ``node`` (columns named ``c0, c1, ...``)."""
+    from optimizer.dag import annotate_schemas, from_dag
+
+    if "schema" not in g.nodes[node]:
+        annotate_schemas(g)
+    keep = nx.descendants(g, node) | {node}
+    sub = g.subgraph(keep).copy()
+    for n in sub.nodes:
+        sub.nodes[n].pop("plan_rel", None)
+    for edge in sub.edges:
+        sub.edges[edge]["via"] = {}
+    sub.graph = {"plan": g.graph["plan"],
+                 "roots": [{"node": node, "kind": "root", "via": None,
+                            "names": [f"c{i}" for i in range(_flat_width(g.nodes[node]["schema"].types))]}]}
+    return from_dag(sub)
+
+
+def _flat_width(types) -> int:
+    """The number of names a RelRoot needs for ``types`` (struct fields are named too)."""
+    total = 0
+    for t in types:
+        total += 1
+        if t.WhichOneof("kind") == "struct":
+            total += _flat_width(t.struct.types)
+    return total
+
+
+def actual_rows(g: nx.DiGraph, backend: Any) -> dict[int, int]:
+    """Run every relation's subtree on ``backend`` (a :class:`optimizer.spark.SparkBackend`): its row count.
+
+    A subtree that cannot run is left out (the picture then shows no actual rows for it).
+    """
+    counts: dict[int, int] = {}
+    for node in g.nodes:
+        try:
+            counts[node] = int(backend.to_dataframe(subplan(g, node)).count())
+        except OptimizerError:
+            continue
+    return counts
+
+
+# ------------------------------------------------------------------------------------------ CLI entries
+
+
+def explain_dot(plan: Plan, args: argparse.Namespace) -> str:
+    """What ``substrait-opt explain IN --format dot|svg`` draws, as DOT text (see :func:`picture`).
+
+    With ``args.tables`` / ``args.stats`` every node shows estimated rows and subtree cost, with
+    ``args.analyze`` also the actual rows (each subtree runs on Spark; needs ``args.tables``);
+    without any, the plan's own ``hint.stats`` when it has them.
+    """
+    g = to_dag(plan)
+    try:
+        from optimizer.dag import annotate_schemas
+
+        annotate_schemas(g)
+    except OptimizerError:
+        pass  # drawn without column names
+    tables = getattr(args, "tables", None)
+    stats = getattr(args, "stats", None)
+    analyze = bool(getattr(args, "analyze", False))
+    statistics = None
+    if tables or stats:
+        from optimizer.cli_optimize import statistics_from_args
+
+        statistics = statistics_from_args(args)
+    actual = None
+    if analyze:
+        from optimizer.spark import SparkBackend
+        from optimizer.spark.session import get_spark
+
+        backend = SparkBackend(get_spark(getattr(args, "master", None)), tables=tables)
+        actual = actual_rows(g, backend)
+    if statistics is None and not analyze:
+        annotate: Annotate = hint_annotator
+    else:
+        annotate = estimate_annotator(g, statistics, actual=actual)
+    return dag_to_dot(g, annotate, title=getattr(args, "input", None))
+
+
+def before_after_dot(before_plan: Plan, after_plan: Plan, statistics: Any = None, title: str | None = None) -> str:
+    """The plan before and after optimization side by side (DOT; two clusters in one graph).
+
+    The "before" plan is annotated with estimates over ``statistics`` (or its hints), the "after" plan
+    with the estimates the optimizer wrote into its ``hint.stats``, and the subtree cost when
+    ``statistics`` is given.
+    """
+    before = to_dag(before_plan)
+    after = to_dag(after_plan)
+    for g in (before, after):
+        try:
+            from optimizer.dag import annotate_schemas
+
+            annotate_schemas(g)
+        except OptimizerError:
+            pass
+    before_note = estimate_annotator(before, statistics)
+    after_note = estimate_annotator(after, statistics) if statistics is not None else hint_annotator
+    return clusters_to_dot([("before", before, before_note), ("after", after, after_note)], title=title)
