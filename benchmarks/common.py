@@ -1,0 +1,274 @@
+"""What the benchmarks share: data, plans, Spark set-up, timing, statistics of timings and report files.
+
+Every benchmark accepts an existing SparkSession (``spark=``) and otherwise uses
+:func:`optimizer.spark.session.get_spark`; all executions go to the same sink, :func:`collect`
+(``DataFrame.toArrow()``: the whole result reaches the driver, as a client would see it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import platform
+import re
+import statistics as stats_mod
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python benchmarks/x.py` from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from optimizer.tpch import TPCH_TABLES, generate_tpch, table_paths, tpch_queries  # noqa: E402
+
+REPORT_DIR = ROOT / "docs" / "benchmarks"
+PRODUCERS = ("datafusion", "duckdb", "isthmus")
+
+
+# ------------------------------------------------------------------------------------------ data, plans
+
+
+def tpch_data(scale: float) -> tuple[Path, dict[str, Path]]:
+    """The TPC-H data of ``scale`` (generated once, then reused) and ``{table: parquet path}``."""
+    data_dir = generate_tpch(scale)
+    return data_dir, table_paths(data_dir, include_t=False)
+
+
+def parse_queries(text: str | None) -> list[int]:
+    """``"1,3,5-7"`` -> ``[1, 3, 5, 6, 7]``; ``None`` or ``"all"`` -> 1..22."""
+    if not text or text == "all":
+        return list(range(1, 23))
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = part.split("-")
+            out.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            out.append(int(part))
+    return sorted(set(out))
+
+
+def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Sequence[int],
+               errors: dict | None = None) -> dict[tuple[str, int], Any]:
+    """``{(producer, query): Plan}`` for the TPC-H ``queries`` each producer has a plan of.
+
+    DataFusion and DuckDB produce the plans live over ``tables``; Isthmus' come from the corpus
+    (``integration/tpch``; its upper-case table names bind case-insensitively). A producer that fails
+    on a query is recorded in ``errors`` (``{(producer, query): message}``) and skipped.
+    """
+    from optimizer.plan_io import load_plan
+
+    plans: dict[tuple[str, int], Any] = {}
+    errors = errors if errors is not None else {}
+    texts = tpch_queries()
+    if "datafusion" in producers:
+        from optimizer.producers import datafusion_plan
+
+        for q in queries:
+            try:
+                plans[("datafusion", q)] = load_plan(datafusion_plan(texts[q], tables))
+            except Exception as exc:  # noqa: BLE001 - reported, not fatal
+                errors[("datafusion", q)] = _one_line(exc)
+    if "duckdb" in producers:
+        from optimizer.producers import DUCKDB_TPCH_EXCLUDED, DUCKDB_TPCH_QUERIES, duckdb_plan
+
+        for q in queries:
+            if q not in DUCKDB_TPCH_QUERIES:
+                errors[("duckdb", q)] = DUCKDB_TPCH_EXCLUDED.get(q, "not produced")
+                continue
+            try:
+                plans[("duckdb", q)] = load_plan(duckdb_plan(texts[q], tables))
+            except Exception as exc:  # noqa: BLE001
+                errors[("duckdb", q)] = _one_line(exc)
+    if "isthmus" in producers:
+        from optimizer.corpus import corpus_plans
+
+        found = {p.tpch_query: p for p in corpus_plans(producer="isthmus", category="integration/tpch")}
+        for q in queries:
+            if q not in found:
+                errors[("isthmus", q)] = "no Isthmus plan in the corpus"
+                continue
+            try:
+                plans[("isthmus", q)] = load_plan(found[q].path.read_text())
+            except Exception as exc:  # noqa: BLE001
+                errors[("isthmus", q)] = _one_line(exc)
+    return plans
+
+
+def tables_of_sql(sql: str) -> list[str]:
+    """The TPC-H tables a query text reads."""
+    return [t for t in TPCH_TABLES if re.search(rf"\b{t}\b", sql, re.IGNORECASE)]
+
+
+# ------------------------------------------------------------------------------------------ Spark
+
+
+def get_session(spark: Any = None):
+    """``spark`` when given, else the process's session (:func:`optimizer.spark.session.get_spark`)."""
+    if spark is not None:
+        return spark
+    from optimizer.spark.session import get_spark
+
+    return get_spark()
+
+
+def register_temp_views(spark: Any, tables: Mapping[str, Path]) -> None:
+    """Each parquet file as a temporary view named like the table (Spark SQL at default settings)."""
+    for name, path in tables.items():
+        spark.read.parquet(str(path)).createOrReplaceTempView(name)
+
+
+CBO_CONF = {
+    "spark.sql.cbo.enabled": "true",
+    "spark.sql.cbo.joinReorder.enabled": "true",
+}
+
+
+def analyzed_session(spark: Any, tables: Mapping[str, Path], database: str, *,
+                     analyze: Iterable[str] | None = None, progress: Callable[[str], None] | None = None):
+    """A new session (same SparkContext, own temporary views and current database) whose unqualified
+    table names are catalog tables ``database.<name>`` over the parquet files, ANALYZEd ``FOR ALL
+    COLUMNS`` (those in ``analyze``; default all). Temporary views of ``spark`` do not shadow them."""
+    session = spark.newSession()
+    session.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    wanted = set(tables) if analyze is None else set(analyze)
+    for name, path in tables.items():
+        ident = f"`{database}`.`{name}`"
+        session.sql(f"DROP TABLE IF EXISTS {ident}")
+        location = str(path).replace("'", "\\'")
+        session.sql(f"CREATE TABLE {ident} USING parquet LOCATION '{location}'")
+        if name in wanted:
+            if progress:
+                progress(name)
+            session.sql(f"ANALYZE TABLE {ident} COMPUTE STATISTICS FOR ALL COLUMNS")
+    session.sql(f"USE `{database}`")
+    return session
+
+
+@contextlib.contextmanager
+def conf_set(spark: Any, conf: Mapping[str, str]):
+    """Set Spark SQL confs for the duration of a block, then restore the previous values."""
+    previous = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def collect(df: Any):
+    """The sink of every timed execution: the whole result as a pyarrow Table on the driver."""
+    return df.toArrow()
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def median(values: Sequence[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return stats_mod.median(values) if values else None
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+one_line = _one_line
+
+
+# ------------------------------------------------------------------------------------------ reports
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                            "platform": platform.platform()}
+    try:
+        import pyspark
+
+        info["pyspark"] = pyspark.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    return path
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if value == 0:
+        return "0"
+    return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def fmt_ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1000:.1f}"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def progress_bar(total: int, desc: str, enabled: bool = True):
+    """A tqdm bar (a no-op object when tqdm is missing or ``enabled`` is false)."""
+    if enabled:
+        try:
+            from tqdm import tqdm
+
+            return tqdm(total=total, desc=desc, unit="run", dynamic_ncols=True, file=sys.stderr)
+        except ImportError:
+            pass
+
+    class _Null:
+        def update(self, n: int = 1) -> None:
+            pass
+
+        def set_postfix_str(self, s: str) -> None:
+            pass
+
+        def write(self, s: str) -> None:
+            print(s, file=sys.stderr)
+
+        def close(self) -> None:
+            pass
+
+    return _Null()
