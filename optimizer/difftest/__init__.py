@@ -1,0 +1,36 @@
+"""Differential testing of the optimizer: the original and the optimized plan must give the same answer.
+
+* :func:`compare` (:mod:`optimizer.difftest.harness`): optimize a plan, run both forms on Spark (the
+  optimized one with best-effort filters ignored), compare the results -> :class:`DiffResult`.
+* :mod:`optimizer.difftest.strategies`: Hypothesis strategies for random tables, valid plans over
+  them, lying statistics and reader-capability profiles (needs ``hypothesis``).
+* :mod:`optimizer.difftest.fuzz`: ``python -m optimizer.difftest.fuzz [--long]`` generates plans, runs
+  :func:`compare` on each and saves shrunk failing cases as regressions.
+* ``substrait-opt diff`` (:mod:`optimizer.cli_diff`): the same comparison for plan files.
+
+See ``docs/difftest.md``.
+"""
+
+from __future__ import annotations
+
+from optimizer.difftest.harness import (
+    ColumnSpec,
+    Database,
+    DiffCase,
+    DiffResult,
+    TableSpec,
+    compare,
+    ignoring_best_effort,
+    ordered_by,
+)
+
+__all__ = [
+    "ColumnSpec",
+    "Database",
+    "DiffCase",
+    "DiffResult",
+    "TableSpec",
+    "compare",
+    "ignoring_best_effort",
+    "ordered_by",
+]
