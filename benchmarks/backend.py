@@ -1,0 +1,223 @@
+"""The PySpark backend against Spark SQL: same queries, same session, same sink.
+
+For every TPC-H query: the producer's plan (default DataFusion, not optimized) through
+:class:`optimizer.spark.SparkBackend` next to Spark SQL running the query text on the same parquet files
+(temporary views) in the same session, interleaved (a warm-up, then the median of ``--reps``), both
+timed to a full result (``DataFrame.toArrow()``). Also the backend's own overhead: the time of
+``to_dataframe(plan)`` (Substrait to a lazy DataFrame; includes Spark's analysis of the DataFrame it
+builds), next to ``spark.sql(text)`` (parse and analyse). Answers are checked equal.
+
+Targets: overhead under 50 ms per plan; execution within 1.2x of Spark SQL.
+Writes ``docs/benchmarks/backend.json`` and ``backend.md``.
+
+Usage: ``python benchmarks/backend.py [--scale 1] [--queries 1-22] [--producer datafusion] [--reps 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import (  # noqa: E402
+    REPORT_DIR,
+    collect,
+    fmt,
+    fmt_ms,
+    geomean,
+    get_session,
+    machine,
+    markdown_table,
+    median,
+    one_line,
+    parse_queries,
+    progress_bar,
+    ratio,
+    register_temp_views,
+    timed,
+    tpch_data,
+    tpch_plans,
+    write_json,
+)
+
+TARGET_OVERHEAD_MS = 50.0
+TARGET_RATIO = 1.2
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (default 1)")
+    p.add_argument("--queries", default="all", help="query numbers, e.g. 1,3,5-7 (default all 22)")
+    p.add_argument("--producer", default="datafusion", choices=["datafusion", "duckdb", "isthmus"])
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions (median; default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
+    p.add_argument("--overhead-reps", type=int, default=10, help="to_dataframe calls per plan (median)")
+    p.add_argument("--out", default=str(REPORT_DIR), help="report directory (default docs/benchmarks)")
+    p.add_argument("--name", default="backend", help="report file stem (default backend)")
+    p.add_argument("--master", default=None)
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "datafusion", reps: int = 3,
+        warmup: int = 1, overhead_reps: int = 10, spark: Any = None, out_dir: Path | str | None = REPORT_DIR,
+        name: str = "backend", progress: bool = True) -> dict:
+    from optimizer.compare import compare_tables
+    from optimizer.spark import SparkBackend
+    from optimizer.tpch import TPCH_ORDER_BY, tpch_queries
+
+    queries = queries or list(range(1, 23))
+    spark = get_session(spark)
+    started = time.time()
+    _, tables = tpch_data(scale)
+    texts = tpch_queries()
+    errors: dict = {}
+    plans = tpch_plans(tables, [producer], queries, errors)
+    register_temp_views(spark, tables)
+    backend = SparkBackend(spark, tables=tables)
+
+    rows = []
+    bar = progress_bar(len(queries) * (2 * (warmup + reps) + 1), f"backend SF {scale:g}", progress)
+    for q in queries:
+        entry: dict[str, Any] = {"query": q}
+        rows.append(entry)
+        plan = plans.get((producer, q))
+        if plan is None:
+            entry["error"] = errors.get((producer, q), "no plan")
+            bar.update(2 * (warmup + reps) + 1)
+            continue
+        sql = texts[q]
+        variants = {"spark_sql": lambda sql=sql: collect(spark.sql(sql)),
+                    "backend": lambda plan=plan: collect(backend.to_dataframe(plan))}
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        answers: dict[str, Any] = {}
+        for rep in range(warmup + reps):
+            order = list(variants) if rep % 2 == 0 else list(reversed(variants))
+            for key in order:
+                bar.set_postfix_str(f"Q{q} {key}")
+                if f"{key}_error" in entry:
+                    bar.update()
+                    continue
+                try:
+                    seconds, table = timed(variants[key])
+                except Exception as exc:  # noqa: BLE001
+                    entry[f"{key}_error"] = one_line(exc)
+                    bar.update()
+                    continue
+                answers.setdefault(key, table)
+                if rep >= warmup:
+                    times[key].append(seconds)
+                bar.update()
+        # Overhead: Substrait -> DataFrame (the backend) vs SQL text -> DataFrame (Spark's parser/analyzer).
+        overhead, sql_overhead = [], []
+        if "backend_error" not in entry:
+            for _ in range(max(1, overhead_reps)):
+                overhead.append(timed(lambda plan=plan: backend.to_dataframe(plan))[0])
+                sql_overhead.append(timed(lambda sql=sql: spark.sql(sql))[0])
+        bar.update()
+        entry["spark_sql_s"] = median(times["spark_sql"])
+        entry["backend_s"] = median(times["backend"])
+        entry["backend_vs_spark_sql"] = ratio(entry["backend_s"], entry["spark_sql_s"])
+        entry["to_dataframe_ms"] = None if not overhead else round(median(overhead) * 1000, 2)
+        entry["spark_sql_parse_ms"] = None if not sql_overhead else round(median(sql_overhead) * 1000, 2)
+        if "backend" in answers and "spark_sql" in answers:
+            verdict = compare_tables(answers["backend"], answers["spark_sql"], ordered_by=TPCH_ORDER_BY.get(q))
+            entry["equal"] = verdict.equal
+            if not verdict.equal:
+                entry["difference"] = str(verdict).split("\n")[0]
+        else:
+            entry["equal"] = False
+    bar.close()
+
+    ok = [e for e in rows if e.get("backend_s") is not None and e.get("spark_sql_s") is not None]
+    overheads = [e["to_dataframe_ms"] for e in rows if e.get("to_dataframe_ms") is not None]
+    summary = {
+        "scale_factor": scale,
+        "producer": producer,
+        "plans": len(ok),
+        "equal": sum(1 for e in rows if e.get("equal")),
+        "geomean_backend_vs_spark_sql": geomean(e["backend_vs_spark_sql"] for e in ok),
+        "max_backend_vs_spark_sql": max((e["backend_vs_spark_sql"] for e in ok), default=None),
+        "median_to_dataframe_ms": median(overheads),
+        "max_to_dataframe_ms": max(overheads, default=None),
+        "median_spark_sql_parse_ms": median([e["spark_sql_parse_ms"] for e in rows if e.get("spark_sql_parse_ms")]),
+        "over_overhead_target": [e["query"] for e in rows if (e.get("to_dataframe_ms") or 0) > TARGET_OVERHEAD_MS],
+        "over_ratio_target": [e["query"] for e in ok if e["backend_vs_spark_sql"] > TARGET_RATIO],
+        "failed": {e["query"]: e.get("error") or e.get("backend_error") or e.get("spark_sql_error")
+                   for e in rows if e.get("backend_s") is None},
+    }
+    report = {"summary": summary,
+              "config": {"scale_factor": scale, "producer": producer, "reps": reps, "warmup": warmup,
+                         "overhead_reps": overhead_reps, "sink": "DataFrame.toArrow()", "machine": machine(),
+                         "wall_seconds": round(time.time() - started, 1)},
+              "queries": rows}
+    if out_dir is not None:
+        out = Path(out_dir)
+        write_json(out / f"{name}.json", report)
+        (out / f"{name}.md").write_text(markdown(report))
+    return report
+
+
+def markdown(report: dict) -> str:
+    s = report["summary"]
+    cfg = report["config"]
+    lines = [
+        f"# PySpark backend vs Spark SQL, TPC-H SF {s['scale_factor']:g} ({s['producer']} plans, not optimized)",
+        "",
+        f"Spark {cfg['machine'].get('pyspark', '?')}, {cfg['machine'].get('cpus')} cores; median of {cfg['reps']} "
+        f"runs after {cfg['warmup']} warm-up, interleaved, sink `{cfg['sink']}`. `to_dataframe` is the backend's "
+        "own overhead (Substrait plan to a lazy DataFrame), `spark.sql` the same step for the SQL text.",
+        "",
+        "| summary | value | target |",
+        "| --- | --- | --- |",
+        f"| geomean backend / Spark SQL | {fmt(s['geomean_backend_vs_spark_sql'])} | |",
+        f"| worst backend / Spark SQL | {fmt(s['max_backend_vs_spark_sql'])} | <= {TARGET_RATIO} |",
+        f"| median `to_dataframe` | {fmt(s['median_to_dataframe_ms'])} ms | < {TARGET_OVERHEAD_MS:g} ms |",
+        f"| worst `to_dataframe` | {fmt(s['max_to_dataframe_ms'])} ms | < {TARGET_OVERHEAD_MS:g} ms |",
+        f"| median `spark.sql(text)` | {fmt(s['median_spark_sql_parse_ms'])} ms | |",
+        f"| answers equal | {s['equal']} of {s['plans']} | all |",
+        "",
+    ]
+    rows = []
+    for e in report["queries"]:
+        if e.get("error"):
+            rows.append([f"Q{e['query']}", "–", "–", "–", "–", "–", e["error"]])
+            continue
+        rows.append([f"Q{e['query']}", fmt(e.get("spark_sql_s")), fmt(e.get("backend_s")),
+                     fmt(e.get("backend_vs_spark_sql")), fmt_ms((e.get("to_dataframe_ms") or 0) / 1000)
+                     if e.get("to_dataframe_ms") is not None else "–",
+                     fmt(e.get("spark_sql_parse_ms")),
+                     "yes" if e.get("equal") else f"**no** {e.get('difference') or e.get('backend_error') or ''}"])
+    lines.append(markdown_table(["query", "Spark SQL s", "backend s", "ratio", "to_dataframe ms",
+                                 "spark.sql ms", "equal"], rows))
+    if s["over_overhead_target"] or s["over_ratio_target"]:
+        lines += ["", "Over target: overhead " + (", ".join(f"Q{q}" for q in s["over_overhead_target"]) or "none")
+                  + "; execution ratio " + (", ".join(f"Q{q}" for q in s["over_ratio_target"]) or "none")
+                  + ". See [../benchmarks.md](../benchmarks.md)."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None, spark: Any = None) -> dict:
+    args = parse_args(argv)
+    if spark is None and args.master:
+        from optimizer.spark.session import get_spark
+
+        spark = get_spark(args.master)
+    report = run(scale=args.scale, queries=parse_queries(args.queries), producer=args.producer, reps=args.reps,
+                 warmup=args.warmup, overhead_reps=args.overhead_reps, spark=spark,
+                 out_dir=Path(args.out) if args.out else None, name=args.name, progress=not args.no_progress)
+    s = report["summary"]
+    print(f"backend SF {s['scale_factor']:g}: geomean backend/SQL {fmt(s['geomean_backend_vs_spark_sql'])}, "
+          f"worst {fmt(s['max_backend_vs_spark_sql'])}, median to_dataframe {fmt(s['median_to_dataframe_ms'])} ms, "
+          f"worst {fmt(s['max_to_dataframe_ms'])} ms, equal {s['equal']}/{s['plans']}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,465 @@
+"""How long the optimizer takes: TPC-H plans of three producers, and synthetic join graphs of 2 to 30 relations.
+
+* TPC-H: DataFusion's (22) and DuckDB's (14) plans produced live, Isthmus' (21) from the corpus; statistics
+  from the Parquet footers (no Spark); a warm-up run, then the median of ``--reps``.
+* Synthetic: chain, star, cycle and clique join graphs of n = 2..30 named tables (``t0``...), written as a
+  left-deep tree of inner joins in table order, each join carrying the equality predicates of the graph
+  edges it closes (``t_i.k_j = t_j.k_i``); row counts in ``hint.stats`` (between 100 and 20M rows). The
+  optimizer runs on these hints alone (no Spark). Up to ``dp_join_limit`` (14) relations the join order is
+  found by DPccp, beyond by greedy operator ordering.
+
+Targets: TPC-H plans median under 20 ms; a 12-relation clique under 1 s; 30 relations under 2 s (greedy).
+Where a target is missed, one run is profiled (cProfile) and the report lists where the time goes.
+Writes ``docs/benchmarks/optimizer_latency.json``, ``.md`` and ``.png``.
+
+Usage: ``python benchmarks/optimizer_latency.py [--max-relations 30] [--shapes chain,star,cycle,clique]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import (  # noqa: E402
+    PRODUCERS,
+    REPORT_DIR,
+    fmt,
+    machine,
+    markdown_table,
+    median,
+    one_line,
+    parse_queries,
+    progress_bar,
+    tpch_data,
+    tpch_plans,
+    write_json,
+)
+
+SHAPES = ("chain", "star", "cycle", "clique")
+TARGET_TPCH_MEDIAN_MS = 20.0
+TARGET_CLIQUE12_S = 1.0
+TARGET_30_S = 2.0
+#: A DP size whose run takes longer than this is not followed by bigger DP sizes of the same shape.
+GIVE_UP_S = 120.0
+
+
+# ------------------------------------------------------------------------------------------ synthetic plans
+
+
+def graph_edges(shape: str, n: int) -> list[tuple[int, int]]:
+    """The edges ``(i, j)``, ``i < j``, of a join graph over tables ``0..n-1``.
+
+    >>> graph_edges("chain", 4), graph_edges("star", 4)
+    ([(0, 1), (1, 2), (2, 3)], [(0, 1), (0, 2), (0, 3)])
+    >>> graph_edges("cycle", 4), len(graph_edges("clique", 5))
+    ([(0, 1), (1, 2), (2, 3), (0, 3)], 10)
+    """
+    if shape == "chain":
+        return [(i, i + 1) for i in range(n - 1)]
+    if shape == "star":
+        return [(0, i) for i in range(1, n)]
+    if shape == "cycle":
+        return [(i, i + 1) for i in range(n - 1)] + ([(0, n - 1)] if n >= 3 else [])
+    if shape == "clique":
+        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+    raise ValueError(f"unknown shape {shape!r}")
+
+
+def table_rows(i: int) -> int:
+    """A fixed, varied row count per table: 100 .. 20M."""
+    return (10 ** (2 + (i * 7) % 6)) * (1 + i % 3) * (2 if i % 5 == 0 else 1)
+
+
+def synthetic_plan(shape: str, n: int) -> dict:
+    """The Substrait plan (JSON dict) of ``n`` tables joined along ``shape``'s edges, written left-deep."""
+    edges = graph_edges(shape, n)
+    neighbors = {i: sorted({b for a, b in edges if a == i} | {a for a, b in edges if b == i}) for i in range(n)}
+    columns = {i: [f"t{i}_k{j}" for j in neighbors[i]] or [f"t{i}_id"] for i in range(n)}
+    offsets, total = {}, 0
+    for i in range(n):
+        offsets[i] = total
+        total += len(columns[i])
+
+    def col(i: int, j: int) -> int:  # global position of t_i's key towards t_j
+        return offsets[i] + neighbors[i].index(j)
+
+    def read(i: int) -> dict:
+        cols = columns[i]
+        return {"read": {"common": {"hint": {"stats": {"rowCount": table_rows(i), "recordSize": 8 * len(cols)}}},
+                         "namedTable": {"names": [f"t{i}"]},
+                         "baseSchema": {"names": cols, "struct": {
+                             "types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}] * len(cols),
+                             "nullability": "NULLABILITY_REQUIRED"}}}}
+
+    def ref(pos: int) -> dict:
+        return {"selection": {"directReference": {"structField": {"field": pos}}, "rootReference": {}}}
+
+    def eq(a: int, b: int) -> dict:
+        return {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {"nullability": "NULLABILITY_REQUIRED"}},
+                                   "arguments": [{"value": ref(a)}, {"value": ref(b)}]}}
+
+    tree = read(0)
+    for k in range(1, n):
+        preds = [eq(col(j, k), col(k, j)) for j in neighbors[k] if j < k]
+        if not preds:
+            condition = None
+        elif len(preds) == 1:
+            condition = preds[0]
+        else:
+            condition = {"scalarFunction": {"functionReference": 2,
+                                            "outputType": {"bool": {"nullability": "NULLABILITY_REQUIRED"}},
+                                            "arguments": [{"value": p} for p in preds]}}
+        join: dict[str, Any] = {"type": "JOIN_TYPE_INNER", "left": tree, "right": read(k)}
+        if condition is not None:
+            join["expression"] = condition
+        tree = {"join": join}
+    names = [c for i in range(n) for c in columns[i]]
+    return {
+        "version": {"minorNumber": 75, "producer": "substrait-optimizer benchmarks"},
+        "extensionUrns": [{"extensionUrnAnchor": 1, "urn": "extension:io.substrait:functions_comparison"},
+                          {"extensionUrnAnchor": 2, "urn": "extension:io.substrait:functions_boolean"}],
+        "extensions": [
+            {"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1, "name": "equal:any_any"}},
+            {"extensionFunction": {"extensionUrnReference": 2, "functionAnchor": 2, "name": "and:bool"}},
+        ],
+        "relations": [{"root": {"input": tree, "names": names}}],
+    }
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+
+def _measure(run: Callable[[], Any], reps: int, budget_s: float) -> tuple[list[float], Any]:
+    """A warm-up run, then up to ``reps`` timed runs (fewer once ``budget_s`` is spent)."""
+    result = run()
+    first = result.seconds
+    times: list[float] = []
+    spent = 0.0
+    if first > budget_s:  # one slow run is measurement enough
+        return [first], result
+    for _ in range(max(1, reps)):
+        result = run()
+        times.append(result.seconds)
+        spent += result.seconds
+        if spent > budget_s:
+            break
+    return times, result
+
+
+def _profile(run: Callable[[], Any], top: int = 18) -> list[dict]:
+    """cProfile one run; the functions with the most cumulative time (project code first)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    run()
+    prof.disable()
+    stream = io.StringIO()
+    st = pstats.Stats(prof, stream=stream)
+    rows = []
+    for (filename, line, func), (_cc, ncalls, tottime, cumtime, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{_short(filename)}:{line}({func})", "calls": ncalls,
+                     "tottime_s": round(tottime, 4), "cumtime_s": round(cumtime, 4)})
+    ours = [r for r in rows if r["function"].startswith(("rules/", "cost/", "optimizer/"))]
+    by_cum = sorted(ours, key=lambda r: -r["cumtime_s"])[:top]
+    by_self = sorted(rows, key=lambda r: -r["tottime_s"])[:8]
+    return [{"view": "cumulative (project code)", "rows": by_cum}, {"view": "self time (all code)", "rows": by_self}]
+
+
+def _short(filename: str) -> str:
+    for marker in ("/rules/", "/cost/", "/optimizer/"):
+        if marker in filename and "site-packages" not in filename:
+            return marker[1:] + filename.split(marker, 1)[1]
+    return filename.rsplit("/site-packages/", 1)[-1]
+
+
+def _phases(result) -> dict[str, float]:
+    return {p.phase: round(p.seconds * 1000, 2) for p in result.phases}
+
+
+def run(max_relations: int = 30, shapes: list[str] | None = None, producers: list[str] | None = None,
+        queries: list[int] | None = None, reps: int = 5, scale: float = 0.01, budget_s: float = 5.0,
+        out_dir: Path | str | None = REPORT_DIR, name: str = "optimizer_latency", progress: bool = True,
+        profile: bool = True, min_relations: int = 2) -> dict:
+    from cost.statistics import default_statistics
+    from optimizer.capabilities import default_capabilities
+    from optimizer.driver import Optimizer, OptimizerConfig
+    from optimizer.plan_io import load_plan
+
+    shapes = shapes or list(SHAPES)
+    producers = producers if producers is not None else list(PRODUCERS)
+    queries = queries or list(range(1, 23))
+    config = OptimizerConfig()
+    started = time.time()
+    capabilities = default_capabilities()
+
+    # TPC-H plans
+    tpch_rows = []
+    errors: dict = {}
+    plans = {}
+    if producers:
+        _, tables = tpch_data(scale)
+        plans = tpch_plans(tables, producers, queries, errors)
+        statistics = default_statistics(tables=tables)
+    sizes = list(range(min_relations, max_relations + 1))
+    bar = progress_bar(len(plans) + len(shapes) * len(sizes), "optimizer latency", progress)
+    for (producer, q), plan in sorted(plans.items()):
+        bar.set_postfix_str(f"{producer} Q{q}")
+        optimizer = Optimizer(statistics=statistics, capabilities=capabilities, config=config)
+        try:
+            times, result = _measure(lambda optimizer=optimizer, plan=plan: optimizer.run(plan), reps, budget_s)
+            tpch_rows.append({"producer": producer, "query": q, "ms": round(median(times) * 1000, 2),
+                              "runs": len(times), "phases_ms": _phases(result),
+                              "join_order_fired": any(e.rule == "join_order" for e in result.events)})
+        except Exception as exc:  # noqa: BLE001
+            tpch_rows.append({"producer": producer, "query": q, "error": one_line(exc)})
+        bar.update()
+
+    # Synthetic join graphs (hints only: no statistics provider but the plan's own hints)
+    synthetic = []
+    hint_stats = default_statistics()
+    for shape in shapes:
+        given_up = False
+        for n in sizes:
+            bar.set_postfix_str(f"{shape} {n}")
+            entry: dict[str, Any] = {"shape": shape, "relations": n, "edges": len(graph_edges(shape, n)),
+                                     "algorithm": "dpccp" if n <= config.dp_join_limit else "greedy"}
+            if given_up and n <= config.dp_join_limit:
+                entry["skipped"] = f"a smaller DP size took over {GIVE_UP_S:g} s"
+                synthetic.append(entry)
+                bar.update()
+                continue
+            plan = load_plan(json.dumps(synthetic_plan(shape, n)))
+            optimizer = Optimizer(statistics=hint_stats, capabilities=capabilities, config=config)
+            t0 = time.perf_counter()
+            try:
+                times, result = _measure(lambda optimizer=optimizer, plan=plan: optimizer.run(plan), reps, budget_s)
+                entry["seconds"] = median(times)
+                entry["runs"] = len(times)
+                entry["phases_ms"] = _phases(result)
+                entry["join_order_fired"] = any(e.rule == "join_order" for e in result.events)
+                if entry["seconds"] > GIVE_UP_S:
+                    given_up = True
+            except Exception as exc:  # noqa: BLE001
+                entry["error"] = one_line(exc)
+                entry["seconds_until_error"] = round(time.perf_counter() - t0, 4)
+            synthetic.append(entry)
+            bar.update()
+    bar.close()
+
+    tpch_ok = [r["ms"] for r in tpch_rows if "ms" in r]
+
+    def find(shape: str, n: int) -> dict | None:
+        return next((e for e in synthetic if e["shape"] == shape and e["relations"] == n), None)
+
+    clique12 = find("clique", 12)
+    at30 = {s: (find(s, 30) or {}).get("seconds") for s in shapes if find(s, 30)}
+    summary: dict[str, Any] = {
+        "tpch_plans": len(tpch_ok),
+        "tpch_median_ms": median(tpch_ok),
+        "tpch_max_ms": max(tpch_ok, default=None),
+        "tpch_median_ms_by_producer": {p: median([r["ms"] for r in tpch_rows if r["producer"] == p and "ms" in r])
+                                       for p in producers},
+        "clique12_seconds": (clique12 or {}).get("seconds"),
+        "relations30_seconds": at30,
+        "dp_join_limit": config.dp_join_limit,
+    }
+    targets = {
+        f"tpch_median<{TARGET_TPCH_MEDIAN_MS:g}ms": None if not tpch_ok else summary["tpch_median_ms"] < TARGET_TPCH_MEDIAN_MS,
+        f"clique12<{TARGET_CLIQUE12_S:g}s": None if summary["clique12_seconds"] is None
+        else summary["clique12_seconds"] < TARGET_CLIQUE12_S,
+        f"30_relations<{TARGET_30_S:g}s": None if not at30 else all(v is not None and v < TARGET_30_S for v in at30.values()),
+    }
+    summary["targets"] = targets
+
+    profiles: dict[str, Any] = {}
+    if profile:
+        stats_for = default_statistics(tables=tpch_data(scale)[1]) if producers else None
+        if targets.get(f"tpch_median<{TARGET_TPCH_MEDIAN_MS:g}ms") is False:
+            slowest = max((r for r in tpch_rows if "ms" in r), key=lambda r: r["ms"])
+            plan = plans[(slowest["producer"], slowest["query"])]
+            opt = Optimizer(statistics=stats_for, capabilities=capabilities, config=config)
+            profiles[f"tpch {slowest['producer']} Q{slowest['query']}"] = _profile(lambda: opt.run(plan))
+        if targets.get(f"clique12<{TARGET_CLIQUE12_S:g}s") is False:
+            plan = load_plan(json.dumps(synthetic_plan("clique", 12)))
+            opt = Optimizer(statistics=hint_stats, capabilities=capabilities, config=config)
+            profiles["clique 12"] = _profile(lambda: opt.run(plan))
+        if targets.get(f"30_relations<{TARGET_30_S:g}s") is False:
+            worst = max((s for s in at30 if at30[s] is not None), key=lambda s: at30[s])
+            plan = load_plan(json.dumps(synthetic_plan(worst, 30)))
+            opt = Optimizer(statistics=hint_stats, capabilities=capabilities, config=config)
+            profiles[f"{worst} 30"] = _profile(lambda: opt.run(plan))
+
+    report = {"summary": summary,
+              "config": {"reps": reps, "budget_s": budget_s, "statistics_scale": scale, "machine": machine(),
+                         "wall_seconds": round(time.time() - started, 1)},
+              "tpch": tpch_rows, "synthetic": synthetic, "profiles": profiles}
+    if out_dir is not None:
+        out = Path(out_dir)
+        write_json(out / f"{name}.json", report)
+        (out / f"{name}.md").write_text(markdown(report))
+        try:
+            plot(report, out / f"{name}.png")
+        except ImportError:
+            pass
+    return report
+
+
+# ------------------------------------------------------------------------------------------ reports
+
+
+def markdown(report: dict) -> str:
+    s = report["summary"]
+    t = s["targets"]
+
+    def verdict(v):
+        return "–" if v is None else ("met" if v else "**missed**")
+
+    lines = [
+        "# Optimizer latency",
+        "",
+        f"Median of up to {report['config']['reps']} runs after a warm-up (`OptimizeResult.seconds`: load, all "
+        f"phases, write back). {report['config']['machine'].get('cpus')} cores, Python "
+        f"{report['config']['machine'].get('python')}.",
+        "",
+        "| target | value | |",
+        "| --- | --- | --- |",
+        f"| TPC-H plans, median < {TARGET_TPCH_MEDIAN_MS:g} ms | {fmt(s['tpch_median_ms'])} ms "
+        f"(max {fmt(s['tpch_max_ms'])} ms, {s['tpch_plans']} plans) | {verdict(t[f'tpch_median<{TARGET_TPCH_MEDIAN_MS:g}ms'])} |",
+        f"| 12-relation clique < {TARGET_CLIQUE12_S:g} s (DPccp) | {fmt(s['clique12_seconds'])} s | "
+        f"{verdict(t[f'clique12<{TARGET_CLIQUE12_S:g}s'])} |",
+        f"| 30 relations < {TARGET_30_S:g} s (greedy) | "
+        + ", ".join(f"{k} {fmt(v)} s" for k, v in s["relations30_seconds"].items())
+        + f" | {verdict(t[f'30_relations<{TARGET_30_S:g}s'])} |",
+        "",
+    ]
+    if report["tpch"]:
+        by_p = s["tpch_median_ms_by_producer"]
+        lines += ["## TPC-H plans (ms)", ""]
+        producers = list(by_p)
+        rows = []
+        for q in sorted({r["query"] for r in report["tpch"]}):
+            row = [f"Q{q}"]
+            for p in producers:
+                r = next((x for x in report["tpch"] if x["producer"] == p and x["query"] == q), None)
+                row.append("–" if r is None else (fmt(r["ms"]) if "ms" in r else "error"))
+            rows.append(row)
+        rows.append(["**median**", *[f"**{fmt(by_p[p])}**" for p in producers]])
+        lines += [markdown_table(["query", *producers], rows), ""]
+        errs = [r for r in report["tpch"] if "error" in r]
+        if errs:
+            lines += [f"* {r['producer']} Q{r['query']}: {r['error']}" for r in errs] + [""]
+    if report["synthetic"]:
+        shapes = list(dict.fromkeys(e["shape"] for e in report["synthetic"]))
+        sizes = sorted({e["relations"] for e in report["synthetic"]})
+        lines += ["## Synthetic join graphs (seconds)", "",
+                  f"DPccp up to {s['dp_join_limit']} relations, greedy (GOO) beyond.", ""]
+        rows = []
+        for n in sizes:
+            row = [str(n)]
+            for shape in shapes:
+                e = next((x for x in report["synthetic"] if x["shape"] == shape and x["relations"] == n), None)
+                if e is None:
+                    row.append("–")
+                elif "seconds" in e:
+                    row.append(fmt(e["seconds"]) + ("" if e.get("join_order_fired", True) else " (kept)"))
+                else:
+                    row.append("skipped" if "skipped" in e else "error")
+            rows.append(row)
+        lines += [markdown_table(["relations", *shapes], rows), ""]
+        errs = [e for e in report["synthetic"] if "error" in e]
+        if errs:
+            lines += [f"* {e['shape']} {e['relations']}: {e['error']} (after {fmt(e.get('seconds_until_error'))} s)"
+                      for e in errs] + [""]
+    if report["profiles"]:
+        lines += ["## Where the time goes (cProfile of one run)", ""]
+        for case, views in report["profiles"].items():
+            lines += [f"### {case}", ""]
+            for view in views:
+                lines += [f"{view['view']}:", "",
+                          markdown_table(["function", "calls", "self s", "cumulative s"],
+                                         [[f"`{r['function']}`", r["calls"], r["tottime_s"], r["cumtime_s"]]
+                                          for r in view["rows"]]), ""]
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"width_ratios": [3, 2]})
+    shapes = list(dict.fromkeys(e["shape"] for e in report["synthetic"]))
+    for shape in shapes:
+        pts = [(e["relations"], e["seconds"]) for e in report["synthetic"] if e["shape"] == shape and "seconds" in e]
+        if pts:
+            ax1.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=shape)
+    limit = report["summary"]["dp_join_limit"]
+    ax1.axvline(limit + 0.5, color="#999999", linestyle=":", linewidth=1)
+    ax1.text(limit + 0.7, 0.02, "greedy →", transform=ax1.get_xaxis_transform(), fontsize=8, color="#666666")
+    ax1.axhline(TARGET_CLIQUE12_S, color="#d9534f", linestyle="--", linewidth=0.8)
+    ax1.axhline(TARGET_30_S, color="#f0ad4e", linestyle="--", linewidth=0.8)
+    ax1.set_yscale("log")
+    ax1.set_xlabel("relations")
+    ax1.set_ylabel("optimize time (s, log)")
+    ax1.set_title("synthetic join graphs", fontsize=10)
+    ax1.grid(alpha=0.3, which="both")
+    ax1.legend(fontsize=8)
+    producers = list(report["summary"].get("tpch_median_ms_by_producer", {}))
+    data = [[r["ms"] for r in report["tpch"] if r["producer"] == p and "ms" in r] for p in producers]
+    if any(data):
+        ax2.boxplot([d or [0] for d in data], tick_labels=producers)
+        ax2.axhline(TARGET_TPCH_MEDIAN_MS, color="#d9534f", linestyle="--", linewidth=0.8)
+        ax2.set_ylabel("optimize time (ms)")
+        ax2.set_title("TPC-H plans", fontsize=10)
+        ax2.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--max-relations", type=int, default=30)
+    p.add_argument("--min-relations", type=int, default=2)
+    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--producers", default=",".join(PRODUCERS), help="TPC-H plan producers ('' for none)")
+    p.add_argument("--queries", default="all")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--budget", type=float, default=5.0, help="seconds of timed runs per case at most")
+    p.add_argument("--scale", type=float, default=0.01, help="TPC-H data for the plans' statistics (footers)")
+    p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--out", default=str(REPORT_DIR))
+    p.add_argument("--name", default="optimizer_latency")
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv=None, spark: Any = None) -> dict:
+    """``spark`` is accepted for symmetry with the other benchmarks and not used (no Spark here)."""
+    args = parse_args(argv)
+    report = run(max_relations=args.max_relations, min_relations=args.min_relations,
+                 shapes=[s for s in args.shapes.split(",") if s],
+                 producers=[p for p in args.producers.split(",") if p], queries=parse_queries(args.queries),
+                 reps=args.reps, scale=args.scale, budget_s=args.budget,
+                 out_dir=Path(args.out) if args.out else None, name=args.name, progress=not args.no_progress,
+                 profile=not args.no_profile)
+    s = report["summary"]
+    print(f"optimizer latency: TPC-H median {fmt(s['tpch_median_ms'])} ms (max {fmt(s['tpch_max_ms'])}), "
+          f"clique 12 {fmt(s['clique12_seconds'])} s, 30 relations "
+          + ", ".join(f"{k} {fmt(v)} s" for k, v in s["relations30_seconds"].items()))
+    return report
+
+
+if __name__ == "__main__":
+    main()
