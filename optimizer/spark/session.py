@@ -21,8 +21,13 @@ _DEFAULT_CONF = {
 
 def get_spark(master: str | None = None, app_name: str = "substrait-optimizer", conf: dict | None = None):
     """Return the process's SparkSession, creating it on first use."""
+    import sys
+
     from pyspark.sql import SparkSession
 
+    # Python workers must run the interpreter that has our packages (not whatever python3 is on PATH).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
