@@ -895,7 +895,7 @@ class _PlanCompiler:
             out = Relation(df, list(keep_cols) + [mark], kt + [_BOOL] if kt is not None else None)
         else:  # pragma: no cover - _join_type only returns the names above
             raise UnsupportedError(f"join type '{jt}' is not supported", f"{bpath}.type")
-        if body.HasField("post_join_filter"):
+        if "post_join_filter" in body.DESCRIPTOR.fields_by_name and body.HasField("post_join_filter"):
             scope = self.scope(out, outer)
             out = replace(out, df=out.df.filter(self.expr(body.post_join_filter, scope, f"{bpath}.post_join_filter")))
         return out
