@@ -20,6 +20,7 @@ _RULE_MODULES = [
     # join_order
     # physical
     "filter_into_read",
+    "implement_joins",
     "sort_fetch_to_topn",
     "window_to_consistent_partition",
 ]

@@ -1,0 +1,492 @@
+"""JoinRel -> HashJoinRel / MergeJoinRel / NestedLoopJoinRel: choose how each join is executed.
+
+**Matches** a logical ``JoinRel`` (every join type; an unspecified type or an
+``advanced_extension`` is left alone). ``CrossRel`` is not touched.
+
+**Produces**, from the conjuncts of the join expression:
+
+* *equi-keys*: each ``equal(l, r)`` / ``is_not_distinct_from(l, r)`` conjunct whose two arguments
+  are plain field references, one to each input (either way round) and of the same type, becomes a
+  ``ComparisonJoinKey`` (``SIMPLE_COMPARISON_TYPE_EQ`` / ``..._IS_NOT_DISTINCT_FROM``) with field
+  references relative to each input;
+* the other conjuncts, ANDed, become the ``residual_expression`` (field indexes over the
+  concatenated left + right columns, as in the ``JoinRel``): part of the match condition, so outer,
+  semi and anti joins keep their meaning. The ``post_join_filter`` is carried over unchanged.
+
+With at least one key the join becomes a **HashJoinRel**, unless a **MergeJoinRel** is free (see
+below). The ``build_input`` is the cheaper *valid* side: the one with fewer estimated bytes
+(rows x width), among the sides Spark can build a hash table on for that join type; building the
+row-preserving side of an outer join (which must remember matched rows) counts
+``PRESERVED_BUILD_PENALTY`` times its size, so the natural side wins ties:
+
+=============================  =========================  ==========================
+join type                      shuffled hash build sides  broadcast build sides
+=============================  =========================  ==========================
+INNER                          left, right                left, right
+LEFT                           right, left                right
+RIGHT                          left, right                left
+OUTER (full)                   left, right                none
+LEFT_SEMI/ANTI/SINGLE/MARK     right                      right
+RIGHT_SEMI/ANTI/SINGLE/MARK    left                       left
+=============================  =========================  ==========================
+
+(Spark 4's ``JoinSelectionHelper.canBuildShuffledHashJoinLeft/Right`` and
+``canBuildBroadcastLeft/Right``; the right-hand variants are the left-hand ones with the inputs
+swapped.) When the chosen side's estimated size is under ``ctx.config.broadcast_threshold_bytes``
+and the join type allows broadcasting it, the build input is wrapped in an
+``ExchangeRel(broadcast)``: a broadcast hash join, no shuffle of the other side.
+
+A **MergeJoinRel** is chosen, with no sort added, when both inputs are already ordered on the keys
+(``cost.properties.ordering`` of each input starts with its key columns, in the same key order and
+compatible directions) and no side is small enough to broadcast: the merge then costs a single
+pass over each input. When the join's only reader is a ``SortRel`` whose leading sort fields are
+the join's key columns, a merge join over sorted inputs is priced against the hash join (with the
+cost model) and chosen only if it is cheaper.
+
+Without any key the join becomes a **NestedLoopJoinRel** of the same type with the same expression
+(a ``JoinRel`` without expression keeps none: the cross-product semantics of its type). A
+``NestedLoopJoinRel`` has no ``post_join_filter``: one is applied by a ``FilterRel`` above it,
+which then carries the join's emit.
+
+Join types are mapped **by name** (``JOIN_TYPE_LEFT_ANTI`` is 6 in ``JoinRel`` and 7 in the
+physical relations). Mark and single joins are representable in all three physical relations.
+The ``common`` (emit, hints) is carried over, so the output columns are the ``JoinRel``'s.
+
+**Why it is equivalent**: the join expression is the conjunction of the key comparisons and the
+residual, evaluated on the same pairs of rows; hash, merge and nested-loop joins all return the
+pairs for which the whole condition holds, with the join type's treatment of unmatched rows. The
+build side and the broadcast exchange only decide where the hash table is built.
+
+Before and after, on ``orders JOIN customer ON o_custkey = c_custkey AND o_total > c_bal``
+(customer is small, so it is broadcast and built):
+
+>>> from optimizer.driver import Optimizer
+>>> from optimizer.plan_io import load_plan
+>>> plan = load_plan(_EXAMPLE)
+>>> print(_tree(plan))
+Join(INNER, expression=and(equal($1, $3), gt($2, $4)))
+  Read(orders)
+  Read(customer)
+>>> after = Optimizer(rules=[RULE], statistics=_example_statistics()).run(plan).plan
+>>> print(_tree(after))
+HashJoin(INNER, keys=[$1 = $0], build=RIGHT, residual=gt($2, $4))
+  Read(orders)
+  Exchange(broadcast)
+    Read(customer)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import networkx as nx
+from substrait.proto import (
+    ComparisonJoinKey,
+    Expression,
+    HashJoinRel,
+    JoinRel,
+    MergeJoinRel,
+    NestedLoopJoinRel,
+    Plan,
+    Rel,
+    SortField,
+)
+
+from cost.properties import ordering
+from optimizer.dag import inputs, rel_inputs, uses
+from optimizer.engine import NewRel, Replacement, Rule, add_subgraph
+from optimizer.expr_utils import call_args, conjuncts, field_index, function_name, make_and
+
+LEFT, RIGHT = "LEFT", "RIGHT"
+
+#: Build sides Spark's shuffled hash join supports, by join type (Substrait name without prefix).
+SHUFFLED_HASH_BUILD: dict[str, frozenset[str]] = {
+    "INNER": frozenset({LEFT, RIGHT}),
+    "LEFT": frozenset({LEFT, RIGHT}),
+    "RIGHT": frozenset({LEFT, RIGHT}),
+    "OUTER": frozenset({LEFT, RIGHT}),
+    **{f"LEFT_{k}": frozenset({RIGHT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+    **{f"RIGHT_{k}": frozenset({LEFT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+}
+#: Build sides Spark's broadcast hash join supports, by join type.
+BROADCAST_BUILD: dict[str, frozenset[str]] = {
+    "INNER": frozenset({LEFT, RIGHT}),
+    "LEFT": frozenset({RIGHT}),
+    "RIGHT": frozenset({LEFT}),
+    "OUTER": frozenset(),
+    **{f"LEFT_{k}": frozenset({RIGHT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+    **{f"RIGHT_{k}": frozenset({LEFT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+}
+#: Building the side an outer join preserves means tracking matched build rows: counted this much bigger.
+PRESERVED_BUILD_PENALTY = 1.5
+_PRESERVED = {"LEFT": {LEFT}, "RIGHT": {RIGHT}, "OUTER": {LEFT, RIGHT}}
+
+_KEY_FUNCTIONS = {
+    "equal": ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ,
+    "is_not_distinct_from": ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_IS_NOT_DISTINCT_FROM,
+}
+
+
+@dataclass(frozen=True)
+class Key:
+    left: int  # column of the left input
+    right: int  # column of the right input
+    comparison: int  # ComparisonJoinKey.SimpleComparisonType
+
+
+def join_type_name(join: JoinRel) -> str | None:
+    """``"LEFT_ANTI"`` for ``JOIN_TYPE_LEFT_ANTI``; None when unspecified."""
+    name = JoinRel.JoinType.Name(join.type)
+    return None if join.type == JoinRel.JOIN_TYPE_UNSPECIFIED else name.removeprefix("JOIN_TYPE_")
+
+
+def split_condition(e: Expression, n_left: int, left_types, right_types, functions) -> tuple[list[Key], list[Expression]]:
+    """The equi-keys of a join expression and the remaining conjuncts."""
+    keys: list[Key] = []
+    rest: list[Expression] = []
+    for c in conjuncts(e, functions):
+        comparison = _KEY_FUNCTIONS.get(function_name(c, functions) or "")
+        args = call_args(c) if comparison is not None else None
+        if args is not None and len(args) == 2:
+            a, b = field_index(args[0]), field_index(args[1])
+            if a is not None and b is not None:
+                if b < a:
+                    a, b = b, a
+                if a < n_left <= b < n_left + len(right_types):
+                    r = b - n_left
+                    if left_types[a].WhichOneof("kind") == right_types[r].WhichOneof("kind"):
+                        key = Key(a, r, comparison)
+                        if key not in keys:
+                            keys.append(key)
+                        continue
+        rest.append(c)
+    return keys, rest
+
+
+def _field_reference(index: int) -> Expression.FieldReference:
+    ref = Expression.FieldReference()
+    ref.direct_reference.struct_field.field = index
+    ref.root_reference.SetInParent()
+    return ref
+
+
+def _comparison_key(key: Key) -> ComparisonJoinKey:
+    out = ComparisonJoinKey()
+    out.left.CopyFrom(_field_reference(key.left))
+    out.right.CopyFrom(_field_reference(key.right))
+    out.comparison.simple = key.comparison
+    return out
+
+
+def _bytes(ctx, node: int) -> float:
+    est = ctx.estimate(node)
+    return max(float(est.rows), 0.0) * max(float(est.width), 1.0)
+
+
+def choose_build(type_name: str, left_bytes: float, right_bytes: float, threshold: float) -> tuple[str, bool] | None:
+    """``(side, broadcast)`` for a hash join of this type and these input sizes; None if no side is valid.
+
+    >>> choose_build("INNER", 8e9, 2e6, 10e6)
+    ('RIGHT', True)
+    >>> choose_build("INNER", 1e6, 8e9, 0)
+    ('LEFT', False)
+    >>> choose_build("LEFT", 1e3, 8e9, 10e6)   # a LEFT join broadcasts only its right side
+    ('LEFT', False)
+    >>> choose_build("LEFT_ANTI", 1e3, 8e9, 10e6)
+    ('RIGHT', False)
+    """
+    sides = SHUFFLED_HASH_BUILD.get(type_name, frozenset())
+    if not sides:
+        return None
+    size = {LEFT: left_bytes, RIGHT: right_bytes}
+    broadcastable = [s for s in BROADCAST_BUILD.get(type_name, ()) if size[s] <= threshold]
+    if broadcastable:
+        return min(broadcastable, key=lambda s: (size[s], s != RIGHT)), True
+    preserved = _PRESERVED.get(type_name, set())
+
+    def weight(side: str) -> tuple[float, bool]:
+        return (size[side] * (PRESERVED_BUILD_PENALTY if side in preserved else 1.0), side != RIGHT)
+
+    return min(sides, key=weight), False
+
+
+# ------------------------------------------------------------------------------------ merge joins
+
+
+def _sort_column(s) -> tuple[int, int] | None:
+    """``(column, direction)`` of a sort field on a plain column (a SortField or an ordering pair)."""
+    if isinstance(s, SortField):
+        i = field_index(s.expr)
+        return None if i is None or s.WhichOneof("sort_kind") != "direction" else (i, s.direction)
+    return int(s[0]), int(s[1])
+
+
+def merge_key_order(g: nx.DiGraph, left: int, right: int, keys: list[Key]) -> list[Key] | None:
+    """The keys in the order both inputs are sorted on (None unless both are, the same way).
+
+    The leading fields of the left input's ordering must be the left key columns (in any order, each
+    with a definite direction); the right input's leading fields must then be the matching right key
+    columns, in the same order and directions.
+    """
+    left_order = ordering(g, left)[: len(keys)]
+    right_order = ordering(g, right)[: len(keys)]
+    if len(left_order) < len(keys) or len(right_order) < len(keys):
+        return None
+    by_left = {k.left: k for k in keys}
+    if len(by_left) != len(keys):
+        return None
+    ordered: list[Key] = []
+    for (lc, ld), (rc, rd) in zip(left_order, right_order, strict=True):
+        key = by_left.get(lc)
+        if key is None or key in ordered or key.right != rc or ld != rd or ld == SortField.SORT_DIRECTION_CLUSTERED:
+            return None
+        ordered.append(key)
+    return ordered
+
+
+def _sorted_on_keys_above(g: nx.DiGraph, node: int, join: JoinRel, keys: list[Key]) -> bool:
+    """Is the join's only reader a SortRel whose leading fields are the join's left key columns?"""
+    if uses(g, node) != 1:
+        return False
+    (parent,) = g.predecessors(node)
+    if g.nodes[parent]["kind"] != "sort":
+        return False
+    emit = list(join.common.emit.output_mapping) if join.common.HasField("emit") else None
+    wanted = [k.left for k in keys]
+    got: list[int] = []
+    for s in g.nodes[parent]["rel"].sort.sorts[: len(keys)]:
+        sc = _sort_column(s)
+        if sc is None:
+            return False
+        column = emit[sc[0]] if emit is not None and sc[0] < len(emit) else sc[0]
+        got.append(column)
+    return sorted(got) == sorted(wanted) and len(got) == len(wanted)
+
+
+def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: NewRel, ctx) -> bool:
+    """Price both alternatives in a scratch copy of the graph with the cost model."""
+    try:
+        from cost.cardinality import CardinalityEstimator
+    except ImportError:  # pragma: no cover
+        return False
+    costs = []
+    for alternative in (hash_rel, merge_rel):
+        scratch = g.copy()
+        scratch.graph = dict(g.graph)
+        scratch.graph.pop("_ids", None)
+        root = add_subgraph(scratch, alternative, _schema_deriver(scratch, ctx))
+        estimator = CardinalityEstimator(scratch, ctx.statistics, ctx.functions)
+        try:
+            costs.append(ctx.cost_model.total(scratch, root, estimator))
+        except Exception:
+            return False
+    return costs[1] < costs[0]
+
+
+def _schema_deriver(g: nx.DiGraph, ctx):
+    from optimizer.schema import rel_schema
+
+    def derive(node: int):
+        data = g.nodes[node]
+        return rel_schema(data["rel"], [g.nodes[c]["schema"] for c in inputs(g, node)], ctx.functions)
+
+    return derive
+
+
+def _sort_rel(columns: list[int], direction: int) -> Rel:
+    rel = Rel()
+    for c in columns:
+        s = rel.sort.sorts.add()
+        s.expr.selection.CopyFrom(_field_reference(c))
+        s.direction = direction
+    return rel
+
+
+# ------------------------------------------------------------------------------------ the rule
+
+
+def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+    """Replace a ``JoinRel`` by a hash, merge or nested-loop join (see the module docstring)."""
+    join = g.nodes[node]["rel"].join
+    type_name = join_type_name(join)
+    if type_name is None or join.HasField("advanced_extension"):
+        return None
+    left, right = inputs(g, node)
+    left_types = ctx.schema(left).types
+    right_types = ctx.schema(right).types
+
+    keys: list[Key] = []
+    rest: list[Expression] = []
+    if join.HasField("expression"):
+        keys, rest = split_condition(join.expression, len(left_types), left_types, right_types, ctx.functions)
+
+    if not keys:
+        return _nested_loop(join, type_name, left, right)
+
+    residual = make_and(rest, ctx.registrar) if rest else None
+    hash_rel = Rel()
+    body = hash_rel.hash_join
+    body.common.CopyFrom(join.common)
+    body.type = HashJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.keys.extend(_comparison_key(k) for k in keys)
+    if residual is not None:
+        body.residual_expression.CopyFrom(residual)
+    if join.HasField("post_join_filter"):
+        body.post_join_filter.CopyFrom(join.post_join_filter)
+
+    left_bytes, right_bytes = _bytes(ctx, left), _bytes(ctx, right)
+    threshold = float(ctx.config.broadcast_threshold_bytes)
+    choice = choose_build(type_name, left_bytes, right_bytes, threshold)
+    if choice is None:
+        return None
+    side, broadcast = choice
+
+    if not broadcast:
+        in_order = merge_key_order(g, left, right, keys)
+        if in_order is not None:
+            return NewRel(_merge_rel(join, type_name, in_order, residual), [left, right])
+
+    body.build_input = HashJoinRel.BUILD_INPUT_LEFT if side == LEFT else HashJoinRel.BUILD_INPUT_RIGHT
+    children: list[NewRel | int] = [left, right]
+    if broadcast:
+        exchange = Rel()
+        exchange.exchange.broadcast.SetInParent()
+        index = 0 if side == LEFT else 1
+        children[index] = NewRel(exchange, [children[index]])
+    hashed = NewRel(hash_rel, children)
+
+    if not broadcast and _sorted_on_keys_above(g, node, join, keys):
+        direction = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
+        sorted_merge = NewRel(_merge_rel(join, type_name, keys, residual), [NewRel(_sort_rel([k.left for k in keys], direction), [left]),
+                                      NewRel(_sort_rel([k.right for k in keys], direction), [right])])
+        if _merge_is_cheaper(g, node, hashed, sorted_merge, ctx):
+            return sorted_merge
+    return hashed
+
+
+def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Expression | None) -> Rel:
+    rel = Rel()
+    body = rel.merge_join
+    body.common.CopyFrom(join.common)
+    body.type = MergeJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.keys.extend(_comparison_key(k) for k in keys)
+    if residual is not None:
+        body.residual_expression.CopyFrom(residual)
+    if join.HasField("post_join_filter"):
+        body.post_join_filter.CopyFrom(join.post_join_filter)
+    return rel
+
+
+def _nested_loop(join: JoinRel, type_name: str, left: int, right: int) -> Replacement:
+    rel = Rel()
+    body = rel.nested_loop_join
+    body.type = NestedLoopJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    if join.HasField("expression"):
+        body.expression.CopyFrom(join.expression)
+    if not join.HasField("post_join_filter"):
+        body.common.CopyFrom(join.common)
+        return NewRel(rel, [left, right])
+    # The post-join filter reads the join's output before its emit: a filter above, with the emit.
+    if join.common.HasField("hint"):
+        body.common.hint.CopyFrom(join.common.hint)
+    filter_rel = Rel()
+    filter_rel.filter.condition.CopyFrom(join.post_join_filter)
+    if join.common.HasField("emit"):
+        filter_rel.filter.common.emit.CopyFrom(join.common.emit)
+    return NewRel(filter_rel, [NewRel(rel, [left, right])])
+
+
+RULE = Rule(
+    name="implement_joins",
+    phase="physical",
+    kinds=frozenset({"join"}),
+    apply=implement_join,
+    description="JoinRel -> HashJoinRel (cheaper valid build side, broadcast when small) / MergeJoinRel / NestedLoopJoinRel",
+)
+
+
+# ------------------------------------------------------------------------------------ doctest helpers
+
+def _ref(i: int) -> dict:
+    return {"selection": {"directReference": {"structField": {"field": i}}, "rootReference": {}}}
+
+
+def _read(table: str, columns: list[tuple[str, str]]) -> dict:
+    return {"read": {"namedTable": {"names": [table]}, "baseSchema": {
+        "names": [n for n, _ in columns],
+        "struct": {"types": [{t: {"nullability": "NULLABILITY_REQUIRED"}} for _, t in columns]}}}}
+
+
+def _call(anchor: int, *args: dict) -> dict:
+    return {"scalarFunction": {"functionReference": anchor,
+                               "outputType": {"bool": {"nullability": "NULLABILITY_REQUIRED"}},
+                               "arguments": [{"value": a} for a in args]}}
+
+
+_EXAMPLE = json.dumps({"relations": [{"root": {"names": ["o_orderkey", "o_custkey", "o_total", "c_custkey", "c_bal"],
+  "input": {"join": {
+    "type": "JOIN_TYPE_INNER",
+    "left": _read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64"), ("o_total", "fp64")]),
+    "right": _read("customer", [("c_custkey", "i64"), ("c_bal", "fp64")]),
+    "expression": _call(3, _call(1, _ref(1), _ref(3)), _call(2, _ref(2), _ref(4)))}}}}],
+  "extensions": [{"extensionFunction": {"functionAnchor": a, "name": n, "extensionUrnReference": 4294967295}}
+                 for a, n in ((1, "equal"), (2, "gt"), (3, "and"))]})
+
+
+def _example_statistics():
+    """Table statistics of the example: 1.5M orders, 1000 customers."""
+    from cost.statistics import MemoryStatistics, TableStatistics
+
+    return MemoryStatistics({"orders": TableStatistics(row_count=1.5e6), "customer": TableStatistics(row_count=1e3)})
+
+
+def _tree(plan: Plan) -> str:
+    """A compact outline of a plan's first relation: join kinds, keys, build side, residuals."""
+    from optimizer.functions import function_table
+
+    functions = function_table(plan)
+
+    def expr(e: Expression) -> str:
+        i = field_index(e)
+        if i is not None:
+            return f"${i}"
+        if e.WhichOneof("rex_type") == "scalar_function":
+            args = ", ".join(expr(a.value) for a in e.scalar_function.arguments)
+            return f"{functions.get(e.scalar_function.function_reference).name}({args})"
+        return e.WhichOneof("rex_type")
+
+    lines: list[str] = []
+
+    def walk(rel: Rel, depth: int) -> None:
+        kind = rel.WhichOneof("rel_type")
+        body = getattr(rel, kind)
+        props: list[str] = []
+        if kind == "read":
+            props.append(".".join(body.named_table.names))
+        elif kind == "exchange":
+            props.append(body.WhichOneof("exchange_kind"))
+        elif kind in ("join", "hash_join", "merge_join", "nested_loop_join"):
+            props.append(type(body).JoinType.Name(body.type).removeprefix("JOIN_TYPE_"))
+            if kind in ("hash_join", "merge_join"):
+                ops = {1: "=", 2: "IS NOT DISTINCT FROM"}
+                props.append("keys=[" + ", ".join(
+                    f"${k.left.direct_reference.struct_field.field} {ops[k.comparison.simple]} "
+                    f"${k.right.direct_reference.struct_field.field}" for k in body.keys) + "]")
+                if kind == "hash_join":
+                    props.append("build=" + HashJoinRel.BuildInput.Name(body.build_input).removeprefix("BUILD_INPUT_"))
+                if body.HasField("residual_expression"):
+                    props.append(f"residual={expr(body.residual_expression)}")
+            elif body.HasField("expression"):
+                props.append(f"expression={expr(body.expression)}")
+        elif kind == "filter":
+            props.append(expr(body.condition))
+        lines.append("  " * depth + f"{_TITLES.get(kind, kind.title())}({', '.join(props)})")
+        for child in rel_inputs(rel):
+            walk(child, depth + 1)
+
+    walk(plan.relations[0].root.input, 0)
+    return "\n".join(lines)
+
+
+_TITLES = {"hash_join": "HashJoin", "merge_join": "MergeJoin", "nested_loop_join": "NestedLoopJoin"}
