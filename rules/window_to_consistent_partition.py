@@ -22,8 +22,9 @@ pair, stacked over the projection's input, and a ``ProjectRel`` on top:
   stack outputs the projection's input, then every window column; the top ``ProjectRel`` holds
   the expressions that are not plain window functions, with each window function replaced by a
   reference to its column, and an emit that puts the columns back in the projection's order
-  (the original emit, or all input columns then the expressions). When every expression was a
-  plain window function and the columns are already in order, no projection is added.
+  (the original emit, or all input columns then the expressions). Plain window functions and
+  plain references to input columns need no expression: the emit reads them from the stack. When
+  nothing else is left, no projection is added and the top window relation carries the emit.
 
 **Why it is equivalent**: a window function's value for a row depends only on the input
 relation, its partitioning, its order and its frame, all of which are carried over unchanged, and
@@ -179,13 +180,18 @@ def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx) -> Replacement
         new = NewRel(rel, [new])
     n_windows = len(column)
 
-    # The projection on top: expressions that are not plain window functions.
+    # The projection on top: the expressions that are neither a plain window function nor a plain
+    # reference to an input column (those two are read straight from the stack's output by the emit).
     top = Rel()
     top.project.common.CopyFrom(project.common)
     position: list[int] = []  # column of each original expression in the new top's pre-emit output
     for e in project.expressions:
         if _is_window(e):
             position.append(column[_key(e.window_function)])
+            continue
+        i = field_index(e)
+        if i is not None and i < n_in:
+            position.append(i)
             continue
         rewritten = Expression()
         rewritten.CopyFrom(e)
@@ -198,13 +204,17 @@ def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx) -> Replacement
         else list(range(n_in + len(project.expressions)))
     )
     mapping = [c if c < n_in else position[c - n_in] for c in old_columns]
-    identity = list(range(n_in + n_windows + len(top.project.expressions)))
-    if not top.project.expressions and mapping == identity and not project.common.HasField("hint"):
-        return new
-    top.project.common.emit.ClearField("output_mapping")
-    top.project.common.emit.output_mapping.extend(mapping)
-    return NewRel(top, [new])
-
+    if top.project.expressions:
+        top.project.common.emit.ClearField("output_mapping")
+        top.project.common.emit.output_mapping.extend(mapping)
+        return NewRel(top, [new])
+    # Nothing left to compute: the top window relation takes the projection's emit and hints.
+    window = new.rel.window
+    if project.common.HasField("hint"):
+        window.common.hint.CopyFrom(project.common.hint)
+    if mapping != list(range(n_in + n_windows)):
+        window.common.emit.output_mapping.extend(mapping)
+    return new
 
 RULE = Rule(
     name="window_to_consistent_partition",
