@@ -227,6 +227,30 @@ def test_merge_join_when_both_inputs_are_sorted():
     assert g.nodes[node]["kind"] == "hash_join"
 
 
+def test_merge_join_for_an_order_needed_above_only_when_cheaper(monkeypatch):
+    from cost.model import CostModel
+
+    rel = {"sort": {"input": join(A, B, call("equal", ref(1), ref(3))),
+                    "sorts": [{"expr": ref(1), "direction": "SORT_DIRECTION_ASC_NULLS_FIRST"}]}}
+    g, node = top(optimize(rel, statistics=sizes(a=1e7, b=1e7), config=NO_BROADCAST))
+    (child,) = inputs(g, node)
+    assert g.nodes[child]["kind"] == "hash_join"  # sorting both inputs costs more than the hash join
+
+    real = CostModel.total
+
+    def merge_is_cheap(self, graph, root, estimator):
+        cost = real(self, graph, root, estimator)
+        return cost / 100 if graph.nodes[root]["kind"] == "merge_join" else cost
+
+    monkeypatch.setattr(CostModel, "total", merge_is_cheap)
+    g, node = top(optimize(rel, statistics=sizes(a=1e7, b=1e7), config=NO_BROADCAST))
+    (child,) = inputs(g, node)
+    assert g.nodes[child]["kind"] == "merge_join"
+    below = inputs(g, child)
+    assert [g.nodes[x]["kind"] for x in below] == ["sort", "sort"]
+    assert [[field_index(s.expr) for s in g.nodes[x]["rel"].sort.sorts] for x in below] == [[1], [0]]
+
+
 def test_nested_loop_joins():
     g, node = top(optimize(join(A, B, call("lt", ref(0), ref(3)), "LEFT")))
     body = g.nodes[node]["rel"].nested_loop_join
