@@ -1,0 +1,79 @@
+"""The benchmarks run end to end (tiny scale, one query, one repetition). Not timing tests."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TINY = ["--scale", "0.01", "--reps", "1", "--warmup", "0", "--no-progress"]
+
+
+@pytest.mark.spark
+def test_tpch_benchmark_runs(spark, tmp_path):
+    from benchmarks import tpch
+
+    report = tpch.main([*TINY, "--queries", "6", "--producers", "datafusion", "--optimize-reps", "1",
+                        "--out", str(tmp_path)], spark=spark)
+    summary = json.loads((tmp_path / "tpch.json").read_text())["summary"]
+    for key in ("scale_factor", "geomean_optimized_vs_spark_cbo", "geomean_optimized_vs_spark_default",
+                "geomean_optimized_vs_original", "queries_equal"):
+        assert key in summary
+    assert summary["scale_factor"] == 0.01
+    info = report["queries"][0]["plans"]["datafusion"]
+    assert info.get("original_equal") is True, info
+    assert report["queries"][0]["spark_cbo_equal"] is True
+    assert (tmp_path / "tpch.md").read_text().startswith("# TPC-H")
+    assert (tmp_path / "tpch.png").stat().st_size > 0
+    assert spark.conf.get("spark.sql.cbo.enabled", "false") == "false", "CBO confs are restored"
+
+
+@pytest.mark.spark
+def test_backend_benchmark_runs(spark, tmp_path):
+    from benchmarks import backend
+
+    report = backend.main([*TINY, "--queries", "6", "--overhead-reps", "2", "--out", str(tmp_path)], spark=spark)
+    entry = report["queries"][0]
+    assert entry["equal"] is True, entry
+    assert entry["to_dataframe_ms"] > 0 and entry["backend_s"] > 0
+    assert (tmp_path / "backend.md").exists()
+
+
+def test_optimizer_latency_benchmark_runs(tmp_path):
+    from benchmarks import optimizer_latency
+
+    report = optimizer_latency.main(["--max-relations", "4", "--shapes", "chain,clique", "--producers", "datafusion",
+                                     "--queries", "6", "--reps", "1", "--no-progress", "--no-profile",
+                                     "--out", str(tmp_path)])
+    assert [r for r in report["tpch"] if "ms" in r], report["tpch"]
+    assert {(e["shape"], e["relations"]) for e in report["synthetic"] if "seconds" in e} == {
+        (s, n) for s in ("chain", "clique") for n in (2, 3, 4)}
+    assert (tmp_path / "optimizer_latency.png").stat().st_size > 0
+
+
+def test_synthetic_plans_are_valid():
+    from benchmarks.optimizer_latency import graph_edges, synthetic_plan
+    from optimizer.plan_io import load_plan
+    from optimizer.schema import check_plan
+
+    for shape in ("chain", "star", "cycle", "clique"):
+        plan = load_plan(json.dumps(synthetic_plan(shape, 7)))
+        assert check_plan(plan) == []
+        assert len(plan.relations[0].root.names) == 2 * len(graph_edges(shape, 7))  # one key per edge end
+
+
+@pytest.mark.spark
+def test_join_order_benchmark_runs(spark, tmp_path):
+    from benchmarks import join_order
+
+    report = join_order.main(["--scale", "0.01", "--reps", "1", "--warmup", "0", "--no-progress",
+                              "--out", str(tmp_path)], spark=spark)
+    assert report["written_leaf_order"] == list(join_order.WRITTEN_ORDER)
+    assert all(report["answers_equal"].values()), report["errors"]
+    assert report["estimated_cost"]["written_order"] is not None
