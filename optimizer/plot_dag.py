@@ -245,7 +245,8 @@ def _hint_rows(g: nx.DiGraph, node: int) -> float | None:
 
 def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any = None, config: Any = None,
                        *, actual: Mapping[int, int] | None = None) -> Annotate:
-    """An annotation per node: estimated rows (``est``), the estimated cost of the subtree (``cost``) and,
+    """An annotation per node: estimated rows (``est``), the estimated cost of the subtree (``cost``; the
+    cost model's unit, nanoseconds of one core) and of the node alone (``self``) and,
     when ``actual`` is given (:func:`actual_rows`), the actual rows and the q-error.
 
     Estimates come from the cardinality estimator and cost model (:class:`optimizer.driver.RuleContext`)
@@ -274,7 +275,12 @@ def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any 
                 est_rows = None
             if est_rows is not None:
                 try:
-                    parts.append(f"cost {_human(ctx.cost(node))}")
+                    text = f"cost {_human(ctx.cost(node))}"
+                    try:
+                        text += f" (self {_human(ctx.cost_model.node_cost(graph, node, ctx.estimator).total)})"
+                    except Exception:  # noqa: BLE001 - a cost model without per-node costs
+                        pass
+                    parts.append(text)
                 except Exception:  # noqa: BLE001
                     pass
         if est_rows is None:
