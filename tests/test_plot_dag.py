@@ -129,3 +129,17 @@ def test_svg_without_dot_names_the_package(monkeypatch):
     monkeypatch.setattr("optimizer.plot_dag.shutil.which", lambda name: None)
     with pytest.raises(UnsupportedError, match="apt-get install graphviz"):
         render_svg("digraph { a }")
+
+
+def test_subplans_for_actual_rows_are_valid_plans(q5_plan, shared_plan):
+    from optimizer.dag import annotate_schemas
+    from optimizer.plot_dag import subplan
+    from optimizer.schema import check_plan
+
+    for plan in (q5_plan, shared_plan):
+        g = annotate_schemas(to_dag(plan))
+        for node in g:
+            sub = subplan(g, node)
+            assert check_plan(sub) == [], (node, g.nodes[node]["kind"])
+            roots = [r.root for r in sub.relations if r.WhichOneof("rel_type") == "root"]
+            assert len(roots) == 1 and len(roots[0].names) == len(g.nodes[node]["schema"].names)
