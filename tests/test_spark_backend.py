@@ -746,6 +746,32 @@ def test_exchange_repartitions_without_changing_the_result(backend):
     assert [r[1] for r in run(backend, b.plan(Rel(exchange=ordered), ["g", "x"]))] == [1, 2, 3, 5, None]
 
 
+def outer_ref(i: int) -> Expression:
+    e = Expression()
+    e.selection.direct_reference.struct_field.field = i
+    e.selection.outer_reference.steps_out = 1
+    return e
+
+
+def test_subqueries_see_the_outer_scope(backend):
+    """The subquery callback compiles a whole Rel tree with the enclosing record for outer references."""
+    b = Builder()
+    inner = Rel(filter=FilterRel(input=R(), condition=b.call("equal", ref(0), outer_ref(0))))
+    scalar = Expression()
+    scalar.subquery.scalar.input.CopyFrom(agg_rel(inner, [], [], [b.agg("max", ref(0))]))
+    correlated = Rel(filter=FilterRel(input=L(), condition=b.call("equal", ref(0), scalar)))
+    expected = [(2, "b"), (2, "b2"), (3, "c")]
+    assert srt(run(backend, b.plan(correlated, ["k", "v"]))) == expected
+    exists = Expression()
+    exists.subquery.set_predicate.predicate_op = Expression.Subquery.SetPredicate.PREDICATE_OP_EXISTS
+    exists.subquery.set_predicate.tuples.CopyFrom(inner)
+    assert srt(run(backend, b.plan(Rel(filter=FilterRel(input=L(), condition=exists)), ["k", "v"]))) == expected
+    in_pred = Expression()
+    in_pred.subquery.in_predicate.needles.add().CopyFrom(ref(0))
+    in_pred.subquery.in_predicate.haystack.CopyFrom(project(R(), ref(0), common=emit(2)))
+    assert srt(run(backend, b.plan(Rel(filter=FilterRel(input=L(), condition=in_pred)), ["k", "v"]))) == expected
+
+
 # ----------------------------------------------------------------------------- names and errors
 
 

@@ -441,8 +441,11 @@ class _PlanCompiler:
             raise PlanError("read has no source (named_table, local_files, virtual_table...)", bpath)
         else:
             raise UnsupportedError(f"unsupported read type '{which}'", f"{bpath}.{which}")
-        types = list(body.base_schema.struct.types)
-        names = [self.fresh() for _ in types]
+        types: list[Type] | None = list(body.base_schema.struct.types)
+        width = len(types)
+        if not types:  # names but no types (older DataFusion): the named columns, types unknown
+            width, types = len(body.base_schema.names), None
+        names = [self.fresh() for _ in range(width)]
         r = Relation(df.toDF(*names), names, types)
         if body.HasField("filter"):
             scope = self.scope(r, outer)
@@ -464,11 +467,17 @@ class _PlanCompiler:
 
     def _virtual_table(self, body, bpath: str, outer: Scope | None) -> DataFrame:
         vpath = f"{bpath}.virtual_table"
-        schema = named_struct_to_spark(body.base_schema, f"{bpath}.base_schema")
         rows = list(body.virtual_table.expressions)
+        if not body.base_schema.struct.types:  # no schema (older DuckDB): the rows' own types
+            if not rows:
+                raise PlanError("virtual table has neither a schema nor rows", vpath)
+            n = len(rows[0].fields)
+            schema = None
+        else:
+            schema = named_struct_to_spark(body.base_schema, f"{bpath}.base_schema")
+            n = len(schema.fields)
         if not rows:
             return self.spark.createDataFrame([], schema)
-        n = len(schema.fields)
         if n == 0:
             return self.spark.range(len(rows)).select()
         one = self.spark.range(1)
@@ -477,10 +486,12 @@ class _PlanCompiler:
         for r, row in enumerate(rows):
             if len(row.fields) != n:
                 raise PlanError(f"row has {len(row.fields)} values, the schema {n} columns", f"{vpath}.expressions[{r}]")
-            values = [
-                self.expr(v, scope, f"{vpath}.expressions[{r}].fields[{j}]").cast(schema.fields[j].dataType).alias(f"v{j}")
-                for j, v in enumerate(row.fields)
-            ]
+            values = []
+            for j, v in enumerate(row.fields):
+                value = self.expr(v, scope, f"{vpath}.expressions[{r}].fields[{j}]")
+                if schema is not None:
+                    value = value.cast(schema.fields[j].dataType)
+                values.append(value.alias(f"v{j}"))
             structs.append(F.struct(*values))
         return one.select(F.inline(F.array(*structs)))
 
@@ -646,7 +657,11 @@ class _PlanCompiler:
         measure_names = [n for n, _ in measures]
         if len(sets) == 1:
             group = [key_names[i] for i in sets[0]]
-            if measures:
+            if measures and not group:
+                # select() rather than groupBy().agg(): groupBy analyses the DataFrame at once, which
+                # fails inside a correlated subquery (its outer references resolve only later).
+                out = df1.select(*[c.alias(n) for n, c in measures])
+            elif measures:
                 out = df1.groupBy(*[_c(n) for n in group]).agg(*[c.alias(n) for n, c in measures])
             elif group:
                 out = df1.select(*[_c(n) for n in group]).distinct()
@@ -877,7 +892,7 @@ class _PlanCompiler:
                 for i in sorted(refs)
                 if (i < nleft) == keep_left and i < nleft + len(right.columns)
             ]
-            df = self._single(ldf, rdf, keep_left, cond, keep_refs, bpath)
+            df = self._single(ldf, rdf, keep_left, cond, keep_refs, left.columns + right.columns, bpath)
             out = Relation(df, left.columns + right.columns, both)
         elif jt in ("left_mark", "right_mark"):
             keep_left = jt == "left_mark"
@@ -905,7 +920,14 @@ class _PlanCompiler:
         return df.join(other, cond, "left")
 
     def _single(
-        self, ldf: DataFrame, rdf: DataFrame, keep_left: bool, cond: Column | None, keep_refs: list[str], bpath: str
+        self,
+        ldf: DataFrame,
+        rdf: DataFrame,
+        keep_left: bool,
+        cond: Column | None,
+        keep_refs: list[str],
+        columns: list[str],
+        bpath: str,
     ) -> DataFrame:
         """Left (right) outer join that fails when a preserved row matches more than one other row."""
         keep, other = (ldf, rdf) if keep_left else (rdf, ldf)
@@ -923,10 +945,10 @@ class _PlanCompiler:
         else:
             counts = other.agg(F.count(F.when(c, F.lit(1))).alias(n))
             checked = joined.crossJoin(counts)
-        side = "right" if keep_left else "left"
-        message = f"{bpath}: {_SINGLE_MARKER} a row of the {'left' if keep_left else 'right'} input (single join; {side} input has duplicates for a key)"
+        kept, other_side = ("left", "right") if keep_left else ("right", "left")
+        message = f"{bpath}: {_SINGLE_MARKER} a row of the {kept} input ({kept} single join: the {other_side} input must match each row at most once)"
         check = F.when(_c(n) > 1, F.raise_error(F.lit(message))).otherwise(F.lit(True))
-        return checked.filter(check).select(*[_c(x) for x in joined.columns])
+        return checked.filter(check).select(*[_c(x) for x in columns])
 
     def _mark(
         self,
@@ -1008,7 +1030,7 @@ class _PlanCompiler:
             for s in secondaries[1:]:
                 common = common.intersect(s)
             names = [self.fresh() for _ in p.columns]
-            common = common.toDF(*names)
+            common = common.select(*[_c(a).alias(b) for a, b in zip(inputs[1].columns, names, strict=True)])
             cond = _and([_c(a).eqNullSafe(_c(b)) for a, b in zip(p.columns, names, strict=True)])
             df = p.df.join(common, cond, "left_anti") if n else p.df.limit(0)
         elif op == SetRel.SET_OP_INTERSECTION_PRIMARY:  # distinct p rows present in any secondary
@@ -1025,7 +1047,8 @@ class _PlanCompiler:
             raise PlanError("set operation is unspecified", f"{bpath}.op")
         else:
             raise UnsupportedError(f"set operation {op} is not supported", f"{bpath}.op")
-        return Relation(df.toDF(*p.columns), list(p.columns), None)
+        # Spark's set operations are positional and keep the primary input's names.
+        return Relation(df, list(p.columns), None)
 
     # --------------------------------------------------------------------------------- reference
 

@@ -74,7 +74,7 @@ def top_level_names(ns: NamedStruct, path: str | None = None) -> list[str]:
     names = list(ns.names)
     if not names:
         return [""] * len(types)
-    if len(names) == len(types):
+    if len(names) == len(types) or not types:  # top-level names only; names without types (old DataFusion)
         return names
     out, pos = [], 0
     for t in types:
@@ -326,10 +326,14 @@ class TableResolver:
                     have = ", ".join(f.name for f in fields)
                     raise PlanError(f"column '{name}' not found in {what} (it has: {have})", spath)
         out = []
-        for k, (i, t) in enumerate(zip(chosen, base.struct.types, strict=True)):
+        types = list(base.struct.types) or [None] * len(chosen)  # names without types: no casts
+        for k, (i, t) in enumerate(zip(chosen, types, strict=True)):
             field = fields[i]
-            target = substrait_type_to_spark(t, path=f"{spath}.struct.types[{k}]" if spath else None)
             column = F.col(f"`{field.name}`") if "`" not in field.name else df[field.name]
+            if t is None:
+                out.append(column.alias(f"_b{k}"))
+                continue
+            target = substrait_type_to_spark(t, path=f"{spath}.struct.types[{k}]" if spath else None)
             if field.dataType != target:
                 if _family(field.dataType) != _family(target):
                     raise PlanError(
