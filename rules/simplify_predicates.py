@@ -7,7 +7,11 @@ identities on ``and``/``or``/``not``:
   deterministic operands dropped;
 * ``x AND true`` -> ``x``, ``x AND false`` -> ``false``, ``x OR false`` -> ``x``,
   ``x OR true`` -> ``true``, ``NOT true`` -> ``false``, ``NOT NOT x`` -> ``x``. Each holds for
-  ``x`` NULL as well (``NULL AND false`` is ``false``, ``NULL OR true`` is ``true``).
+  ``x`` NULL as well (``NULL AND false`` is ``false``, ``NULL OR true`` is ``true``);
+* conjuncts common to every branch of an ``or`` are factored out:
+  ``(a AND b) OR (a AND c)`` -> ``a AND (b OR c)``, ``a OR (a AND c)`` -> ``a`` (distributivity and
+  absorption hold in three-valued logic too). TPC-H Q19 written as three ORed blocks that each
+  repeat ``p_partkey = l_partkey`` thereby gets an equi-join condition the other rules can use.
 
 Then, because a filter keeps only the rows whose condition is *true* (NULL drops the row like false):
 
@@ -204,6 +208,37 @@ def _rebuild_call(template: Expression, args: list[Expression]) -> Expression:
     return out
 
 
+def _factor_or(template: Expression, disjuncts: list[Expression], functions) -> Expression | None:
+    """``(a AND b) OR (a AND c)`` -> ``a AND (b OR c)``; ``a OR (a AND c)`` -> ``a`` (None: no common term).
+
+    Distributivity and absorption hold in SQL's three-valued logic (a distributive lattice), so the
+    result is exact; only deterministic terms are factored out.
+    """
+    and_template = None
+    terms: list[list[Expression]] = []
+    for d in disjuncts:
+        if function_name(d, functions) == "and" and call_args(d) is not None:
+            and_template = and_template or d
+            terms.append(list(call_args(d)))
+        else:
+            terms.append([d])
+    if and_template is None:
+        return None
+    keys = [{key(t) for t in ts} for ts in terms]
+    common = [t for t in terms[0] if is_deterministic(t, functions) and all(key(t) in k for k in keys[1:])]
+    if not common:
+        return None
+    common_keys = {key(t) for t in common}
+    rests = [[t for t in ts if key(t) not in common_keys] for ts in terms]
+
+    def conj(parts: list[Expression]) -> Expression:
+        return parts[0] if len(parts) == 1 else _rebuild_call(and_template, parts)
+
+    if any(not r for r in rests):  # one disjunct is just the common part: absorption
+        return conj(common)
+    return conj(common + [_rebuild_call(template, [conj(r) for r in rests])])
+
+
 def fold(e: Expression, functions) -> Expression:
     """``e`` with its ``and``/``or``/``not`` structure flattened and constant-folded (exact in 3VL).
 
@@ -239,6 +274,10 @@ def fold(e: Expression, functions) -> Expression:
             return _literal_bool(neutral)
         if len(out) == 1:
             return out[0]
+        if name == "or":
+            factored = _factor_or(e, out, functions)
+            if factored is not None:
+                return factored
         return _rebuild_call(e, out)
     if name == "not":
         args = call_args(e)
