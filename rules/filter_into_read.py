@@ -66,7 +66,7 @@ Root(names=[my_int, my_string])
 from __future__ import annotations
 
 import networkx as nx
-from substrait.proto import Expression
+from substrait.proto import Expression, Type
 
 from optimizer.capabilities import BEST_EFFORT, FULL, as_capabilities
 from optimizer.dag import inputs, uses
@@ -76,11 +76,19 @@ from optimizer.schema import Schema
 from rules.simplify_predicates import emit_of, filter_rel, fold, key, movable, rel_copy, with_emit
 
 
-def base_columns(read) -> list[int | None]:
+def base_schema(read) -> Schema:
+    """The read's ``base_schema`` (types unknown — empty — when an older producer wrote names only)."""
+    ns = read.base_schema
+    if ns.names and not ns.struct.types:
+        return Schema(list(ns.names), [Type() for _ in ns.names])
+    return Schema.from_named_struct(ns)
+
+
+def base_columns(read, base: Schema) -> list[int | None]:
     """For each output column of a read (before its emit), the ``base_schema`` field it is (None for
     a nested part of a field)."""
     if not read.HasField("projection"):
-        return list(range(len(Schema.from_named_struct(read.base_schema).types)))
+        return list(range(len(base.types)))
     return [None if item.HasField("child") else item.field for item in read.projection.select.struct_items]
 
 
@@ -100,8 +108,8 @@ def filter_into_read(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
     read = g.nodes[child]["rel"].read
     if read.WhichOneof("read_type") not in caps.read_types or not read.HasField("base_schema"):
         return None
-    base = Schema.from_named_struct(read.base_schema)
-    cols = base_columns(read)
+    base = base_schema(read)
+    cols = base_columns(read, base)
     emit = emit_of(g.nodes[child]["rel"])
     out_cols = cols if emit is None else [cols[m] for m in emit]
     functions = ctx.functions
