@@ -30,7 +30,8 @@ A profile is JSON::
   before it (variadic functions such as ``and``).
 * ``shape`` (optional): ``column_op_constant`` — exactly one argument is a plain column, the others
   are constants (what Parquet row-group statistics can use); ``prefix_pattern`` — a LIKE whose
-  pattern is a constant ``'abc%'`` without other wildcards (Spark rewrites it to ``StartsWith``).
+  pattern is a constant ``'abc%'`` without other wildcards and without an escape character (a NULL
+  third argument, as DataFusion writes, is no escape character); Spark rewrites it to ``StartsWith``.
 * ``support``: ``full``, ``best_effort`` or ``none``.
 
 The support of a conjunct is the weakest support of the calls in it; column references and literals
@@ -164,12 +165,19 @@ def _string_literal(e: Expression) -> str | None:
     return None
 
 
+def _is_null_literal(e: Expression) -> bool:
+    e = _peel_casts(e)
+    return e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"
+
+
 def _shape_matches(shape: str, args: Sequence[Expression]) -> bool:
     columns = [a for a in args if field_index(a) is not None]
     if shape == "column_op_constant":
         return len(columns) == 1 and all(field_index(a) is not None or _is_constant(a) for a in args)
     if shape == "prefix_pattern":
-        if len(args) != 2 or field_index(args[0]) is None:
+        if len(args) not in (2, 3) or field_index(args[0]) is None:
+            return False
+        if len(args) == 3 and not _is_null_literal(args[2]):  # an escape character: no prefix pattern
             return False
         pattern = _string_literal(args[1])
         return (

@@ -615,6 +615,8 @@ def test_default_profile_models_what_spark_pushes_into_parquet():
     assert support(call("equal", s("x"), col(1))) == "full"  # constant on the left
     assert support(call("or", call("lt", col(0), i32(3)), call("is_null", col(1)))) == "full"
     assert support(call("like", col(1), s("AR%"))) == "full"  # a prefix: Spark's StartsWith
+    assert support(call("like", col(1), s("AR%"), {"literal": {"null": {"string": {}}}})) == "full"  # DataFusion
+    assert support(call("like", col(1), s("A_%"))) == "none"
     assert support(call("like", col(1), s("%AR%"))) == "none"
     assert support(call("contains", col(1), s("AR"))) == "none"
     assert support(call("lt", col(0), col(2))) == "none"  # column against column
