@@ -549,6 +549,9 @@ def _same_answer(backend, plan, rewritten, label: str) -> tuple[float, float]:
 @pytest.mark.parametrize("query", range(1, 23))
 def test_tpch_same_answer_on_spark(backend, tpch_mixed, query):
     plan, result = tpch_mixed[query]
+    if not result.events:  # Q1, Q6: no join, no limit; nothing to compare
+        assert query in (1, 6)
+        return
     _same_answer(backend, plan, result.plan, f"Q{query}")
 
 
