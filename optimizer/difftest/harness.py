@@ -267,6 +267,8 @@ class DiffCase:
     config: dict = field(default_factory=dict)
     name: str = ""
     note: str = ""
+    #: a known, not yet fixed bug: the replay marks the case as an expected failure (non-strict)
+    xfail: str = ""
 
     # -- what the optimizer is given
 
@@ -322,6 +324,7 @@ class DiffCase:
             "version": 1,
             "name": self.name,
             "note": self.note,
+            **({"xfail": self.xfail} if self.xfail else {}),
             "tables": self.database.to_json(),
             "statistics": None if self.statistics is None else statistics_document(self.statistics),
             "capabilities": self.capabilities,
@@ -330,7 +333,10 @@ class DiffCase:
         }
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n"
+        """The case as JSON text (each table row on one line)."""
+        from cost.statistics import dump_json
+
+        return dump_json(self.to_json())
 
     @classmethod
     def from_json(cls, data: dict | str) -> DiffCase:
@@ -350,6 +356,7 @@ class DiffCase:
             config=dict(data.get("config") or {}),
             name=data.get("name", ""),
             note=data.get("note", ""),
+            xfail=data.get("xfail", ""),
         )
 
     @classmethod
@@ -362,8 +369,8 @@ class DiffCase:
     def fingerprint(self) -> str:
         """A short hash of the case's content (names the saved regression files)."""
         data = self.to_json()
-        data.pop("name", None)
-        data.pop("note", None)
+        for key in ("name", "note", "xfail"):
+            data.pop(key, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
     def save(self, directory: str | os.PathLike, prefix: str = "fuzz") -> Path:
@@ -580,18 +587,7 @@ def compare(
     original.CopyFrom(load_plan(plan))
     result = DiffResult(EQUAL, ordered_by=ordered_by(original))
 
-    # 1. The original plan: the expected answer. Unsupported is not the optimizer's fault.
-    try:
-        expected, result.original_seconds = _run(backend, original)
-    except UnsupportedError as exc:
-        result.status, result.stage, result.reason, result.error = SKIPPED, "original", _message(exc), exc
-        return result
-    except Exception as exc:  # noqa: BLE001 - reported, never raised
-        result.status, result.stage, result.reason, result.error = ERROR, "original", _message(exc), exc
-        return result
-    result.original_table, result.original_rows = expected, expected.num_rows
-
-    # 2. Optimize.
+    # 1. Optimize (cheap: a crash of the optimizer is found without running anything).
     start = time.perf_counter()
     try:
         to_optimize = Plan()
@@ -599,13 +595,24 @@ def compare(
         optimizer = Optimizer(statistics=statistics, capabilities=capabilities, config=config,
                               rules=list(rules) if rules is not None else None)
         run = optimizer.run(to_optimize)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported, never raised
         result.optimize_seconds = time.perf_counter() - start
         result.status, result.stage, result.reason, result.error = ERROR, "optimize", _message(exc), exc
         return result
     result.optimize_seconds = time.perf_counter() - start
     result.optimized_plan = run.plan
     result.rules_fired = [e.rule for e in run.events]
+
+    # 2. The original plan: the expected answer. Unsupported is not the optimizer's fault.
+    try:
+        expected, result.original_seconds = _run(backend, original)
+    except UnsupportedError as exc:
+        result.status, result.stage, result.reason, result.error = SKIPPED, "original", _message(exc), exc
+        return result
+    except Exception as exc:  # noqa: BLE001
+        result.status, result.stage, result.reason, result.error = ERROR, "original", _message(exc), exc
+        return result
+    result.original_table, result.original_rows = expected, expected.num_rows
 
     # 3. The optimized plan, best-effort filters ignored.
     runner = optimized_backend if optimized_backend is not None else ignoring_best_effort(backend)

@@ -1,0 +1,254 @@
+"""Fuzz the optimizer: generate plans (:mod:`optimizer.difftest.strategies`), compare each optimized
+plan's answer with the original's on Spark (:func:`optimizer.difftest.compare`), shrink what fails.
+
+::
+
+    python -m optimizer.difftest.fuzz            # short profile: 50 plans, at most 5 minutes
+    python -m optimizer.difftest.fuzz --long     # long profile (make fuzz): 5000 plans, at most 60 minutes
+    python -m optimizer.difftest.fuzz --plans 300 --minutes 10 --seed 7
+
+Every failure (a difference, or an error of the optimizer or of the optimized plan) is shrunk by
+Hypothesis to a minimal case -- small tables, a small plan, the statistics/profile/configuration that
+trigger it -- and saved as ``tests/regressions/fuzz-<hash>.json`` (``--save DIR``; ``--no-save`` to
+keep nothing), which ``tests/test_regressions.py`` replays from then on. After a failure the fuzzer
+goes on with a new seed until the plan count or the time is used up. Plans the backend cannot run as
+given are skipped (not the optimizer's fault). Progress: a tqdm bar when tqdm is installed, else a
+line every 10 plans. Exit status: 0 when nothing failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optimizer.difftest.harness import DiffCase, DiffResult
+
+PROFILES = {
+    "short": {"plans": 50, "minutes": 5.0, "max_depth": 3, "max_relations": 6},
+    "long": {"plans": 5000, "minutes": 60.0, "max_depth": 4, "max_relations": 10},
+}
+
+#: Plans per Hypothesis run; a failure ends a run (after shrinking) and the next starts with a new seed.
+ROUND = 200
+
+
+class _OutOfTime(BaseException):
+    """Raised inside the property when the time is up (a BaseException: Hypothesis lets it through)."""
+
+
+@dataclass
+class Failure:
+    case: DiffCase
+    result: DiffResult
+    saved: Path | None = None
+    flaky: bool = False
+
+
+@dataclass
+class FuzzReport:
+    plans: int = 0
+    seconds: float = 0.0
+    counts: Counter = field(default_factory=Counter)
+    failures: list[Failure] = field(default_factory=list)
+
+    def summary(self) -> str:
+        c = self.counts
+        text = (f"{self.plans} plans in {self.seconds / 60:.1f} min: {c['equal']} equal, {c['different']} different, "
+                f"{c['error']} errors, {c['skipped']} skipped" + (f", {c['known']} known failures" if c["known"] else ""))
+        lines = [text]
+        for f in self.failures:
+            where = f" -> {f.saved}" if f.saved else ""
+            flaky = " (flaky)" if f.flaky else ""
+            lines.append(f"  {f.result.verdict()}{flaky}{where}")
+        return "\n".join(lines)
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool = True) -> None:
+        self.total = total
+        self.n = 0
+        self.bar = None
+        self.enabled = enabled
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, unit="plan", dynamic_ncols=True, file=sys.stderr)
+            except ImportError:
+                self.bar = None
+
+    def update(self, counts: Counter) -> None:
+        self.n += 1
+        if not self.enabled:
+            return
+        text = f"eq={counts['equal']} diff={counts['different']} err={counts['error']} skip={counts['skipped']}"
+        if counts["known"]:
+            text += f" known={counts['known']}"
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(text, refresh=False)
+        elif self.n % 10 == 0 or self.n == self.total:
+            print(f"[fuzz] {self.n}/{self.total} plans  {text}", file=sys.stderr, flush=True)
+
+    def write(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        elif self.enabled:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Fuzzer:
+    """Runs generated cases through :func:`~optimizer.difftest.compare` on one SparkSession."""
+
+    def __init__(self, spark, *, workdir: str | Path | None = None, save_dir: str | Path | None = None,
+                 max_depth: int = 3, max_relations: int = 6, max_rows: int = 8, progress: bool = True,
+                 ignore: list[str] | None = None) -> None:
+        self.spark = spark
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="substrait-fuzz-"))
+        self.save_dir = Path(save_dir) if save_dir else None
+        self.max_depth = max_depth
+        self.max_relations = max_relations
+        self.max_rows = max_rows
+        self.show_progress = progress
+        self.ignore = [re.compile(p) for p in ignore or []]
+        self._n = 0
+
+    def known(self, result: DiffResult) -> bool:
+        """A failure matching an ``ignore`` pattern (a known bug): counted, not shrunk."""
+        return result.failed and any(p.search(result.verdict()) for p in self.ignore)
+
+    def backend(self, tables):
+        from optimizer.spark import SparkBackend
+
+        return SparkBackend(self.spark, tables=tables)
+
+    def check(self, case: DiffCase) -> DiffResult:
+        """Write the case's tables and compare its plan (the data is deleted afterwards)."""
+        self._n += 1
+        directory = self.workdir / f"case{self._n}"
+        try:
+            return case.run(self.backend, directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _round(self, report: FuzzReport, progress: _Progress, examples: int, seed: int, plans: int,
+               deadline: float) -> tuple[DiffCase, DiffResult, bool] | None:
+        """One Hypothesis run: the minimal failing case (and whether it was flaky), or None."""
+        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+        from hypothesis import seed as hseed
+        from hypothesis.errors import Flaky
+
+        from optimizer.difftest.strategies import cases
+
+        last: list[tuple[DiffCase, DiffResult]] = []
+
+        @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+                  verbosity=Verbosity.quiet, phases=[Phase.generate, Phase.shrink], report_multiple_bugs=False)
+        @hseed(seed)
+        @given(cases(max_depth=self.max_depth, max_relations=self.max_relations, max_rows=self.max_rows))
+        def prop(case):
+            if not last:  # still searching (shrinking is not interrupted)
+                if time.monotonic() > deadline or report.plans >= plans:
+                    raise _OutOfTime
+                report.plans += 1
+                result = self.check(case)
+                report.counts["known" if self.known(result) else result.status] += 1
+                progress.update(report.counts)
+                if result.failed and not self.known(result):
+                    progress.write(f"[fuzz] failure: {result.verdict()} -- shrinking")
+            else:
+                result = self.check(case)
+            if result.failed and not self.known(result):
+                last.append((case, result))
+                raise AssertionError(result.verdict())
+
+        flaky = False
+        try:
+            prop()
+        except Flaky:
+            flaky = True
+        except AssertionError:
+            pass
+        if not last:
+            return None
+        case, result = last[-1]
+        return case, result, flaky
+
+    def run(self, plans: int, minutes: float, seed: int = 0) -> FuzzReport:
+        """Try up to ``plans`` generated plans for at most ``minutes``; shrink and save the failures."""
+        report = FuzzReport()
+        start = time.monotonic()
+        deadline = start + minutes * 60
+        progress = _Progress(plans, self.show_progress)
+        seen: set[str] = set()
+        round_seed = seed
+        try:
+            while report.plans < plans and time.monotonic() < deadline:
+                try:
+                    found = self._round(report, progress, min(ROUND, plans - report.plans), round_seed, plans,
+                                        deadline)
+                except _OutOfTime:
+                    break
+                round_seed += 1
+                if found is None:
+                    continue
+                case, result, flaky = found
+                failure = Failure(case, result, flaky=flaky)
+                case.note = f"found by optimizer.difftest.fuzz (seed {round_seed - 1}): {result.verdict()}"
+                key = case.fingerprint()
+                if self.save_dir is not None and key not in seen:
+                    failure.saved = case.save(self.save_dir)
+                    progress.write(f"[fuzz] minimal failing case saved: {failure.saved}")
+                seen.add(key)
+                report.failures.append(failure)
+        finally:
+            progress.close()
+            report.seconds = time.monotonic() - start
+        return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m optimizer.difftest.fuzz", description=__doc__.split("\n\n")[0])
+    p.add_argument("--long", action="store_true", help="the long profile (5000 plans, 60 minutes, bigger plans)")
+    p.add_argument("--plans", type=int, help="how many plans to try (default: the profile's)")
+    p.add_argument("--minutes", type=float, help="time limit in minutes (default: the profile's)")
+    p.add_argument("--seed", type=int, default=int(time.time()) % 100_000, help="first Hypothesis seed")
+    p.add_argument("--save", default=str(Path(__file__).resolve().parents[2] / "tests" / "regressions"),
+                   help="where minimal failing cases are saved (default tests/regressions)")
+    p.add_argument("--no-save", action="store_true", help="do not save failing cases")
+    p.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--ignore", action="append", default=[], metavar="REGEX",
+                   help="a known bug: failures whose verdict matches are counted but not shrunk (repeatable)")
+    args = p.parse_args(argv)
+    profile = PROFILES["long" if args.long else "short"]
+    plans = args.plans if args.plans is not None else profile["plans"]
+    minutes = args.minutes if args.minutes is not None else profile["minutes"]
+
+    from optimizer.spark.session import get_spark
+
+    spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "4"})
+    print(f"[fuzz] {plans} plans, at most {minutes:g} min, seed {args.seed}", file=sys.stderr, flush=True)
+    fuzzer = Fuzzer(spark, save_dir=None if args.no_save else args.save, max_depth=profile["max_depth"],
+                    max_relations=profile["max_relations"], progress=not args.quiet, ignore=args.ignore)
+    try:
+        report = fuzzer.run(plans, minutes, args.seed)
+    finally:
+        shutil.rmtree(fuzzer.workdir, ignore_errors=True)
+    print(report.summary())
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
