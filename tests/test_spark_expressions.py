@@ -9,6 +9,7 @@ import math
 import uuid
 
 import pytest
+from pyspark.sql import functions as F
 from substrait.proto import (
     AggregateFunction,
     AggregationPhase,
@@ -291,14 +292,14 @@ def _mini_rel(compiler, rel: Rel, outer_scope, path, tables):
             compiler.compile(e, scope, f"{path}.project.expressions[{i}]").alias(n)
             for i, (e, n) in enumerate(zip(sub.expressions, names, strict=True))
         ]
-        return df.select(*[df[c] for c in cols], *exprs).select(*names), names
+        return df.select(*[F.col(c) for c in cols], *exprs).select(*names), names
     if kind == "aggregate":
         names = [f"m{i}" for i in range(len(sub.measures))]
         ms = [
             compiler.aggregate(m.measure, scope, f"{path}.aggregate.measures[{i}]").alias(n)
             for i, (m, n) in enumerate(zip(sub.measures, names, strict=True))
         ]
-        return df.agg(*ms), names
+        return df.select(*ms), names  # (not agg: Spark cannot group a correlated DataFrame eagerly)
     raise AssertionError(kind)
 
 
@@ -985,5 +986,317 @@ def test_datetime_functions(env):
                 [dt.date(2024, 2, 1), dt.date(1999, 12, 1), None, dt.date(2000, 1, 1)],
             ),
             (fn("strptime_date", s("29/02/2024"), s("%d/%m/%Y"), out=ty("date")), [dt.date(2024, 2, 29)] * 4),
+        ],
+    )
+
+
+# ------------------------------------------------------------------------------------------ aggregates
+
+
+def test_aggregates(env):
+    compiler, scope, _ = env
+    I64, F64 = ty("i64"), ty("fp64")
+    measures = [
+        agg("count", out=I64),  # count(*)
+        agg("count", field(1), out=I64),
+        agg("count", field(5), out=I64, distinct=True),
+        agg("sum", field(1), out=I64),
+        agg("sum", field(8), out=ty("decimal", precision=38, scale=2)),
+        agg("sum0", fn("add", field(1), null(ty("i32")), out=ty("i32")), out=I64),
+        agg("avg", field(1), out=ty("i32")),  # integer average truncates
+        agg("avg", field(3), out=F64),
+        agg("avg", cast(field(1), F64), out=F64),
+        agg("min", field(4), out=ty("string")),
+        agg("max", field(7), out=ty("date")),
+        agg("std_dev", cast(field(0), F64), out=F64),
+        agg("std_dev", "POPULATION", cast(field(0), F64), out=F64),
+        agg("variance", cast(field(0), F64), out=F64, distribution="POPULATION"),
+        agg("bool_and", field(5), out=ty("bool")),
+        agg("bool_or", field(6), out=ty("bool")),
+        agg("any_value", field(6), out=ty("bool")),
+        agg("approx_count_distinct", field(5), out=I64),
+        agg(
+            "string_agg",
+            field(4),
+            s(","),
+            out=ty("string"),
+            sorts=[sort(field(0), SortField.SORT_DIRECTION_DESC_NULLS_LAST)],
+        ),
+        agg(
+            "string_agg",
+            field(4),
+            s("|"),
+            out=ty("string"),
+            sorts=[sort(field(4), SortField.SORT_DIRECTION_ASC_NULLS_FIRST)],
+        ),
+        agg("product", field(0), out=I64),
+        agg("product", field(3), out=F64),
+        agg("sum", field(0), out=I64, distinct=True),
+        agg("avg", field(0), out=F64, distinct=True),
+        agg("median", field(0), out=F64),
+        agg("mode", field(5), out=ty("bool")),
+        agg("count_star", out=I64),
+        agg("corr", cast(field(0), F64), cast(field(0), F64), out=F64),
+        agg("sum", field(3)),  # DataFusion: no output type
+    ]
+    cols = [compiler.aggregate(m, scope, f"measures[{i}]").alias(f"m{i}") for i, m in enumerate(measures)]
+    row = list(scope.df.agg(*cols).first())
+    assert row[:4] == [4, 3, 2, 2147483647]
+    assert row[4] == D("7.15")
+    assert row[5] == 0  # sum0 of nothing but nulls
+    assert row[6] == 715827882  # (7 - 7 + 2147483647) div 3
+    assert math.isnan(row[7])
+    assert row[8] == pytest.approx(2147483647 / 3)
+    assert row[9:11] == ["World", dt.date(2024, 2, 29)]
+    assert row[11] == pytest.approx(math.sqrt(5 / 3))
+    assert row[12] == pytest.approx(math.sqrt(1.25))
+    assert row[13] == pytest.approx(1.25)
+    assert row[14:17] == [False, True, True]
+    assert row[17] == 2
+    assert row[18] == "abc,World,hello"
+    assert row[19] == "World|abc|hello"
+    assert row[20] == 24
+    assert math.isnan(row[21])
+    assert row[22:25] == [10, 2.5, 2.5]
+    assert row[25] is True
+    assert row[26] == 4
+    assert row[27] == pytest.approx(1.0)
+    assert math.isnan(row[28])
+    # overflow of an integer sum is an error by default
+    big = scope.df.select(compiler.compile(i64(2**62), scope, "x").alias("b"))  # four times 2^62
+    with pytest.raises(Exception, match="overflow"):
+        big.agg(compiler.aggregate(agg("sum", field(0), out=I64), Scope_of(big, ["b"], [I64]), "m")).collect()
+    with pytest.raises(UnsupportedError, match="DISTINCT"):
+        compiler.aggregate(agg("variance", field(3), out=F64, distinct=True), scope, "m")
+    with pytest.raises(UnsupportedError, match="unsupported function 'nope'"):
+        compiler.aggregate(agg("nope", field(3)), scope, "m")
+
+
+def Scope_of(df, columns, types):
+    from optimizer.spark.expressions import Scope
+
+    return Scope(df, columns, types)
+
+
+# --------------------------------------------------------------------------------------------- windows
+
+
+def test_window_functions(env):
+    I64, F64 = ty("i64"), ty("fp64")
+    by_id = [sort(field(0))]
+    part = [fn("lt", field(0), i32(3))]  # {1, 2} and {3, 4}
+    desc_nulls_last = [sort(field(1), SortField.SORT_DIRECTION_DESC_NULLS_LAST)]
+    check(
+        env,
+        [
+            (win("row_number", sorts=by_id, out=I64), [1, 2, 3, 4]),
+            (win("row_number", sorts=by_id, partitions=part, out=I64), [1, 2, 1, 2]),
+            (win("rank", sorts=[sort(field(5))], out=I64), [3, 3, 2, 1]),  # nulls first: null, F, T, T
+            (win("dense_rank", sorts=[sort(field(5))], out=I64), [3, 3, 2, 1]),
+            (win("rank", sorts=desc_nulls_last, out=I64), [2, 3, 4, 1]),
+            (win("percent_rank", sorts=by_id, out=F64), [0.0, 1 / 3, 2 / 3, 1.0]),
+            (win("cume_dist", sorts=by_id, out=F64), [0.25, 0.5, 0.75, 1.0]),
+            (win("ntile", i32(2), sorts=by_id, out=ty("i32")), [1, 1, 2, 2]),
+            (win("lead", field(0), sorts=by_id, out=ty("i32")), [2, 3, 4, None]),
+            (win("lag", field(0), i32(2), i32(-1), sorts=by_id, out=ty("i32")), [-1, -1, 1, 2]),
+            (win("first_value", field(1), sorts=by_id, out=ty("i32")), [7] * 4),
+            (
+                win(
+                    "last_value",
+                    field(1),
+                    sorts=by_id,
+                    lower=bound("unbounded"),
+                    upper=bound("current"),
+                    out=ty("i32"),
+                ),
+                [7, -7, None, 2147483647],
+            ),
+            (win("nth_value", field(0), i32(2), sorts=by_id, out=ty("i32")), [2] * 4),
+            (
+                win(
+                    "sum", field(0), sorts=by_id, lower=bound("preceding", 1), upper=bound("current"), out=I64
+                ),
+                [1, 3, 5, 7],
+            ),
+            (
+                win(
+                    "sum", field(0), sorts=by_id, lower=bound("current"), upper=bound("following", 2), out=I64
+                ),
+                [6, 9, 7, 4],
+            ),
+            (
+                win(
+                    "sum",
+                    field(0),
+                    sorts=by_id,
+                    lower=bound("unbounded"),
+                    upper=bound("current"),
+                    rows=False,
+                    out=I64,
+                ),
+                [1, 3, 6, 10],
+            ),
+            (
+                win(
+                    "count",
+                    field(0),
+                    sorts=[sort(field(2))],
+                    lower=bound("preceding", 2),
+                    upper=bound("current"),
+                    rows=False,
+                    out=I64,
+                ),
+                [2, 1, 2, 1],
+            ),  # b: 2, -2, 0, MAX
+            (
+                win(
+                    "sum",
+                    field(0),
+                    sorts=[sort(field(0), SortField.SORT_DIRECTION_DESC_NULLS_FIRST)],
+                    lower=bound("preceding", 1),
+                    upper=bound("current"),
+                    rows=False,
+                    out=I64,
+                ),
+                [3, 5, 7, 4],
+            ),
+            (win("sum", field(0), partitions=part, out=I64), [3, 3, 7, 7]),
+            (win("count", field(5), out=I64), [3] * 4),
+            (
+                win(
+                    "avg",
+                    field(0),
+                    sorts=by_id,
+                    lower=bound("preceding", 1),
+                    upper=bound("following", 1),
+                    out=F64,
+                ),
+                [1.5, 2.0, 3.0, 3.5],
+            ),
+            (win("min", field(4), partitions=part, out=ty("string")), ["World", "World", "abc", "abc"]),
+            (win("row_number", out=I64, partitions=[field(0)]), [1, 1, 1, 1]),  # no sorts
+            (win("rank", out=I64), [1, 1, 1, 1]),
+        ],
+    )
+    compiler, scope, _ = env
+    with pytest.raises(UnsupportedError, match="empty window frames"):
+        compiler.compile(
+            win("sum", field(0), sorts=by_id, lower=bound("following", 2), upper=bound("following", 1)),
+            scope,
+            "w",
+        )
+    with pytest.raises(UnsupportedError, match="steps_out|levels out"):
+        compiler.compile(
+            outer(0, steps=2),
+            Scope_of(scope.df, COLUMNS, TYPES).__class__(scope.df, COLUMNS, TYPES, scope),
+            "o",
+        )
+    sf = SortField(expr=field(0))
+    with pytest.raises(PlanError, match="unspecified"):
+        compiler.sort_order(sf, scope, "s")
+
+
+def test_sort_orders(env):
+    compiler, scope, _ = env
+    dirs = [
+        SortField.SORT_DIRECTION_ASC_NULLS_FIRST,
+        SortField.SORT_DIRECTION_ASC_NULLS_LAST,
+        SortField.SORT_DIRECTION_DESC_NULLS_FIRST,
+        SortField.SORT_DIRECTION_DESC_NULLS_LAST,
+    ]
+    got = []
+    for d in dirs:
+        df = scope.df.orderBy(compiler.sort_order(SortField(expr=field(1), direction=d), scope, "s"))
+        got.append([r[0] for r in df.select("id").collect()])
+    assert got == [[3, 2, 1, 4], [2, 1, 4, 3], [3, 4, 1, 2], [4, 1, 2, 3]]
+
+
+# ------------------------------------------------------------------------------------------ subqueries
+
+
+def _sub(kind: str, **kw) -> Expression:
+    return Expression(subquery=Expression.Subquery(**{kind: kw}))
+
+
+def test_subqueries(env):
+    other = read("other")  # (k, v): (1, 10) (1, 20) (2, null) (5, 30)
+    correlated = filter_rel(other, fn("equal", field(0), outer(0)))  # k = outer id
+    scalar = _sub("scalar", input=aggregate_rel(correlated, agg("max", field(1), out=ty("i32"))))
+    count_sub = _sub("scalar", input=aggregate_rel(correlated, agg("count", out=ty("i64"))))
+    uncorrelated = _sub("scalar", input=aggregate_rel(other, agg("sum", field(1), out=ty("i64"))))
+    exists = _sub(
+        "set_predicate", predicate_op=E.Subquery.SetPredicate.PREDICATE_OP_EXISTS, tuples=correlated
+    )
+    unique = _sub(
+        "set_predicate",
+        predicate_op=E.Subquery.SetPredicate.PREDICATE_OP_UNIQUE,
+        tuples=project_rel(correlated, field(0)),
+    )
+    in_pred = _sub("in_predicate", needles=[field(0)], haystack=project_rel(other, field(0)))
+    in_nulls = _sub("in_predicate", needles=[field(0)], haystack=project_rel(other, field(1)))  # v has a null
+    in_two = _sub(
+        "in_predicate", needles=[field(0), i32(20)], haystack=project_rel(other, field(0), field(1))
+    )
+    SC = E.Subquery.SetComparison
+    v_of = project_rel(other, field(1))
+    any_gt = _sub(
+        "set_comparison",
+        reduction_op=SC.REDUCTION_OP_ANY,
+        comparison_op=SC.COMPARISON_OP_GT,
+        left=cast(field(1), ty("i32")),
+        right=v_of,
+    )
+    all_lt = _sub(
+        "set_comparison",
+        reduction_op=SC.REDUCTION_OP_ALL,
+        comparison_op=SC.COMPARISON_OP_LT,
+        left=field(1),
+        right=project_rel(other, field(0)),
+    )
+    all_lt_nulls = _sub(
+        "set_comparison",
+        reduction_op=SC.REDUCTION_OP_ALL,
+        comparison_op=SC.COMPARISON_OP_LT,
+        left=field(1),
+        right=v_of,
+    )
+    eq_any = _sub(
+        "set_comparison",
+        reduction_op=SC.REDUCTION_OP_ANY,
+        comparison_op=SC.COMPARISON_OP_EQ,
+        left=field(0),
+        right=project_rel(other, field(0)),
+    )
+    ne_all = _sub(
+        "set_comparison",
+        reduction_op=SC.REDUCTION_OP_ALL,
+        comparison_op=SC.COMPARISON_OP_NE,
+        left=field(0),
+        right=project_rel(other, field(0)),
+    )
+    empty_all = _sub(
+        "set_comparison",
+        reduction_op=SC.REDUCTION_OP_ALL,
+        comparison_op=SC.COMPARISON_OP_GT,
+        left=field(1),
+        right=project_rel(filter_rel(other, b(False)), field(1)),
+    )
+    check(
+        env,
+        [
+            (scalar, [20, None, None, None]),
+            (count_sub, [2, 1, 0, 0]),
+            (uncorrelated, [60] * 4),
+            (exists, [True, True, False, False]),
+            (unique, [False, True, True, True]),
+            (in_pred, [True, True, False, False]),
+            (in_nulls, [None, None, None, None]),
+            (in_two, [True, None, False, False]),  # (2, 20) vs (2, null): unknown
+            (any_gt, [None, None, None, True]),  # a: 7, -7, null, MAX vs v: 10, 20, null, 30
+            (all_lt, [False, True, None, False]),  # vs k: 1, 1, 2, 5
+            (all_lt_nulls, [None, None, None, False]),
+            (eq_any, [True, True, False, False]),
+            (ne_all, [False, False, True, True]),
+            (empty_all, [True] * 4),
         ],
     )

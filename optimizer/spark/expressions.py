@@ -20,6 +20,12 @@ Interface used by the relation half (``optimizer/spark/backend.py``)
   - ``type_of(expr, scope) -> Type | None`` -- the Substrait type of an expression when it can be derived
     cheaply (used by the functions, public because the relation half may find it handy).
 
+* The ``subquery(rel, scope, path)`` callback returns ``(DataFrame, columns)``; it may return
+  ``(DataFrame, columns, types)`` (the Substrait output types) instead: ``IN`` subqueries whose needles
+  and haystack cannot be null then compile to Spark's plain (fast) IN-subquery; otherwise (SQL
+  three-valued logic, which Spark's IN-subquery gets wrong in projections) to two EXISTS. Correlated
+  subquery DataFrames cannot be analysed on their own in Spark Classic: build them with ``select``/
+  ``where`` (``groupBy``/``agg``/``df[name]`` analyse eagerly and fail on outer references).
 * :func:`substrait_type_to_spark` ``(type, names=None) -> DataType`` and :func:`named_struct_to_spark`
   ``(NamedStruct) -> StructType`` -- the one Substrait -> Spark type mapping (VirtualTable, schema casts).
   Struct fields without names are called ``f0``, ``f1``, ...
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import functools
 import uuid as _uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -1021,14 +1028,75 @@ class ExpressionCompiler:
 
     # -------------------------------------------------------------------------------------- subqueries
 
-    def _subquery_df(self, rel: Rel, scope: Scope, path: str) -> tuple[DataFrame, list[str]]:
-        df, columns = self.subquery(rel, scope, path)
-        return df, list(columns)
+    def _subquery_df(
+        self, rel: Rel, scope: Scope, path: str
+    ) -> tuple[DataFrame, list[str], list[bool] | None]:
+        """(DataFrame, columns, per-column "may be null" if known) of a subquery."""
+        result = self.subquery(rel, scope, path)
+        df, columns = result[0], list(result[1])
+        types = result[2] if len(result) > 2 else None
+        nullable: list[bool] | None = None
+        if types is not None and len(types) == len(columns):
+            nullable = [t is None or _nullable(t) for t in types]
+        else:
+            try:  # an uncorrelated DataFrame can be analysed on its own
+                fields = {f.name: f.nullable for f in df.schema.fields}
+                nullable = [fields.get(c, True) for c in columns]
+            except Exception:  # noqa: BLE001
+                nullable = None
+        return df, columns, nullable
+
+    def _may_be_null(self, expr: Expression, col: Column, scope: Scope) -> bool:
+        t = self.type_of(expr, scope)
+        if t is not None and t.WhichOneof("kind") is not None:
+            return _nullable(t)
+        try:
+            return scope.df.select(col).schema.fields[0].nullable
+        except Exception:  # noqa: BLE001
+            return True
+
+    def _in_subquery(
+        self,
+        needles: list[Column],
+        needle_exprs: Sequence[Expression],
+        df: DataFrame,
+        cols: list[str],
+        nullable: list[bool] | None,
+        scope: Scope,
+    ) -> Column:
+        """``(needles) IN (subquery)`` with SQL's three-valued result.
+
+        Spark's own IN-subquery is only right in filters when nulls are about (in a projection it says
+        false where SQL says null), so unless nothing can be null it is computed from two EXISTS.
+        """
+        hay = [_col(c) for c in cols]
+        no_nulls = nullable is not None and not any(nullable)
+        no_nulls = no_nulls and not any(
+            self._may_be_null(e, c, scope) for e, c in zip(needle_exprs, needles, strict=True)
+        )
+        if no_nulls:
+            if len(needles) == 1:
+                return needles[0].isin(df.select(*hay))
+            return F.struct(*needles).isin(df.select(*hay))
+        outer = [n.outer() for n in needles]
+        equal = functools.reduce(lambda a, b: a & b, [h == o for h, o in zip(hay, outer, strict=True)])
+        differs = functools.reduce(
+            lambda a, b: a | b,
+            [h.isNotNull() & o.isNotNull() & (h != o) for h, o in zip(hay, outer, strict=True)],
+        )
+        unknown = functools.reduce(
+            lambda a, b: a | b, [h.isNull() | o.isNull() for h, o in zip(hay, outer, strict=True)]
+        )
+        found = df.where(equal).exists()
+        maybe = df.where(~differs & unknown).exists()
+        return (
+            F.when(found, F.lit(True)).when(maybe, F.lit(None).cast(T.BooleanType())).otherwise(F.lit(False))
+        )
 
     def _subquery(self, sq: Expression.Subquery, scope: Scope, path: str) -> Column:
         kind = sq.WhichOneof("subquery_type")
         if kind == "scalar":
-            df, cols = self._subquery_df(sq.scalar.input, scope, f"{path}.scalar.input")
+            df, cols, _ = self._subquery_df(sq.scalar.input, scope, f"{path}.scalar.input")
             if len(cols) != 1:
                 raise PlanError(
                     f"a scalar subquery must return one column, not {len(cols)}", f"{path}.scalar"
@@ -1038,17 +1106,14 @@ class ExpressionCompiler:
             ip = sq.in_predicate
             p = f"{path}.in_predicate"
             needles = [self.compile(n, scope, f"{p}.needles[{i}]") for i, n in enumerate(ip.needles)]
-            df, cols = self._subquery_df(ip.haystack, scope, f"{p}.haystack")
+            df, cols, nullable = self._subquery_df(ip.haystack, scope, f"{p}.haystack")
             if len(cols) != len(needles) or not needles:
                 raise PlanError(f"{len(needles)} needles but the subquery returns {len(cols)} columns", p)
-            hay = df.select(*[_col(c) for c in cols])
-            if len(needles) == 1:
-                return needles[0].isin(hay)
-            return F.struct(*needles).isin(hay)
+            return self._in_subquery(needles, list(ip.needles), df, cols, nullable, scope)
         if kind == "set_predicate":
             sp = sq.set_predicate
             p = f"{path}.set_predicate"
-            df, cols = self._subquery_df(sp.tuples, scope, f"{p}.tuples")
+            df, cols, _ = self._subquery_df(sp.tuples, scope, f"{p}.tuples")
             if sp.predicate_op == Expression.Subquery.SetPredicate.PREDICATE_OP_EXISTS:
                 return df.exists()
             if sp.predicate_op == Expression.Subquery.SetPredicate.PREDICATE_OP_UNIQUE:
@@ -1056,11 +1121,9 @@ class ExpressionCompiler:
                 rows = df.select(*[_col(c) for c in cols])
                 for c in cols:
                     rows = rows.where(_col(c).isNotNull())
-                dups = (
-                    rows.groupBy(*[_col(c) for c in cols])
-                    .agg(F.count(F.lit(1)).alias("__n"))
-                    .where(F.col("__n") > 1)
-                )
+                # (a window, not groupBy: Spark cannot group a correlated DataFrame before it is attached)
+                n = F.count(F.lit(1)).over(Window.partitionBy(*[_col(c) for c in cols]))
+                dups = rows.select(n.alias("__n")).where(F.col("__n") > 1)
                 return ~dups.exists()
             raise PlanError("set predicate operation is unspecified", f"{p}.predicate_op")
         if kind == "set_comparison":
@@ -1070,7 +1133,7 @@ class ExpressionCompiler:
     def _set_comparison(self, sc: Expression.Subquery.SetComparison, scope: Scope, path: str) -> Column:
         SC = Expression.Subquery.SetComparison
         x = self.compile(sc.left, scope, f"{path}.left")
-        df, cols = self._subquery_df(sc.right, scope, f"{path}.right")
+        df, cols, nullable = self._subquery_df(sc.right, scope, f"{path}.right")
         if len(cols) != 1:
             raise PlanError(f"the subquery of a set comparison must return one column, not {len(cols)}", path)
         y = _col(cols[0])
@@ -1080,9 +1143,9 @@ class ExpressionCompiler:
         if op == SC.COMPARISON_OP_UNSPECIFIED:
             raise PlanError("set comparison operator is unspecified", f"{path}.comparison_op")
         if op == SC.COMPARISON_OP_EQ and red == SC.REDUCTION_OP_ANY:
-            return x.isin(df.select(y))
+            return self._in_subquery([x], [sc.left], df, cols, nullable, scope)
         if op == SC.COMPARISON_OP_NE and red == SC.REDUCTION_OP_ALL:
-            return ~x.isin(df.select(y))
+            return ~self._in_subquery([x], [sc.left], df, cols, nullable, scope)
         # Everything else from the subquery's min, max, row count and non-null count (SQL three-valued logic).
         stats = df.select(
             F.struct(
