@@ -92,9 +92,9 @@ def describe_rel(g: nx.DiGraph, node: int, functions, max_len: int = 160) -> str
         props.append(f"count={fmt(body.count_expr)}" if body.HasField("count_expr") else "count=ALL")
     elif kind == "top_n":
         props.extend(fmt.sort(s) for s in body.sorts)
-        if body.offset:
-            props.append(f"offset={body.offset}")
-        props.append(f"count={body.count}")
+        if body.HasField("offset"):
+            props.append(f"offset={fmt(body.offset)}")
+        props.append(f"count={fmt(body.count)}" if body.HasField("count") else "count=ALL")
     elif kind in ("join", "hash_join", "merge_join", "nested_loop_join"):
         props.append(_enum_name(body, "type"))
         if kind == "join" and body.HasField("expression"):
@@ -112,7 +112,9 @@ def describe_rel(g: nx.DiGraph, node: int, functions, max_len: int = 160) -> str
             props.append("keys=[" + ", ".join(keys) + "]")
             if kind == "hash_join":
                 props.append(f"build={_enum_name(body, 'build_input') or 'unspecified'}")
-        if body.HasField("post_join_filter"):
+        if "residual_expression" in body.DESCRIPTOR.fields_by_name and body.HasField("residual_expression"):
+            props.append(f"residual={fmt(body.residual_expression)}")
+        if "post_join_filter" in body.DESCRIPTOR.fields_by_name and body.HasField("post_join_filter"):
             props.append(f"post_join_filter={fmt(body.post_join_filter)}")
     elif kind == "set":
         props.append(_enum_name(body, "op"))
