@@ -23,7 +23,8 @@ Reusable on their own::
   :func:`optimizer.schema.check_plan`): named-table reads with a filter, a best-effort filter (always
   repeated in a ``FilterRel`` above, as the spec requires of a producer) and a projection mask;
   virtual tables; filters; projects with scalar expressions and window functions; aggregates with
-  grouping sets and measure filters; sorts; fetches; every join type; cross products; every set
+  grouping sets and measure filters; sorts; fetches; every join type; cross products; regions of 3..4
+  inputs under inner joins or comma joins (cross products under a filter of equalities); every set
   operation; shared subtrees (``ReferenceRel``); random ``emit``\\ s and random (lying) ``hint.stats``.
   Functions are declared under the standard URNs with :class:`optimizer.expr_utils.FunctionRegistrar`.
 * :func:`statistics` -- ``{table: TableStatistics}`` with row counts, NDVs, null counts and min/max
@@ -164,7 +165,7 @@ def values(spec: str) -> st.SearchStrategy:
         biggest = decimal.Decimal(10**p - 1).scaleb(-s, context=_D)
         small = [decimal.Decimal(x) for x in ("0", "1", "2", "-1")] + ([decimal.Decimal("1.5")] if s else [])
         return st.one_of(
-            st.sampled_from(small), st.sampled_from([biggest, -biggest]),
+            st.sampled_from(small), st.sampled_from([biggest, biggest.copy_negate()]),
             st.integers(-(10**p - 1), 10**p - 1).map(lambda u: decimal.Decimal(u).scaleb(-s, context=_D)),
         ).map(lambda v: _quantize(v, s))
     if spec == "string":
@@ -670,7 +671,7 @@ class _Gen:
             options.append(("reference", 2))
         if not leaf:
             options += [("filter", 4), ("project", 3), ("aggregate", 2), ("join", 4), ("sort", 1), ("fetch", 1),
-                        ("cross", 1), ("set", 2)]
+                        ("cross", 1), ("set", 2), ("region", 1)]
             if self.allow_shared:
                 options.append(("share", 1))
         kind = _weighted(draw, options)
@@ -941,6 +942,55 @@ class _Gen:
         if jt in (1, 2, 3, 4) and _maybe(draw, 10):
             j.post_join_filter.CopyFrom(self.predicate(both, 1))
         return rel, self.hint_and_emit(rel, [ls, rs])
+
+    def region(self, depth: int) -> tuple[Rel, Schema]:
+        """3..4 inputs joined by inner joins, or comma-joined (cross products under one filter of
+        equalities), as the join-ordering and join-condition rules look for."""
+        draw = self.draw
+        parts = [self.relation(max(depth + 1, self.max_depth - 1)) for _ in range(draw(st.integers(3, 4)))]
+        comma = _maybe(draw, 50)
+        rel, schema = parts[0]
+        offsets = [0]
+        for part, ps in parts[1:]:
+            offsets.append(len(schema))
+            both = schema.concat(ps)
+            top = Rel()
+            if comma:
+                top.cross.left.CopyFrom(rel)
+                top.cross.right.CopyFrom(part)
+            else:
+                top.join.left.CopyFrom(rel)
+                top.join.right.CopyFrom(part)
+                top.join.type = JoinRel.JOIN_TYPE_INNER
+                pairs = [(a, len(schema) + b) for a in self.cols(schema) for b in self.cols(ps)
+                         if _class(schema.types[a]) == _class(ps.types[b])]
+                if pairs and not _maybe(draw, 10):
+                    a, b = _pick(draw, pairs)
+                    top.join.expression.CopyFrom(self.call("equal", [self.col(both, a), self.col(both, b)])[0])
+                else:
+                    top.join.expression.CopyFrom(_bool_literal(True))
+            rel, schema = top, self.schema(top, [schema, ps])
+        conjuncts = []
+        ranges = [range(o, o + len(ps)) for o, (_, ps) in zip(offsets, parts, strict=True)]
+        for _ in range(draw(st.integers(0 if not comma else 1, 3))):
+            a = _pick(draw, self.cols(schema) or [None])
+            if a is None:
+                break
+            others = [b for b in self.cols(schema) if _class(schema.types[b]) == _class(schema.types[a])
+                      and not any(a in r and b in r for r in ranges)]
+            if not others:
+                continue
+            conjuncts.append(self.call("equal", [self.col(schema, a), self.col(schema, _pick(draw, others))])[0])
+        if _maybe(draw, 40):
+            conjuncts.append(self.predicate(schema, 1))
+        if conjuncts:
+            top = Rel()
+            top.filter.input.CopyFrom(rel)
+            cond = conjuncts[0] if len(conjuncts) == 1 else self.call(
+                "and", [(c, _NULLABLE_BOOL) for c in conjuncts], _NULLABLE_BOOL)[0]
+            top.filter.condition.CopyFrom(cond)
+            return top, self.hint_and_emit(top, [schema])
+        return rel, schema
 
     def cross(self, depth: int) -> tuple[Rel, Schema]:
         left, ls = self.relation(depth + 1)
