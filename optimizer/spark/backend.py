@@ -20,6 +20,19 @@ which compiles a whole ``Rel`` tree with the enclosing scope available for outer
 ``(DataFrame, column names)``. The Substrait types of the scope columns come from
 :func:`optimizer.schema.plan_schemas` when it can derive them (else ``None``).
 
+Notes on the expression interface (no change to it, only how the relation half uses it):
+
+* The scope of a join condition (``JoinRel.expression``, ``residual_expression``, nested-loop
+  expressions) has ``columns`` = left columns + right columns and ``df`` = ``left.crossJoin(right)``
+  (lazy, never executed: it only serves type lookups).
+* Inside a subquery every relation is compiled with ``Scope.outer`` set to the enclosing scope. Such
+  DataFrames cannot be analysed on their own (outer references resolve only inside the enclosing
+  query): anything that forces analysis (``df.schema``, ``groupBy``, ``toDF``) fails there, so the
+  relation half avoids it for the common cases (a global aggregate is a ``select`` of aggregates) and
+  ``ExpressionCompiler.spark_type_of`` returns None.
+* ``Scope.types`` come from :func:`optimizer.schema.plan_schemas` (keyed by relation path); ``None``
+  when the schema cannot be derived.
+
 Relations and their Spark form (details and the reasons in ``docs/spark-backend.md``):
 
 * ``read``: named tables and local files via :class:`~optimizer.spark.tables.TableResolver`; virtual
