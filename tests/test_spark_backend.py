@@ -335,6 +335,39 @@ def test_local_files_file_folder_glob_and_byte_slices(spark, tmp_path):
         backend.to_dataframe(b.plan(files(uri_file=str(tmp_path / "nope.parquet"), start=0, length=5), ["x"]))
 
 
+def test_local_files_arrow_orc_and_text(spark, tmp_path):
+    import pyarrow.feather as feather
+    import pyarrow.orc as orc
+
+    from optimizer.spark import SparkBackend
+
+    data = pa.table({"x": pa.array([1, 2, None], pa.int64()), "s": ["a", None, "c"]})
+    feather.write_feather(data, tmp_path / "t.arrow")
+    orc.write_table(data, tmp_path / "t.orc")
+    (tmp_path / "t.csv").write_text("x|s\n1|a\n2|NULL\n|c\n")
+    FileOrFiles = ReadRel.LocalFiles.FileOrFiles
+    formats = {
+        "t.arrow": {"arrow": FileOrFiles.ArrowReadOptions()},
+        "t.orc": {"orc": FileOrFiles.OrcReadOptions()},
+        "t.csv": {
+            "text": FileOrFiles.DelimiterSeparatedTextReadOptions(
+                field_delimiter="|", header_lines_to_skip=1, value_treated_as_null="NULL", quote='"', escape="\\"
+            )
+        },
+    }
+    backend = SparkBackend(spark)
+    for name, fmt in formats.items():
+        lf = ReadRel.LocalFiles()
+        lf.items.add(uri_file=str(tmp_path / name), **fmt)
+        rel = Rel(read=ReadRel(base_schema=schema([("x", "i64"), ("s", "string")]), local_files=lf))
+        got = srt(run(backend, Builder().plan(rel, ["x", "s"])))
+        assert got == srt([(1, "a"), (2, None), (None, "c")]), name
+    lf = ReadRel.LocalFiles()
+    lf.items.add(uri_file=str(tmp_path / "t.orc"), start=0, length=10, orc=FileOrFiles.OrcReadOptions())
+    with pytest.raises(UnsupportedError, match="byte slices of orc files"):
+        backend.to_dataframe(Builder().plan(Rel(read=ReadRel(base_schema=schema([("x", "i64"), ("s", "string")]), local_files=lf)), ["x", "s"]))
+
+
 # ------------------------------------------------------------------------- single-input relations
 
 
