@@ -1,0 +1,450 @@
+"""The cost model: CPU, I/O, network and memory of each relation, from the cardinality estimates.
+
+:class:`CostModel` ``(config)`` (``config`` an :class:`optimizer.driver.OptimizerConfig`, or ``None``)
+prices one relation with :meth:`~CostModel.node_cost` ``(g, node, estimator) -> Cost`` and a whole
+subtree with :meth:`~CostModel.total` ``(g, node, estimator) -> float``, where a subtree shared by
+several parents is counted once.
+
+Units: every component of :class:`Cost` is in *nanoseconds of one core* (an estimate of the time the
+work takes); :attr:`Cost.total` is their weighted sum (weights 1 by default). The constants, and why
+each has its value, are in :class:`CostConstants` and ``docs/cost-model.md``.
+
+How relations are priced (``n``: input rows, ``b``: input bytes, ``k``: output rows):
+
+* read: bytes of the columns read (projection and filter columns) at :attr:`~CostConstants.io_byte`,
+  plus decoding every row; a pushed ``filter`` skips no row groups (conservative: TPC-H data is not
+  clustered on most filter columns; :attr:`~CostConstants.row_group_skip` turns it on).
+* filter, project: per row, plus per conjunct / non-trivial expression.
+* hash join: build rows hashed and their bytes held in memory, probe rows looked up, output rows;
+  network: a broadcast build side (an ``ExchangeRel(broadcast)`` input) is priced by the exchange,
+  else a side not already hash-partitioned on its keys is shuffled (both sides, typically).
+* logical join: priced as Spark would run it: a broadcast hash join when the smaller side is under
+  ``config.broadcast_threshold_bytes`` (broadcast = bytes x executors), else a shuffled hash join.
+* merge join: one pass over each input, plus a sort (``n log n``) of each input not already ordered
+  on the keys (:mod:`cost.properties`), plus the shuffles.
+* nested loop join, cross: ``|L| x |R|`` comparisons; the right side is broadcast.
+* sort: ``n log2 n`` comparisons, memory for the rows, a range shuffle; top-N: ``n log2 k`` and only
+  ``k`` rows held; fetch: the rows it reads.
+* aggregate: hashing every input row (per measure too), holding the groups, shuffling the partial
+  aggregates (at most ``groups x executors`` rows).
+* window (ConsistentPartitionWindowRel): a sort by partition and order keys unless the input is
+  already ordered so (two windows with the same keys share one sort), a shuffle unless partitioned.
+* exchange: its input's bytes over the network (broadcast: times the executors).
+* set: union all per row; the others hash every row like an aggregate.
+
+Memory above :attr:`~CostConstants.memory_threshold_bytes` per executor spills: every byte beyond is
+written and read again (:attr:`~CostConstants.spill_byte`).
+
+>>> c = Cost(cpu=10.0, io=5.0)
+>>> c.total, (c + Cost(network=1.0)).total
+(15.0, 16.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from cost import properties
+from cost.cardinality import CardinalityEstimator, RelEstimate
+from optimizer.dag import inputs
+from optimizer.expr_utils import conjuncts, field_index
+
+
+@dataclass(frozen=True)
+class CostConstants:
+    """Constants of the cost model, in nanoseconds of one core (see ``docs/cost-model.md``)."""
+
+    #: Handling one row in an operator (Spark's whole-stage generated code: ~20-50M rows/s per core).
+    cpu_row: float = 30.0
+    #: Evaluating one predicate conjunct or one computed expression on one row.
+    cpu_expr: float = 10.0
+    #: Touching one byte (copying, serialising, hashing a key's bytes).
+    cpu_byte: float = 0.5
+    #: Inserting one row into a hash table (hash, probe for a slot, copy): ~2x a row's handling.
+    cpu_hash_build: float = 60.0
+    #: Looking one row up in a hash table.
+    cpu_hash_probe: float = 40.0
+    #: One comparison of a sort (n log2 n of them).
+    cpu_compare: float = 15.0
+    #: Reading and decoding one byte of a local Parquet file (~500 MB/s per core with decompression).
+    io_byte: float = 2.0
+    #: Moving one byte through a shuffle: serialise, write to local disk, fetch, deserialise (~5x a read).
+    network_byte: float = 10.0
+    #: Holding one byte in memory for the life of an operator (small: memory is cheap until it spills).
+    memory_byte: float = 0.05
+    #: Memory per executor above which an operator spills (Spark's execution memory with 6g drivers and
+    #: 2 executors is ~1.5 GB each; we start penalising at 1 GiB).
+    memory_threshold_bytes: float = 1024.0 ** 3
+    #: Spilling one byte: written to disk and read back (~2 local reads + serialisation).
+    spill_byte: float = 8.0
+    #: Fraction of rows a pushed filter lets Parquet skip by row-group min/max (0: conservative).
+    row_group_skip: float = 0.0
+    #: Executors (cores) sharing the work; a broadcast copies the data to each. 2 on this 2-core machine.
+    executors: int = 2
+    #: Weights of the components in :attr:`Cost.total`.
+    weight_cpu: float = 1.0
+    weight_io: float = 1.0
+    weight_network: float = 1.0
+    weight_memory: float = 1.0
+
+
+DEFAULT_CONSTANTS = CostConstants()
+
+
+@dataclass
+class Cost:
+    """The cost of some work: ``cpu``, ``io``, ``network``, ``memory`` (ns of one core each)."""
+
+    cpu: float = 0.0
+    io: float = 0.0
+    network: float = 0.0
+    memory: float = 0.0
+    constants: CostConstants = field(default=DEFAULT_CONSTANTS, repr=False, compare=False)
+
+    @property
+    def total(self) -> float:
+        k = self.constants
+        return (k.weight_cpu * self.cpu + k.weight_io * self.io + k.weight_network * self.network
+                + k.weight_memory * self.memory)
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.cpu + other.cpu, self.io + other.io, self.network + other.network,
+                    self.memory + other.memory, self.constants)
+
+    def __str__(self) -> str:
+        return (f"Cost(total={self.total:.3g}, cpu={self.cpu:.3g}, io={self.io:.3g}, "
+                f"network={self.network:.3g}, memory={self.memory:.3g})")
+
+
+_BUILD_RIGHT = {"UNSPECIFIED", "RIGHT"}
+
+
+class CostModel:
+    """Prices relations (see the module docstring). ``config``: an ``OptimizerConfig`` (its
+    ``broadcast_threshold_bytes``, and ``executors`` if it has one); ``constants`` override the defaults."""
+
+    def __init__(self, config: Any = None, constants: CostConstants | None = None) -> None:
+        self.config = config
+        k = constants or DEFAULT_CONSTANTS
+        executors = getattr(config, "executors", None)
+        if executors:
+            from dataclasses import replace
+
+            k = replace(k, executors=int(executors))
+        self.k = k
+        self.broadcast_threshold = float(getattr(config, "broadcast_threshold_bytes", 10 * 1024 * 1024))
+
+    # -- public ---------------------------------------------------------------------------------------
+
+    def total(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator) -> float:
+        """Cumulative cost of the subtree at ``node``; a node read by several parents counts once."""
+        nodes = {node} | nx.descendants(g, node)
+        return sum(self.node_cost(g, n, estimator).total for n in nodes)
+
+    def total_cost(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator) -> Cost:
+        """:meth:`total` as a :class:`Cost` with its components."""
+        out = Cost(constants=self.k)
+        for n in {node} | nx.descendants(g, node):
+            out = out + self.node_cost(g, n, estimator)
+        return out
+
+    def node_cost(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator) -> Cost:
+        """The cost of one relation's own work (its inputs excluded)."""
+        kind = g.nodes[node]["kind"]
+        body = getattr(g.nodes[node]["rel"], kind)
+        out = estimator.estimate(node)
+        ins = [estimator.estimate(c) for c in inputs(g, node)]
+        handler = getattr(self, f"_cost_{kind}", None)
+        try:
+            if handler is not None:
+                return handler(g, node, body, out, ins, estimator)
+        except Exception:
+            pass
+        return self._cpu(sum(i.rows for i in ins) + out.rows)
+
+    # -- building blocks ----------------------------------------------------------------------------
+
+    def _cost(self, cpu: float = 0.0, io: float = 0.0, network: float = 0.0, memory_bytes: float = 0.0) -> Cost:
+        return Cost(cpu, io, network, self._memory(memory_bytes), self.k)
+
+    def _cpu(self, rows: float) -> Cost:
+        return self._cost(cpu=rows * self.k.cpu_row)
+
+    def _memory(self, held_bytes: float, per_executor: bool = False) -> float:
+        """Cost of holding bytes: cheap, plus a spill penalty for what exceeds the threshold."""
+        k = self.k
+        per = held_bytes if per_executor else held_bytes / max(k.executors, 1)
+        spill = max(per - k.memory_threshold_bytes, 0.0) * (1 if per_executor else max(k.executors, 1))
+        return held_bytes * k.memory_byte + spill * k.spill_byte
+
+    def shuffle(self, est: RelEstimate) -> float:
+        """Network cost of repartitioning a relation."""
+        return est.bytes * self.k.network_byte
+
+    def broadcast(self, est: RelEstimate) -> float:
+        """Network cost of sending a relation to every executor."""
+        return est.bytes * self.k.network_byte * max(self.k.executors, 1)
+
+    def sort_cpu(self, rows: float, width: float, limit: float | None = None) -> float:
+        """CPU of sorting ``rows`` rows (``n log2 n``), or keeping the top ``limit`` (``n log2 k``)."""
+        k = self.k
+        n = max(rows, 1.0)
+        depth = math.log2(max(min(limit, n), 2.0)) if limit is not None else math.log2(max(n, 2.0))
+        return n * depth * k.cpu_compare + n * (k.cpu_row + width * k.cpu_byte)
+
+    def hash_cpu(self, build: RelEstimate, probe: RelEstimate, out: RelEstimate) -> float:
+        k = self.k
+        return (build.rows * (k.cpu_hash_build + build.width * k.cpu_byte)
+                + probe.rows * k.cpu_hash_probe + out.rows * k.cpu_row)
+
+    # -- relations ------------------------------------------------------------------------------------
+
+    def _cost_read(self, g, node, body, out: RelEstimate, ins, estimator) -> Cost:
+        k = self.k
+        which = body.WhichOneof("read_type")
+        base_rows, read_width = self._scan_size(g, node, body, out, estimator)
+        if which == "virtual_table":
+            return self._cost(cpu=base_rows * k.cpu_row)
+        scanned = base_rows
+        n_conj = 0
+        if body.HasField("filter"):
+            n_conj = len(conjuncts(body.filter, estimator.functions))
+            if k.row_group_skip > 0 and base_rows > 0:
+                scanned = base_rows - k.row_group_skip * max(base_rows - out.rows, 0.0)
+        if body.HasField("best_effort_filter"):
+            n_conj += len(conjuncts(body.best_effort_filter, estimator.functions))
+        io = scanned * read_width * k.io_byte
+        cpu = scanned * (k.cpu_row + n_conj * k.cpu_expr) + out.rows * k.cpu_row
+        return self._cost(cpu=cpu, io=io)
+
+    def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float]:
+        """(rows of the table before filters, bytes per row of the columns read)."""
+        from cost.cardinality import type_width
+
+        stats_rows = None
+        if body.WhichOneof("read_type") == "named_table" and estimator.statistics is not None:
+            try:
+                t = estimator.statistics.table(list(body.named_table.names))
+                stats_rows = t.row_count if t is not None else None
+            except Exception:
+                stats_rows = None
+        if body.WhichOneof("read_type") == "virtual_table":
+            stats_rows = float(len(body.virtual_table.expressions))
+        base_rows = stats_rows if stats_rows is not None else out.rows
+        if stats_rows is None and out.source == "hint":
+            base_rows = out.rows
+        types = list(body.base_schema.struct.types)
+        used: set[int] = set(range(len(types)))
+        if body.HasField("projection"):
+            used = {i.field for i in body.projection.select.struct_items}
+            from optimizer.expr_utils import referenced_fields
+
+            for name in ("filter", "best_effort_filter"):
+                if body.HasField(name):
+                    used |= referenced_fields(getattr(body, name))
+        width = 0.0
+        names = list(body.base_schema.names)
+        table = None
+        if estimator.statistics is not None and body.WhichOneof("read_type") == "named_table":
+            try:
+                table = estimator.statistics.table(list(body.named_table.names))
+            except Exception:
+                table = None
+        for i in used:
+            if i >= len(types):
+                continue
+            cs = table.column(names[i]) if table is not None and i < len(names) else None
+            width += cs.avg_len if cs is not None and cs.avg_len is not None else type_width(types[i])
+        return base_rows, max(width, 1.0)
+
+    def _cost_filter(self, g, node, body, out, ins, estimator) -> Cost:
+        n = ins[0].rows if ins else out.rows
+        n_conj = len(conjuncts(body.condition, estimator.functions))
+        return self._cost(cpu=n * (self.k.cpu_row + n_conj * self.k.cpu_expr))
+
+    def _cost_project(self, g, node, body, out, ins, estimator) -> Cost:
+        n = ins[0].rows if ins else out.rows
+        computed = sum(1 for e in body.expressions if field_index(e) is None)
+        return self._cost(cpu=n * (self.k.cpu_row + computed * self.k.cpu_expr))
+
+    def _cost_fetch(self, g, node, body, out, ins, estimator) -> Cost:
+        # Reads offset + count rows, then stops; a global limit gathers them on one executor.
+        read = out.rows
+        if ins:
+            from cost.cardinality import literal_of
+
+            offset = literal_of(body.offset_expr) if body.HasField("offset_expr") else 0.0
+            read = min(ins[0].rows, out.rows + (offset if isinstance(offset, float) else 0.0))
+        return self._cost(cpu=read * self.k.cpu_row, network=out.bytes * self.k.network_byte)
+
+    def _cost_sort(self, g, node, body, out, ins, estimator) -> Cost:
+        src = ins[0] if ins else out
+        return self._cost(cpu=self.sort_cpu(src.rows, src.width), network=self.shuffle(src),
+                          memory_bytes=src.bytes)
+
+    def _cost_top_n(self, g, node, body, out, ins, estimator) -> Cost:
+        src = ins[0] if ins else out
+        from cost.cardinality import top_n_bounds
+
+        offset, count = top_n_bounds(body)
+        keep = max(count + offset, 1.0) if count is not None else src.rows
+        per_exec = out.bytes * max(self.k.executors, 1)
+        return self._cost(cpu=self.sort_cpu(src.rows, src.width, limit=keep),
+                          network=per_exec * self.k.network_byte,
+                          memory_bytes=min(keep, src.rows) * src.width * max(self.k.executors, 1))
+
+    def _cost_aggregate(self, g, node, body, out, ins, estimator) -> Cost:
+        k = self.k
+        src = ins[0] if ins else out
+        sets = max(len(body.groupings), 1)
+        measures = len(body.measures)
+        cpu = src.rows * sets * (k.cpu_hash_build + measures * k.cpu_expr) + out.rows * k.cpu_row
+        grouped = any(len(gr.expression_references) for gr in body.groupings)
+        network = 0.0
+        if grouped:
+            d = properties.distribution(g, inputs(g, node)[0]) if ins else properties.ANY
+            keys = [field_index(e) for e in body.grouping_expressions]
+            if not (properties.hash_partitioned_on(d, [c for c in keys if c is not None]) or d.kind == "single"):
+                partial_rows = min(src.rows, out.rows * max(k.executors, 1))
+                network = partial_rows * out.width * k.network_byte
+        return self._cost(cpu=cpu, network=network, memory_bytes=out.bytes)
+
+    def _join_network(self, g, node, left: RelEstimate, right: RelEstimate) -> float:
+        """Shuffles an equi-join needs: a side not hash-partitioned on its keys moves, unless the other
+        side is broadcast."""
+        children = inputs(g, node)
+        if len(children) < 2:
+            return 0.0
+        dl = properties.distribution(g, children[0])
+        dr = properties.distribution(g, children[1])
+        if dl.kind == "broadcast" or dr.kind == "broadcast":
+            return 0.0
+        keys = properties.join_keys(g, node)
+        network = 0.0
+        if not (dl.kind == "single" and dr.kind == "single"):
+            if not properties.hash_partitioned_on(dl, [lk for lk, _ in keys]):
+                network += self.shuffle(left)
+            if not properties.hash_partitioned_on(dr, [r for _, r in keys]):
+                network += self.shuffle(right)
+        return network
+
+    def _cost_hash_join(self, g, node, body, out, ins, estimator) -> Cost:
+        left, right = ins[0], ins[1]
+        build_name = type(body).BuildInput.Name(body.build_input).removeprefix("BUILD_INPUT_")
+        build, probe = (right, left) if build_name in _BUILD_RIGHT else (left, right)
+        children = inputs(g, node)
+        build_node = children[1] if build is right else children[0]
+        broadcast = properties.distribution(g, build_node).kind == "broadcast"
+        residual = 1 if body.HasField("residual_expression") else 0
+        cpu = self.hash_cpu(build, probe, out) + residual * out.rows * self.k.cpu_expr
+        network = self._join_network(g, node, left, right)
+        memory = self._memory(build.bytes, per_executor=broadcast) * (max(self.k.executors, 1) if broadcast else 1)
+        return Cost(cpu, 0.0, network, memory, self.k)
+
+    def _cost_merge_join(self, g, node, body, out, ins, estimator) -> Cost:
+        k = self.k
+        left, right = ins[0], ins[1]
+        children = inputs(g, node)
+        keys = properties.join_keys(g, node)
+        cpu = (left.rows + right.rows) * k.cpu_row + out.rows * k.cpu_row
+        memory = 0.0
+        for child, est, cols in ((children[0], left, [lk for lk, _ in keys]), (children[1], right, [r for _, r in keys])):
+            have = properties.ordering(g, child)
+            if not _ordered_on(have, cols):
+                cpu += self.sort_cpu(est.rows, est.width)
+                memory += self._memory(est.bytes)
+        return Cost(cpu, 0.0, self._join_network(g, node, left, right), memory, k)
+
+    def _cost_join(self, g, node, body, out, ins, estimator) -> Cost:
+        """A logical join priced as Spark would run it (broadcast hash join under the threshold, else
+        shuffled hash join; nested loops without an equi-key)."""
+        left, right = ins[0], ins[1]
+        keys = properties.join_keys(g, node)
+        k = self.k
+        if not keys:
+            return self._nested_loop(left, right, out, has_condition=body.HasField("expression"))
+        small, big = (left, right) if left.bytes < right.bytes else (right, left)
+        cpu = self.hash_cpu(small, big, out)
+        if small.bytes <= self.broadcast_threshold:
+            network = self.broadcast(small)
+            memory = self._memory(small.bytes, per_executor=True) * max(k.executors, 1)
+        else:
+            network = self._join_network(g, node, left, right)
+            memory = self._memory(small.bytes)
+        return Cost(cpu, 0.0, network, memory, k)
+
+    _cost_lateral_join = _cost_join
+
+    def _nested_loop(self, left: RelEstimate, right: RelEstimate, out: RelEstimate, has_condition: bool) -> Cost:
+        k = self.k
+        pairs = left.rows * right.rows
+        cpu = pairs * (k.cpu_expr if has_condition else 0.0) + pairs * k.cpu_byte + out.rows * k.cpu_row
+        network = self.broadcast(right)
+        memory = self._memory(right.bytes, per_executor=True) * max(k.executors, 1)
+        return Cost(cpu, 0.0, network, memory, k)
+
+    def _cost_nested_loop_join(self, g, node, body, out, ins, estimator) -> Cost:
+        return self._nested_loop(ins[0], ins[1], out, has_condition=body.HasField("expression"))
+
+    def _cost_cross(self, g, node, body, out, ins, estimator) -> Cost:
+        return self._nested_loop(ins[0], ins[1], out, has_condition=False)
+
+    def _cost_window(self, g, node, body, out, ins, estimator) -> Cost:
+        k = self.k
+        src = ins[0] if ins else out
+        child = inputs(g, node)[0]
+        cpu = src.rows * (k.cpu_row + len(body.window_functions) * k.cpu_expr)
+        network = 0.0
+        memory = 0.0
+        need = properties.window_requirement(g, node)
+        have = properties.ordering(g, child)
+        if need is None or not properties.satisfies(have, need):
+            cpu += self.sort_cpu(src.rows, src.width)
+            memory += self._memory(src.bytes)
+        parts = [field_index(e) for e in body.partition_expressions]
+        d = properties.distribution(g, child)
+        if parts and not (None not in parts and properties.hash_partitioned_on(d, parts)) and d.kind != "single":
+            if need is None or not properties.satisfies(have, need):
+                network = self.shuffle(src)
+        elif not parts and d.kind != "single":
+            network = self.shuffle(src)  # everything gathered into one partition
+        return Cost(cpu, 0.0, network, memory, k)
+
+    def _cost_exchange(self, g, node, body, out, ins, estimator) -> Cost:
+        src = ins[0] if ins else out
+        which = body.WhichOneof("exchange_kind")
+        if which == "broadcast":
+            return Cost(src.rows * self.k.cpu_row, 0.0, self.broadcast(src),
+                        self._memory(src.bytes, per_executor=True) * max(self.k.executors, 1), self.k)
+        return Cost(src.rows * (self.k.cpu_row + self.k.cpu_expr), 0.0, self.shuffle(src), 0.0, self.k)
+
+    def _cost_set(self, g, node, body, out, ins, estimator) -> Cost:
+        from substrait.proto import SetRel
+
+        k = self.k
+        n = sum(i.rows for i in ins)
+        if body.op == SetRel.SET_OP_UNION_ALL:
+            return self._cost(cpu=n * k.cpu_row)
+        nbytes = sum(i.bytes for i in ins)
+        return self._cost(cpu=n * k.cpu_hash_build + out.rows * k.cpu_row, network=nbytes * k.network_byte,
+                          memory_bytes=out.bytes)
+
+    def _cost_expand(self, g, node, body, out, ins, estimator) -> Cost:
+        return self._cost(cpu=out.rows * (self.k.cpu_row + len(body.fields) * self.k.cpu_expr))
+
+    def _cost_extension_single(self, g, node, body, out, ins, estimator) -> Cost:
+        return self._cpu((ins[0].rows if ins else 0.0) + out.rows)
+
+
+def _ordered_on(have: properties.Ordering, columns: list[int]) -> bool:
+    """Is the ordering's leading block exactly ``columns`` (any order of them, one direction each)?"""
+    if not columns or len(have) < len(columns):
+        return False
+    return {c for c, _ in have[: len(columns)]} == set(columns)
+
+
+__all__ = ["DEFAULT_CONSTANTS", "Cost", "CostConstants", "CostModel"]
