@@ -12,7 +12,7 @@ each has its value, are in :class:`CostConstants` and ``docs/cost-model.md``.
 How relations are priced (``n``: input rows, ``b``: input bytes, ``k``: output rows):
 
 * read: bytes of the columns read (projection and filter columns) at :attr:`~CostConstants.io_byte`,
-  plus decoding every row; a pushed ``filter`` skips no row groups (conservative: TPC-H data is not
+  plus decoding each value read and handling each output row; a pushed ``filter`` skips no row groups (conservative: TPC-H data is not
   clustered on most filter columns; :attr:`~CostConstants.row_group_skip` turns it on).
 * filter, project: per row, plus per conjunct / non-trivial expression.
 * hash join: build rows hashed and their bytes held in memory, probe rows looked up, output rows;
@@ -29,7 +29,8 @@ How relations are priced (``n``: input rows, ``b``: input bytes, ``k``: output r
   aggregates (at most ``groups x executors`` rows).
 * window (ConsistentPartitionWindowRel): a sort by partition and order keys unless the input is
   already ordered so (two windows with the same keys share one sort), a shuffle unless partitioned.
-* exchange: its input's bytes over the network (broadcast: times the executors).
+* exchange: its input's bytes over the network (broadcast: collected on the driver, then sent to each
+  executor: bytes x (executors + 1)).
 * set: union all per row; the others hash every row like an aggregate.
 
 Memory above :attr:`~CostConstants.memory_threshold_bytes` per executor spills: every byte beyond is
@@ -60,6 +61,8 @@ class CostConstants:
 
     #: Handling one row in an operator (Spark's whole-stage generated code: ~20-50M rows/s per core).
     cpu_row: float = 30.0
+    #: Decoding one value of a column read from Parquet (vectorised reader: ~100-200M values/s per core).
+    cpu_value: float = 5.0
     #: Evaluating one predicate conjunct or one computed expression on one row.
     cpu_expr: float = 10.0
     #: Touching one byte (copying, serialising, hashing a key's bytes).
@@ -186,8 +189,9 @@ class CostModel:
         return est.bytes * self.k.network_byte
 
     def broadcast(self, est: RelEstimate) -> float:
-        """Network cost of sending a relation to every executor."""
-        return est.bytes * self.k.network_byte * max(self.k.executors, 1)
+        """Network cost of sending a relation to every executor: collected on the driver, then one
+        copy per executor."""
+        return est.bytes * self.k.network_byte * (max(self.k.executors, 1) + 1)
 
     def sort_cpu(self, rows: float, width: float, limit: float | None = None) -> float:
         """CPU of sorting ``rows`` rows (``n log2 n``), or keeping the top ``limit`` (``n log2 k``)."""
@@ -206,7 +210,7 @@ class CostModel:
     def _cost_read(self, g, node, body, out: RelEstimate, ins, estimator) -> Cost:
         k = self.k
         which = body.WhichOneof("read_type")
-        base_rows, read_width = self._scan_size(g, node, body, out, estimator)
+        base_rows, read_width, n_cols = self._scan_size(g, node, body, out, estimator)
         if which == "virtual_table":
             return self._cost(cpu=base_rows * k.cpu_row)
         scanned = base_rows
@@ -218,11 +222,11 @@ class CostModel:
         if body.HasField("best_effort_filter"):
             n_conj += len(conjuncts(body.best_effort_filter, estimator.functions))
         io = scanned * read_width * k.io_byte
-        cpu = scanned * (k.cpu_row + n_conj * k.cpu_expr) + out.rows * k.cpu_row
+        cpu = scanned * (n_cols * k.cpu_value + n_conj * k.cpu_expr) + out.rows * k.cpu_row
         return self._cost(cpu=cpu, io=io)
 
-    def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float]:
-        """(rows of the table before filters, bytes per row of the columns read)."""
+    def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float, int]:
+        """(rows of the table before filters, bytes per row of the columns read, columns read)."""
         from cost.cardinality import type_width
 
         stats_rows = None
@@ -259,7 +263,7 @@ class CostModel:
                 continue
             cs = table.column(names[i]) if table is not None and i < len(names) else None
             width += cs.avg_len if cs is not None and cs.avg_len is not None else type_width(types[i])
-        return base_rows, max(width, 1.0)
+        return base_rows, max(width, 1.0), len(used)
 
     def _cost_filter(self, g, node, body, out, ins, estimator) -> Cost:
         n = ins[0].rows if ins else out.rows

@@ -1,0 +1,203 @@
+"""The cost model: each relation's cost, shared subtrees counted once, and the choices it must rank."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_cardinality import B
+
+from cost.cardinality import CardinalityEstimator
+from cost.model import Cost, CostConstants, CostModel
+from cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
+from optimizer.dag import annotate_schemas, to_dag
+from optimizer.driver import OptimizerConfig
+from optimizer.plan_io import load_plan
+
+BIG = [("k", "i64"), ("v", "i64"), ("pad", "string")]
+SMALL = [("k", "i64"), ("name", "string")]
+
+
+def stats(big_rows: float = 1e7, small_rows: float = 1e3) -> MemoryStatistics:
+    return MemoryStatistics({
+        "big": TableStatistics(row_count=big_rows, columns={
+            "k": ColumnStatistics(ndv=min(small_rows, big_rows), min=1, max=small_rows),
+            "v": ColumnStatistics(ndv=big_rows, min=1, max=big_rows),
+            "pad": ColumnStatistics(avg_len=100)}),
+        "small": TableStatistics(row_count=small_rows, columns={
+            "k": ColumnStatistics(ndv=small_rows, min=1, max=small_rows),
+            "name": ColumnStatistics(avg_len=20)}),
+    })
+
+
+def cost_of(plan, statistics=None, config=None, constants=None) -> float:
+    g = to_dag(plan)
+    annotate_schemas(g)
+    est = CardinalityEstimator(g, statistics)
+    return CostModel(config or OptimizerConfig(), constants).total(g, g.graph["roots"][0]["node"], est)
+
+
+def keys(left: int = 0, right: int = 0) -> list[dict]:
+    return [{"left": {"directReference": {"structField": {"field": left}}},
+             "right": {"directReference": {"structField": {"field": right}}},
+             "comparison": {"simple": "SIMPLE_COMPARISON_TYPE_EQ"}}]
+
+
+def test_cost_total_is_the_weighted_sum():
+    c = Cost(cpu=1, io=2, network=3, memory=4)
+    assert c.total == 10
+    weighted = Cost(cpu=1, io=2, network=3, memory=4, constants=CostConstants(weight_network=0.0))
+    assert weighted.total == 7
+    assert (c + c).network == 6
+
+
+def test_shared_subtree_counted_once():
+    b = B()
+    read = b.read("big", BIG)
+    once = b.plan(read)
+    doc = {"relations": [
+        {"rel": read},
+        {"root": {"input": {"join": {"left": {"reference": {"subtreeOrdinal": 0}},
+                                     "right": {"reference": {"subtreeOrdinal": 0}},
+                                     "type": "JOIN_TYPE_INNER",
+                                     "expression": b.call("equal", b.ref(0), b.ref(3))}}, "names": []}}],
+        "extensions": [{"extensionFunction": {"functionAnchor": a, "name": n, "extensionUrnReference": 4294967295}}
+                       for n, a in b.functions.items()]}
+    shared = load_plan(json.dumps(doc))
+    g = to_dag(shared)
+    annotate_schemas(g)
+    est = CardinalityEstimator(g, stats())
+    model = CostModel(OptimizerConfig())
+    root = g.graph["roots"][1]["node"]
+    (read_node,) = [n for n in g if g.nodes[n]["kind"] == "read"]
+    join_own = model.node_cost(g, root, est).total
+    read_cost = model.node_cost(g, read_node, est).total
+    assert model.total(g, root, est) == pytest.approx(join_own + read_cost)
+    assert read_cost == pytest.approx(cost_of(once, stats()))
+
+
+def test_projection_reduces_scan_cost():
+    b = B()
+    full = b.plan(b.read("big", BIG))
+    narrow = b.plan(b.read("big", BIG, projection={"select": {"structItems": [{"field": 0}]}}))
+    assert cost_of(narrow, stats()) < cost_of(full, stats()) / 4
+
+
+def test_top_n_is_cheaper_than_sort_then_fetch():
+    b = B()
+    read = b.read("big", BIG)
+    sorts = [{"expr": b.ref(1), "direction": "SORT_DIRECTION_ASC_NULLS_FIRST"}]
+    sort_fetch = b.plan({"fetch": {"input": {"sort": {"input": read, "sorts": sorts}}, "countExpr": b.i64(10)}})
+    top_n = b.plan({"topN": {"input": read, "sorts": sorts, "count": b.i64(10)}})
+    s = stats()
+    assert cost_of(top_n, s) < cost_of(sort_fetch, s)
+
+
+def _hash_join(b: B, build_broadcast: bool, right_table: str = "small"):
+    right = b.read(right_table, SMALL if right_table == "small" else BIG)
+    if build_broadcast:
+        right = {"exchange": {"input": right, "broadcast": {}}}
+    return b.plan({"hashJoin": {"left": b.read("big", BIG), "right": right, "type": "JOIN_TYPE_INNER",
+                                "keys": keys(), "buildInput": "BUILD_INPUT_RIGHT"}})
+
+
+def test_broadcast_versus_partitioned_hash_join():
+    b = B()
+    s = stats()
+    assert cost_of(_hash_join(b, True), s) < cost_of(_hash_join(b, False), s)
+    # a build side as large as the probe side: sending it to every executor (via the driver) costs more
+    # than shuffling both sides once
+    assert cost_of(_hash_join(b, True, "big"), s) > cost_of(_hash_join(b, False, "big"), s)
+
+
+def test_logical_join_priced_by_the_broadcast_threshold():
+    b = B()
+    plan = b.plan(b.join(b.read("big", BIG), b.read("small", SMALL), b.call("equal", b.ref(0), b.ref(3))))
+    s = stats()
+    broadcast = cost_of(plan, s, OptimizerConfig(broadcast_threshold_bytes=10 * 1024 * 1024))
+    shuffled = cost_of(plan, s, OptimizerConfig(broadcast_threshold_bytes=0))
+    assert broadcast < shuffled
+
+
+def test_merge_join_pays_for_the_sorts_it_needs():
+    b = B()
+    asc = "SORT_DIRECTION_ASC_NULLS_FIRST"
+    left, right = b.read("big", BIG), b.read("small", SMALL)
+    sorted_left = {"sort": {"input": left, "sorts": [{"expr": b.ref(0), "direction": asc}]}}
+    sorted_right = {"sort": {"input": right, "sorts": [{"expr": b.ref(0), "direction": asc}]}}
+    unsorted = b.plan({"mergeJoin": {"left": left, "right": right, "type": "JOIN_TYPE_INNER", "keys": keys()}})
+    presorted = b.plan({"mergeJoin": {"left": sorted_left, "right": sorted_right, "type": "JOIN_TYPE_INNER",
+                                      "keys": keys()}})
+    s = stats()
+    g = to_dag(unsorted)
+    annotate_schemas(g)
+    g2 = to_dag(presorted)
+    annotate_schemas(g2)
+    model = CostModel(OptimizerConfig())
+    mj = next(n for n in g if g.nodes[n]["kind"] == "merge_join")
+    mj2 = next(n for n in g2 if g2.nodes[n]["kind"] == "merge_join")
+    own_unsorted = model.node_cost(g, mj, CardinalityEstimator(g, s)).cpu
+    own_sorted = model.node_cost(g2, mj2, CardinalityEstimator(g2, s)).cpu
+    assert own_sorted < own_unsorted / 5
+
+
+def test_windows_with_the_same_keys_share_one_sort():
+    b = B()
+    asc = "SORT_DIRECTION_ASC_NULLS_FIRST"
+
+    def window(inp):
+        return {"window": {"input": inp, "partitionExpressions": [b.ref(0)],
+                           "sorts": [{"expr": b.ref(1), "direction": asc}],
+                           "windowFunctions": [{"functionReference": b.fn("rank"), "outputType": {"i64": {}}}]}}
+
+    plan = b.plan(window(window(b.read("big", BIG))))
+    g = to_dag(plan)
+    annotate_schemas(g)
+    est = CardinalityEstimator(g, stats())
+    model = CostModel(OptimizerConfig())
+    top = g.graph["roots"][0]["node"]
+    (below,) = list(g.successors(top))
+    assert model.node_cost(g, top, est).total < model.node_cost(g, below, est).total / 5
+
+
+def test_nested_loop_join_is_quadratic():
+    b = B()
+    nlj = b.plan({"nestedLoopJoin": {"left": b.read("big", BIG), "right": b.read("small", SMALL),
+                                     "type": "JOIN_TYPE_INNER", "expression": b.call("lt", b.ref(1), b.ref(3))}})
+    g = to_dag(nlj)
+    annotate_schemas(g)
+    root = g.graph["roots"][0]["node"]
+    model = CostModel(OptimizerConfig())
+    cpu = [model.node_cost(g, root, CardinalityEstimator(g, stats(small_rows=n))).cpu for n in (1e3, 2e3)]
+    assert cpu[1] == pytest.approx(2 * cpu[0], rel=0.05)
+    assert cost_of(nlj, stats()) > 5 * cost_of(_hash_join(b, False), stats())
+
+
+def test_memory_pressure_penalty():
+    b = B()
+    s = stats(big_rows=1e8, small_rows=1e8)
+    plan = _hash_join(b, False)
+    roomy = cost_of(plan, s, constants=CostConstants(memory_threshold_bytes=1e15))
+    tight = cost_of(plan, s, constants=CostConstants(memory_threshold_bytes=1e6))
+    assert tight > roomy
+
+
+def test_every_relation_kind_has_a_cost():
+    b = B()
+    read = b.read("big", BIG)
+    rels = [
+        b.filter(read, b.call("equal", b.ref(0), b.i64(1))),
+        {"project": {"input": read, "expressions": [b.call("add", b.ref(0), b.ref(1))]}},
+        b.aggregate(read, [0], [("sum", [1])]),
+        {"set": {"inputs": [read, read], "op": "SET_OP_UNION_DISTINCT"}},
+        {"set": {"inputs": [read, read], "op": "SET_OP_UNION_ALL"}},
+        {"expand": {"input": read, "fields": [{"consistentField": b.ref(0)}]}},
+        {"exchange": {"input": read, "scatterByFields": {"fields": [{"directReference": {"structField": {"field": 0}}}]}}},
+        {"cross": {"left": read, "right": b.read("small", SMALL)}},
+        {"fetch": {"input": read, "countExpr": b.i64(5)}},
+        {"extensionSingle": {"input": read}},
+    ]
+    base = cost_of(b.plan(read), stats())
+    for rel in rels:
+        c = cost_of(b.plan(rel), stats())
+        assert c >= base and c < float("inf"), rel
