@@ -24,7 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,10 @@ PROFILES = {
 
 #: Plans per Hypothesis run; a failure ends a run (after shrinking) and the next starts with a new seed.
 ROUND = 200
+
+
+#: Case directories kept before the oldest is deleted.
+_KEEP_DIRS = 20
 
 
 class _OutOfTime(BaseException):
@@ -123,6 +127,7 @@ class Fuzzer:
         self.show_progress = progress
         self.ignore = [re.compile(p) for p in ignore or []]
         self._n = 0
+        self._dirs: deque[Path] = deque()
 
     def known(self, result: DiffResult) -> bool:
         """A failure matching an ``ignore`` pattern (a known bug): counted, not shrunk."""
@@ -134,13 +139,15 @@ class Fuzzer:
         return SparkBackend(self.spark, tables=tables)
 
     def check(self, case: DiffCase) -> DiffResult:
-        """Write the case's tables and compare its plan (the data is deleted afterwards)."""
+        """Write the case's tables and compare its plan. The data of a case is deleted a few cases
+        later: Spark may still be finishing work of a query in the background (a broadcast nobody
+        waits for any more) and would fail on a missing file."""
         self._n += 1
         directory = self.workdir / f"case{self._n}"
-        try:
-            return case.run(self.backend, directory)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
+        self._dirs.append(directory)
+        while len(self._dirs) > _KEEP_DIRS:
+            shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
+        return case.run(self.backend, directory)
 
     def _round(self, report: FuzzReport, progress: _Progress, examples: int, seed: int, plans: int,
                deadline: float) -> tuple[DiffCase, DiffResult, bool] | None:

@@ -671,7 +671,7 @@ class _Gen:
             options.append(("reference", 2))
         if not leaf:
             options += [("filter", 4), ("project", 3), ("aggregate", 2), ("join", 4), ("sort", 1), ("fetch", 1),
-                        ("cross", 1), ("set", 2), ("region", 1)]
+                        ("cross", 1), ("set", 2), ("region", 2)]
             if self.allow_shared:
                 options.append(("share", 1))
         kind = _weighted(draw, options)
@@ -756,8 +756,19 @@ class _Gen:
                 row.fields.append(literal(c.type, draw(_column_values(c.type, True))))
         return rel, self.hint_and_emit(rel, [])
 
+    def child_of_filter(self, depth: int) -> tuple[Rel, Schema]:
+        """Mostly any relation; often one a filter can be pushed through or into (the logical rules)."""
+        if depth + 1 < self.max_depth and self.budget > 1 and _maybe(self.draw, 50):
+            kind = _pick(self.draw, ["join", "project", "aggregate", "set", "region", "cross", "sort"])
+            try:
+                self.budget -= 1
+                return getattr(self, kind)(depth + 1)
+            except _Skip:
+                pass
+        return self.relation(depth + 1)
+
     def filter(self, depth: int) -> tuple[Rel, Schema]:
-        child, cs = self.relation(depth + 1)
+        child, cs = self.child_of_filter(depth)
         rel = Rel()
         rel.filter.input.CopyFrom(child)
         rel.filter.condition.CopyFrom(self.predicate(cs))
@@ -770,7 +781,7 @@ class _Gen:
         rel.project.input.CopyFrom(child)
         for _ in range(draw(st.integers(1, 3))):
             try:
-                if self.allow_windows and _maybe(draw, 30):
+                if self.allow_windows and _maybe(draw, 40):
                     e, _ = self.window(cs)
                 else:
                     e, _ = self.value(cs)
