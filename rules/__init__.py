@@ -18,6 +18,7 @@ _RULE_MODULES = [
     # logical
     "push_filters",
     # join_order
+    "join_order",
     # physical
     "filter_into_read",
     "implement_joins",

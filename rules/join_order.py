@@ -59,7 +59,8 @@ from optimizer.expr_utils import (
 INNER = JoinRel.JOIN_TYPE_INNER
 
 
-def _includable(g: nx.DiGraph, node: int, top: bool) -> bool:
+def _is_join(g: nx.DiGraph, node: int) -> bool:
+    """An inner join or cross product that the region may reorder."""
     data = g.nodes[node]
     kind = data["kind"]
     if kind not in ("join", "cross"):
@@ -67,15 +68,63 @@ def _includable(g: nx.DiGraph, node: int, top: bool) -> bool:
     body = getattr(data["rel"], kind)
     if kind == "join" and (body.type != INNER or body.HasField("post_join_filter")):
         return False
+    return not body.HasField("advanced_extension")
+
+
+def _pruning_project(g: nx.DiGraph, node: int) -> list[int] | None:
+    """For a Project that only selects input columns (field references, an emit), the input columns
+    it outputs, in order; None for any other relation."""
+    data = g.nodes[node]
+    if data["kind"] != "project":
+        return None
+    body = data["rel"].project
     if body.HasField("advanced_extension"):
+        return None
+    width = len(g.nodes[inputs(g, node)[0]]["schema"].types)
+    cols = list(range(width))
+    for e in body.expressions:
+        i = field_index(e)
+        if i is None:
+            return None
+        cols.append(i)
+    if body.common.HasField("emit"):
+        cols = [cols[j] for j in body.common.emit.output_mapping]
+    return cols
+
+
+def _single_use(g: nx.DiGraph, node: int) -> bool:
+    if g.in_degree(node) != 1:
         return False
-    if not top:
-        if body.common.HasField("emit") or g.in_degree(node) != 1:
+    (parent,) = g.predecessors(node)
+    return len(g.edges[parent, node]["slots"]) == 1 and not any(r["node"] == node for r in g.graph["roots"])
+
+
+def _below_projects(g: nx.DiGraph, node: int) -> int | None:
+    """The join under a chain of column-selecting projects (each read once), if there is one."""
+    while _pruning_project(g, node) is not None:
+        (node,) = inputs(g, node)
+        if not _single_use(g, node):
+            return None
+    return node if _is_join(g, node) else None
+
+
+def _is_region_top(g: nx.DiGraph, node: int) -> bool:
+    """A reorderable join whose readers are not, through column-selecting projects, another one."""
+    if not _is_join(g, node):
+        return False
+    current = node
+    while _single_use(g, current):
+        (parent,) = g.predecessors(current)
+        if _is_join(g, parent):
             return False
-        (parent,) = g.predecessors(node)
-        if len(g.edges[parent, node]["slots"]) != 1:
-            return False
+        if _pruning_project(g, parent) is None:
+            return True
+        current = parent
     return True
+
+
+def _includable(g: nx.DiGraph, node: int, top: bool) -> bool:
+    return _is_join(g, node) and (top or _single_use(g, node))
 
 
 @dataclass
@@ -84,30 +133,48 @@ class Region:
     widths: list[int]  # number of columns of each leaf
     predicates: list[Expression]  # over the concatenated columns of all leaves (global numbering)
     shape: object  # the written tree: leaf index or (left, right)
+    output: list[int] = None  # the global columns the region's top outputs, in order
 
 
 def collect_region(g: nx.DiGraph, top: int, ctx) -> Region:
+    """Leaves, predicates and written shape of the region whose top is ``top``.
+
+    Columns are numbered globally over all leaves' full outputs. Emits and column-selecting projects
+    inside the region only choose among those columns: they are followed, not kept (the rewritten
+    region ends in one project that outputs what the top output).
+    """
     leaves: list[int] = []
     widths: list[int] = []
     predicates: list[Expression] = []
 
+    def leaf(node: int):
+        leaves.append(node)
+        widths.append(len(ctx.schema(node).types))
+        first = sum(widths[:-1])
+        return len(leaves) - 1, list(range(first, first + widths[-1]))
+
     def visit(node: int, is_top: bool):
+        if not is_top and _single_use(g, node) and _below_projects(g, node) is not None and not _is_join(g, node):
+            # A column-selecting project between joins: follow it.
+            shape, cols = visit(inputs(g, node)[0], False)
+            return shape, [cols[i] for i in _pruning_project(g, node)]
         if not _includable(g, node, is_top):
-            leaves.append(node)
-            widths.append(len(ctx.schema(node).types))
-            return len(leaves) - 1
-        start = sum(widths)
+            return leaf(node)
         left, right = inputs(g, node)
-        ls = visit(left, False)
-        rs = visit(right, False)
+        ls, lcols = visit(left, False)
+        rs, rcols = visit(right, False)
+        cols = lcols + rcols
         data = g.nodes[node]
         if data["kind"] == "join" and data["rel"].join.HasField("expression"):
             for c in conjuncts(data["rel"].join.expression, ctx.functions):
-                predicates.append(remap_fields(c, lambda i, s=start: i + s))
-        return (ls, rs)
+                predicates.append(remap_fields(c, lambda i, cols=cols: cols[i]))
+        body = getattr(data["rel"], data["kind"])
+        if body.common.HasField("emit"):
+            cols = [cols[j] for j in body.common.emit.output_mapping]
+        return (ls, rs), cols
 
-    shape = visit(top, True)
-    return Region(leaves, widths, predicates, shape)
+    shape, output = visit(top, True)
+    return Region(leaves, widths, predicates, shape, output)
 
 
 def _bits(mask: int) -> Iterator[int]:
@@ -378,11 +445,8 @@ def build_tree(jg: JoinGraph, shape, ctx) -> tuple[NewRel | int, list[int]]:
 
 def order_joins(g: nx.DiGraph, node: int, ctx) -> NewRel | None:
     """Reorder the inner-join region whose top is ``node`` if a cheaper order exists."""
-    if not _includable(g, node, True):
+    if not _is_region_top(g, node):
         return None
-    for parent in g.predecessors(node):
-        if _includable(g, parent, True) and _includable(g, node, False):
-            return None  # not the top of its region
     region = collect_region(g, node, ctx)
     if len(region.leaves) < 3:
         return None
@@ -392,12 +456,8 @@ def order_joins(g: nx.DiGraph, node: int, ctx) -> NewRel | None:
     if not best_cost < written_cost * (1 - 1e-9):
         return None
     new_root, cols = build_tree(jg, best, ctx)
-    top_body = getattr(g.nodes[node]["rel"], g.nodes[node]["kind"])
     position = {gcol: i for i, gcol in enumerate(cols)}
-    wanted = list(range(len(cols)))
-    if top_body.common.HasField("emit"):
-        wanted = list(top_body.common.emit.output_mapping)
-    mapping = [position[w] for w in wanted]
+    mapping = [position[w] for w in region.output]
     if mapping == list(range(len(cols))):
         return new_root if isinstance(new_root, NewRel) else None
     rel = Rel()
