@@ -1,0 +1,72 @@
+"""``substrait-opt optimize``: rewrite a plan into a cheaper physical one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from optimizer.errors import PlanError
+
+
+def add_statistics_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tables", help="directory of the tables (DIR/<name>.parquet or DIR/<name>/): statistics from "
+                                   "Spark ANALYZE (cached) and Parquet footers")
+    p.add_argument("--stats", help="statistics JSON file (see docs/statistics.md); wins over --tables")
+    p.add_argument("--no-spark-stats", action="store_true",
+                   help="with --tables, read only the Parquet footers (no Spark ANALYZE)")
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+
+
+def statistics_from_args(args: argparse.Namespace):
+    """The statistics stack the CLI options ask for (hints always; file; Spark; Parquet)."""
+    from cost.statistics import default_statistics
+    from optimizer.spark.session import LazySpark
+
+    if getattr(args, "stats", None):
+        import os
+
+        if not os.path.exists(args.stats):
+            raise PlanError("no such statistics file", args.stats)
+    tables = getattr(args, "tables", None)
+    if tables:
+        import os
+
+        if not os.path.isdir(tables):
+            raise PlanError("not a directory", tables)
+    spark = None if (not tables or getattr(args, "no_spark_stats", False)) else LazySpark(getattr(args, "master", None))
+    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None))
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from optimizer.capabilities import default_capabilities, load_capabilities
+    from optimizer.driver import Optimizer
+    from optimizer.plan_io import load_plan, save_plan
+    from optimizer.schema import raise_for_problems
+
+    plan = load_plan(args.input)
+    raise_for_problems(plan)
+    statistics = statistics_from_args(args)
+    capabilities = load_capabilities(args.capabilities) if args.capabilities else default_capabilities()
+    result = Optimizer(statistics=statistics, capabilities=capabilities).run(plan)
+    if args.explain:
+        from optimizer.explain_estimates import explain_before_after
+
+        sys.stderr.write(explain_before_after(plan, result, statistics) + "\n")
+    save_plan(result.plan, args.output, format=args.format)
+    return 0
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(name, help=help_text,
+                       description="Rewrite a logical Substrait plan into a physical one chosen by cost "
+                                   "(hash/merge/nested-loop joins, top-N, window relations, filters pushed "
+                                   "into reads, join order). Without statistics it runs on defaults and hints.")
+    p.add_argument("input", help="plan file, or '-' for stdin")
+    p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
+    p.add_argument("--format", choices=["json", "binpb", "text"], default=None,
+                   help="output format (default: from the file name; json on stdout)")
+    add_statistics_args(p)
+    p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
+    p.add_argument("--explain", action="store_true",
+                   help="print the plan before and after, with estimates, and each rule that fired (on stderr)")
+    p.set_defaults(func=cmd_optimize)
