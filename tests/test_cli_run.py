@@ -51,6 +51,9 @@ def test_run_unsupported_function_is_exit_3_named(spark, tpch_dir, tmp_path, cap
 
 
 def test_run_missing_table_is_exit_2(spark, tmp_path, capsys):
-    code = main(["run", str(TPCH / "q06-isthmus_plan.json"), "--tables", str(tmp_path)])
+    # A name no other test can have put into the session catalog.
+    path = tmp_path / "missing.json"
+    path.write_text((TPCH / "q06-isthmus_plan.json").read_text().replace('"LINEITEM"', '"NO_SUCH_TABLE_Q6"'))
+    code = main(["run", str(path), "--tables", str(tmp_path)])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "LINEITEM" in err.upper() and len(err.splitlines()) == 1
+    assert code == 2 and "NO_SUCH_TABLE_Q6" in err.upper() and len(err.splitlines()) == 1
