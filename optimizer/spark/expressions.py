@@ -288,11 +288,12 @@ class _NotLiteral:
 NOT_LITERAL: Any = _NotLiteral()
 
 _EPOCH = _dt.datetime(1970, 1, 1)
+_EXACT = decimal.Context(prec=100)  # (the default context rounds to 28 digits; decimals have up to 38)
 
 
 def _decimal_value(d: Expression.Literal.Decimal) -> decimal.Decimal:
     unscaled = int.from_bytes(d.value, "little", signed=True)
-    return decimal.Decimal(unscaled).scaleb(-d.scale)
+    return decimal.Decimal(unscaled).scaleb(-d.scale, _EXACT)
 
 
 def _to_micros(value: int, precision: int, path: str | None) -> int:
@@ -420,7 +421,7 @@ def literal_type(lit: Expression.Literal) -> Type | None:
             )
         )
     if lk == "null":
-        return lit.null
+        return lit.null if lit.null.WhichOneof("kind") else None
     if lk == "empty_list":
         return Type(list=lit.empty_list)
     if lk == "empty_map":
@@ -725,7 +726,7 @@ class ExpressionCompiler:
             ym = ic.interval_year_to_month
             ds = ic.interval_day_to_second
             micros = _to_micros(ds.subseconds, ds.precision, path) + ds.seconds * 1_000_000
-            secs = decimal.Decimal(micros).scaleb(-6)
+            secs = decimal.Decimal(micros).scaleb(-6, _EXACT)
             return F.make_interval(
                 F.lit(ym.years),
                 F.lit(ym.months),
@@ -738,6 +739,10 @@ class ExpressionCompiler:
         if lk == "uuid":
             return F.lit(str(_uuid.UUID(bytes=bytes(lit.uuid))))
         if lk == "null":
+            if (
+                lit.null.WhichOneof("kind") is None
+            ):  # DuckDB writes untyped nulls (x IS NOT DISTINCT FROM NULL)
+                return F.lit(None)
             return F.lit(None).cast(substrait_type_to_spark(lit.null, path=f"{path}.null"))
         if lk == "struct":
             fields = [
