@@ -509,7 +509,7 @@ def tpch_statistics(spark, tpch_dir):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("query", [3, 5, 10])
+@pytest.mark.parametrize("query", [10, 14])
 def test_q_error_against_spark(spark, tpch_dir, tpch_statistics, query):
     from optimizer.explain_estimates import count_rows, subtree_plan, tree_order
     from optimizer.producers import datafusion_plan
@@ -522,7 +522,7 @@ def test_q_error_against_spark(spark, tpch_dir, tpch_statistics, query):
     annotate_schemas(g)
     est = CardinalityEstimator(g, statistics)
     backend = SparkBackend(spark, tables=tables)
-    nodes = [n for n in tree_order(g) if g.nodes[n]["kind"] in ("join", "read", "aggregate")]
+    nodes = [n for n in tree_order(g) if g.nodes[n]["kind"] in ("join", "aggregate")]
     errors = [q_error(est.estimate(n).rows, count_rows(backend, subtree_plan(g, n))) for n in nodes]
     errors.sort()
     assert errors[len(errors) // 2] <= 1.5, errors

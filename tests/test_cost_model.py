@@ -201,3 +201,56 @@ def test_every_relation_kind_has_a_cost():
     for rel in rels:
         c = cost_of(b.plan(rel), stats())
         assert c >= base and c < float("inf"), rel
+
+
+# --------------------------------------------------------------------------------------------------
+# explain with estimates
+# --------------------------------------------------------------------------------------------------
+
+
+def _plan_file(tmp_path):
+    b = B()
+    plan = b.plan(b.filter(b.read("small", SMALL), b.call("equal", b.ref(0), b.i64(3))), names=["k", "name"])
+    from optimizer.plan_io import save_plan
+
+    path = tmp_path / "plan.json"
+    save_plan(plan, str(path))
+    return path
+
+
+def test_explain_with_stats_file_text_and_json(tmp_path):
+    from cost.statistics import save_statistics
+    from optimizer.cli import main
+
+    save_statistics(stats(), ["small"], tmp_path / "stats.json")
+    plan = _plan_file(tmp_path)
+    out = tmp_path / "out.txt"
+    assert main(["explain", str(plan), "--stats", str(tmp_path / "stats.json"), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "Filter(" in text and "rows=1 " in text and "rows=1.0K" in text and "cost=" in text
+    assert main(["explain", str(plan), "--stats", str(tmp_path / "stats.json"), "--format", "json",
+                 "-o", str(out)]) == 0
+    records = json.loads(out.read_text())
+    assert [r["path"] for r in records] == ["relations[0].root.input", "relations[0].root.input.filter.input"]
+    assert records[1]["estimated_rows"] == 1000 and records[0]["actual_rows"] is None
+    assert set(records[0]) >= {"path", "relation", "estimated_rows", "actual_rows", "q_error"}
+    assert main(["explain", str(plan), "--stats", str(tmp_path / "missing.json")]) == 2
+
+
+@pytest.mark.spark
+def test_explain_analyze_counts_rows_on_spark(spark, tpch_dir, tmp_path):
+    from optimizer.cli import main
+    from optimizer.plan_io import save_plan
+    from optimizer.producers import datafusion_plan
+    from optimizer.tpch import table_paths, tpch_query
+
+    tables = {k: str(v) for k, v in table_paths(tpch_dir, include_t=False).items()}
+    path = tmp_path / "q6.json"
+    save_plan(load_plan(datafusion_plan(tpch_query(6), tables)), str(path))
+    out = tmp_path / "q6.out"
+    assert main(["explain", str(path), "--tables", str(tpch_dir), "--analyze", "--format", "json",
+                 "-o", str(out)]) == 0
+    records = json.loads(out.read_text())
+    assert records[0]["actual_rows"] == 1 and all(r["q_error"] is not None for r in records)
+    read = next(r for r in records if r["kind"] == "read")
+    assert read["q_error"] < 1.5
