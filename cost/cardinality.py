@@ -151,7 +151,9 @@ class RelEstimate:
     columns they read), so that a filter repeated above a read (as DataFusion writes them) is not
     counted twice. ``fds`` holds ``(a, b)`` pairs of read nodes: a row of ``a`` determines one row of
     ``b`` (joined on ``b``'s unique key); aggregates use them to drop functionally dependent keys.
-    ``source`` is ``"derived"``, ``"hint"`` or ``"default"``.
+    ``source`` is ``"derived"``, ``"hint"`` or ``"default"``. ``exprs`` holds what filters said about
+    computed expressions (``substring(c_phone, 1, 2) IN (7 values)`` leaves 7 distinct values), keyed by
+    the expression's fingerprint.
     """
 
     rows: float
@@ -160,6 +162,7 @@ class RelEstimate:
     applied: frozenset = frozenset()
     fds: frozenset[tuple[int, int]] = frozenset()
     source: str = "derived"
+    exprs: dict[bytes, ColumnEstimate] = field(default_factory=dict)
 
     @property
     def bytes(self) -> float:
@@ -703,7 +706,7 @@ class CardinalityEstimator:
                 cols.append(replace(c, origin=None) if c is not None else None)
             else:
                 cols.append(None)
-        return RelEstimate(child.rows * copies, 0.0, cols, fds=child.fds)
+        return RelEstimate(child.rows * copies, 0.0, cols, fds=child.fds, exprs=child.exprs)
 
     def _rel_aggregate(self, node, body, children) -> RelEstimate:
         child = children[0]
@@ -732,7 +735,7 @@ class CardinalityEstimator:
             cols.append(self.measure_column(m.measure, child, rows))
         if len(groupings) > 1:
             cols.append(ColumnEstimate(ndv=float(len(groupings)), null_fraction=0.0, avg_len=4.0, integral=True))
-        return RelEstimate(rows, 0.0, cols, applied=child.applied, fds=child.fds)
+        return RelEstimate(rows, 0.0, cols, applied=child.applied, fds=child.fds, exprs=child.exprs)
 
     def measure_column(self, fn, child: RelEstimate, groups: float) -> ColumnEstimate:
         """The values of an aggregate function over groups of ``child``: ``count`` about
@@ -952,7 +955,7 @@ class CardinalityEstimator:
         res_cols = both_cols
         if residual:
             res_est = RelEstimate(max(L * R, 1.0), 0.0, both_cols, applied=left.applied | right.applied)
-            res_sel, res_cols, _ = self._conjunction(residual, res_est)
+            res_sel, res_cols, _, _ = self._conjunction(residual, res_est)
         if keys:
             inner = L * R / domain * res_sel
             left_match = l_values * _matched(res_sel, R / ndv_r)
@@ -985,7 +988,7 @@ class CardinalityEstimator:
         applied = left.applied | right.applied
         fds_all = frozenset(fds)
         if jt == "INNER":
-            return RelEstimate(inner, 0.0, out_l + out_r, applied=applied, fds=fds_all)
+            return RelEstimate(inner, 0.0, out_l + out_r, applied=applied, fds=fds_all, exprs={**left.exprs, **right.exprs})
         if jt in ("LEFT", "RIGHT", "OUTER"):
             rows = inner
             cols_l, cols_r = out_l, out_r
@@ -1004,7 +1007,8 @@ class CardinalityEstimator:
                 cols_r = [_nulls(c, inner + R * (1 - right_match), rows) for c in cols_r]
             keep = left.applied if jt == "LEFT" else right.applied if jt == "RIGHT" else frozenset()
             keep_fds = left.fds if jt == "LEFT" else right.fds if jt == "RIGHT" else frozenset()
-            return RelEstimate(rows, 0.0, cols_l + cols_r, applied=keep, fds=keep_fds)
+            return RelEstimate(rows, 0.0, cols_l + cols_r, applied=keep, fds=keep_fds,
+                               exprs=left.exprs if jt == "LEFT" else right.exprs if jt == "RIGHT" else {})
         if jt in ("LEFT_SEMI", "LEFT_ANTI"):
             fraction = left_match if jt == "LEFT_SEMI" else 1 - left_match
             rows = L * fraction
@@ -1012,7 +1016,7 @@ class CardinalityEstimator:
             if jt == "LEFT_SEMI":
                 for lk, _ in keys:
                     _select_values(cols, lk, fraction, lcols)
-            return RelEstimate(rows, 0.0, cols, applied=left.applied, fds=left.fds)
+            return RelEstimate(rows, 0.0, cols, applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt in ("RIGHT_SEMI", "RIGHT_ANTI"):
             fraction = right_match if jt == "RIGHT_SEMI" else 1 - right_match
             rows = R * fraction
@@ -1020,18 +1024,18 @@ class CardinalityEstimator:
             if jt == "RIGHT_SEMI":
                 for _, rk in keys:
                     _select_values(cols, rk, fraction, rcols)
-            return RelEstimate(rows, 0.0, cols, applied=right.applied, fds=right.fds)
+            return RelEstimate(rows, 0.0, cols, applied=right.applied, fds=right.fds, exprs=right.exprs)
         if jt == "LEFT_SINGLE":
-            return RelEstimate(L, 0.0, lcols + [_nulls(c, inner, L) for c in out_r], applied=left.applied, fds=left.fds)
+            return RelEstimate(L, 0.0, lcols + [_nulls(c, inner, L) for c in out_r], applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt == "RIGHT_SINGLE":
             return RelEstimate(R, 0.0, [_nulls(c, inner, R) for c in out_l] + rcols, applied=right.applied,
-                               fds=right.fds)
+                               fds=right.fds, exprs=right.exprs)
         mark = ColumnEstimate(ndv=2.0, avg_len=1.0, null_fraction=None)
         if jt == "LEFT_MARK":
-            return RelEstimate(L, 0.0, lcols + [mark], applied=left.applied, fds=left.fds)
+            return RelEstimate(L, 0.0, lcols + [mark], applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt == "RIGHT_MARK":
-            return RelEstimate(R, 0.0, rcols + [mark], applied=right.applied, fds=right.fds)
-        return RelEstimate(inner, 0.0, out_l + out_r, applied=applied, fds=fds_all)
+            return RelEstimate(R, 0.0, rcols + [mark], applied=right.applied, fds=right.fds, exprs=right.exprs)
+        return RelEstimate(inner, 0.0, out_l + out_r, applied=applied, fds=fds_all, exprs={**left.exprs, **right.exprs})
 
     # -- other relations ------------------------------------------------------------------------------
 
@@ -1071,6 +1075,10 @@ class CardinalityEstimator:
         if i is not None:
             return cols[i] if 0 <= i < len(cols) else None
         rex = e.WhichOneof("rex_type")
+        if child.exprs:
+            fp = self._fingerprint(e, cols)
+            if fp is not None and fp in child.exprs:
+                return _cap_column(child.exprs[fp], child.rows)
         value = literal_of(e)
         if value is not _NOT_LITERAL:
             if value is None:
@@ -1114,12 +1122,12 @@ class CardinalityEstimator:
     def apply_filter(self, condition: Expression, est: RelEstimate) -> RelEstimate:
         """``est`` filtered by ``condition``: rows times its selectivity, columns updated (bounds of
         compared columns narrowed, NDVs of the others thinned out)."""
-        sel, cols, applied = self._conjunction(conjuncts(condition, self.functions), est)
+        sel, cols, applied, exprs = self._conjunction(conjuncts(condition, self.functions), est)
         rows = est.rows * sel
         if est.rows >= 1:  # floor at one row: statistics may be stale, and 0 would zero everything above
             rows = max(rows, 1.0)
         cols = [_cap_column(c, rows) for c in cols]
-        return replace(est, rows=rows, columns=cols, applied=applied)
+        return replace(est, rows=rows, columns=cols, applied=applied, exprs=exprs)
 
     def selectivity(self, condition: Expression, est: RelEstimate) -> float:
         """The fraction of ``est``'s rows for which ``condition`` holds."""
@@ -1143,10 +1151,11 @@ class CardinalityEstimator:
             return None
 
     def _conjunction(self, parts: Iterable[Expression], est: RelEstimate
-                     ) -> tuple[float, list[ColumnEstimate | None], frozenset]:
+                     ) -> tuple[float, list[ColumnEstimate | None], frozenset, dict]:
         cols = list(est.columns)
         rows = est.rows
         applied = set(est.applied)
+        exprs = dict(est.exprs)
         total = 1.0
         for c in parts:
             fp = self._fingerprint(c, cols)
@@ -1154,6 +1163,8 @@ class CardinalityEstimator:
                 continue
             sel, updates = self._predicate(c, cols, rows)
             sel = min(max(sel, 0.0), 1.0)
+            for k in [k for k in updates if isinstance(k, bytes)]:
+                exprs[k] = updates.pop(k)
             new_rows = rows * sel
             before = list(cols)
             for i, col in enumerate(cols):
@@ -1169,7 +1180,7 @@ class CardinalityEstimator:
             total *= sel
             if fp is not None:
                 applied.add(fp)
-        return total, cols, frozenset(applied)
+        return total, cols, frozenset(applied), exprs
 
     def _predicate(self, e: Expression, cols: list[ColumnEstimate | None], rows: float
                    ) -> tuple[float, dict[int, ColumnEstimate]]:
@@ -1196,7 +1207,7 @@ class CardinalityEstimator:
             return DEFAULT_SEL, {}
         if name == "and":
             est = RelEstimate(rows, 0.0, cols)
-            sel, new_cols, _ = self._conjunction(args, est)
+            sel, new_cols, _, _ = self._conjunction(args, est)
             return sel, {k: v for k, v in enumerate(new_cols) if v is not None}
         if name == "or":
             parts = disjuncts(e, self.functions)
@@ -1249,7 +1260,9 @@ class CardinalityEstimator:
             return min(DEFAULT_EQ_SEL * len(values), 0.5), {}
         distinct = list(dict.fromkeys(v for v in values if v is not None))
         if col is None:
-            return min(DEFAULT_EQ_SEL * len(distinct), 0.5), {}
+            fp = self._fingerprint(sol.value, cols) if i is None else None
+            facts = {fp: _value_set(distinct)} if fp is not None else {}
+            return min(DEFAULT_EQ_SEL * len(distinct), 0.5), facts
         total = 0.0
         inside = []
         for v in distinct:
@@ -1322,7 +1335,8 @@ class CardinalityEstimator:
                 ca = self.expression_column(b, RelEstimate(rows, 0.0, cols))
             if ca is not None and ca.ndv:
                 return 1.0 / max(ca.ndv, 1.0), {}
-            return DEFAULT_EQ_SEL, {}
+            fp = self._fingerprint(a, cols) if vb is not _NOT_LITERAL and vb is not None else None
+            return DEFAULT_EQ_SEL, ({fp: _value_set([vb])} if fp is not None else {})
         if name in ("not_equal", "is_distinct_from"):
             return 1.0 - DEFAULT_EQ_SEL, {}
         return DEFAULT_RANGE_SEL, {}
@@ -1537,6 +1551,14 @@ def _nulls(col: ColumnEstimate | None, matched: float, rows: float) -> ColumnEst
     non_null = matched * (1.0 - nf_in)
     nf = 1.0 - non_null / rows if rows > 0 else 0.0
     return replace(col, null_fraction=min(max(nf, 0.0), 1.0), key_of=frozenset())
+
+
+def _value_set(values: list[Any]) -> ColumnEstimate:
+    """A column known to hold only ``values``."""
+    col = ColumnEstimate(ndv=float(len(values)), null_fraction=0.0)
+    if values and len({type(v) for v in values}) == 1:
+        col.min, col.max = min(values), max(values)
+    return col
 
 
 def _union_column(parts: list[ColumnEstimate | None]) -> ColumnEstimate | None:
