@@ -1085,6 +1085,17 @@ class ExpressionCompiler:
             return F.struct(*needles).isin(df.select(*hay))
         outer = [n.outer() for n in needles]
         equal = functools.reduce(lambda a, b: a & b, [h == o for h, o in zip(hay, outer, strict=True)])
+        null_bool = F.lit(None).cast(T.BooleanType())
+        if len(needles) == 1:
+            # Unknown when the needle is null (and the set is not empty) or the set holds a null: both
+            # without correlation, so Spark plans equi-joins only.
+            found = df.where(equal).exists()
+            return (
+                F.when(found, F.lit(True))
+                .when(needles[0].isNull() & df.exists(), null_bool)
+                .when(df.where(hay[0].isNull()).exists(), null_bool)
+                .otherwise(F.lit(False))
+            )
         differs = functools.reduce(
             lambda a, b: a | b,
             [h.isNotNull() & o.isNotNull() & (h != o) for h, o in zip(hay, outer, strict=True)],
