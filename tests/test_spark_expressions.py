@@ -958,6 +958,7 @@ def test_datetime_functions(env):
             (fn("date_part", s("epoch"), ts, out=ty("fp64")), [1709210096.123456] * 4),
             (fn("millisecond", ts, out=I64), [56123] * 4),
             (fn("dayofweek", field(7), out=I64), [4, 5, None, 6]),
+            (fn("extract", "dow", field(7), out=I64), [4, 5, None, 6]),  # a DuckDB part name as the enum
             (fn("extract_boolean", "IS_LEAP_YEAR", field(7)), [True, False, None, True]),
             (
                 fn("add", field(7), days3, out=ty("date")),

@@ -1326,6 +1326,10 @@ def _component(call: Call, comp: str, x: Column, kind: str | None, zero_based: b
         return F.pmod(micros, F.lit(1_000_000))
     if c == "UNIX_TIME":
         return F.floor(micros / 1_000_000)
+    if (
+        c.lower() in _ENGINE_ONLY_PARTS
+    ):  # a producer's own part name in the enum (DuckDB: 'dow', 'epoch', ...)
+        return _engine_part(call, c, x, kind)
     raise call.unsupported(f"extract component {comp}")
 
 
@@ -1379,6 +1383,22 @@ _PART_ALIASES = {
     "minutes": "MINUTE",
     "second": "SECOND",
     "seconds": "SECOND",
+}
+
+
+_ENGINE_ONLY_PARTS = {
+    "dow",
+    "dayofweek",
+    "weekday",
+    "isodow",
+    "doy",
+    "dayofyear",
+    "week",
+    "weekofyear",
+    "epoch",
+    "epoch_ms",
+    "isoyear",
+    "dayofmonth",
 }
 
 
