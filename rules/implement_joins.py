@@ -247,8 +247,8 @@ def merge_key_order(g: nx.DiGraph, left: int, right: int, keys: list[Key]) -> li
 
 def _sorted_on_keys_above(g: nx.DiGraph, node: int, join: JoinRel, keys: list[Key]) -> bool:
     """Is the join's only reader a SortRel whose leading fields are the join's left key columns?"""
-    if uses(g, node) != 1:
-        return False
+    if uses(g, node) != 1 or g.in_degree(node) != 1:
+        return False  # read by a plan root (no parent relation) or by several relations
     (parent,) = g.predecessors(node)
     if g.nodes[parent]["kind"] != "sort":
         return False
