@@ -31,6 +31,7 @@ that survives none of this is an error naming it and its place: nothing is silen
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -214,8 +215,14 @@ def _aggregate_json(obj: dict, path: str, ctx: _Context) -> None:
         key = _json_key(grouping, "groupingExpressions", "grouping_expressions")
         if key is None:
             continue
-        if _json_key(grouping, "expressionReferences", "expression_references"):
-            raise PlanError("a grouping has both grouping_expressions and expression_references", f"{path}.groupings[{i}]")
+        existing = grouping.get("expressionReferences", grouping.get("expression_references"))
+        if existing:
+            # Producers in transition write both encodings: the old one must say the same.
+            old_exprs = grouping.pop(key)
+            current = [shared[int(j)] for j in existing if int(j) < len(shared)]
+            if [_normalised_expr(e) for e in old_exprs] != [_normalised_expr(e) for e in current]:
+                raise PlanError("grouping_expressions and expression_references disagree", f"{path}.groupings[{i}]")
+            continue
         refs = []
         for expr in grouping.pop(key):
             # The same key in several grouping sets is one column of the output: share it.
@@ -227,6 +234,16 @@ def _aggregate_json(obj: dict, path: str, ctx: _Context) -> None:
                 shared.append(expr)
                 refs.append(len(shared) - 1)
         grouping["expressionReferences"] = refs
+
+
+def _normalised_expr(doc: Any) -> Any:
+    """An expression document in a canonical form (the old and new encodings of it compare equal)."""
+    expr = Expression()
+    try:
+        json_format.ParseDict(upgrade_json(json.loads(json.dumps(doc)), Expression.DESCRIPTOR), expr)
+    except (json_format.ParseError, PlanError):
+        return doc
+    return expr.SerializeToString(deterministic=True)
 
 
 def _virtual_table_json(obj: dict, path: str, ctx: _Context) -> None:
@@ -509,8 +526,16 @@ def _upgrade_aggregate_groupings(agg, path: str, ctx: _Context) -> None:
             raise PlanError(f"unknown field number {others[0]} (not in substrait.AggregateRel.Grouping)", f"{path}.groupings[{i}]")
         if not old:
             continue
-        for raw in old:
-            expr = _parse_upgraded(Expression, raw, f"{path}.groupings[{i}].grouping_expressions", ctx)
+        exprs = [_parse_upgraded(Expression, raw, f"{path}.groupings[{i}].grouping_expressions", ctx) for raw in old]
+        if len(grouping.expression_references):
+            # Producers in transition (DataFusion) write both encodings: the old one must say the same.
+            current = [agg.grouping_expressions[j] for j in grouping.expression_references
+                       if j < len(agg.grouping_expressions)]
+            if current != exprs:
+                raise PlanError("grouping_expressions and expression_references disagree", f"{path}.groupings[{i}]")
+            grouping.DiscardUnknownFields()
+            continue
+        for expr in exprs:
             for j, existing in enumerate(agg.grouping_expressions):
                 if existing == expr:
                     grouping.expression_references.append(j)

@@ -213,3 +213,23 @@ def test_sources(tmp_path):
     assert (tmp_path / "q.json").read_text().lstrip().startswith("{")
     save_plan(plan, tmp_path / "q.txt", format="text")
     assert "Read(LINEITEM" in (tmp_path / "q.txt").read_text() or "Read(" in (tmp_path / "q.txt").read_text()
+
+
+def test_grouping_written_in_both_encodings_is_read_once_and_checked():
+    """DataFusion writes a grouping's keys in the old and the new encoding at once."""
+    from optimizer.errors import PlanError
+
+    ref = {"selection": {"directReference": {"structField": {"field": 0}}, "rootReference": {}}}
+    other = {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}}
+    read = {"read": {"namedTable": {"names": ["t"]},
+                     "baseSchema": {"names": ["a", "b"], "struct": {"types": [{"i64": {}}, {"i64": {}}]}}}}
+
+    def plan(old):
+        return json.dumps({"relations": [{"root": {"input": {"aggregate": {
+            "input": read, "groupingExpressions": [ref],
+            "groupings": [{"expressionReferences": [0], "groupingExpressions": [old]}]}}, "names": ["a"]}}]})
+
+    agg = load_plan(plan(ref)).relations[0].root.input.aggregate
+    assert list(agg.groupings[0].expression_references) == [0] and len(agg.grouping_expressions) == 1
+    with pytest.raises(PlanError, match="disagree"):
+        load_plan(plan(other))
