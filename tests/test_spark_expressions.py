@@ -9,6 +9,7 @@ import math
 import uuid
 
 import pytest
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 from substrait.proto import (
     AggregateFunction,
@@ -1217,11 +1218,15 @@ def test_sort_orders(env):
         SortField.SORT_DIRECTION_DESC_NULLS_FIRST,
         SortField.SORT_DIRECTION_DESC_NULLS_LAST,
     ]
-    got = []
-    for d in dirs:
-        df = scope.df.orderBy(compiler.sort_order(SortField(expr=field(1), direction=d), scope, "s"))
-        got.append([r[0] for r in df.select("id").collect()])
+    # one job: the position of each row under each ordering (a: 7, -7, null, MAX)
+    positions = [
+        F.row_number().over(Window.orderBy(compiler.sort_order(sort(field(1), d), scope, "s"))) for d in dirs
+    ]
+    rows = scope.df.select("id", *positions).orderBy("id").collect()
+    got = [[r["id"] for r in sorted(rows, key=lambda r: r[i + 1])] for i in range(len(dirs))]
     assert got == [[3, 2, 1, 4], [2, 1, 4, 3], [3, 4, 1, 2], [4, 1, 2, 3]]
+    # CLUSTERED keeps equal values together (any order does)
+    compiler.sort_order(sort(field(1), SortField.SORT_DIRECTION_CLUSTERED), scope, "s")
 
 
 # ------------------------------------------------------------------------------------------ subqueries
