@@ -458,6 +458,9 @@ class _PlanCompiler:
         width = len(types)
         if not types:  # names but no types (older DataFusion): the named columns, types unknown
             width, types = len(body.base_schema.names), None
+            if which == "virtual_table" and not width and body.virtual_table.expressions:
+                # no base schema at all (older DuckDB): as many columns as the rows have values
+                width = len(body.virtual_table.expressions[0].fields)
         names = [self.fresh() for _ in range(width)]
         r = Relation(df.toDF(*names), names, types)
         if body.HasField("filter"):
