@@ -389,7 +389,7 @@ def _decimal_arith(call: Call, op: str, a: Column, b: Column) -> Column:
     r = r.cast(out)
     m = _decimal_max(out)
     positive = _binop(op, a.cast(T.DoubleType()), b.cast(T.DoubleType())) > 0
-    sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(-m).cast(out))
+    sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(m.copy_negate()).cast(out))
     return _overflow(call, r, [a, b], r, sat)
 
 
@@ -463,7 +463,7 @@ def _divide(call: Call) -> Column:
             r = r.cast(out)
             m = _decimal_max(out)
             positive = (a.cast(T.DoubleType()) / b.cast(T.DoubleType())) > 0
-            sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(-m).cast(out))
+            sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(m.copy_negate()).cast(out))
             r = _overflow(call, r, [a, b], r, sat)
         zero = _null(out) if zero_mode == "NULL" else call.fail("division by zero")
         return F.when((b == 0) & a.isNotNull(), zero).otherwise(r)
