@@ -397,6 +397,7 @@ class CardinalityEstimator:
         self._memo: dict[int, RelEstimate] = {}
         self._schemas: dict[int, Any] = {}
         self._origin_ids: dict[tuple[int, int], int] = {}
+        self._narrowed: set[int] = set()
 
     # -- public ---------------------------------------------------------------------------------------
 
@@ -1156,6 +1157,7 @@ class CardinalityEstimator:
         rows = est.rows
         applied = set(est.applied)
         exprs = dict(est.exprs)
+        narrowed: set[int] = set()
         total = 1.0
         for c in parts:
             fp = self._fingerprint(c, cols)
@@ -1172,6 +1174,7 @@ class CardinalityEstimator:
                     cols[i] = updates[i]
                 else:
                     cols[i] = _scale_column(col, rows, sel, new_rows) if col is not None else None
+            narrowed.update(updates)
             for i, upd in updates.items():
                 old = before[i] if 0 <= i < len(before) else None
                 if old is not None and old.ndv and upd is not None and upd.ndv is not None and upd.ndv < old.ndv:
@@ -1180,6 +1183,7 @@ class CardinalityEstimator:
             total *= sel
             if fp is not None:
                 applied.add(fp)
+        self._narrowed = narrowed
         return total, cols, frozenset(applied), exprs
 
     def _predicate(self, e: Expression, cols: list[ColumnEstimate | None], rows: float
@@ -1208,14 +1212,37 @@ class CardinalityEstimator:
         if name == "and":
             est = RelEstimate(rows, 0.0, cols)
             sel, new_cols, _, _ = self._conjunction(args, est)
-            return sel, {k: v for k, v in enumerate(new_cols) if v is not None}
+            return sel, {k: new_cols[k] for k in self._narrowed if 0 <= k < len(new_cols) and new_cols[k] is not None}
         if name == "or":
             parts = disjuncts(e, self.functions)
             miss = 1.0
+            branches: list[dict] = []
             for p in parts:
-                s, _ = self._predicate(p, cols, rows)
+                s, upd = self._predicate(p, cols, rows)
                 miss *= 1.0 - min(max(s, 0.0), 1.0)
-            return 1.0 - miss, {}
+                branches.append({k: v for k, v in upd.items() if isinstance(k, int)})
+            # a column every branch narrows keeps the union of the branches' values
+            common = set.intersection(*(set(b) for b in branches)) if branches else set()
+            updates: dict = {}
+            for i in common:
+                old = cols[i] if 0 <= i < len(cols) else None
+                if old is None:
+                    continue
+                parts_i = [b[i] for b in branches]
+                ndvs = [c.ndv for c in parts_i]
+                ndv = old.ndv
+                if all(n is not None for n in ndvs):
+                    ndv = min(old.ndv, sum(ndvs)) if old.ndv is not None else sum(ndvs)
+                lo, hi = parts_i[0].min, parts_i[0].max
+                for c in parts_i[1:]:
+                    lo = _min_opt(lo, c.min) if lo is not None and c.min is not None else None
+                    hi = _max_opt(hi, c.max) if hi is not None and c.max is not None else None
+                if lo is None:
+                    lo = old.min
+                if hi is None:
+                    hi = old.max
+                updates[i] = replace(old, ndv=ndv, min=lo, max=hi, null_fraction=0.0)
+            return 1.0 - miss, updates
         if name == "not" and len(args) == 1:
             s, _ = self._predicate(args[0], cols, rows)
             return 1.0 - s, {}
