@@ -117,7 +117,7 @@ class Fuzzer:
 
     def __init__(self, spark, *, workdir: str | Path | None = None, save_dir: str | Path | None = None,
                  max_depth: int = 3, max_relations: int = 6, max_rows: int = 8, progress: bool = True,
-                 ignore: list[str] | None = None) -> None:
+                 ignore: list[str] | None = None, rules: list | None = None) -> None:
         self.spark = spark
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="substrait-fuzz-"))
         self.save_dir = Path(save_dir) if save_dir else None
@@ -126,6 +126,7 @@ class Fuzzer:
         self.max_rows = max_rows
         self.show_progress = progress
         self.ignore = [re.compile(p) for p in ignore or []]
+        self.rules = rules  # None: the standard rules
         self._n = 0
         self._dirs: deque[Path] = deque()
 
@@ -147,7 +148,7 @@ class Fuzzer:
         self._dirs.append(directory)
         while len(self._dirs) > _KEEP_DIRS:
             shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
-        return case.run(self.backend, directory)
+        return case.run(self.backend, directory, rules=self.rules)
 
     def _round(self, report: FuzzReport, progress: _Progress, examples: int, seed: int, plans: int,
                deadline: float) -> tuple[DiffCase, DiffResult, bool] | None:

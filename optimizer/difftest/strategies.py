@@ -759,7 +759,7 @@ class _Gen:
     def child_of_filter(self, depth: int) -> tuple[Rel, Schema]:
         """Mostly any relation; often one a filter can be pushed through or into (the logical rules)."""
         if depth + 1 < self.max_depth and self.budget > 1 and _maybe(self.draw, 50):
-            kind = _pick(self.draw, ["join", "project", "aggregate", "set", "region", "cross", "sort"])
+            kind = _pick(self.draw, ["join", "project", "aggregate", "join", "set", "region", "cross", "join", "sort"])
             try:
                 self.budget -= 1
                 return getattr(self, kind)(depth + 1)
@@ -767,11 +767,22 @@ class _Gen:
                 pass
         return self.relation(depth + 1)
 
+    def focused_predicate(self, schema: Schema, depth: int = 0) -> Expression:
+        """A predicate on a run of adjacent columns only (over a join: often one side's)."""
+        n = len(schema)
+        if n < 2 or not _maybe(self.draw, 50):
+            return self.predicate(schema, depth)
+        lo = self.draw(st.integers(0, n - 1))
+        hi = self.draw(st.integers(lo + 1, n))
+        positions = list(range(lo, hi))
+        inner = self.predicate(schema.select(positions), depth)
+        return remap_fields(inner, dict(enumerate(positions)))
+
     def filter(self, depth: int) -> tuple[Rel, Schema]:
         child, cs = self.child_of_filter(depth)
         rel = Rel()
         rel.filter.input.CopyFrom(child)
-        rel.filter.condition.CopyFrom(self.predicate(cs))
+        rel.filter.condition.CopyFrom(self.focused_predicate(cs))
         return rel, self.hint_and_emit(rel, [cs])
 
     def project(self, depth: int) -> tuple[Rel, Schema]:
