@@ -6,6 +6,7 @@ plan's answer with the original's on Spark (:func:`optimizer.difftest.compare`),
     python -m optimizer.difftest.fuzz            # short profile: 50 plans, at most 5 minutes
     python -m optimizer.difftest.fuzz --long     # long profile (make fuzz): 5000 plans, at most 60 minutes
     python -m optimizer.difftest.fuzz --plans 300 --minutes 10 --seed 7
+    python -m optimizer.difftest.fuzz --ignore 'a known bug'   # counted, not shrunk again
 
 Every failure (a difference, or an error of the optimizer or of the optimized plan) is shrunk by
 Hypothesis to a minimal case -- small tables, a small plan, the statistics/profile/configuration that

@@ -1,8 +1,9 @@
 """Differential testing: run a plan and its optimized form on Spark and compare the answers.
 
-:func:`compare` is the one entry point: it runs the original plan through ``backend``, optimizes it
-(:class:`optimizer.driver.Optimizer` with the statistics, capability profile, configuration and rules
-given), runs the optimized plan through the same backend **in the mode that ignores
+:func:`compare` is the one entry point: it optimizes the plan (:class:`optimizer.driver.Optimizer`
+with the statistics, capability profile, configuration and rules given; a crash is found before
+anything runs), runs the original plan through ``backend``, runs the optimized plan through the same
+backend **in the mode that ignores
 ``ReadRel.best_effort_filter``** (a consumer may skip a best-effort filter, so a rewrite that relies on
 it being applied is wrong, and this mode catches it), and compares the two results with
 :func:`optimizer.compare.compare_tables`: as multisets of rows, and, where the original plan's root is
@@ -44,8 +45,8 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -636,24 +637,3 @@ def compare(
             result.comparison.reason.replace("actual", "optimized").replace("expected", "original")
         )
     return result
-
-
-def summarize(results: Iterable[DiffResult]) -> tuple[int, int, int]:
-    """``(passed, failed, skipped)``."""
-    passed = failed = skipped = 0
-    for r in results:
-        if r.equal:
-            passed += 1
-        elif r.skipped:
-            skipped += 1
-        else:
-            failed += 1
-    return passed, failed, skipped
-
-
-def config_dict(config: Any) -> dict:
-    """An :class:`~optimizer.driver.OptimizerConfig` as the JSON dict a :class:`DiffCase` keeps."""
-    if config is None:
-        return {}
-    data = asdict(config)
-    return {k: v for k, v in data.items() if k in _CONFIG_FIELDS}

@@ -942,6 +942,7 @@ class _Gen:
         if single:
             conjuncts.append(self.call("equal", list(key))[0])
         n_eq = draw(st.integers(0, 2)) if not _maybe(draw, 10) else 0
+        first_key = None
         for _ in range(n_eq):
             pairs = [(a, len(ls) + b) for a in self.cols(ls) for b in self.cols(rs)
                      if _class(ls.types[a]) == _class(rs.types[b])]
@@ -950,6 +951,15 @@ class _Gen:
             a, b = _pick(draw, pairs)
             op = "equal" if not _maybe(draw, 15) else _pick(draw, ["is_not_distinct_from", "lt", "not_equal"])
             conjuncts.append(self.call(op, [self.col(both, a), self.col(both, b)])[0])
+            if op == "equal" and first_key is None:
+                first_key = (a, b - len(ls))
+        if first_key is not None and _maybe(draw, 15):  # inputs sorted on the key: a merge join is free
+            direction = _pick(draw, [1, 2, 3, 4])
+            for side, key in ((j.left, first_key[0]), (j.right, first_key[1])):
+                wrapped = Rel()
+                wrapped.sort.input.CopyFrom(side)
+                wrapped.sort.sorts.add(expr=field(key), direction=direction)
+                side.CopyFrom(wrapped)
         if _maybe(draw, 35):  # a conjunct on one side only
             side, offset = (ls, 0) if _maybe(draw, 50) else (rs, len(ls))
             conjuncts.append(shift_fields(self.predicate(side, 1), offset))
@@ -963,7 +973,13 @@ class _Gen:
             j.expression.CopyFrom(_bool_literal(True))
         if jt in (1, 2, 3, 4) and _maybe(draw, 10):
             j.post_join_filter.CopyFrom(self.predicate(both, 1))
-        return rel, self.hint_and_emit(rel, [ls, rs])
+        schema = self.hint_and_emit(rel, [ls, rs])
+        if first_key is not None and not j.common.HasField("emit") and _maybe(draw, 15):
+            top = Rel()  # a sort on the join's left key above it: a merge join may be chosen
+            top.sort.input.CopyFrom(rel)
+            top.sort.sorts.append(self.sort_field(schema, first_key[0]))
+            return top, self.schema(top, [schema])
+        return rel, schema
 
     def region(self, depth: int) -> tuple[Rel, Schema]:
         """3..4 inputs joined by inner joins, or comma-joined (cross products under one filter of
