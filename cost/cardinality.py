@@ -74,6 +74,8 @@ DEFAULT_RANGE_SEL = 1.0 / 3.0
 DEFAULT_BETWEEN_SEL = 0.25
 #: Each literal fragment of a LIKE pattern (``'%green%'``: one, ``'%a%b%'``: two, multiplied).
 DEFAULT_LIKE_SEL = 0.1
+#: Each character of a LIKE fragment beyond 5 multiplies its selectivity by this (fewer: divides).
+LIKE_CHAR_FACTOR = 0.8
 #: ``col IS NULL`` when the null count is unknown and the type is nullable.
 DEFAULT_NULL_SEL = 0.01
 #: A boolean expression nothing is known about (a function we do not model, a subquery...).
@@ -87,8 +89,8 @@ DEFAULT_SET_OVERLAP = 0.5
 #: Bytes of a string/binary value whose average length is unknown.
 DEFAULT_STRING_WIDTH = 20.0
 #: A column is a unique key of its table when its NDV is at least this fraction of the row count
-#: (Spark's HyperLogLog++ NDV has a 5% relative error).
-UNIQUE_KEY_FRACTION = 0.95
+#: (Spark's HyperLogLog++ NDV has a 5% relative standard error: a key of 15000 rows may say 14240).
+UNIQUE_KEY_FRACTION = 0.9
 
 _INTEGRAL_KINDS = {"i8", "i16", "i32", "i64", "date", "timestamp", "timestamp_tz", "precision_timestamp",
                    "precision_timestamp_tz", "time", "precision_time"}
@@ -123,7 +125,8 @@ class ColumnEstimate:
     ``integral`` says the values are discrete (integers, dates). ``domain`` is the number of distinct
     values the column could take (its base column's NDV, kept through filters and joins: a filtered
     key still draws from the whole key domain); ``normal`` ``(mean, sd)`` describes the values of a
-    computed aggregate (a sum per group is about normally distributed).
+    computed aggregate (a sum per group is about normally distributed); ``moments`` ``(mean, variance)``
+    those of an arithmetic expression.
     """
 
     ndv: float | None = None
@@ -137,6 +140,7 @@ class ColumnEstimate:
     integral: bool = False
     domain: float | None = None
     normal: tuple[float, float] | None = None
+    moments: tuple[float, float] | None = None
 
     @property
     def numeric(self) -> bool:
@@ -1014,17 +1018,15 @@ class CardinalityEstimator:
             fraction = left_match if jt == "LEFT_SEMI" else 1 - left_match
             rows = L * fraction
             cols = [_scale_column(c, L, fraction, rows) for c in lcols]
-            if jt == "LEFT_SEMI":
-                for lk, _ in keys:
-                    _select_values(cols, lk, fraction, lcols)
+            for lk, _ in keys:  # whole key values are kept or dropped
+                _keep_key_values(cols, lk, fraction, lcols, rows)
             return RelEstimate(rows, 0.0, cols, applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt in ("RIGHT_SEMI", "RIGHT_ANTI"):
             fraction = right_match if jt == "RIGHT_SEMI" else 1 - right_match
             rows = R * fraction
             cols = [_scale_column(c, R, fraction, rows) for c in rcols]
-            if jt == "RIGHT_SEMI":
-                for _, rk in keys:
-                    _select_values(cols, rk, fraction, rcols)
+            for _, rk in keys:
+                _keep_key_values(cols, rk, fraction, rcols, rows)
             return RelEstimate(rows, 0.0, cols, applied=right.applied, fds=right.fds, exprs=right.exprs)
         if jt == "LEFT_SINGLE":
             return RelEstimate(L, 0.0, lcols + [_nulls(c, inner, L) for c in out_r], applied=left.applied, fds=left.fds, exprs=left.exprs)
@@ -1105,6 +1107,10 @@ class CardinalityEstimator:
             return _date_part_column(part, col, child.rows)
         if not refs:
             return ColumnEstimate(ndv=1.0)
+        if name in ("add", "subtract", "multiply", "divide"):
+            out = self._arithmetic(name, e, child)
+            if out is not None:
+                return out
         ndv = 1.0
         for r in refs:
             c = cols[r] if 0 <= r < len(cols) else None
@@ -1117,6 +1123,82 @@ class CardinalityEstimator:
         if name in _COMPARISONS or name in ("and", "or", "not", "like", "is_null", "is_not_null"):
             ndv = min(ndv, 2.0) if ndv is not None else 2.0
         return ColumnEstimate(ndv=ndv)
+
+    def _arithmetic(self, name: str, e: Expression, child: RelEstimate) -> ColumnEstimate | None:
+        """Bounds (interval arithmetic) and moments (independent operands) of ``a op b``."""
+        args = call_args(e)
+        if args is None or len(args) != 2:
+            return None
+        a, b = (self.expression_column(x, child) for x in args)
+        if a is None or b is None or not a.numeric or not b.numeric:
+            return None
+        ma, mb = _moments(a), _moments(b)
+        if ma is None or mb is None:
+            return None
+        (ua, va), (ub, vb) = ma, mb
+        a0, a1, b0, b1 = float(a.min), float(a.max), float(b.min), float(b.max)
+        if name == "add":
+            mean, var, lo, hi = ua + ub, va + vb, a0 + b0, a1 + b1
+        elif name == "subtract":
+            mean, var, lo, hi = ua - ub, va + vb, a0 - b1, a1 - b0
+        elif name == "multiply":
+            mean = ua * ub
+            var = max((va + ua * ua) * (vb + ub * ub) - mean * mean, 0.0)
+            corners = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+            lo, hi = min(corners), max(corners)
+        else:
+            if b0 != b1 or b0 == 0:
+                return None
+            mean, var, lo, hi = ua / b0, va / (b0 * b0), min(a0 / b0, a1 / b0), max(a0 / b0, a1 / b0)
+        ndvs = [c.ndv for c in (a, b)]
+        ndv = None
+        if all(n is not None for n in ndvs):
+            ndv = min(max(ndvs[0], 1.0) * max(ndvs[1], 1.0), child.rows)
+        nfs = [c.null_fraction for c in (a, b)]
+        nf = max(nfs) if all(n is not None for n in nfs) else None
+        # a linear function of a normally distributed value (a sum per group) stays normal
+        constant = (a.min == a.max) or (b.min == b.max)
+        normal = (mean, math.sqrt(var)) if constant and (a.normal is not None or b.normal is not None) else None
+        return ColumnEstimate(ndv=ndv, min=lo, max=hi, null_fraction=nf, moments=(mean, var), normal=normal)
+
+    def scalar_value(self, e: Expression) -> float | None:
+        """The estimated value of an uncorrelated scalar subquery (under casts): the mean of its one
+        column, or its single value; ``None`` if unknown."""
+        while e.WhichOneof("rex_type") == "cast":
+            e = e.cast.input
+        if e.WhichOneof("rex_type") != "subquery" or e.subquery.WhichOneof("subquery_type") != "scalar":
+            return None
+        rel = e.subquery.scalar.input
+        key = rel.SerializeToString(deterministic=True)
+        cache = self.__dict__.setdefault("_scalar_cache", {})
+        if key in cache:
+            return cache[key]
+        value = None
+        try:
+            if not _has_outer_refs(rel):
+                from substrait.proto import Plan
+
+                from optimizer.dag import to_dag
+
+                plan = Plan()
+                plan.CopyFrom(self.g.graph["plan"])
+                plan.ClearField("relations")
+                plan.relations.add().root.input.CopyFrom(rel)
+                sub = to_dag(plan)
+                est = CardinalityEstimator(sub, self.statistics, self.functions).estimate(sub.graph["roots"][0]["node"])
+                col = est.columns[0] if est.columns else None
+                if col is not None:
+                    if col.normal is not None:
+                        value = col.normal[0]
+                    elif col.moments is not None:
+                        value = col.moments[0]
+                    elif col.numeric and col.min == col.max:
+                        value = float(col.min)
+        except Exception as exc:
+            log.debug("cardinality: scalar subquery not estimated: %s", exc)
+            value = None
+        cache[key] = value
+        return value
 
     # -- predicates -------------------------------------------------------------------------------------
 
@@ -1340,6 +1422,23 @@ class CardinalityEstimator:
         if ia is None and va is not _NOT_LITERAL and (ib is not None or vb is _NOT_LITERAL):
             a, b, ia, ib, va, vb = b, a, ib, ia, vb, va
             name = _FLIP[name]
+        if ia is not None and vb is _NOT_LITERAL:
+            sv = self.scalar_value(b)
+            if sv is not None:
+                vb = sv
+        if ia is None and ib is not None and va is _NOT_LITERAL:
+            sv = self.scalar_value(a)
+            if sv is not None:
+                a, b, ia, ib, va, vb = b, a, ib, None, _NOT_LITERAL, sv
+                name = _FLIP[name]
+        if ia is None and ib is None and va is _NOT_LITERAL and vb is _NOT_LITERAL:
+            # an expression against a scalar subquery: the expression's estimate, as a column
+            sv = self.scalar_value(b)
+            ca = self.expression_column(a, RelEstimate(rows, 0.0, cols)) if sv is not None else None
+            if ca is not None and name not in ("equal", "not_equal", "is_not_distinct_from", "is_distinct_from"):
+                tmp = list(cols) + [ca]
+                sel, _ = self._column_vs_value(name, len(cols), sv, tmp)
+                return sel, {}
         if ia is not None and vb is not _NOT_LITERAL:
             return self._column_vs_value(name, ia, vb, cols)
         if ia is not None and ib is not None:
@@ -1506,14 +1605,16 @@ class CardinalityEstimator:
                 return f * nonnull, {i: replace(col, ndv=1.0, min=pattern, max=pattern, null_fraction=0.0)}
             return DEFAULT_EQ_SEL, {}
         fragments = [f for f in pattern.replace("_", "%").split("%") if f]
-        sel = DEFAULT_LIKE_SEL ** max(len(fragments), 1) if fragments else 1.0
+        sel = 1.0
+        for f in fragments:
+            sel *= like_fragment_selectivity(f)
         if pattern[0] not in "%_" and col is not None and isinstance(col.min, str) and isinstance(col.max, str) \
                 and col.min and col.max:
             # anchored prefix: the share of its first character in the column's range of first characters
             first, lo, hi = ord(pattern[0]), ord(col.min[0]), ord(col.max[0])
             if not lo <= first <= hi:
                 return 0.0, {}
-            sel = min(sel, DEFAULT_LIKE_SEL ** (len(fragments) - 1) / (hi - lo + 1))
+            sel = min(sel, sel / like_fragment_selectivity(fragments[0]) / (hi - lo + 1))
         if col is not None and col.ndv:
             sel = max(sel, 1.0 / max(col.ndv, 1.0))
         return sel * nonnull, ({i: replace(col, null_fraction=0.0)} if col is not None else {})
@@ -1554,6 +1655,28 @@ def _matched(s: float, m: float) -> float:
     return -math.expm1(-m * s)
 
 
+def like_fragment_selectivity(fragment: str) -> float:
+    """Share of text values containing a literal fragment: :data:`DEFAULT_LIKE_SEL` for 5 characters,
+    times :data:`LIKE_CHAR_FACTOR` per extra character (divided per missing one), at most 0.5.
+
+    >>> like_fragment_selectivity("green"), round(like_fragment_selectivity("Complaints"), 4)
+    (0.1, 0.0328)
+    """
+    return min(0.5, DEFAULT_LIKE_SEL * LIKE_CHAR_FACTOR ** (len(fragment) - 5))
+
+
+def _keep_key_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
+                     before: Sequence[ColumnEstimate | None], rows: float) -> None:
+    """A semi/anti join keeps or drops whole key values: ``fraction`` of the key's values remain (not the
+    values a random ``fraction`` of the rows would hold), and of the columns that determine it."""
+    col = cols[i] if 0 <= i < len(cols) else None
+    old = before[i] if 0 <= i < len(before) else None
+    if col is None or old is None or old.ndv is None:
+        return
+    cols[i] = replace(col, ndv=max(min(old.ndv * fraction, rows), 1.0 if rows >= 1 else 0.0))
+    _select_values(cols, i, fraction, before)
+
+
 def _select_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
                    before: Sequence[ColumnEstimate | None] | None = None) -> None:
     """Column ``i`` keeps ``fraction`` of its values: so do the columns that determine it (unique keys of
@@ -1578,6 +1701,18 @@ def _nulls(col: ColumnEstimate | None, matched: float, rows: float) -> ColumnEst
     non_null = matched * (1.0 - nf_in)
     nf = 1.0 - non_null / rows if rows > 0 else 0.0
     return replace(col, null_fraction=min(max(nf, 0.0), 1.0), key_of=frozenset())
+
+
+def _has_outer_refs(msg) -> bool:
+    """Does a relation tree read an enclosing query's columns (a correlated subquery)?"""
+    if msg.DESCRIPTOR.full_name == "substrait.Expression.FieldReference" and msg.WhichOneof("root_type") == "outer_reference":
+        return True
+    for f, value in msg.ListFields():
+        if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
+            for item in value if f.label == f.LABEL_REPEATED else [value]:
+                if _has_outer_refs(item):
+                    return True
+    return False
 
 
 def _value_set(values: list[Any]) -> ColumnEstimate:
@@ -1625,22 +1760,20 @@ def _drop_dependent(keys: list[ColumnEstimate | None], fds: frozenset[tuple[int,
                     todo.append(m)
         return seen
 
-    order = sorted(range(len(keys)), key=lambda i: (not (keys[i] is not None and keys[i].key_of),
+    closures = [closure(k.key_of) if k is not None and k.key_of else set() for k in keys]
+    # the keys that determine the most tables first
+    order = sorted(range(len(keys)), key=lambda i: (-len(closures[i]),
                                                      -(keys[i].ndv or 0.0) if keys[i] is not None else 0.0))
     determined: set[int] = set()
     kept: list[int] = []
     for i in order:
         k = keys[i]
         if k is not None:
-            reads = set(k.key_of)
-            if k.origin is not None:
-                reads.add(k.origin[0])
             if k.origin is not None and k.origin[0] in determined:
                 continue
             if k.key_of and k.key_of & determined:
                 continue
-            if k.key_of:
-                determined |= closure(k.key_of)
+            determined |= closures[i]
         kept.append(i)
     return [keys[i] for i in sorted(kept)]
 
@@ -1753,9 +1886,12 @@ def _normal_mass(normal: tuple[float, float], a: float, b: float) -> float:
 
 
 def _moments(col: ColumnEstimate) -> tuple[float, float] | None:
-    """(mean, variance) of a numeric column: from its normal, its histogram, or uniform over its bounds."""
+    """(mean, variance) of a numeric column: from its normal, its moments, its histogram, or uniform over
+    its bounds."""
     if col.normal is not None:
         return col.normal[0], col.normal[1] ** 2
+    if col.moments is not None:
+        return col.moments
     if not col.numeric:
         return None
     a, b = float(col.min), float(col.max)
@@ -1780,10 +1916,11 @@ def _quantiles(col: ColumnEstimate, n: int = 64) -> list[float]:
     """``n`` representative values of a numeric column (its histogram's quantiles, or uniform)."""
     a, b = float(col.min), float(col.max)
     h = col.histogram
-    if col.normal is not None and h is None:
+    if (col.normal is not None or col.moments is not None) and h is None:
         from statistics import NormalDist
 
-        dist = NormalDist(col.normal[0], max(col.normal[1], 1e-12))
+        mu, sd = col.normal if col.normal is not None else (col.moments[0], math.sqrt(max(col.moments[1], 0.0)))
+        dist = NormalDist(mu, max(sd, 1e-12))
         return [min(max(dist.inv_cdf((k + 0.5) / n), a), b) for k in range(n)]
     if h is not None and h.bins:
         pts: list[float] = []
@@ -1865,6 +2002,7 @@ __all__ = [
     "DEFAULT_EQ_SEL",
     "DEFAULT_GROUP_FRACTION",
     "DEFAULT_LIKE_SEL",
+    "LIKE_CHAR_FACTOR",
     "DEFAULT_NULL_SEL",
     "DEFAULT_RANGE_SEL",
     "DEFAULT_SEL",
@@ -1877,6 +2015,7 @@ __all__ = [
     "column_of",
     "distinct_after_sampling",
     "expected_groups",
+    "like_fragment_selectivity",
     "literal_of",
     "q_error",
     "top_n_bounds",
