@@ -52,6 +52,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     plan = load_plan(args.input)
     raise_for_problems(plan)
     annotate = None
+    if args.format in ("dot", "svg"):
+        from optimizer.plot_dag import explain_dot, picture
+
+        _write_text(args.output, picture(explain_dot(plan, args), args.format))
+        return 0
     if args.tables or args.stats or args.analyze or args.format == "json":
         from optimizer.explain_estimates import explain_with_estimates
 
@@ -87,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "properties and output columns.")
     p.add_argument("input", help="plan file, or '-' for stdin")
     p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text tree (default) or JSON list")
+    p.add_argument("--format", choices=["text", "json", "dot", "svg"], default="text",
+                   help="text tree (default), JSON list, or a picture of the DAG (Graphviz dot / svg)")
     p.add_argument("--tables", help="directory of the tables (for statistics and --analyze)")
     p.add_argument("--stats", help="statistics JSON file")
     p.add_argument("--analyze", action="store_true", help="also run every subtree on Spark and show actual rows")

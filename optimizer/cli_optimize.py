@@ -48,6 +48,19 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     statistics = statistics_from_args(args)
     capabilities = load_capabilities(args.capabilities) if args.capabilities else default_capabilities()
     result = Optimizer(statistics=statistics, capabilities=capabilities).run(plan)
+    if args.explain and args.format in ("dot", "svg"):
+        # The picture is the output: before and after side by side.
+        from optimizer.plot_dag import before_after_dot, picture
+
+        text = picture(before_after_dot(plan, result.plan, statistics), args.format)
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        return 0
+    if args.format in ("dot", "svg"):
+        raise PlanError(f"--format {args.format} draws the plans: use it with --explain")
     if args.explain:
         from optimizer.explain_estimates import explain_before_after
 
@@ -63,8 +76,9 @@ def register(sub, name: str, help_text: str) -> None:
                                    "into reads, join order). Without statistics it runs on defaults and hints.")
     p.add_argument("input", help="plan file, or '-' for stdin")
     p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
-    p.add_argument("--format", choices=["json", "binpb", "text"], default=None,
-                   help="output format (default: from the file name; json on stdout)")
+    p.add_argument("--format", choices=["json", "binpb", "text", "dot", "svg"], default=None,
+                   help="output format (default: from the file name; json on stdout); with --explain, "
+                        "dot/svg draw the plan before and after side by side")
     add_statistics_args(p)
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
     p.add_argument("--explain", action="store_true",

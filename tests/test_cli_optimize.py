@@ -53,3 +53,19 @@ def test_optimize_bad_input(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert main(["optimize", str(Q5), "--stats", str(tmp_path / "missing.json")]) == 2
     assert main(["optimize", str(Q5), "--tables", str(tmp_path / "nowhere")]) == 2
+
+
+def test_pictures_of_plans(tmp_path, capsys):
+    import shutil
+
+    assert main(["explain", str(Q5), "--format", "dot"]) == 0
+    dot = capsys.readouterr().out
+    assert dot.lstrip().startswith("digraph") and "Read" in dot
+    assert main(["optimize", str(Q5), "--explain", "--format", "dot"]) == 0
+    both = capsys.readouterr().out
+    assert "cluster" in both and "hash" in both.lower()
+    if shutil.which("dot"):
+        out = tmp_path / "q5.svg"
+        assert main(["optimize", str(Q5), "--explain", "--format", "svg", "-o", str(out)]) == 0
+        assert "<svg" in out.read_text()
+    assert main(["optimize", str(Q5), "--format", "svg"]) == 2
