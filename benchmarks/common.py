@@ -214,6 +214,10 @@ def machine() -> dict[str, Any]:
 
     info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                             "platform": platform.platform()}
+    try:  # other work on the machine distorts timings: say how busy it was when the report was made
+        info["load_average_1_5_15min"] = [round(x, 1) for x in os.getloadavg()]
+    except OSError:
+        pass
     try:
         import pyspark
 
