@@ -254,3 +254,20 @@ def test_explain_analyze_counts_rows_on_spark(spark, tpch_dir, tmp_path):
     assert records[0]["actual_rows"] == 1 and all(r["q_error"] is not None for r in records)
     read = next(r for r in records if r["kind"] == "read")
     assert read["q_error"] < 1.5
+
+
+@pytest.mark.spark
+def test_cardinality_benchmark_runs(spark, tpch_dir, tmp_path):
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import cardinality
+
+    report = cardinality.main(["--scale", "0.01", "--queries", "6", "--no-cache", "--out", str(tmp_path)], spark=spark)
+    assert report["summary"]["n"] == len(report["records"]) >= 4
+    assert report["summary"]["median"] < 1.5
+    assert (tmp_path / "cardinality.md").read_text().startswith("# Cardinality")
+    assert (tmp_path / "cardinality.png").stat().st_size > 0
