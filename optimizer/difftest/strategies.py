@@ -140,22 +140,27 @@ def _quantize(v: decimal.Decimal, scale: int) -> decimal.Decimal:
 
 
 def values(spec: str) -> st.SearchStrategy:
-    """Non-null Python values of a column type spec (``i32``, ``decimal(9,2)``, ``timestamp``...)."""
+    """Non-null Python values of a column type spec (``i32``, ``decimal(9,2)``, ``timestamp``...):
+    half from a small pool shared by all tables (so that filters and joins match rows), a quarter
+    extremes, a quarter anything."""
+    pool, extremes, anything = _value_parts(spec)
+    return st.one_of(pool, pool, extremes, anything)
+
+
+def _value_parts(spec: str) -> tuple[st.SearchStrategy, st.SearchStrategy, st.SearchStrategy]:
     if spec in ("i8", "i16", "i32", "i64"):
         bits = int(spec[1:])
         lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-        return st.one_of(
-            st.sampled_from([0, 1, 2, -1, 3]), st.sampled_from([lo, hi, lo + 1, hi - 1]), st.integers(lo, hi)
-        )
+        return st.sampled_from([0, 1, 2, -1, 3]), st.sampled_from([lo, hi, lo + 1, hi - 1]), st.integers(lo, hi)
     if spec == "fp64":
-        return st.one_of(
+        return (
             st.sampled_from([0.0, 1.0, 2.5, -1.0, 0.5]),
             st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1.7976931348623157e308, -1.7976931348623157e308,
                              5e-324]),
             st.floats(allow_nan=True, allow_infinity=True),
         )
     if spec == "fp32":
-        return st.one_of(
+        return (
             st.sampled_from([0.0, 1.0, 2.5, -1.0, 0.5]),
             st.sampled_from([math.nan, math.inf, -math.inf, -0.0, _FP32_MAX, -_FP32_MAX, 1.401298464324817e-45]),
             st.floats(width=32, allow_nan=True, allow_infinity=True),
@@ -164,23 +169,24 @@ def values(spec: str) -> st.SearchStrategy:
         p, s = _decimal_ps(spec)
         biggest = decimal.Decimal(10**p - 1).scaleb(-s, context=_D)
         small = [decimal.Decimal(x) for x in ("0", "1", "2", "-1")] + ([decimal.Decimal("1.5")] if s else [])
-        return st.one_of(
-            st.sampled_from(small), st.sampled_from([biggest, biggest.copy_negate()]),
-            st.integers(-(10**p - 1), 10**p - 1).map(lambda u: decimal.Decimal(u).scaleb(-s, context=_D)),
-        ).map(lambda v: _quantize(v, s))
+        return (
+            st.sampled_from([_quantize(v, s) for v in small]),
+            st.sampled_from([biggest, biggest.copy_negate()]),
+            st.integers(-(10**p - 1), 10**p - 1).map(lambda u: _quantize(decimal.Decimal(u).scaleb(-s, context=_D), s)),
+        )
     if spec == "string":
-        return st.one_of(st.sampled_from(_SMALL_STRINGS), st.text(max_size=6))
+        return st.sampled_from(_SMALL_STRINGS), st.sampled_from(["", "\x00", "\U0010ffff", "zzzz"]), st.text(max_size=6)
     if spec == "bool":
-        return st.booleans()
+        return st.booleans(), st.booleans(), st.booleans()
     if spec == "date":
-        return st.one_of(
+        return (
             st.sampled_from([datetime.date(2000, 1, 1), _EPOCH_DAY, datetime.date(1969, 12, 31),
                              datetime.date(2024, 2, 29)]),
             st.sampled_from([_MIN_DATE, _MAX_DATE]),
             st.dates(_MIN_DATE, _MAX_DATE),
         )
     if spec == "timestamp":
-        return st.one_of(
+        return (
             st.sampled_from([datetime.datetime(2000, 1, 1), _EPOCH, datetime.datetime(1999, 12, 31, 23, 59, 59, 999999)]),
             st.sampled_from([_MIN_TS, _MAX_TS]),
             st.datetimes(_MIN_TS, _MAX_TS),
@@ -203,7 +209,7 @@ def tables(draw, name: str = "t0", *, types: Sequence[str] | None = None, max_co
         ColumnSpec(f"c{i}", _pick(draw, palette), nullable=not _maybe(draw, 25)) for i in range(n)
     ]
     row = st.tuples(*[_column_values(c.type, c.nullable) for c in columns])
-    rows = draw(st.lists(row, max_size=max_rows))
+    rows = draw(st.lists(row, min_size=0 if _maybe(draw, 10) else 1, max_size=max_rows))
     if rows and _maybe(draw, 30):  # duplicates
         rows += draw(st.lists(st.sampled_from(rows), min_size=1, max_size=3))
     return TableSpec(name, columns, rows)
@@ -280,6 +286,12 @@ _REQUIRED_BOOL = make_type("bool")
 _NULLABLE_BOOL = make_type("bool", True)
 
 
+def _same_value(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    return type(a) is type(b) and a == b
+
+
 class _Skip(Exception):
     """An option that does not apply here (the generator tries another)."""
 
@@ -311,6 +323,15 @@ class _Gen:
         self.plan.version.producer = "substrait-opt difftest"
         self.reg = FunctionRegistrar(self.plan)
         self.shared: list[tuple[int, Schema]] = []
+        #: the non-null values the tables hold, by column type (in a stable order)
+        self.data_values: dict[str, list] = {}
+        for table in db.tables.values():
+            for i, c in enumerate(table.columns):
+                bucket = self.data_values.setdefault(c.type, [])
+                for row in table.rows:
+                    v = row[i]
+                    if v is not None and not any(_same_value(v, w) for w in bucket):
+                        bucket.append(v)
 
     # -------------------------------------------------------------------------------- helpers
 
@@ -341,9 +362,13 @@ class _Gen:
         return [i for i, t in enumerate(schema.types) if spec_of_type(t) is not None and pred(t)]
 
     def lit_for(self, t: Type, null_percent: int = 0) -> tuple[Expression, Type]:
+        """A literal of ``t``'s type: often a value the tables hold (so that filters keep some rows)."""
         spec = _spec(t)
         if null_percent and _maybe(self.draw, null_percent):
             return literal(spec, None), spec_type(spec, True)
+        seen = self.data_values.get(spec)
+        if seen and _maybe(self.draw, 50):
+            return literal(spec, _pick(self.draw, seen)), spec_type(spec, False)
         return literal(spec, self.draw(values(spec))), spec_type(spec, False)
 
     def hint_and_emit(self, rel: Rel, inputs: Sequence[Schema], emit: bool = True) -> Schema:
