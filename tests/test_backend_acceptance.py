@@ -555,7 +555,8 @@ def outcomes(request, acceptance) -> dict[str, Outcome]:
     jobs: dict[str, Callable[[], Outcome]] = {}
     duckdb_plans: dict[int, bytes] | None = None
     for item in request.session.items:
-        if item.module is not request.module:
+        # Doctest items (from --doctest-modules) have no .module: they are never this module's tests.
+        if getattr(item, "module", None) is not request.module:
             continue
         name, params = item.originalname, getattr(item, "callspec", None)
         params = params.params if params is not None else {}
