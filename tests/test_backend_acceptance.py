@@ -145,14 +145,7 @@ PRODUCER_BUGS: dict[str, ProducerBug] = {
 
 #: Wrong answers caused by the expression half (``optimizer/spark/expressions.py`` / ``functions.py``),
 #: by plan id (``duckdb-tpch/qNN`` for the live DuckDB plans). They xfail while they reproduce.
-_AVG_DECIMAL = (
-    "functions.py avg: avg:decimal with an fp64 output type computes Spark's decimal avg (rounded to "
-    "scale 6) and casts it to double, e.g. 25.575155 instead of 25.575154611454693"
-)
-EXPRESSION_BUGS: dict[str, str] = {
-    "integration/tpch/q01-duckdb": _AVG_DECIMAL,
-    "duckdb-tpch/q01": _AVG_DECIMAL,
-}
+EXPRESSION_BUGS: dict[str, str] = {}
 
 
 #: The corpus SQL means something else in DuckDB than in the producer's dialect, and the plan says what

@@ -1907,10 +1907,14 @@ def _avg(call: Call) -> Column:
         s = A(F.sum_distinct(x)) if call.distinct else A(F.try_sum(x))
         n = A(F.count_distinct(x)) if call.distinct else A(F.count(x))
         return call.cast_out(F.call_function("div", s, n))
+    kind = call.kind(0)
     if call.distinct:
-        kind = call.kind(0)
         s = A(F.sum_distinct(x.cast(T.DoubleType()) if kind in _FLOATS else x))
         return call.cast_out(s / A(F.count_distinct(x)))
+    if kind == "decimal" and out in _FLOATS:
+        # Spark's avg of a decimal is a decimal rounded to scale+4 (25.575155 for 25.575154611...);
+        # a floating-point result (DuckDB's avg:decimal -> fp64) divides the exact sum as a double.
+        return call.cast_out(A(F.try_sum(x)).cast(T.DoubleType()) / A(F.count(x)).cast(T.DoubleType()))
     return call.cast_out(A(F.avg(x)))
 
 
