@@ -21,6 +21,23 @@ from optimizer.upgrade import parse_json_plan, upgrade_binary_plan
 
 FORMATS = ("json", "binpb", "text")
 
+
+def _allow_deep_messages() -> None:
+    """Lift protobuf's nesting limit of 100 for decoding (and for ``CopyFrom``, which decodes).
+
+    A left-deep tree of 30 joins, or a long chain of nested ORs, is deeper than 100 messages: with the
+    default limit such a real plan fails to load or to copy ("Error parsing message").
+    """
+    for module in ("google._upb._message", "google.protobuf.pyext._message"):
+        try:
+            __import__(module, fromlist=["SetAllowOversizeProtos"]).SetAllowOversizeProtos(True)
+            return
+        except (ImportError, AttributeError):
+            continue
+
+
+_allow_deep_messages()
+
 Source = str | os.PathLike | bytes | bytearray | IO[Any] | Plan
 
 

@@ -32,6 +32,7 @@ that survives none of this is an error naming it and its place: nothing is silen
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -354,15 +355,44 @@ _JSON_UPGRADES: dict[str, Callable[[dict, str, _Context], None]] = {
 
 def parse_json_plan(doc: Any) -> Plan:
     """Upgrade a parsed JSON document and build the Plan (strictly: no unknown field survives)."""
-    upgrade_json(doc)
     plan = Plan()
     try:
-        json_format.ParseDict(doc, plan, ignore_unknown_fields=False)
+        upgrade_json(doc)
+        # protobuf's default of 100 levels refuses real plans (30 joins left-deep, long OR chains).
+        json_format.ParseDict(doc, plan, ignore_unknown_fields=False, max_recursion_depth=JSON_MAX_DEPTH)
     except json_format.ParseError as exc:
-        raise PlanError(f"not a valid Substrait plan: {_short(str(exc))}", "<root>") from None
+        path, message = _json_error_place(str(exc))
+        raise PlanError(f"not a valid Substrait plan: {_short(message)}", path) from None
     except (TypeError, ValueError, AttributeError) as exc:  # protobuf's JSON parser leaks a few of these
         raise PlanError(f"not a valid Substrait plan: {_short(str(exc))}", "<root>") from None
+    except RecursionError:
+        raise PlanError("the plan is nested too deeply to read (Python's recursion limit)", "<root>") from None
     return plan
+
+
+#: How deeply nested a JSON plan may be (messages within messages).
+JSON_MAX_DEPTH = 2000
+
+_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field: ")
+
+
+def _json_error_place(text: str) -> tuple[str, str]:
+    """protobuf's "Failed to parse relations field: Failed to parse input field: ... reason" as
+    (``relations.input...``, ``reason``); a long path keeps its two ends.
+
+    >>> _json_error_place("Failed to parse relations field: Failed to parse root field: bad")
+    ('relations.root', 'bad')
+    """
+    names: list[str] = []
+    pos = 0
+    while (m := _FAILED_FIELD.match(text, pos)) is not None:
+        names.append(m.group(1))
+        pos = m.end()
+    if not names:
+        return "<root>", text
+    if len(names) > 10:
+        names = [*names[:3], f"...({len(names) - 7} more)...", *names[-4:]]
+    return ".".join(names), text[pos:]
 
 
 def _short(text: str) -> str:

@@ -233,3 +233,25 @@ def test_grouping_written_in_both_encodings_is_read_once_and_checked():
     assert list(agg.groupings[0].expression_references) == [0] and len(agg.grouping_expressions) == 1
     with pytest.raises(PlanError, match="disagree"):
         load_plan(plan(other))
+
+
+def _deep_filter_chain(depth: int) -> dict:
+    """A plan of ``depth`` FilterRels over a virtual table: nested far deeper than protobuf's default 100."""
+    rel: dict = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}],
+                                                                      "nullability": "NULLABILITY_REQUIRED"}},
+                          "virtualTable": {"expressions": [{"fields": [{"literal": {"i64": "1"}}]}]}}}
+    for _ in range(depth):
+        rel = {"filter": {"input": rel, "condition": {"literal": {"boolean": True}}}}
+    return {"version": {"minorNumber": 75}, "relations": [{"root": {"input": rel, "names": ["a"]}}]}
+
+
+def test_plans_nested_deeper_than_protobufs_default_limit_load_copy_and_optimize():
+    from optimizer.dag import from_dag, to_dag
+    from optimizer.driver import optimize
+
+    plan = load_plan(json.dumps(_deep_filter_chain(150)))
+    binary = dump_plan(plan, "binpb")
+    assert load_plan(binary) == plan
+    assert from_dag(to_dag(plan)) == plan
+    optimized = optimize(plan)
+    assert load_plan(dump_plan(optimized, "binpb")) == optimized
