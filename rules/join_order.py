@@ -9,7 +9,8 @@
 (Moerkotte & Neumann, "Analysis of two existing and one new dynamic programming algorithm for the
 generation of optimal bushy join trees without cross products", VLDB 2006) for up to
 ``config.dp_join_limit`` inputs (14 by default) and by greedy operator ordering (GOO, Fegaras 1998)
-beyond. Only pairs connected by a predicate are joined, so no cross product is introduced unless the
+beyond, or when DPccp would consider more than ``config.dp_pair_budget`` join pairs (dense graphs: a
+13-relation clique has 797,161 pairs, a chain of 14 only 455). Only pairs connected by a predicate are joined, so no cross product is introduced unless the
 query has one (then its components are joined, smallest first, at the end). Every conjunct of the
 region's join conditions is placed at the lowest join that has all the columns it reads; a conjunct
 that reads one input only becomes a filter on that input. A ``ProjectRel`` with an emit on top puts
@@ -297,8 +298,11 @@ class JoinGraph:
 
     # -- DPccp ---------------------------------------------------------------------------------
 
-    def dpccp(self, component: int) -> tuple[dict[int, float], dict[int, object]]:
+    def dpccp(self, component: int, pair_budget: int | None = None) -> tuple[dict[int, float], dict[int, object]]:
+        """The cheapest tree of every connected subset of ``component``; raises :class:`_OverBudget`
+        after ``pair_budget`` csg-cmp pairs."""
         cost: dict[int, float] = {}
+        pairs = 0
         tree: dict[int, object] = {}
         for v in _bits(component):
             cost[1 << v] = 0.0
@@ -307,6 +311,10 @@ class JoinGraph:
         allowed = component
 
         def emit_ccp(s1: int, s2: int) -> None:
+            nonlocal pairs
+            pairs += 1
+            if pair_budget is not None and pairs > pair_budget:
+                raise _OverBudget
             out = self.cardinality(s1, s2)
             c = cost[s1] + cost[s2] + self.join_cost(self.card[s1], self.card[s2], out)
             both = s1 | s2
@@ -380,17 +388,21 @@ class JoinGraph:
         out = self.cardinality(lm, rm)
         return lm | rm, lc + rc + self.join_cost(self.card[lm], self.card[rm], out)
 
-    def best_tree(self, dp_limit: int) -> tuple[float, object]:
+    def best_tree(self, dp_limit: int, pair_budget: int | None = None) -> tuple[float, object]:
         results = []
         for comp in self.components():
             if bin(comp).count("1") == 1:
                 results.append((comp, 0.0, comp.bit_length() - 1))
-            elif bin(comp).count("1") <= dp_limit:
-                cost, tree = self.dpccp(comp)
-                results.append((comp, cost[comp], tree[comp]))
-            else:
-                c, t = self.greedy(comp)
-                results.append((comp, c, t))
+                continue
+            if bin(comp).count("1") <= dp_limit:
+                try:
+                    cost, tree = self.dpccp(comp, pair_budget)
+                    results.append((comp, cost[comp], tree[comp]))
+                    continue
+                except _OverBudget:
+                    pass
+            c, t = self.greedy(comp)
+            results.append((comp, c, t))
         # The query's own cross products: join the components, smallest first.
         results.sort(key=lambda r: self.card[r[0]])
         mask, total, tree = results[0]
@@ -400,6 +412,10 @@ class JoinGraph:
             mask |= comp
             tree = (tree, t)
         return total, tree
+
+
+class _OverBudget(Exception):
+    """DPccp has considered more join pairs than the budget allows."""
 
 
 def _leaf_order(shape) -> list[int]:
@@ -452,7 +468,7 @@ def order_joins(g: nx.DiGraph, node: int, ctx) -> NewRel | None:
         return None
     jg = JoinGraph(region, ctx)
     _, written_cost = jg.tree_cost(region.shape)
-    best_cost, best = jg.best_tree(ctx.config.dp_join_limit)
+    best_cost, best = jg.best_tree(ctx.config.dp_join_limit, ctx.config.dp_pair_budget)
     if not best_cost < written_cost * (1 - 1e-9):
         return None
     new_root, cols = build_tree(jg, best, ctx)

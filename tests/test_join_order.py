@@ -101,6 +101,26 @@ def test_greedy_handles_large_graphs_and_cross_products():
     assert sorted(leaves) == list(range(n)) and cost > 0
 
 
+def test_dense_graphs_over_the_pair_budget_fall_back_to_greedy():
+    """A clique has (3^n - 2^(n+1) + 1) / 2 csg-cmp pairs: DPccp counts them and gives up at the budget."""
+    n = 8
+    edges = list(itertools.combinations(range(n), 2))
+    rows = [10 ** (1 + i % 5) for i in range(n)]
+    full = (1 << n) - 1
+    pairs = (3**n - 2 ** (n + 1) + 1) // 2
+    jg = _graph(n, edges, rows)
+    jg.dpccp(full, pair_budget=pairs)  # exactly the budget: DP completes
+    with pytest.raises(join_order._OverBudget):
+        jg.dpccp(full, pair_budget=pairs - 1)
+    dp_cost, _ = _graph(n, edges, rows).best_tree(dp_limit=14, pair_budget=pairs)
+    greedy_cost, greedy_tree = _graph(n, edges, rows).best_tree(dp_limit=14, pair_budget=10)
+    assert greedy_cost == pytest.approx(_graph(n, edges, rows).greedy(full)[0])
+    assert greedy_cost >= dp_cost * (1 - 1e-9)  # DP's optimum is never worse than greedy's tree
+    # a chain of 14 has only n(n^2-1)/6 = 455 pairs: well inside the default budget
+    chain = _graph(14, [(i, i + 1) for i in range(13)], [1000] * 14)
+    chain.dpccp((1 << 14) - 1, pair_budget=455)
+
+
 BAD_ORDER_Q5 = """
 select n_name, sum(l_extendedprice * (1 - l_discount)) as revenue
 from lineitem, orders, customer, supplier, nation, region

@@ -249,7 +249,7 @@ class Database:
         return cls({name: TableSpec.from_json(name, t) for name, t in data.items()})
 
 
-_CONFIG_FIELDS = ("max_iterations", "dp_join_limit", "broadcast_threshold_bytes", "annotate_estimates")
+_CONFIG_FIELDS = ("max_iterations", "dp_join_limit", "dp_pair_budget", "broadcast_threshold_bytes", "annotate_estimates")
 
 
 @dataclass
