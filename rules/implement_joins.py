@@ -34,7 +34,11 @@ RIGHT_SEMI/ANTI/SINGLE/MARK    left                       left
 ``canBuildBroadcastLeft/Right``; the right-hand variants are the left-hand ones with the inputs
 swapped.) When the chosen side's estimated size is under ``ctx.config.broadcast_threshold_bytes``
 and the join type allows broadcasting it, the build input is wrapped in an
-``ExchangeRel(broadcast)``: a broadcast hash join, no shuffle of the other side.
+``ExchangeRel(broadcast)``: a broadcast hash join, no shuffle of the other side. A side that is
+itself the result of joins is broadcast only if ``BROADCAST_UNCERTAINTY`` to the power of the joins
+below it (at most ``MAX_UNCERTAINTY``) times its estimated size fits: join estimates compound their
+errors, and a broadcast hint is binding (Spark cannot fall back at run time), where an unneeded
+shuffle costs little.
 
 A **MergeJoinRel** is chosen, with no sort added, when both inputs are already ordered on the keys
 (``cost.properties.ordering`` of each input starts with its key columns, in the same key order and
@@ -182,6 +186,20 @@ def _comparison_key(key: Key) -> ComparisonJoinKey:
 def _bytes(ctx, node: int) -> float:
     est = ctx.estimate(node)
     return max(float(est.rows), 0.0) * max(float(est.width), 1.0)
+
+
+#: Each join below a candidate broadcast side multiplies its estimated size by this (for the
+#: broadcast decision only), up to MAX_UNCERTAINTY.
+BROADCAST_UNCERTAINTY = 2.0
+MAX_UNCERTAINTY = 16.0
+
+_JOIN_KINDS = frozenset({"join", "hash_join", "merge_join", "nested_loop_join", "cross"})
+
+
+def broadcast_uncertainty(g: nx.DiGraph, node: int) -> float:
+    """``BROADCAST_UNCERTAINTY ** joins`` over the joins in the subtree of ``node`` (capped)."""
+    joins = sum(1 for n in {node, *nx.descendants(g, node)} if g.nodes[n].get("kind") in _JOIN_KINDS)
+    return min(BROADCAST_UNCERTAINTY ** joins, MAX_UNCERTAINTY)
 
 
 def choose_build(type_name: str, left_bytes: float, right_bytes: float, threshold: float) -> tuple[str, bool] | None:
@@ -341,6 +359,11 @@ def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
     if choice is None:
         return None
     side, broadcast = choice
+    if broadcast:
+        size = left_bytes if side == LEFT else right_bytes
+        if size * broadcast_uncertainty(g, left if side == LEFT else right) > threshold:
+            # the estimate of a join result is too uncertain to bind Spark to a broadcast
+            side, broadcast = choose_build(type_name, left_bytes, right_bytes, -1.0) or (side, False)
 
     if not broadcast:
         in_order = merge_key_order(g, left, right, keys)
