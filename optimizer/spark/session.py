@@ -15,6 +15,9 @@ _DEFAULT_CONF = {
     "spark.driver.memory": os.environ.get("SUBSTRAIT_OPT_DRIVER_MEMORY", "6g"),
     "spark.sql.shuffle.partitions": os.environ.get("SUBSTRAIT_OPT_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
+    # PySpark 4 records the Python call site of every Column/DataFrame call for error messages: six
+    # JVM round trips per call, over half of the time to build a DataFrame from a plan.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.warehouse.dir": os.path.join(os.environ.get("TMPDIR", "/tmp"), "substrait-opt-warehouse"),
 }
 

@@ -124,6 +124,10 @@ class TableResolver:
         self.spark = spark
         self.directory: Path | None = None
         self.mapping: dict[str, Any] = {}
+        # Parquet DataFrames (and their schemas) by path and modification stamp: reading a parquet
+        # table lists its files and reads a footer (~50 ms), once per backend rather than per read.
+        self._parquet: dict[tuple[str, tuple[int, int] | None], DataFrame] = {}
+        self._schemas: dict[int, tuple[DataFrame, Any]] = {}
         if isinstance(tables, Mapping):
             self.mapping = {str(k).lower(): v for k, v in tables.items()}
         elif tables is not None:
@@ -172,14 +176,39 @@ class TableResolver:
                 value = self.mapping[key]
                 if isinstance(value, DataFrame):
                     return value
-                return self.spark.read.parquet(_local_path(os.fspath(value)))
+                return self._read_parquet(_local_path(os.fspath(value)))
         found = self._from_directory(last)
         if found is not None:
-            return self.spark.read.parquet(str(found))
+            return self._read_parquet(str(found))
         df = self._from_catalog(list(names))
         if df is not None:
             return df
         raise PlanError(f"table '{'.'.join(names)}' not found (looked in {self._where()})", path)
+
+    def _read_parquet(self, location: str) -> DataFrame:
+        """``spark.read.parquet(location)``, reused while the path's modification time and size stay."""
+        try:
+            st = os.stat(location)
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:  # not a local path (hdfs://, s3a://...): Spark resolves it
+            stamp = None
+        key = (location, stamp)
+        df = self._parquet.get(key)
+        if df is None:
+            df = self.spark.read.parquet(location)
+            if stamp is not None:
+                self._parquet[key] = df
+        return df
+
+    def _schema(self, df: DataFrame):
+        """``df.schema`` (a JVM round trip and a JSON parse), remembered for the cached tables."""
+        cached = self._schemas.get(id(df))
+        if cached is not None and cached[0] is df:
+            return cached[1]
+        schema = df.schema
+        if any(df is v for v in self._parquet.values()) or any(df is v for v in self.mapping.values()):
+            self._schemas[id(df)] = (df, schema)
+        return schema
 
     def named_table(self, read: ReadRel, path: str | None = None) -> DataFrame:
         """The table of a ``named_table`` read, conformed to its ``base_schema``."""
@@ -302,7 +331,7 @@ class TableResolver:
 
         spath = f"{path}.base_schema" if path else None
         names = top_level_names(base, spath)
-        fields = df.schema.fields
+        fields = self._schema(df).fields
         if not any(names):
             if len(fields) < len(names):
                 raise PlanError(f"{what} has {len(fields)} columns, the plan declares {len(names)}", spath)
