@@ -846,7 +846,9 @@ class _PlanCompiler:
             cond = self.expr(body.expression, scope, f"{bpath}.expression")
             refs = referenced_fields(body.expression)
         # greatest(c, false) is c for matching purposes (NULL -> no match) but is no conjunction of
-        # equalities, so Spark cannot turn the join into a hash or sort-merge join.
+        # equalities, so Spark cannot turn the join into a hash or sort-merge join. It is never NULL:
+        # a mark join's NULL ("unknown") is told from the condition as written.
+        written = cond
         cond = F.greatest(cond if cond is not None else F.lit(True), F.lit(False))
 
         def hint(ldf: DataFrame, rdf: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -856,7 +858,8 @@ class _PlanCompiler:
                 return ldf.hint("shuffle_replicate_nl"), rdf
             return ldf, F.broadcast(rdf)
 
-        return self._join(left, right, jt, cond, refs, [], body, bpath, outer, hint=hint, sides_done=True)
+        return self._join(left, right, jt, cond, refs, [], body, bpath, outer, hint=hint, sides_done=True,
+                          unknown_cond=written)
 
     def _rel_cross(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
@@ -878,7 +881,10 @@ class _PlanCompiler:
         outer: Scope | None,
         hint: Callable[[DataFrame, DataFrame], tuple[DataFrame, DataFrame]] | None = None,
         sides_done: bool = False,
+        unknown_cond: Column | None = None,
     ) -> Relation:
+        """``unknown_cond``: the condition whose NULL makes a mark join's mark NULL, when ``cond`` has
+        been rewritten so that it is never NULL (default: ``cond``)."""
         ldf, rdf = left.df, right.df
         if hint is not None:
             ldf, rdf = hint(ldf, rdf)
@@ -921,7 +927,8 @@ class _PlanCompiler:
             ]
             pairs = [(a, b, ns) if keep_left else (b, a, ns) for a, b, ns in equi]
             mark = self.fresh()
-            df = self._mark(keep, keep_cols, other, cond, keep_refs, pairs, mark)
+            df = self._mark(keep, keep_cols, other, cond, keep_refs, pairs, mark,
+                            unknown_cond if unknown_cond is not None else cond)
             kt = lt if keep_left else rt
             out = Relation(df, list(keep_cols) + [mark], kt + [_BOOL] if kt is not None else None)
         else:  # pragma: no cover - _join_type only returns the names above
@@ -975,10 +982,11 @@ class _PlanCompiler:
         keep_refs: list[str],
         equi: list[tuple[str, str, bool]],
         mark: str,
+        unknown_cond: Column | None = None,
     ) -> DataFrame:
         """The preserved side plus the mark column (TRUE / NULL / FALSE, SQL three-valued)."""
         c = cond if cond is not None else F.lit(True)
-        unknown = c.isNull()
+        unknown = unknown_cond.isNull() if unknown_cond is not None else c.isNull()
         if not keep_refs:
             t, u = self.fresh(), self.fresh()
             stats = other.agg(F.max(F.when(c, F.lit(1))).alias(t), F.max(F.when(unknown, F.lit(1))).alias(u))
