@@ -4,7 +4,7 @@ plan's answer with the original's on Spark (:func:`optimizer.difftest.compare`),
 ::
 
     python -m optimizer.difftest.fuzz            # short profile: 50 plans, at most 5 minutes
-    python -m optimizer.difftest.fuzz --long     # long profile (make fuzz): 5000 plans, at most 60 minutes
+    python -m optimizer.difftest.fuzz --long     # long profile (make fuzz): 5000 plans, at most 120 minutes
     python -m optimizer.difftest.fuzz --plans 300 --minutes 10 --seed 7
     python -m optimizer.difftest.fuzz --ignore 'a known bug'   # counted, not shrunk again
 
@@ -33,7 +33,7 @@ from optimizer.difftest.harness import DiffCase, DiffResult
 
 PROFILES = {
     "short": {"plans": 50, "minutes": 5.0, "max_depth": 3, "max_relations": 6},
-    "long": {"plans": 5000, "minutes": 60.0, "max_depth": 4, "max_relations": 10},
+    "long": {"plans": 5000, "minutes": 120.0, "max_depth": 4, "max_relations": 10},
 }
 
 #: Plans per Hypothesis run; a failure ends a run (after shrinking) and the next starts with a new seed.
@@ -229,7 +229,7 @@ class Fuzzer:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m optimizer.difftest.fuzz", description=__doc__.split("\n\n")[0])
-    p.add_argument("--long", action="store_true", help="the long profile (5000 plans, 60 minutes, bigger plans)")
+    p.add_argument("--long", action="store_true", help="the long profile (5000 plans, 120 minutes, bigger plans)")
     p.add_argument("--plans", type=int, help="how many plans to try (default: the profile's)")
     p.add_argument("--minutes", type=float, help="time limit in minutes (default: the profile's)")
     p.add_argument("--seed", type=int, default=int(time.time()) % 100_000, help="first Hypothesis seed")
