@@ -39,7 +39,24 @@ def get_spark(master: str | None = None, app_name: str = "substrait-optimizer", 
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_query_context_logger()
     return spark
+
+
+def _quiet_query_context_logger() -> None:
+    """Silence PySpark's DataFrameQueryContextLogger: it logs, at ERROR level with a stack trace, every
+    analysis failure -- including the ones the backend provokes and catches on purpose (asking the
+    type of an expression with outer references reports "cannot be resolved"). Real failures still
+    reach the user as the backend's one-line errors."""
+    import logging
+
+    try:
+        from pyspark.logger import PySparkLogger
+
+        logger = PySparkLogger.getLogger("DataFrameQueryContextLogger")
+    except ImportError:  # PySpark without its own logger: the plain logging one
+        logger = logging.getLogger("DataFrameQueryContextLogger")
+    logger.disabled = True
 
 
 class LazySpark:
