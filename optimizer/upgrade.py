@@ -359,7 +359,13 @@ def parse_json_plan(doc: Any) -> Plan:
     try:
         upgrade_json(doc)
         # protobuf's default of 100 levels refuses real plans (30 joins left-deep, long OR chains).
-        json_format.ParseDict(doc, plan, ignore_unknown_fields=False, max_recursion_depth=JSON_MAX_DEPTH)
+        try:
+            json_format.ParseDict(doc, plan, ignore_unknown_fields=False, max_recursion_depth=JSON_MAX_DEPTH)
+        except json_format.ParseError as exc:
+            if "Float value too" not in str(exc) or not _clamp_float32(doc, Plan.DESCRIPTOR):
+                raise
+            plan = Plan()
+            json_format.ParseDict(doc, plan, ignore_unknown_fields=False, max_recursion_depth=JSON_MAX_DEPTH)
     except json_format.ParseError as exc:
         path, message = _json_error_place(str(exc))
         raise PlanError(f"not a valid Substrait plan: {_short(message)}", path) from None
@@ -368,6 +374,43 @@ def parse_json_plan(doc: Any) -> Plan:
     except RecursionError:
         raise PlanError("the plan is nested too deeply to read (Python's recursion limit)", "<root>") from None
     return plan
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
+#: protobuf writes FLT_MAX as 3.4028235e+38 (the shortest text that reads back as FLT_MAX in float32),
+#: then refuses to read that text back ("Float value too large": it compares as a double).
+_FLOAT32_PRINTED_MAX = 3.4028235e38
+
+
+def _clamp_float32(doc: Any, descriptor) -> bool:
+    """Set every float (fp32) field of the JSON ``doc`` written as +-3.4028235e38 to +-FLT_MAX, walking
+    it with the message ``descriptor``; True if any was changed. Other out-of-range values stay (an error)."""
+    changed = False
+    if not isinstance(doc, dict):
+        return False
+    fields = {f.json_name: f for f in descriptor.fields}
+    fields.update({f.name: f for f in descriptor.fields})
+    for key, value in doc.items():
+        field = fields.get(key)
+        if field is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if field.cpp_type == field.CPPTYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            if value_field.cpp_type == value_field.CPPTYPE_MESSAGE and isinstance(value, dict):
+                for item in value.values():
+                    changed |= _clamp_float32(item, value_field.message_type)
+        elif field.cpp_type == field.CPPTYPE_MESSAGE:
+            for item in values:
+                changed |= _clamp_float32(item, field.message_type)
+        elif field.cpp_type == field.CPPTYPE_FLOAT:
+            fixed = [(_FLOAT32_MAX if v > 0 else -_FLOAT32_MAX)
+                     if isinstance(v, int | float) and _FLOAT32_MAX < abs(v) <= _FLOAT32_PRINTED_MAX else v
+                     for v in values]
+            if fixed != values:
+                doc[key] = fixed if isinstance(value, list) else fixed[0]
+                changed = True
+    return changed
 
 
 #: How deeply nested a JSON plan may be (messages within messages).

@@ -12,6 +12,7 @@ import pytest
 from google.protobuf import json_format
 from substrait.proto import Expression, Plan
 
+from optimizer.errors import PlanError
 from optimizer.plan_io import dump_plan, load_plan, save_plan
 from optimizer.upgrade import upgrade_json
 
@@ -255,3 +256,18 @@ def test_plans_nested_deeper_than_protobufs_default_limit_load_copy_and_optimize
     assert from_dag(to_dag(plan)) == plan
     optimized = optimize(plan)
     assert load_plan(dump_plan(optimized, "binpb")) == optimized
+
+
+def test_fp32_extremes_survive_json():
+    """protobuf writes FLT_MAX as 3.4028235e+38 and then refuses to read it back; we read it as FLT_MAX."""
+    flt_max = 3.4028234663852886e38
+    doc = _deep_filter_chain(1)
+    doc["relations"][0]["root"]["input"]["filter"]["condition"] = {"literal": {"fp32": 3.4028235e38}}
+    plan = load_plan(json.dumps(doc))
+    assert plan.relations[0].root.input.filter.condition.literal.fp32 == flt_max
+    for value in (flt_max, -flt_max):
+        plan.relations[0].root.input.filter.condition.literal.fp32 = value
+        assert load_plan(dump_plan(plan, "json")) == plan
+    doc["relations"][0]["root"]["input"]["filter"]["condition"] = {"literal": {"fp32": 1e39}}
+    with pytest.raises(PlanError, match="Float value too large"):
+        load_plan(json.dumps(doc))
