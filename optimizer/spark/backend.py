@@ -78,7 +78,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from substrait.proto import (
     AggregateFunction,
@@ -98,7 +97,9 @@ from substrait.proto import (
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
 from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
 from optimizer.functions import FunctionTable, function_table
+from optimizer.spark import sqltext
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
+from optimizer.spark.sqltext import functions as F
 from optimizer.spark.tables import TableResolver
 
 __all__ = ["Relation", "SparkBackend"]
@@ -168,6 +169,19 @@ def _or(columns: Sequence[Column]) -> Column | None:
     return out
 
 
+class _LazyDataFrame:
+    """A DataFrame built on first attribute access."""
+
+    def __init__(self, build: Callable[[], DataFrame]) -> None:
+        self._build = build
+        self._df: DataFrame | None = None
+
+    def __getattr__(self, name: str):
+        if self._df is None:
+            self._df = self._build()
+        return getattr(self._df, name)
+
+
 @dataclass
 class Relation:
     """A compiled relation: its DataFrame and its columns (unique names, Substrait order)."""
@@ -192,6 +206,8 @@ class SparkBackend:
         self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables)
         self.ignore_best_effort_filter = ignore_best_effort_filter
         self._counter = itertools.count()
+        sqltext.install_jvm_caches()
+        sqltext.set_session(spark)
 
     def fresh(self) -> str:
         """A column name never handed out before by this backend."""
@@ -281,9 +297,11 @@ def _nested_count(dt: T.DataType) -> int:
 
 
 def _apply_root_names(r: Relation, names: list[str], path: str) -> DataFrame:
-    df = r.df.select(*[_c(c) for c in r.columns])
     if not names:
-        return df
+        return sqltext.select(r.df, [_c(c) for c in r.columns])
+    if len(names) == len(r.columns):  # one name per column (a nested field would add names): one select
+        return sqltext.select(r.df, [_c(c).alias(n) for c, n in zip(r.columns, names, strict=True)])
+    df = sqltext.select(r.df, [_c(c) for c in r.columns])
     fields = df.schema.fields
     if len(names) == len(fields):
         return df.toDF(*names)
@@ -300,7 +318,7 @@ def _apply_root_names(r: Relation, names: list[str], path: str) -> DataFrame:
             cols.append(_c(c).cast(_rename_type(f.dataType, lambda: next(it))).alias(top))
         else:
             cols.append(_c(c).alias(top))
-    return df.select(*cols)
+    return sqltext.select(df, cols)
 
 
 class _PlanCompiler:
@@ -343,27 +361,35 @@ class _PlanCompiler:
             return None
         return list(schema.types)
 
-    def select_positions(self, r: Relation, positions: Sequence[int], path: str, what: str) -> Relation:
-        """The columns at ``positions`` (a repeated position gets a new name)."""
-        n = len(r.columns)
+    def _positions(
+        self, columns: list[str], exprs: dict[str, Column], positions: Sequence[int], path: str, what: str
+    ) -> tuple[list[Column], list[str]]:
+        """The select list of the columns at ``positions`` (a repeated position gets a new name);
+        ``exprs`` gives the expression of a column that is computed rather than taken from the input."""
+        n = len(columns)
         seen: set[str] = set()
         cols, names = [], []
         for p in positions:
             if not 0 <= p < n:
                 raise PlanError(f"{what} {p} is out of range: the input has {n} columns", path)
-            name = r.columns[p]
+            name = columns[p]
             if name in seen:
                 new = self.fresh()
-                cols.append(_c(name).alias(new))
+                cols.append(_c(name).alias(new) if name not in exprs else exprs[name].alias(new))
                 names.append(new)
             else:
                 seen.add(name)
-                cols.append(_c(name))
+                cols.append(exprs[name].alias(name) if name in exprs else _c(name))
                 names.append(name)
+        return cols, names
+
+    def select_positions(self, r: Relation, positions: Sequence[int], path: str, what: str) -> Relation:
+        """The columns at ``positions`` (a repeated position gets a new name)."""
+        cols, names = self._positions(r.columns, {}, positions, path, what)
         if names == r.columns:
             return r
         types = [r.types[p] for p in positions] if r.types is not None else None
-        return replace(r, df=r.df.select(*cols), columns=names, types=types)
+        return replace(r, df=sqltext.select(r.df, cols), columns=names, types=types)
 
     def _emit(self, r: Relation, body, bpath: str) -> Relation:
         if not body.HasField("common") or body.common.WhichOneof("emit_kind") != "emit":
@@ -376,7 +402,7 @@ class _PlanCompiler:
         if not set(left.columns) & set(right.columns):
             return right
         names = [self.fresh() for _ in right.columns]
-        df = right.df.select(*[_c(c).alias(n) for c, n in zip(right.columns, names, strict=True)])
+        df = sqltext.select(right.df, [_c(c).alias(n) for c, n in zip(right.columns, names, strict=True)])
         return replace(right, df=df, columns=names)
 
     def _const_int(self, e: Expression, path: str, what: str) -> int | None:
@@ -423,7 +449,7 @@ class _PlanCompiler:
         body = getattr(rel, kind)
         try:
             out = handler(body, bpath, outer)
-            if kind != "reference":
+            if kind not in ("reference", "project"):  # a project applies its emit itself
                 out = self._emit(out, body, bpath)
         except OptimizerError:
             raise
@@ -444,16 +470,6 @@ class _PlanCompiler:
 
     def _rel_read(self, body, bpath: str, outer: Scope | None) -> Relation:
         which = body.WhichOneof("read_type")
-        if which == "named_table":
-            df = self.backend.tables.named_table(body, bpath)
-        elif which == "local_files":
-            df = self.backend.tables.local_files(body, bpath)
-        elif which == "virtual_table":
-            df = self._virtual_table(body, bpath, outer)
-        elif which is None:
-            raise PlanError("read has no source (named_table, local_files, virtual_table...)", bpath)
-        else:
-            raise UnsupportedError(f"unsupported read type '{which}'", f"{bpath}.{which}")
         types: list[Type] | None = list(body.base_schema.struct.types)
         width = len(types)
         if not types:  # names but no types (older DataFusion): the named columns, types unknown
@@ -462,7 +478,37 @@ class _PlanCompiler:
                 # no base schema at all (older DuckDB): as many columns as the rows have values
                 width = len(body.virtual_table.expressions[0].fields)
         names = [self.fresh() for _ in range(width)]
-        r = Relation(df.toDF(*names), names, types)
+        if which == "named_table":
+            # One select conforms the table, names its columns and, without filters, applies the
+            # projection mask (each DataFrame costs Spark an analysis).
+            keep = None
+            filtered = body.HasField("filter") or (
+                body.HasField("best_effort_filter") and not self.backend.ignore_best_effort_filter
+            )
+            if not filtered and body.HasField("projection") and body.projection.HasField("select"):
+                fields = [item.field for item in body.projection.select.struct_items]
+                if (
+                    not any(item.HasField("child") for item in body.projection.select.struct_items)
+                    and len(set(fields)) == len(fields)
+                    and all(0 <= f < width for f in fields)
+                ):
+                    keep = fields
+            df = self.backend.tables.named_table(body, bpath, names, keep)
+            if keep is not None:
+                return Relation(df, [names[f] for f in keep], [types[f] for f in keep] if types else None)
+            return self._read_filters(Relation(df, names, types), body, bpath, outer)
+        if which == "local_files":
+            df = self.backend.tables.local_files(body, bpath)
+        elif which == "virtual_table":
+            df = self._virtual_table(body, bpath, outer)
+        elif which is None:
+            raise PlanError("read has no source (named_table, local_files, virtual_table...)", bpath)
+        else:
+            raise UnsupportedError(f"unsupported read type '{which}'", f"{bpath}.{which}")
+        return self._read_filters(Relation(df.toDF(*names), names, types), body, bpath, outer)
+
+    def _read_filters(self, r: Relation, body, bpath: str, outer: Scope | None) -> Relation:
+        """A read's filter, best-effort filter and projection mask over its named columns ``r``."""
         if body.HasField("filter"):
             scope = self.scope(r, outer)
             r = replace(r, df=r.df.filter(self.expr(body.filter, scope, f"{bpath}.filter")))
@@ -523,15 +569,27 @@ class _PlanCompiler:
     def _rel_project(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
         scope = self.scope(inp, outer)
-        new, names = [], []
+        exprs: dict[str, Column] = {}
         has_window = False
         for i, e in enumerate(body.expressions):
             has_window = has_window or _has_window(e)
-            name = self.fresh()
-            new.append(self.expr(e, scope, f"{bpath}.expressions[{i}]").alias(name))
-            names.append(name)
-        df = inp.df.select(*[_c(c) for c in inp.columns], *new)
-        return Relation(df, inp.columns + names, None, ordered=inp.ordered and not has_window)
+            exprs[self.fresh()] = self.expr(e, scope, f"{bpath}.expressions[{i}]")
+        ordered = inp.ordered and not has_window
+        columns = inp.columns + list(exprs)
+        emit = body.common.emit.output_mapping if body.common.WhichOneof("emit_kind") == "emit" else None
+        if emit is not None and all(  # a computed column emitted twice is computed once, below
+            sum(1 for p in emit if p == q) == 1 for q in set(emit) if 0 <= q < len(columns) and columns[q] in exprs
+        ):
+            # Only the emitted columns, in one select (the others are never computed).
+            mapping = list(body.common.emit.output_mapping)
+            cols, names = self._positions(
+                columns, exprs, mapping, f"{bpath}.common.emit.output_mapping", "emitted field"
+            )
+            if names == inp.columns:
+                return replace(inp, ordered=ordered)
+            return Relation(sqltext.select(inp.df, cols), names, None, ordered=ordered)
+        df = sqltext.select(inp.df, [*[_c(c) for c in inp.columns], *[c.alias(n) for n, c in exprs.items()]])
+        return self._emit(Relation(df, columns, None, ordered=ordered), body, bpath)
 
     def _rel_sort(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
@@ -630,6 +688,14 @@ class _PlanCompiler:
             (self.fresh(), self.expr(e, scope, f"{bpath}.grouping_expressions[{i}]"))
             for i, e in enumerate(body.grouping_expressions)
         ]
+        # A key that is an input column keeps that column's name: no projection before grouping.
+        by_text = {_c(c).sql(): c for c in inp.columns}
+        used: set[str] = set()
+        for i, (_n, c) in enumerate(keys):
+            same = by_text.get(c.sql()) if isinstance(c, sqltext.SqlColumn) and c._alias is None else None
+            if same is not None and same not in used:
+                keys[i] = (same, c)
+                used.add(same)
         key_names = [n for n, _ in keys]
         extra: list[tuple[str, Column, Type | None]] = []
         fns = []
@@ -642,11 +708,15 @@ class _PlanCompiler:
                 fn = self._filtered_measure(fn, m.filter, scope, mpath, extra, len(inp.columns))
             fns.append(fn)
         df1 = inp.df
-        if keys or extra:
-            df1 = inp.df.select(
-                *[_c(c) for c in inp.columns],
-                *[c.alias(n) for n, c in keys],
-                *[c.alias(n) for n, c, _ in extra],
+        computed = [(n, c) for n, c in keys if n not in used]
+        if computed or extra:
+            df1 = sqltext.select(
+                inp.df,
+                [
+                    *[_c(c) for c in inp.columns],
+                    *[c.alias(n) for n, c in computed],
+                    *[c.alias(n) for n, c, _ in extra],
+                ],
             )
         types = None
         if inp.types is not None and all(t is not None for _, _, t in extra):
@@ -692,8 +762,8 @@ class _PlanCompiler:
                     new = self.fresh()
                     cols.append(F.lit(None).alias(new))
                     names.append(new)
-            if names != group or measure_names:
-                out = out.select(*cols, *[_c(n) for n in measure_names])
+            if names != group:  # groupBy().agg() already gives the group columns, then the measures
+                out = sqltext.select(out, [*cols, *[_c(n) for n in measure_names]])
             return Relation(out, names + measure_names)
         return self._grouping_sets(df1, key_names, sets, measures, bpath)
 
@@ -744,7 +814,10 @@ class _PlanCompiler:
 
     def _pair_scope(self, left: Relation, right: Relation, outer: Scope | None) -> Scope:
         types = left.types + right.types if left.types is not None and right.types is not None else None
-        return Scope(left.df.crossJoin(right.df), left.columns + right.columns, types, outer)
+        # The pair's DataFrame is only needed to look up Spark types (nested references, nullability):
+        # built on first use, as each DataFrame costs Spark an analysis.
+        pair = _LazyDataFrame(lambda: left.df.crossJoin(right.df))
+        return Scope(pair, left.columns + right.columns, types, outer)  # type: ignore[arg-type]
 
     def _equi_keys(self, e: Expression | None, nleft: int, left: Relation, right: Relation) -> list[tuple[str, str, bool]]:
         """``(left column, right column, null-safe)`` for the equality conjuncts of a join condition."""
@@ -1160,7 +1233,7 @@ class _PlanCompiler:
             name = self.fresh()
             new.append(col.alias(name))
             names.append(name)
-        df = inp.df.select(*[_c(c) for c in inp.columns], *new)
+        df = sqltext.select(inp.df, [*[_c(c) for c in inp.columns], *new])
         return Relation(df, inp.columns + names)
 
     # ---------------------------------------------------------------------------------- exchange

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from substrait.proto import (
     AggregateFunction,
@@ -68,6 +67,7 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.functions import FunctionTable
+from optimizer.spark.sqltext import functions as F
 
 __all__ = [
     "NOT_LITERAL",

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from substrait.proto import Expression, SortField, Type
 
@@ -48,6 +47,7 @@ from optimizer.spark.expressions import (
     substrait_type_to_spark,
     type_kind,
 )
+from optimizer.spark.sqltext import functions as F
 
 if TYPE_CHECKING:
     from optimizer.spark.expressions import ExpressionCompiler, Scope

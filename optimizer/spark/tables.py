@@ -210,11 +210,17 @@ class TableResolver:
             self._schemas[id(df)] = (df, schema)
         return schema
 
-    def named_table(self, read: ReadRel, path: str | None = None) -> DataFrame:
-        """The table of a ``named_table`` read, conformed to its ``base_schema``."""
+    def named_table(
+        self,
+        read: ReadRel,
+        path: str | None = None,
+        columns: Sequence[str] | None = None,
+        keep: Sequence[int] | None = None,
+    ) -> DataFrame:
+        """The table of a ``named_table`` read, conformed to its ``base_schema`` (see :meth:`conform`)."""
         names = list(read.named_table.names)
         df = self.raw_table(names, f"{path}.named_table" if path else None)
-        return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", path)
+        return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", path, columns, keep)
 
     # -- local files ---------------------------------------------------------------------------
 
@@ -325,9 +331,23 @@ class TableResolver:
 
     # -- schema conformance --------------------------------------------------------------------
 
-    def conform(self, df: DataFrame, base: NamedStruct, what: str, path: str | None = None) -> DataFrame:
-        """``df`` with exactly the base schema's columns, in its order, cast to its types."""
-        from pyspark.sql import functions as F
+    def conform(
+        self,
+        df: DataFrame,
+        base: NamedStruct,
+        what: str,
+        path: str | None = None,
+        columns: Sequence[str] | None = None,
+        keep: Sequence[int] | None = None,
+    ) -> DataFrame:
+        """``df`` with exactly the base schema's columns, in its order, cast to its types.
+
+        The columns are called ``columns`` (default ``_b0``, ``_b1``, ...); ``keep`` (distinct
+        positions) selects only those columns, in that order: a projection mask in the same select.
+        """
+        from optimizer.spark import sqltext
+
+        F = sqltext.functions
 
         spath = f"{path}.base_schema" if path else None
         names = top_level_names(base, spath)
@@ -356,11 +376,18 @@ class TableResolver:
                     raise PlanError(f"column '{name}' not found in {what} (it has: {have})", spath)
         out = []
         types = list(base.struct.types) or [None] * len(chosen)  # names without types: no casts
+        if columns is not None and len(columns) != len(chosen):
+            raise PlanError(f"{what}: {len(columns)} column names for {len(chosen)} columns", spath)
+        wanted = set(range(len(chosen)) if keep is None else keep)
+        by_position = {}
         for k, (i, t) in enumerate(zip(chosen, types, strict=True)):
+            if k not in wanted:
+                continue
+            name = columns[k] if columns is not None else f"_b{k}"
             field = fields[i]
             column = F.col(f"`{field.name}`") if "`" not in field.name else df[field.name]
             if t is None:
-                out.append(column.alias(f"_b{k}"))
+                by_position[k] = column.alias(name)
                 continue
             target = substrait_type_to_spark(t, path=f"{spath}.struct.types[{k}]" if spath else None)
             if field.dataType != target:
@@ -371,8 +398,9 @@ class TableResolver:
                         spath,
                     )
                 column = column.cast(target)
-            out.append(column.alias(f"_b{k}"))
-        return df.select(*out)
+            by_position[k] = column.alias(name)
+        out = [by_position[k] for k in (range(len(chosen)) if keep is None else keep)]
+        return sqltext.select(df, out)
 
 
 def _first_line(exc: BaseException) -> str:
