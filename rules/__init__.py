@@ -20,6 +20,7 @@ _RULE_MODULES = [
     # join_order
     "join_order",
     # physical
+    "reduce_aggregate_input",
     "filter_into_read",
     "implement_joins",
     "sort_fetch_to_topn",

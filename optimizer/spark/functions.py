@@ -381,12 +381,52 @@ def _int_arith(call: Call, op: str, a: Column, b: Column, kind: str) -> Column:
     return _overflow(call, checked, [a, b], _binop(op, a, b), sat)
 
 
+def _decimal_bound(precision: int, scale: int, precision_loss: bool) -> tuple[int, int]:
+    """Spark's result type for an exact decimal result type over 38 digits (``DecimalType.bounded`` or,
+    with ``spark.sql.decimalOperations.allowPrecisionLoss``, ``adjustPrecisionScale``)."""
+    if precision <= 38:
+        return precision, scale
+    if not precision_loss:
+        return 38, min(scale, 38)
+    return 38, max(38 - (precision - scale), min(scale, 6))
+
+
+def _decimal_cannot_overflow(op: str, t1: Type | None, t2: Type | None, out: T.DecimalType) -> bool:
+    """True if ``t1 <op> t2`` always fits both Spark's intermediate type and ``out``.
+
+    The exact result of ``add``/``subtract`` has at most ``max(p1-s1, p2-s2) + 1`` integer digits, of
+    ``multiply`` ``(p1-s1) + (p2-s2)``; rounding to a smaller scale can add one. Then no overflow check
+    is needed (it would repeat both operands in the expression, doubling its size at every level).
+    """
+    if type_kind(t1) != "decimal" or type_kind(t2) != "decimal":
+        return False
+    p1, s1, p2, s2 = t1.decimal.precision, t1.decimal.scale, t2.decimal.precision, t2.decimal.scale
+    if not (0 <= s1 <= p1 <= 38 and 0 <= s2 <= p2 <= 38):
+        return False
+    if op == "multiply":
+        need, exact_scale = (p1 - s1) + (p2 - s2), s1 + s2
+        spark_p, spark_s = p1 + p2 + 1, s1 + s2
+    else:
+        need, exact_scale = max(p1 - s1, p2 - s2) + 1, max(s1, s2)
+        spark_p, spark_s = max(s1, s2) + max(p1 - s1, p2 - s2) + 1, max(s1, s2)
+    for loss in (True, False):  # whichever the session uses
+        bp, bs = _decimal_bound(spark_p, spark_s, loss)
+        rounded = bs < exact_scale
+        if bp - bs < need + rounded:
+            return False
+        if out.precision - out.scale < need + (rounded or out.scale < bs):
+            return False
+    return True
+
+
 def _decimal_arith(call: Call, op: str, a: Column, b: Column) -> Column:
     r = _binop(op, a, b)
     out = call.out_spark
     if not isinstance(out, T.DecimalType):
         return call.cast_out(r)
     r = r.cast(out)
+    if _decimal_cannot_overflow(op, call.value_types[0], call.value_types[1], out):
+        return r
     m = _decimal_max(out)
     positive = _binop(op, a.cast(T.DoubleType()), b.cast(T.DoubleType())) > 0
     sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(m.copy_negate()).cast(out))
@@ -1852,6 +1892,20 @@ def _count(call: Call) -> Column:
     return call.cast_out(A(F.count(F.when(_all_not_null(call.values), F.lit(1)))))
 
 
+def _wide_decimal(t: Type | None) -> T.DecimalType | None:
+    """DECIMAL(38, s) for a decimal of precision <= 19, whose sum cannot overflow it; else None.
+
+    Spark aggregates fewer than 2^63 < 10^19 rows, each under 10^(p-s) in magnitude: the sum stays
+    under 10^(19+p-s) <= 10^(38-s). (Spark's own sum type, DECIMAL(p+10, s), can overflow.)
+    """
+    if type_kind(t) != "decimal":
+        return None
+    p, s = t.decimal.precision, t.decimal.scale
+    if not 0 <= s <= p <= 19:
+        return None
+    return T.DecimalType(38, s)
+
+
 def _sum_core(call: Call) -> tuple[Column, str | None]:
     """(sum with overflow handling, input kind)."""
     call.arity(1)
@@ -1861,6 +1915,10 @@ def _sum_core(call: Call) -> tuple[Column, str | None]:
     if kind == "fp32":
         x = x.cast(T.DoubleType())
     if kind in _FLOATS:
+        return A(F.sum_distinct(x) if call.distinct else F.sum(x)), kind
+    wide = _wide_decimal(call.value_types[0])
+    if wide is not None:  # cannot overflow: no check (and no second aggregate counting the rows)
+        x = x.cast(wide)
         return A(F.sum_distinct(x) if call.distinct else F.sum(x)), kind
     if call.distinct:
         checked = A(F.sum_distinct(x))
@@ -1914,7 +1972,9 @@ def _avg(call: Call) -> Column:
     if kind == "decimal" and out in _FLOATS:
         # Spark's avg of a decimal is a decimal rounded to scale+4 (25.575155 for 25.575154611...);
         # a floating-point result (DuckDB's avg:decimal -> fp64) divides the exact sum as a double.
-        return call.cast_out(A(F.try_sum(x)).cast(T.DoubleType()) / A(F.count(x)).cast(T.DoubleType()))
+        wide = _wide_decimal(call.value_types[0])
+        total = A(F.sum(x.cast(wide))) if wide is not None else A(F.try_sum(x))
+        return call.cast_out(total.cast(T.DoubleType()) / A(F.count(x)).cast(T.DoubleType()))
     return call.cast_out(A(F.avg(x)))
 
 

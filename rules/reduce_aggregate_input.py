@@ -1,0 +1,306 @@
+"""Rule ``reduce_aggregate_input`` (phase ``physical``, before joins are implemented): semi-join
+reduction of an aggregate whose groups are mostly thrown away by the join above it.
+
+**Matches** a ``JoinRel`` one of whose inputs is an ``AggregateRel`` (possibly under ``ProjectRel``
+and ``FilterRel`` relations that pass its grouping keys through unchanged), when
+
+* the join drops the rows of that side which have no match: an inner or semi join (either side), or
+  the null-supplying side of a left/right (or single) join, or the non-output side of an anti join;
+* the join expression has ``equal(g, y)`` conjuncts between a grouping key ``g`` of the aggregate
+  (one grouping set; ``g`` read as a column of the join's input, the key any deterministic expression
+  ``e`` of the aggregate's input) and a deterministic expression ``y`` of the other input ``Y`` alone;
+* ``Y`` is deterministic (no fetch or top-N, no nondeterministic function) and the aggregate and the
+  relations between it and the join are read only there;
+* by the estimates, ``Y`` keeps few groups (at most ``MAX_KEPT_FRACTION`` of them) and is smaller
+  than the aggregate's input: reading ``Y`` a second time must pay.
+
+**Produces** the same join, with the aggregate's input ``I`` replaced by
+``JoinRel(LEFT_SEMI, I, project(Y: y1, ...), e1 = y1 AND ...)``: only the rows whose keys ``Y`` has
+are aggregated.
+``Y`` becomes a shared input (a ``ReferenceRel`` when written out).
+
+**Why it is equivalent**: the semi-join keeps or drops the rows of ``I`` by the value of the
+grouping keys alone, so every group is kept whole (same measures) or dropped whole. A dropped
+group's key equals no ``y`` of ``Y``; ``equal`` is never true on NULL, so its row would have met no
+row of ``Y`` in the join's equality either, and the join drops rows of this side that have no match.
+The relations in between pass the key through unchanged and act on each row alone. ``Y`` is
+deterministic, so both reads of it have the same rows. This is the rewrite Spark applies to Q17 and
+Q20 when it decorrelates their subqueries itself; DataFusion and Isthmus hand us the plan already
+decorrelated, with the aggregate over the whole table.
+
+>>> import json
+>>> from optimizer.plan_io import load_plan
+>>> from optimizer.explain import explain_plan
+>>> from optimizer.driver import Optimizer, OptimizerConfig
+>>> from cost.statistics import ColumnStatistics as C, MemoryStatistics, TableStatistics as T
+>>> plan = load_plan(_EXAMPLE)
+>>> print(explain_plan(plan))
+Root(names=[p, l_partkey, avg_q])
+|-+ Join(inner, (p#0 = l_partkey#1)) -> [p: i64, l_partkey: i64, measure_0: fp64]
+  |-+ Read(part) -> [p: i64]
+  |-+ Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)]) -> [l_partkey: i64, measure_0: fp64]
+    |-+ Read(lineitem) -> [l_partkey: i64, l_quantity: fp64]
+
+With 100 parts against 6,000,000 lineitems over 200,000 part keys, only the parts' keys are aggregated:
+
+>>> stats = MemoryStatistics({"part": T(row_count=100, columns={"p": C(ndv=100)}),
+...     "lineitem": T(row_count=6_000_000, columns={"l_partkey": C(ndv=200_000)})})
+>>> optimizer = Optimizer(statistics=stats, rules=[RULE], config=OptimizerConfig(annotate_estimates=False))
+>>> print(explain_plan(optimizer.run(plan).plan))
+Root(names=[p, l_partkey, avg_q])
+|-+ Join(inner, (p#0 = l_partkey#1)) -> [p: i64, l_partkey: i64, measure_0: fp64]
+  |-+ #1 Read(part) -> [p: i64]
+  |-+ Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)]) -> [l_partkey: i64, measure_0: fp64]
+    |-+ Join(left_semi, (p#2 = l_partkey#0)) -> [l_partkey: i64, l_quantity: fp64]
+      |-+ Read(lineitem) -> [l_partkey: i64, l_quantity: fp64]
+      |-+ Project(emit=[0]) -> [p: i64]
+        |-> shared #1 (above)
+Relation[1]
+|-> shared #1 (above)
+
+``part`` is now read by both joins: written out, it is a plan relation that both read by
+``ReferenceRel``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+from substrait.proto import Expression, JoinRel, Rel
+
+from optimizer.dag import inputs, uses
+from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.expr_utils import (
+    call_args,
+    conjuncts,
+    field,
+    field_index,
+    function_name,
+    has_subquery,
+    has_unresolvable_refs,
+    is_deterministic,
+    make_and,
+    referenced_fields,
+    shift_fields,
+)
+from rules.simplify_predicates import emit_of, rel_copy, width
+
+#: Apply only if the other input's keys are estimated to keep at most this fraction of the groups.
+MAX_KEPT_FRACTION = 0.25
+
+_J = JoinRel
+#: Join type -> the inputs whose unmatched rows the join drops (the side that may be reduced).
+_REDUCIBLE = {
+    _J.JOIN_TYPE_INNER: ("left", "right"),
+    _J.JOIN_TYPE_LEFT_SEMI: ("left", "right"),
+    _J.JOIN_TYPE_RIGHT_SEMI: ("left", "right"),
+    _J.JOIN_TYPE_LEFT: ("right",),
+    _J.JOIN_TYPE_LEFT_SINGLE: ("right",),
+    _J.JOIN_TYPE_LEFT_ANTI: ("right",),
+    _J.JOIN_TYPE_RIGHT: ("left",),
+    _J.JOIN_TYPE_RIGHT_SINGLE: ("left",),
+    _J.JOIN_TYPE_RIGHT_ANTI: ("left",),
+}
+#: Relations allowed in the other input (it is read twice: it must give the same rows both times).
+_DETERMINISTIC_KINDS = frozenset({"read", "filter", "project", "join", "cross", "aggregate", "sort", "set",
+                                  "hash_join", "merge_join", "nested_loop_join", "exchange"})
+
+
+def _key_source(g: nx.DiGraph, node: int, column: int) -> tuple[list[int], int] | None:
+    """``(chain, k)``: the relations from ``node`` down to an aggregate (its last element) through
+    which output ``column`` is the aggregate's grouping expression ``k``; None if it is not one."""
+    chain: list[int] = []
+    while True:
+        if uses(g, node) != 1:
+            return None
+        chain.append(node)
+        rel: Rel = g.nodes[node]["rel"]
+        kind = g.nodes[node]["kind"]
+        mapping = emit_of(rel)
+        if mapping is not None:
+            if not 0 <= column < len(mapping):
+                return None
+            column = mapping[column]
+        children = inputs(g, node)
+        if len(children) != 1:
+            return None
+        child = children[0]
+        if kind == "filter":
+            node = child
+            continue
+        if kind == "project":
+            n_in = width(g, child)
+            if column >= n_in:
+                k = column - n_in
+                column = field_index(rel.project.expressions[k]) if k < len(rel.project.expressions) else None
+                if column is None:
+                    return None
+            node = child
+            continue
+        if kind == "aggregate":
+            agg = rel.aggregate
+            if len(agg.groupings) != 1 or not agg.grouping_expressions:
+                return None
+            refs = set(agg.groupings[0].expression_references)
+            if refs != set(range(len(agg.grouping_expressions))) or column >= len(agg.grouping_expressions):
+                return None
+            return chain, column
+        return None
+
+
+def _deterministic_subtree(g: nx.DiGraph, node: int, functions) -> bool:
+    for n in {node} | nx.descendants(g, node):
+        if g.nodes[n]["kind"] not in _DETERMINISTIC_KINDS:
+            return False
+        if not is_deterministic(g.nodes[n]["rel"], functions):
+            return False
+    return True
+
+
+def _plain(e: Expression, functions) -> bool:
+    """Deterministic, no subquery, only plain column references."""
+    return is_deterministic(e, functions) and not has_subquery(e) and not has_unresolvable_refs(e)
+
+
+@dataclass
+class _Key:
+    grouping: int  # index of the aggregate's grouping expression
+    y_expr: Expression  # the other side of the equality, over Y's columns
+    equality: Expression  # the join's conjunct
+    x_position: int  # which argument of the conjunct is the grouping key
+
+
+def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+    """A ``JoinRel`` with an aggregate below one input, that aggregate's input semi-joined with the
+    other input on the grouping keys the join compares (see the module docstring)."""
+    rel: Rel = g.nodes[node]["rel"]
+    join = rel.join
+    if not join.HasField("expression") or join.HasField("post_join_filter"):
+        return None
+    sides = inputs(g, node)
+    if len(sides) != 2:
+        return None
+    n_left = width(g, sides[0])
+    for side in _REDUCIBLE.get(join.type, ()):
+        x, y = (sides[0], sides[1]) if side == "left" else (sides[1], sides[0])
+        x_offset, y_offset = (0, n_left) if side == "left" else (n_left, 0)
+        n_x, n_y = width(g, x), width(g, y)
+        keys: list[_Key] = []
+        seen: set[tuple[int, bytes]] = set()
+        chain: list[int] | None = None
+        for conj in conjuncts(join.expression, ctx.functions):
+            if function_name(conj, ctx.functions) != "equal":
+                continue
+            args = call_args(conj)
+            if args is None or len(args) != 2:
+                continue
+            for x_position in (0, 1):
+                xc, y_arg = field_index(args[x_position]), args[1 - x_position]
+                if xc is None or not x_offset <= xc < x_offset + n_x:
+                    continue
+                y_fields = referenced_fields(y_arg)
+                if not y_fields or not all(y_offset <= f < y_offset + n_y for f in y_fields):
+                    continue
+                if not _plain(y_arg, ctx.functions):
+                    continue
+                found = _key_source(g, x, xc - x_offset)
+                if found is None or (chain is not None and found[0] != chain):
+                    continue
+                chain = found[0]
+                y_expr = shift_fields(y_arg, -y_offset)
+                fingerprint = (found[1], y_expr.SerializeToString(deterministic=True))
+                if fingerprint not in seen:
+                    seen.add(fingerprint)
+                    keys.append(_Key(found[1], y_expr, conj, x_position))
+                break
+        if not keys or chain is None:
+            continue
+        aggregate = chain[-1]
+        grouping = g.nodes[aggregate]["rel"].aggregate.grouping_expressions
+        if not all(_plain(grouping[k.grouping], ctx.functions) for k in keys):
+            continue
+        (agg_input,) = inputs(g, aggregate)
+        if _already_reduced(g, agg_input, y):
+            continue
+        if not _deterministic_subtree(g, y, ctx.functions):
+            continue
+        if not _pays(ctx, aggregate, agg_input, y, keys):
+            continue
+        n_in = width(g, agg_input)
+        # Y's key values, one column per key (a narrower build side than all of Y).
+        y_keys = Rel()
+        mapping = []
+        for k in keys:
+            column = field_index(k.y_expr)
+            if column is None:
+                y_keys.project.expressions.add().CopyFrom(k.y_expr)
+                column = n_y + len(y_keys.project.expressions) - 1
+            mapping.append(column)
+        y_keys.project.common.emit.output_mapping.extend(mapping)
+        equalities = []
+        for i, k in enumerate(keys):
+            eq = Expression()
+            eq.CopyFrom(k.equality)
+            eq.scalar_function.arguments[k.x_position].value.CopyFrom(grouping[k.grouping])
+            eq.scalar_function.arguments[1 - k.x_position].value.CopyFrom(field(n_in + i))
+            equalities.append(eq)
+        semi = Rel()
+        semi.join.type = _J.JOIN_TYPE_LEFT_SEMI
+        semi.join.expression.CopyFrom(make_and(equalities, ctx.registrar))
+        new_child: NewRel | int = NewRel(rel_copy(g, aggregate), [NewRel(semi, [agg_input, NewRel(y_keys, [y])])])
+        for n in reversed(chain[:-1]):
+            new_child = NewRel(rel_copy(g, n), [new_child])
+        return NewRel(rel_copy(g, node), [new_child, y] if side == "left" else [y, new_child])
+    return None
+
+
+def _already_reduced(g: nx.DiGraph, agg_input: int, y: int) -> bool:
+    data = g.nodes[agg_input]
+    if data["kind"] != "join" or data["rel"].join.type != _J.JOIN_TYPE_LEFT_SEMI:
+        return False
+    right = inputs(g, agg_input)[1]
+    return right == y or y in inputs(g, right)
+
+
+def _pays(ctx, aggregate: int, agg_input: int, y: int, keys: list[_Key]) -> bool:
+    groups = max(1.0, float(ctx.estimate(aggregate).rows))
+    y_est = ctx.estimate(y)
+    input_rows = float(ctx.estimate(agg_input).rows)
+    distinct = float(y_est.rows)
+    if len(keys) == 1:
+        column = field_index(keys[0].y_expr)
+        if column is not None and column < len(y_est.columns) and y_est.columns[column] is not None:
+            ndv = getattr(y_est.columns[column], "ndv", None)
+            if ndv:
+                distinct = min(distinct, float(ndv))
+    return distinct <= MAX_KEPT_FRACTION * groups and float(y_est.rows) < input_rows
+
+
+RULE = Rule(
+    name="reduce_aggregate_input",
+    phase="physical",
+    kinds=frozenset({"join"}),
+    apply=reduce_aggregate_input,
+    description="Join over an aggregate -> the aggregate's input semi-joined with the other side first",
+)
+
+
+_EXAMPLE = """{"extensions": [{"extensionFunction": {"functionAnchor": 1, "name": "equal",
+    "extensionUrnReference": 4294967295}},
+  {"extensionFunction": {"functionAnchor": 2, "name": "avg", "extensionUrnReference": 4294967295}}],
+ "relations": [{"root": {"names": ["p", "l_partkey", "avg_q"], "input": {"join": {"type": "JOIN_TYPE_INNER",
+  "left": {"read": {"namedTable": {"names": ["part"]}, "baseSchema": {"names": ["p"],
+    "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}},
+  "right": {"aggregate": {
+    "input": {"read": {"namedTable": {"names": ["lineitem"]}, "baseSchema": {"names": ["l_partkey", "l_quantity"],
+      "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}},
+                           {"fp64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}},
+    "groupingExpressions": [{"selection": {"directReference": {"structField": {"field": 0}}, "rootReference": {}}}],
+    "groupings": [{"expressionReferences": [0]}],
+    "measures": [{"measure": {"functionReference": 2, "outputType": {"fp64": {}}, "phase": "AGGREGATION_PHASE_INITIAL_TO_RESULT",
+      "invocation": "AGGREGATION_INVOCATION_ALL",
+      "arguments": [{"value": {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}}}]}}]}},
+  "expression": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
+    {"value": {"selection": {"directReference": {"structField": {"field": 0}}, "rootReference": {}}}},
+    {"value": {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}}}]}}}}}}]}"""
