@@ -186,10 +186,17 @@ def test_same_answer_on_spark(backend, tpch_tables, tpch_statistics, monkeypatch
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("query", [2, 17, 20])
+@pytest.mark.parametrize("query", [17, 20])
 def test_tpch_decorrelated_subqueries(backend, datafusion_tpch_plans, tpch_statistics, query):
-    """DataFusion's Q2, Q17 and Q20 aggregate a whole table for a correlated subquery; with Spark's
+    """DataFusion's Q17 and Q20 aggregate a whole table for a correlated subquery; with the tables'
     statistics the full optimizer reduces that aggregate's input, and the answer stays the same."""
     plan = datafusion_tpch_plans[query]
     result = Optimizer(statistics=tpch_statistics, config=QUIET).run(plan)
     _check_on_spark(backend, plan, result, f"Q{query}")
+
+
+def test_tpch_q2_is_not_reduced(datafusion_tpch_plans, tpch_statistics):
+    """Q2's other input is a five-way join that reads far more rows than the aggregate takes in:
+    reading it again costs more than it saves (measured: 1.43 s -> 1.58 s at SF 1)."""
+    result = Optimizer(statistics=tpch_statistics, config=QUIET).run(datafusion_tpch_plans[2])
+    assert not any(e.rule == RULE.name for e in result.events)

@@ -44,19 +44,20 @@ def get_spark(master: str | None = None, app_name: str = "substrait-optimizer", 
 
 
 def _quiet_query_context_logger() -> None:
-    """Silence PySpark's DataFrameQueryContextLogger: it logs, at ERROR level with a stack trace, every
-    analysis failure -- including the ones the backend provokes and catches on purpose (asking the
-    type of an expression with outer references reports "cannot be resolved"). Real failures still
-    reach the user as the backend's one-line errors."""
+    """Silence PySpark's DataFrameQueryContextLogger and SQLQueryContextLogger: they log, at ERROR level
+    with a stack trace, every analysis failure of a ``Column`` or of SQL text -- including the ones the
+    backend provokes and catches on purpose (asking the type of an expression with outer references
+    reports "cannot be resolved"). Real failures still reach the user as the backend's one-line errors."""
     import logging
 
-    try:
-        from pyspark.logger import PySparkLogger
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        try:
+            from pyspark.logger import PySparkLogger
 
-        logger = PySparkLogger.getLogger("DataFrameQueryContextLogger")
-    except ImportError:  # PySpark without its own logger: the plain logging one
-        logger = logging.getLogger("DataFrameQueryContextLogger")
-    logger.disabled = True
+            logger = PySparkLogger.getLogger(name)
+        except ImportError:  # PySpark without its own logger: the plain logging one
+            logger = logging.getLogger(name)
+        logger.disabled = True
 
 
 class LazySpark:

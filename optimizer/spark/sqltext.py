@@ -175,107 +175,9 @@ class SqlColumn(_ClassicColumn):
     def __repr__(self) -> str:
         return f"SqlColumn<{self.sql()}>"
 
-    # ------------------------------------------------------------------------------------- helpers
-
-    def _binary(self, op: str, other: Any, reverse: bool = False) -> SqlColumn | None:
-        text = _operand(other)
-        if text is None:
-            return None
-        left, right = (text, self._text) if reverse else (self._text, text)
-        return SqlColumn(f"({left} {op} {right})")
-
-    def _reflected(self, forward: str, reflected: str, other: Any):
-        """``other <op> self`` without text: a Column on the left keeps its place (PySpark's reflected
-        operators take the left operand for a literal)."""
-        if isinstance(other, _ClassicColumn):
-            return getattr(_ClassicColumn, forward)(other, self)
-        return getattr(super(), reflected)(other)
-
     # ----------------------------------------------------------------------------------- operators
 
-    def __add__(self, other):
-        out = self._binary("+", other)
-        return out if out is not None else super().__add__(other)
-
-    def __radd__(self, other):
-        out = self._binary("+", other, True)
-        return out if out is not None else self._reflected("__add__", "__radd__", other)
-
-    def __sub__(self, other):
-        out = self._binary("-", other)
-        return out if out is not None else super().__sub__(other)
-
-    def __rsub__(self, other):
-        out = self._binary("-", other, True)
-        return out if out is not None else self._reflected("__sub__", "__rsub__", other)
-
-    def __mul__(self, other):
-        out = self._binary("*", other)
-        return out if out is not None else super().__mul__(other)
-
-    def __rmul__(self, other):
-        out = self._binary("*", other, True)
-        return out if out is not None else self._reflected("__mul__", "__rmul__", other)
-
-    def __truediv__(self, other):
-        out = self._binary("/", other)
-        return out if out is not None else super().__truediv__(other)
-
-    def __rtruediv__(self, other):
-        out = self._binary("/", other, True)
-        return out if out is not None else self._reflected("__truediv__", "__rtruediv__", other)
-
-    def __mod__(self, other):
-        out = self._binary("%", other)
-        return out if out is not None else super().__mod__(other)
-
-    def __rmod__(self, other):
-        out = self._binary("%", other, True)
-        return out if out is not None else self._reflected("__mod__", "__rmod__", other)
-
-    def __eq__(self, other):  # type: ignore[override]
-        out = self._binary("=", other)
-        return out if out is not None else super().__eq__(other)
-
-    def __ne__(self, other):  # type: ignore[override]
-        out = self._binary("!=", other)
-        return out if out is not None else super().__ne__(other)
-
-    def __lt__(self, other):
-        out = self._binary("<", other)
-        return out if out is not None else super().__lt__(other)
-
-    def __le__(self, other):
-        out = self._binary("<=", other)
-        return out if out is not None else super().__le__(other)
-
-    def __gt__(self, other):
-        out = self._binary(">", other)
-        return out if out is not None else super().__gt__(other)
-
-    def __ge__(self, other):
-        out = self._binary(">=", other)
-        return out if out is not None else super().__ge__(other)
-
-    def eqNullSafe(self, other):  # noqa: N802 -- PySpark's name
-        out = self._binary("<=>", other)
-        return out if out is not None else super().eqNullSafe(other)
-
-    def __and__(self, other):
-        out = self._binary("AND", other)
-        return out if out is not None else super().__and__(other)
-
-    def __rand__(self, other):
-        out = self._binary("AND", other, True)
-        return out if out is not None else super().__rand__(other)
-
-    def __or__(self, other):
-        out = self._binary("OR", other)
-        return out if out is not None else super().__or__(other)
-
-    def __ror__(self, other):
-        out = self._binary("OR", other, True)
-        return out if out is not None else super().__ror__(other)
+    # The binary operators (``+ - * / % = != < <= > >= <=> AND OR``) are set below the class by _operator().
 
     def __invert__(self):
         return SqlColumn(f"(NOT {self._text})")
@@ -319,6 +221,37 @@ class SqlColumn(_ClassicColumn):
         if not texts or any(t is None for t in texts):
             return super().isin(*values)
         return SqlColumn(f"({self._text} IN ({', '.join(texts)}))")  # type: ignore[arg-type]
+
+
+def _operator(name: str, sql: str, reflected_of: str | None = None) -> None:
+    """``SqlColumn.<name>``: text when the other operand has text, else PySpark's own operator.
+
+    A reflected operator (``other + self``) whose left operand is an ordinary Column calls that
+    Column's forward operator: PySpark's reflected operators assume the left operand is a literal.
+    """
+
+    def method(self: SqlColumn, other: Any):
+        text = _operand(other)
+        if text is not None:
+            left, right = (text, self._text) if reflected_of else (self._text, text)
+            return SqlColumn(f"({left} {sql} {right})")
+        if reflected_of and isinstance(other, _ClassicColumn):
+            return getattr(_ClassicColumn, reflected_of)(other, self)
+        return getattr(_ClassicColumn, name)(self, other)
+
+    method.__name__ = name
+    setattr(SqlColumn, name, method)
+
+
+for _name, _sql in {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__mod__": "%",
+                    "__eq__": "=", "__ne__": "!=", "__lt__": "<", "__le__": "<=", "__gt__": ">",
+                    "__ge__": ">=", "eqNullSafe": "<=>", "__and__": "AND", "__or__": "OR"}.items():
+    _operator(_name, _sql)
+for _name, (_sql, _forward) in {"__radd__": ("+", "__add__"), "__rsub__": ("-", "__sub__"),
+                                "__rmul__": ("*", "__mul__"), "__rtruediv__": ("/", "__truediv__"),
+                                "__rmod__": ("%", "__mod__"), "__rand__": ("AND", "__and__"),
+                                "__ror__": ("OR", "__or__")}.items():
+    _operator(_name, _sql, _forward)
 
 
 class SqlCase(SqlColumn):
