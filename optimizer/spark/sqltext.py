@@ -394,7 +394,7 @@ functions = _Functions()
 def select(df: DataFrame, cols: Iterable[Any]) -> DataFrame:
     """``df.select(*cols)``; when every column is text, one ``selectExpr`` in three round trips."""
     cols = list(cols)
-    if not cols or not all(isinstance(c, SqlColumn) for c in cols):
+    if not cols or not all(isinstance(c, SqlColumn) for c in cols) or not hasattr(df, "_jdf"):
         return df.select(*cols)
     texts = [c.sql() for c in cols]
     jvm = df.sparkSession._jvm
