@@ -97,7 +97,7 @@ from substrait.proto import (
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
 from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
 from optimizer.functions import FunctionTable, function_table
-from optimizer.spark import sqltext
+from optimizer.spark import sqlframe, sqltext
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
 from optimizer.spark.sqltext import functions as F
 from optimizer.spark.tables import TableResolver
@@ -199,12 +199,18 @@ class SparkBackend:
     ``tables``: a directory of ``<name>.parquet`` files/folders, a mapping ``{name: path | DataFrame}``,
     a :class:`~optimizer.spark.tables.TableResolver`, or ``None`` (Spark catalog only).
     ``ignore_best_effort_filter``: skip ``ReadRel.best_effort_filter`` (it may be skipped by definition).
+    ``text_plans``: build the plan as Spark SQL text where it can (:mod:`optimizer.spark.sqlframe`), so
+    that Spark analyses it once rather than once per relation; if Spark refuses the text, the plan is
+    built again relation by relation, which names the relation at fault.
     """
 
-    def __init__(self, spark, tables=None, *, ignore_best_effort_filter: bool = False) -> None:
+    def __init__(
+        self, spark, tables=None, *, ignore_best_effort_filter: bool = False, text_plans: bool = True
+    ) -> None:
         self.spark = spark
         self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables)
         self.ignore_best_effort_filter = ignore_best_effort_filter
+        self.text_plans = text_plans
         self._counter = itertools.count()
         sqltext.install_jvm_caches()
         sqltext.set_session(spark)
@@ -228,10 +234,21 @@ class SparkBackend:
         if not 0 <= root < len(roots):
             raise PlanError(f"root {root} requested but the plan has {len(roots)} root relation(s)", "relations")
         index = roots[root]
-        compiler = _PlanCompiler(self, plan)
+        if self.text_plans and sqltext.text_mode_supported(self.spark):
+            try:
+                return self._build(plan, index, text=True)
+            except (PlanError, UnsupportedError):
+                raise  # the plan's own fault: the same either way
+            except Exception:  # noqa: BLE001 -- Spark refused the text: build it relation by relation
+                pass
+        return self._build(plan, index, text=False)
+
+    def _build(self, plan: Plan, index: int, text: bool) -> DataFrame:
+        compiler = _PlanCompiler(self, plan, text)
         rel_root = plan.relations[index].root
         out = compiler.rel(rel_root.input, f"relations[{index}].root.input", None)
-        return _apply_root_names(out, list(rel_root.names), f"relations[{index}].root.names")
+        df = _apply_root_names(out, list(rel_root.names), f"relations[{index}].root.names")
+        return sqlframe.materialize(df)
 
     def execute(self, plan, root: int = 0):
         """Run the plan; a ``pyarrow.Table`` with the ``RelRoot.names`` (duplicates allowed)."""
@@ -324,8 +341,9 @@ def _apply_root_names(r: Relation, names: list[str], path: str) -> DataFrame:
 class _PlanCompiler:
     """Compiles the relations of one plan (keeps the plan's function table and shared subtrees)."""
 
-    def __init__(self, backend: SparkBackend, plan: Plan) -> None:
+    def __init__(self, backend: SparkBackend, plan: Plan, text: bool = False) -> None:
         self.backend = backend
+        self.text = text  # tables as SqlFrames: relations build SQL text where they can
         self.spark = backend.spark
         self.plan = plan
         self.functions: FunctionTable = function_table(plan)
@@ -493,7 +511,7 @@ class _PlanCompiler:
                     and all(0 <= f < width for f in fields)
                 ):
                     keep = fields
-            df = self.backend.tables.named_table(body, bpath, names, keep)
+            df = self.backend.tables.named_table(body, bpath, names, keep, text=self.text)
             if keep is not None:
                 return Relation(df, [names[f] for f in keep], [types[f] for f in keep] if types else None)
             return self._read_filters(Relation(df, names, types), body, bpath, outer)

@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as _F
 from pyspark.sql import types as T
 from pyspark.sql.classic.column import Column as _ClassicColumn
+from pyspark.sql.classic.dataframe import DataFrame as _ClassicDataFrame
 
 __all__ = [
     "SqlColumn",
@@ -215,12 +216,77 @@ class SqlColumn(_ClassicColumn):
     name = alias
 
     def isin(self, *values: Any):
+        if len(values) == 1 and hasattr(type(values[0]), "sql_text"):  # a SqlFrame
+            return SqlColumn(f"({self._text} IN ({values[0].sql_text()}))")
         if len(values) == 1 and isinstance(values[0], list | set | tuple):
             values = tuple(values[0])
         texts = [_operand(v) for v in values]
         if not texts or any(t is None for t in texts):
             return super().isin(*values)
         return SqlColumn(f"({self._text} IN ({', '.join(texts)}))")  # type: ignore[arg-type]
+
+    def startswith(self, other: Any):
+        return self._string_predicate("startswith", other)
+
+    def endswith(self, other: Any):
+        return self._string_predicate("endswith", other)
+
+    def contains(self, other: Any):
+        return self._string_predicate("contains", other)
+
+    def _string_predicate(self, name: str, other: Any):
+        # Column.<name> builds the expression that the SQL function of the same name resolves to.
+        text = _operand(other)
+        if text is None:
+            return getattr(super(), name)(other)
+        return SqlColumn(f"{name}({self._text}, {text})")
+
+    def substr(self, startPos: Any, length: Any):  # noqa: N803
+        start, count = _operand(startPos), _operand(length)
+        if start is None or count is None or isinstance(startPos, bool) or isinstance(length, bool):
+            return super().substr(startPos, length)
+        return SqlColumn(f"substring({self._text}, {start}, {count})")
+
+    # Sort orders: text for ORDER BY (``order_sql``); as a JVM column, the base column's own order.
+    def asc(self):
+        return SqlSortOrder(self, "asc", "ASC")
+
+    def desc(self):
+        return SqlSortOrder(self, "desc", "DESC")
+
+    def asc_nulls_first(self):
+        return SqlSortOrder(self, "asc_nulls_first", "ASC NULLS FIRST")
+
+    def asc_nulls_last(self):
+        return SqlSortOrder(self, "asc_nulls_last", "ASC NULLS LAST")
+
+    def desc_nulls_first(self):
+        return SqlSortOrder(self, "desc_nulls_first", "DESC NULLS FIRST")
+
+    def desc_nulls_last(self):
+        return SqlSortOrder(self, "desc_nulls_last", "DESC NULLS LAST")
+
+
+class SqlSortOrder(SqlColumn):
+    """A sort order (``x ASC NULLS FIRST``): SQL text for ``ORDER BY``, not an expression."""
+
+    def __init__(self, base: SqlColumn, method: str, sql: str) -> None:
+        super().__init__(f"{base._text} {sql}")
+        self._base = base
+        self._method = method
+
+    def __getnewargs__(self) -> tuple:
+        return (self._base, self._method, self._text[len(self._base._text) + 1 :])
+
+    @property
+    def _jc(self):  # type: ignore[override]
+        if self._jc_value is None:
+            self._jc_value = getattr(self._base._jc, self._method)()
+        return self._jc_value
+
+    def order_sql(self) -> str:
+        """The ``ORDER BY`` item."""
+        return self._text
 
 
 def _operator(name: str, sql: str, reflected_of: str | None = None) -> None:
@@ -289,6 +355,8 @@ class SqlCase(SqlColumn):
 
 def _operand(value: Any) -> str | None:
     """The text of an operand: a SqlColumn (its alias dropped, as Spark drops inner aliases) or a literal."""
+    if isinstance(value, SqlSortOrder):  # not an expression: Spark's own API decides
+        return None
     if isinstance(value, SqlColumn):
         return value._text
     if isinstance(value, _ClassicColumn):
@@ -358,6 +426,7 @@ _SAME_NAME = {
     "raise_error": 1, "concat": None, "array": None, "any_value": 1, "first": 1, "last": 1,
     "stddev_samp": 1, "stddev_pop": 1, "var_samp": 1, "var_pop": 1, "bool_and": 1, "bool_or": 1,
     "median": 1, "corr": 2, "bit_and": 1, "bit_or": 1, "bit_xor": 1, "collect_list": 1, "collect_set": 1,
+    "like": 3, "ilike": 3, "contains": 2, "startswith": 2, "endswith": 2,
 }
 
 
@@ -370,6 +439,11 @@ class _Functions:
     call_function = staticmethod(call_function)
     count_distinct = staticmethod(_call("count", _F.count_distinct, 1, None, distinct=True))
     sum_distinct = staticmethod(_call("sum", _F.sum_distinct, 1, 1, distinct=True))
+
+    @staticmethod
+    def broadcast(df: Any) -> Any:
+        """``F.broadcast``: the broadcast hint (a SqlFrame keeps it as text)."""
+        return df.hint("broadcast") if hasattr(type(df), "sql_text") else _F.broadcast(df)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(_F, name)
@@ -394,8 +468,8 @@ functions = _Functions()
 def select(df: DataFrame, cols: Iterable[Any]) -> DataFrame:
     """``df.select(*cols)``; when every column is text, one ``selectExpr`` in three round trips."""
     cols = list(cols)
-    if not cols or not all(isinstance(c, SqlColumn) for c in cols) or not hasattr(df, "_jdf"):
-        return df.select(*cols)
+    if type(df) is not _ClassicDataFrame or not cols or not all(isinstance(c, SqlColumn) for c in cols):
+        return df.select(*cols)  # a SqlFrame builds text; a Connect DataFrame has no _jdf
     texts = [c.sql() for c in cols]
     jvm = df.sparkSession._jvm
     split = _split_member(jvm)

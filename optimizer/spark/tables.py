@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import re
 import urllib.parse
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -106,6 +108,9 @@ def _type_text(dt: T.DataType) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+_PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
 def _local_path(uri: str) -> str:
     """``file:///x/y`` -> ``/x/y``; plain paths unchanged."""
     if uri.startswith("file:"):
@@ -128,6 +133,9 @@ class TableResolver:
         # table lists its files and reads a footer (~50 ms), once per backend rather than per read.
         self._parquet: dict[tuple[str, tuple[int, int] | None], DataFrame] = {}
         self._schemas: dict[int, tuple[DataFrame, Any]] = {}
+        # Text sources (SqlFrame): a kept table's temporary view, a catalog table's identifier.
+        self._views: dict[int, tuple[DataFrame, str]] = {}
+        self._catalog_names: dict[int, tuple[DataFrame, str]] = {}
         if isinstance(tables, Mapping):
             self.mapping = {str(k).lower(): v for k, v in tables.items()}
         elif tables is not None:
@@ -161,7 +169,10 @@ class TableResolver:
         for candidate in (".".join(names), names[-1]):
             try:
                 if self.spark.catalog.tableExists(candidate):
-                    return self.spark.table(candidate)
+                    df = self.spark.table(candidate)
+                    if _PLAIN_IDENTIFIER.match(candidate):  # the same text spark.table parsed
+                        self._catalog_names[id(df)] = (df, candidate)
+                    return df
             except Exception:  # an invalid identifier is simply not in the catalog
                 continue
         return None
@@ -210,17 +221,40 @@ class TableResolver:
             self._schemas[id(df)] = (df, schema)
         return schema
 
+    def text_source(self, df: DataFrame) -> DataFrame:
+        """``df`` as a :class:`~optimizer.spark.sqlframe.SqlFrame` when it has a name SQL can use: a
+        kept table (parquet read once, or a DataFrame bound by the caller) becomes a temporary view,
+        registered once per resolver; a catalog table keeps its identifier. Otherwise ``df`` itself."""
+        from optimizer.spark.sqlframe import SqlFrame
+
+        named = self._catalog_names.get(id(df))
+        if named is not None and named[0] is df:
+            return SqlFrame.table(named[1], self.spark)
+        hit = self._views.get(id(df))
+        if hit is None or hit[0] is not df:
+            kept = any(df is v for v in self._parquet.values()) or any(df is v for v in self.mapping.values())
+            if not kept:
+                return df
+            name = f"__substrait_opt_{uuid.uuid4().hex[:16]}"
+            df.createOrReplaceTempView(name)
+            hit = (df, name)
+            self._views[id(df)] = hit
+        return SqlFrame.table(f"`{hit[1]}`", self.spark)
+
     def named_table(
         self,
         read: ReadRel,
         path: str | None = None,
         columns: Sequence[str] | None = None,
         keep: Sequence[int] | None = None,
+        text: bool = False,
     ) -> DataFrame:
-        """The table of a ``named_table`` read, conformed to its ``base_schema`` (see :meth:`conform`)."""
+        """The table of a ``named_table`` read, conformed to its ``base_schema`` (see :meth:`conform`);
+        ``text``: as a :class:`~optimizer.spark.sqlframe.SqlFrame` where the table allows it."""
         names = list(read.named_table.names)
         df = self.raw_table(names, f"{path}.named_table" if path else None)
-        return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", path, columns, keep)
+        frame = self.text_source(df) if text else df
+        return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", path, columns, keep, frame=frame)
 
     # -- local files ---------------------------------------------------------------------------
 
@@ -339,6 +373,7 @@ class TableResolver:
         path: str | None = None,
         columns: Sequence[str] | None = None,
         keep: Sequence[int] | None = None,
+        frame: DataFrame | None = None,
     ) -> DataFrame:
         """``df`` with exactly the base schema's columns, in its order, cast to its types.
 
@@ -400,7 +435,7 @@ class TableResolver:
                 column = column.cast(target)
             by_position[k] = column.alias(name)
         out = [by_position[k] for k in (range(len(chosen)) if keep is None else keep)]
-        return sqltext.select(df, out)
+        return sqltext.select(df if frame is None else frame, out)
 
 
 def _first_line(exc: BaseException) -> str:
