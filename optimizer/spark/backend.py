@@ -699,6 +699,28 @@ class _PlanCompiler:
         new.arguments[k].value.CopyFrom(field(base + len(extra) - 1))
         return new
 
+    def _computed_arguments(
+        self, fn: AggregateFunction, scope: Scope, mpath: str, extra: list, base: int
+    ) -> AggregateFunction:
+        """``fn`` reading each computed argument (neither a field nor a literal) from a new column below
+        the aggregate. A measure may use its argument more than once (a sum's overflow check does), and a
+        column is computed, and analysed by Spark, once. Only where the argument's type is known, so that
+        the function sees the same type through the new column."""
+        new = None
+        for k, a in enumerate(fn.arguments):
+            if a.WhichOneof("arg_type") != "value" or a.value.WhichOneof("rex_type") in ("literal", "selection"):
+                continue
+            t = self.exprs.type_of(a.value, scope)
+            if t is None or t.WhichOneof("kind") is None:
+                continue
+            if new is None:
+                new = AggregateFunction()
+                new.CopyFrom(fn)
+            col = self.expr(a.value, scope, f"{mpath}.measure.arguments[{k}].value")
+            extra.append((self.fresh(), col, t))
+            new.arguments[k].value.CopyFrom(field(base + len(extra) - 1))
+        return new if new is not None else fn
+
     def _rel_aggregate(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
         scope = self.scope(inp, outer)
@@ -724,6 +746,8 @@ class _PlanCompiler:
             fn = m.measure
             if m.HasField("filter"):
                 fn = self._filtered_measure(fn, m.filter, scope, mpath, extra, len(inp.columns))
+            if inp.types is not None and not isinstance(fn, Column):
+                fn = self._computed_arguments(fn, scope, mpath, extra, len(inp.columns))
             fns.append(fn)
         df1 = inp.df
         computed = [(n, c) for n, c in keys if n not in used]

@@ -1034,15 +1034,18 @@ class ExpressionCompiler:
     # -------------------------------------------------------------------------------------- subqueries
 
     def _subquery_df(
-        self, rel: Rel, scope: Scope, path: str
+        self, rel: Rel, scope: Scope, path: str, nullability: bool = True
     ) -> tuple[DataFrame, list[str], list[bool] | None]:
-        """(DataFrame, columns, per-column "may be null" if known) of a subquery."""
+        """(DataFrame, columns, per-column "may be null" if known) of a subquery. ``nullability=False``:
+        the caller does not need it (it may cost Spark an analysis of the subquery)."""
         result = self.subquery(rel, scope, path)
         df, columns = result[0], list(result[1])
         types = result[2] if len(result) > 2 else None
         nullable: list[bool] | None = None
         if types is not None and len(types) == len(columns):
             nullable = [t is None or _nullable(t) for t in types]
+        elif not nullability:
+            nullable = None
         else:
             try:  # an uncorrelated DataFrame can be analysed on its own
                 fields = {f.name: f.nullable for f in df.schema.fields}
@@ -1112,7 +1115,7 @@ class ExpressionCompiler:
     def _subquery(self, sq: Expression.Subquery, scope: Scope, path: str) -> Column:
         kind = sq.WhichOneof("subquery_type")
         if kind == "scalar":
-            df, cols, _ = self._subquery_df(sq.scalar.input, scope, f"{path}.scalar.input")
+            df, cols, _ = self._subquery_df(sq.scalar.input, scope, f"{path}.scalar.input", nullability=False)
             if len(cols) != 1:
                 raise PlanError(
                     f"a scalar subquery must return one column, not {len(cols)}", f"{path}.scalar"
@@ -1129,7 +1132,7 @@ class ExpressionCompiler:
         if kind == "set_predicate":
             sp = sq.set_predicate
             p = f"{path}.set_predicate"
-            df, cols, _ = self._subquery_df(sp.tuples, scope, f"{p}.tuples")
+            df, cols, _ = self._subquery_df(sp.tuples, scope, f"{p}.tuples", nullability=False)
             if sp.predicate_op == Expression.Subquery.SetPredicate.PREDICATE_OP_EXISTS:
                 return df.exists()
             if sp.predicate_op == Expression.Subquery.SetPredicate.PREDICATE_OP_UNIQUE:
