@@ -202,3 +202,40 @@ def test_a_plan_spark_refuses_as_text_is_built_relation_by_relation(spark, tpch_
 
     monkeypatch.setattr(SqlFrame, "frame", refuse)
     assert compare_tables(backend.execute(plan), expected).equal
+
+
+def test_a_semi_join_on_keys_alone_is_an_in_subquery_with_the_same_rows(frames):
+    """``(k) IN (SELECT ...)`` keeps what the semi join keeps: NULL keys on either side match nothing,
+    duplicates on the other side keep a row once; two keys compare as a pair."""
+    from optimizer.spark.backend import _PlanCompiler
+
+    spark, name = frames
+    keep = SqlFrame.table(f"`{name}`", spark)
+    other = SqlFrame.table("`__test_sqlframe_u`", spark)
+    equi = [("k", "k2", False)]
+    out = _PlanCompiler._semi_as_in(keep, other, [("k", "k2")], equi, True, "left_semi")
+    assert out is not None and "IN (SELECT" in out.sql_text()
+    want = spark.table(name).join(spark.table("__test_sqlframe_u"), S.col("k") == S.col("k2"), "left_semi")
+    assert compare_tables(out.toArrow(), want.toArrow()).equal
+    pairs = other.select(_c("k2"), S.lit(10).alias("v2"))
+    out2 = _PlanCompiler._semi_as_in(keep, pairs, [("k", "k2"), ("v", "v2")], equi * 2, True, "left_semi")
+    want2 = spark.table(name).join(
+        spark.table("__test_sqlframe_u").select("k2", S.lit(10).alias("v2")),
+        (S.col("k") == S.col("k2")) & (S.col("v") == S.col("v2")), "left_semi",
+    )
+    assert compare_tables(out2.toArrow(), want2.toArrow()).equal and out2.count() == 2  # (1, 10), (3, 10)
+    # Not for anti joins, null-safe keys, or another input that is more than a filtered table.
+    assert _PlanCompiler._semi_as_in(keep, other, [("k", "k2")], equi, True, "left_anti") is None
+    assert _PlanCompiler._semi_as_in(keep, other, [("k", "k2")], [("k", "k2", True)], True, "left_semi") is None
+    grouped = other.groupBy(_c("k2")).agg(S.count(_c("t")).alias("n"))
+    assert _PlanCompiler._semi_as_in(keep, grouped, [("k", "k2")], equi, True, "left_semi") is None
+
+
+def test_tpch_q20_aggregates_only_the_lineitem_rows_of_the_parts_it_keeps(spark, tpch_tables, datafusion_tpch_plans):
+    """DataFusion's Q20 aggregates lineitem, then semi-joins it with forest parts. As an IN filter, that
+    semi join reaches the aggregate's input in Spark's plan, as it does for Spark's own SQL."""
+    backend = SparkBackend(spark, tables={k: v for k, v in tpch_tables.items() if k != "t"})
+    df = backend.to_dataframe(load_plan(datafusion_tpch_plans[20]))
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    aggregate = plan.index("Aggregate [")
+    assert "LeftSemi" in plan[aggregate:], plan
