@@ -10,7 +10,7 @@ builds), next to ``spark.sql(text)`` (parse and analyse). Answers are checked eq
 Targets: overhead under 50 ms per plan; execution within 1.2x of Spark SQL.
 Writes ``docs/benchmarks/backend.json`` and ``backend.md``.
 
-Usage: ``python benchmarks/backend.py [--scale 1] [--queries 1-22] [--producer datafusion] [--reps 3]``.
+Usage: ``python benchmarks/backend.py [--scale 1] [--queries 1-22] [--producer datafusion] [--reps 9]``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (default 1)")
     p.add_argument("--queries", default="all", help="query numbers, e.g. 1,3,5-7 (default all 22)")
     p.add_argument("--producer", default="datafusion", choices=["datafusion", "duckdb", "isthmus"])
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions (median; default 5)")
+    p.add_argument("--reps", type=int, default=9, help="timed repetitions (median; default 9)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
     p.add_argument("--overhead-reps", type=int, default=10, help="to_dataframe calls per plan (median)")
     p.add_argument("--out", default=str(REPORT_DIR), help="report directory (default docs/benchmarks)")
@@ -64,7 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "datafusion", reps: int = 5,
+def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "datafusion", reps: int = 9,
         warmup: int = 1, overhead_reps: int = 10, spark: Any = None, out_dir: Path | str | None = REPORT_DIR,
         name: str = "backend", progress: bool = True) -> dict:
     from optimizer.compare import compare_tables
