@@ -247,24 +247,7 @@ class SqlColumn(_ClassicColumn):
             return super().substr(startPos, length)
         return SqlColumn(f"substring({self._text}, {start}, {count})")
 
-    # Sort orders: text for ORDER BY (``order_sql``); as a JVM column, the base column's own order.
-    def asc(self):
-        return SqlSortOrder(self, "asc", "ASC")
-
-    def desc(self):
-        return SqlSortOrder(self, "desc", "DESC")
-
-    def asc_nulls_first(self):
-        return SqlSortOrder(self, "asc_nulls_first", "ASC NULLS FIRST")
-
-    def asc_nulls_last(self):
-        return SqlSortOrder(self, "asc_nulls_last", "ASC NULLS LAST")
-
-    def desc_nulls_first(self):
-        return SqlSortOrder(self, "desc_nulls_first", "DESC NULLS FIRST")
-
-    def desc_nulls_last(self):
-        return SqlSortOrder(self, "desc_nulls_last", "DESC NULLS LAST")
+    # Sort orders (asc, desc, asc_nulls_first, ...) are set below SqlSortOrder by _sort_order().
 
 
 class SqlSortOrder(SqlColumn):
@@ -287,6 +270,22 @@ class SqlSortOrder(SqlColumn):
     def order_sql(self) -> str:
         """The ``ORDER BY`` item."""
         return self._text
+
+
+def _sort_order(method: str) -> None:
+    """``SqlColumn.<method>``: text for ORDER BY (``order_sql``); as a JVM column, the base column's own
+    ``<method>()``."""
+    sql = method.replace("_", " ").upper()  # asc_nulls_first -> ASC NULLS FIRST
+
+    def order(self: SqlColumn):
+        return SqlSortOrder(self, method, sql)
+
+    order.__name__ = method
+    setattr(SqlColumn, method, order)
+
+
+for _method in ("asc", "desc", "asc_nulls_first", "asc_nulls_last", "desc_nulls_first", "desc_nulls_last"):
+    _sort_order(_method)
 
 
 def _operator(name: str, sql: str, reflected_of: str | None = None) -> None:
