@@ -1000,9 +1000,12 @@ class _Gen:
             j.post_join_filter.CopyFrom(self.predicate(both, 1))
         schema = self.hint_and_emit(rel, [ls, rs])
         if first_key is not None and not j.common.HasField("emit") and _maybe(draw, 15):
-            top = Rel()  # a sort on the join's left key above it: a merge join may be chosen
+            # A sort on the join's key above it: a merge join may be chosen. Right semi/anti joins
+            # (and mark) joins output only the right input (and the mark): the key is the right one.
+            right_only = JoinRel.JoinType.Name(jt) in ("JOIN_TYPE_RIGHT_SEMI", "JOIN_TYPE_RIGHT_ANTI", "JOIN_TYPE_RIGHT_MARK")
+            top = Rel()
             top.sort.input.CopyFrom(rel)
-            top.sort.sorts.append(self.sort_field(schema, first_key[0]))
+            top.sort.sorts.append(self.sort_field(schema, first_key[1] if right_only else first_key[0]))
             return top, self.schema(top, [schema])
         return rel, schema
 
