@@ -37,8 +37,9 @@ demo: install
 fuzz: install
 	$(PY) -m optimizer.difftest.fuzz --long
 
+# e.g. make bench ARGS='--scale 0.01 --queries 3,5'
 bench: install
-	$(PY) benchmarks/tpch.py
+	$(PY) benchmarks/tpch.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .cache

@@ -145,6 +145,11 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
 
     plan_errors: dict[tuple[str, int], str] = {}
     plans = tpch_plans(tables, producers, queries, plan_errors)
+    without = [p for p in producers if not any(pp == p for pp, _ in plans)]
+    for producer in without:  # said at once and kept in the report: never fewer producers unannounced
+        print(f"warning: no {producer} plan for any of the queries asked for; "
+              f"first error: {next((m for (pp, _), m in plan_errors.items() if pp == producer), 'none')}",
+              file=sys.stderr)
     own_sql = _own_sql(plans, texts)
     oracle = None
     if own_sql:  # Isthmus' corpus plans were made from the corpus SQL (other parameters): DuckDB answers it
@@ -257,6 +262,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
     bar.close()
 
     report = _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started)
+    report["summary"]["producers_without_plans"] = without
     if out_dir is not None:
         write_reports(report, Path(out_dir), name)
     return report
@@ -458,6 +464,9 @@ def main(argv=None, spark: Any = None) -> dict:
     print(f"TPC-H SF {s['scale_factor']:g}: geomean d/b {fmt(s['geomean_optimized_vs_spark_cbo'])}, "
           f"d/a {fmt(s['geomean_optimized_vs_spark_default'])}, d/c {fmt(s['geomean_optimized_vs_original'])}, "
           f"equal {s['queries_equal']}/{s['plans_compared']}")
+    by = s["by_producer"]
+    print("plans by producer: " + ", ".join(f"{p} {by[p]['plans']}" for p in by)
+          + (f" (no plans: {', '.join(s['producers_without_plans'])})" if s["producers_without_plans"] else ""))
     return report
 
 

@@ -1,6 +1,7 @@
 """Index of the real-world plans of the Substrait consumer-testing corpus, joined with their SQL.
 
-The corpus lives at ``<repo>/../shared/corpus/consumer-testing`` (or ``$SUBSTRAIT_OPT_CORPUS``):
+The corpus is kept in the repository at ``tests/data/corpus/consumer-testing`` (its licence and the commit
+it was taken from are beside it; ``$SUBSTRAIT_OPT_CORPUS`` may point at another copy):
 
 * ``substrait_consumer/snapshots/producer/<category>/<test>-<producer>_plan.json``: plans by ``isthmus``,
   ``duckdb``, ``datafusion`` and ``ibis``; ``<test>-validate-<producer>_plan.json`` is the same plan after a
@@ -40,11 +41,11 @@ _TPCH = re.compile(r"^q(\d\d)$")
 
 
 def corpus_root() -> Path:
-    """The consumer-testing corpus folder (``$SUBSTRAIT_OPT_CORPUS`` or ``<repo>/../shared/corpus/...``)."""
+    """The consumer-testing corpus folder: ``$SUBSTRAIT_OPT_CORPUS``, else the repository's copy."""
     env = os.environ.get("SUBSTRAIT_OPT_CORPUS")
     if env:
         return Path(env)
-    return repo_root().parent / "shared" / "corpus" / "consumer-testing"
+    return repo_root() / "tests" / "data" / "corpus" / "consumer-testing"
 
 
 @dataclass(frozen=True)
@@ -176,11 +177,11 @@ def corpus_plans(
 
     ``category`` matches as a prefix (``"function"``, ``"relation/join"``); ``validated=False`` (the default)
     leaves out the substrait-java round-trip copies, ``True`` keeps only them, ``None`` keeps all.
-    An empty list when the corpus is absent.
+    A missing corpus is an error (``FileNotFoundError`` naming the folder), never an empty list.
     """
     root = Path(root) if root is not None else corpus_root()
     if not (root / "substrait_consumer").is_dir():
-        return []
+        raise FileNotFoundError(f"the consumer-testing corpus is missing: no folder {root / 'substrait_consumer'}")
     result = []
     for plan in _corpus(root.resolve()):
         if producer is not None and plan.producer != producer:

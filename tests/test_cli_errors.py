@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from optimizer.cli import main
+from optimizer.corpus import corpus_root
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "consumer-testing"
+CORPUS = corpus_root()
 Q3 = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"
 
 GOOD = {

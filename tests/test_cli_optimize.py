@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from optimizer.cli import main
+from optimizer.corpus import corpus_root
 from optimizer.dag import to_dag
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "consumer-testing"
+CORPUS = corpus_root()
 Q5 = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch/q05-isthmus_plan.json"
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from optimizer.cli import main
 from optimizer.compare import compare_tables
+from optimizer.corpus import corpus_root
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "consumer-testing"
+CORPUS = corpus_root()
 TPCH = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch"
 
 pytestmark = pytest.mark.spark

@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -388,3 +390,34 @@ def test_compare_decimal_against_double(values):
     assert compare_tables(
         pa.table({"d": dec}), pa.table({"d": dbl}).take(pa.array(range(len(values) - 1, -1, -1), pa.int64()))
     )
+
+
+# ------------------------------------------------------------------------- nothing beside the repository
+
+
+def test_the_repository_reads_nothing_beside_itself():
+    """The corpus is the repository's copy, and no code or test names a path beside the repository
+    (a user's clone has no ``../shared``)."""
+    from optimizer.corpus import corpus_root
+    from optimizer.tpch import repo_root
+
+    root = repo_root()
+    if "SUBSTRAIT_OPT_CORPUS" not in os.environ:
+        assert corpus_root().resolve().is_relative_to(root)
+    assert (corpus_root() / "LICENSE").is_file() and (corpus_root() / "README.corpus.md").is_file()
+    offenders = []
+    for folder in ("optimizer", "rules", "cost", "tests", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            if path.resolve() == Path(__file__).resolve():
+                continue  # this test spells the patterns it looks for
+            text = path.read_text()
+            if '"shared"' in text or "../shared" in text or "parents[1].parent" in text:
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == [], f"these name a path beside the repository: {offenders}"
+
+
+def test_missing_corpus_is_an_error_naming_the_folder(tmp_path):
+    from optimizer.corpus import corpus_plans
+
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        corpus_plans(tmp_path)

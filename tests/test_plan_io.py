@@ -5,18 +5,18 @@ from __future__ import annotations
 import copy
 import glob
 import json
-import os
 from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
 from substrait.proto import Expression, Plan
 
+from optimizer.corpus import corpus_root
 from optimizer.errors import PlanError
 from optimizer.plan_io import dump_plan, load_plan, save_plan
 from optimizer.upgrade import upgrade_json
 
-CORPUS = Path(os.environ.get("SUBSTRAIT_OPT_CORPUS", Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "consumer-testing"))
+CORPUS = corpus_root()
 PLAN_FILES = sorted(glob.glob(str(CORPUS / "substrait_consumer" / "snapshots" / "producer" / "**" / "*_plan.json"), recursive=True))
 
 

@@ -43,6 +43,7 @@ from substrait.proto import (
     WriteRel,
 )
 
+from optimizer.corpus import corpus_root
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.functions import function_table
@@ -62,10 +63,7 @@ from optimizer.schema import (
 )
 from optimizer.tpch import TPCH_SCHEMAS, tpch_queries
 
-CORPUS = Path(
-    os.environ.get("SUBSTRAIT_OPT_CORPUS")
-    or Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "consumer-testing"
-)
+CORPUS = corpus_root()
 
 # ---------------------------------------------------------------------------------------------
 # Builders
@@ -234,8 +232,7 @@ def _corpus_files() -> list[str]:
 
 def test_corpus_plans_derive():
     files = _corpus_files()
-    if not files:
-        pytest.skip("consumer-testing corpus not available")
+    assert files, f"no corpus plans under {CORPUS}"
     mismatched = []
     for f in files:
         plan = load_plan(f)
