@@ -134,7 +134,7 @@ def _cli(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
     env.update(PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", SUBSTRAIT_OPT_DRIVER_MEMORY="1g")
     return subprocess.run([sys.executable, "-m", "optimizer", *args, "--conf", "spark.executor.memory=512m",
-                           "--conf", "spark.cores.max=1"], env=env, capture_output=True, text=True,
+                           "--conf", "spark.cores.max=1", "--conf", "spark.sql.shuffle.partitions=2"], env=env, capture_output=True, text=True,
                           timeout=600, cwd=tmp)
 
 
