@@ -47,12 +47,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyspark.errors import AnalysisException
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from substrait.proto import NamedStruct, ReadRel, Type
 
-from optimizer.errors import PlanError, UnsupportedError
+from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.spark.expressions import named_struct_to_spark, substrait_type_to_spark
 from optimizer.spark.paths import join_location
 from optimizer.spark.paths import local_path as _location_path
@@ -204,6 +205,8 @@ class TableResolver:
                     if exc.getCondition() == "PATH_NOT_FOUND":
                         continue
                     raise PlanError(f"table '{name}': cannot read {uri}: {_first_line(exc)}") from None
+                except (PySparkException, Py4JJavaError) as exc:  # e.g. no connector for the scheme
+                    raise ExecutionError(f"table '{name}': Spark cannot read {uri}: {_java_failure(exc)}") from None
                 self._parquet[(uri, None)] = df
                 self._probed[key] = uri
                 return df
@@ -492,6 +495,20 @@ class TableResolver:
             by_position[k] = column.alias(name)
         out = [by_position[k] for k in (range(len(chosen)) if keep is None else keep)]
         return sqltext.select(df if frame is None else frame, out)
+
+
+def _java_failure(exc: BaseException) -> str:
+    """The JVM's own message of a failure (``java.lang.X: ...``), not py4j's "An error occurred while
+    calling o105.parquet" nor the stack.
+
+    >>> _java_failure(Exception("An error occurred while calling o1.parquet.\\n: java.io.IOException: no\\n\\tat x"))
+    'java.io.IOException: no'
+    """
+    for line in str(exc).splitlines():
+        text = line.strip().lstrip(":").strip()
+        if text and not text.startswith("An error occurred while calling"):
+            return text[:300]
+    return type(exc).__name__
 
 
 def _first_line(exc: BaseException) -> str:
