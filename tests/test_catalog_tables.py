@@ -127,3 +127,14 @@ def test_tables_by_uri(spark, tpch_dir, tmp_path):
     assert remote.raw_table(["nation"]) is remote.raw_table(["Nation"])  # read once per table
     with pytest.raises(PlanError, match=rf"table 'nowhere' not found \(looked in {uri}, the Spark catalog\)"):
         remote.raw_table(["nowhere"])
+
+
+def test_uri_without_connector_is_named(spark):
+    """A scheme Spark has no file system for (no hadoop-aws here) is an execution error naming the table,
+    the location and the JVM's reason."""
+    from optimizer.errors import ExecutionError
+    from optimizer.spark.tables import TableResolver
+
+    with pytest.raises(ExecutionError, match=r"table 'nation': Spark cannot read s3a://bucket/tpch/nation.parquet: "
+                                             r".*S3AFileSystem not found"):
+        TableResolver(spark, "s3a://bucket/tpch").raw_table(["nation"])

@@ -72,6 +72,29 @@ def test_user_settings_win_over_the_defaults(tmp_path):
     assert done.stdout.split() == ["3", "1g", "from-defaults", "false", "false", "UTC", "local[*]", "false"]
 
 
+@pytest.mark.spark
+def test_spark_submit_settings_win(tmp_path):
+    """Under spark-submit the JVM runs already: its --conf and --driver-memory stay, the session defaults
+    fill only what it did not set."""
+    from optimizer.spark.session import spark_home
+
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        from optimizer.spark.session import get_spark
+        s = get_spark()
+        c = s.sparkContext.getConf()
+        print(s.conf.get("spark.sql.shuffle.partitions"), c.get("spark.driver.memory"),
+              s.conf.get("spark.sql.session.timeZone"), s.sparkContext.master)
+        s.stop()
+    """))
+    submit = os.path.join(spark_home(), "bin", "spark-submit")
+    done = subprocess.run([submit, "--master", "local[1]", "--driver-memory", "1g", "--conf",
+                           "spark.sql.shuffle.partitions=5", str(script)],
+                          env=_env(PYSPARK_PYTHON=sys.executable), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["5", "1g", "UTC", "local[1]"]
+
+
 def test_java_missing_is_one_line_exit_3(tmp_path):
     done = _cli(["run", str(Q3), "--tables", str(tmp_path)], _no_java_env(tmp_path))
     assert done.returncode == 3, done.stderr
