@@ -10,12 +10,15 @@ Sources (each a :class:`StatisticsProvider`):
   cached in a JSON file keyed by the data files' paths, sizes and modification times.
 * :class:`ParquetStatistics` -- row counts, min/max and null counts from the Parquet footers (no Spark,
   no NDV).
+* :class:`CatalogStatistics` -- tables of the Spark catalog: what the catalog holds (``DESCRIBE TABLE
+  EXTENDED ... AS JSON``, and per column ``DESCRIBE TABLE EXTENDED t col``), optionally after ``ANALYZE
+  TABLE`` (``analyze=True``, the CLI's ``--analyze-tables``).
 
 :class:`CompositeStatistics` asks its providers in order and, for every table-level field and every
 column field, keeps the first value that is known (not ``None``). :func:`default_statistics` builds the
 usual stack, whose precedence is::
 
-    hints on a relation  >  explicit stats file  >  Spark ANALYZE  >  Parquet footers
+    hints on a relation  >  explicit stats file  >  Spark ANALYZE  >  Parquet footers  >  Spark catalog
 
 Hints only answer :meth:`~StatisticsProvider.relation_hint`: the cardinality module asks for a hint first
 and, when a relation has one, uses it instead of the estimate derived from the table statistics.
@@ -560,15 +563,23 @@ def _is_uri(path: str) -> bool:
 def resolve_tables(tables: Mapping[str, str | os.PathLike[str]] | str | os.PathLike[str]) -> dict[str, str]:
     """``name -> absolute path`` of the Parquet tables given as a mapping, or as a directory in which
     ``<name>.parquet`` (a file or a folder) and ``<name>/`` (a folder holding ``.parquet`` files) are
-    tables. A single ``.parquet`` file is one table named after it. URIs (``s3://...``) are kept as is.
+    tables. A single ``.parquet`` file is one table named after it. A ``file://`` URI is its local path;
+    other URIs (``s3a://...``) are kept as is in a mapping, and a directory given as such a URI has no
+    tables here (it cannot be listed without Spark: see ``docs/statistics.md``).
     """
+    from optimizer.spark.paths import local_path
+
     if isinstance(tables, Mapping):
         out = {}
         for name, path in tables.items():
             text = os.fspath(path)
-            out[str(name)] = text if _is_uri(text) else os.path.abspath(os.path.expanduser(text))
+            local = local_path(text)
+            out[str(name)] = text if local is None else os.path.abspath(os.path.expanduser(local))
         return out
-    root = os.path.abspath(os.path.expanduser(os.fspath(tables)))
+    local = local_path(os.fspath(tables))
+    if local is None:
+        return {}
+    root = os.path.abspath(os.path.expanduser(local))
     if os.path.isfile(root):
         return {Path(root).stem: root}
     if not os.path.isdir(root):
@@ -870,6 +881,102 @@ def _column_from_describe(rows: list[Any], dtype: str) -> ColumnStatistics:
 
 
 # --------------------------------------------------------------------------------------------------
+# Spark catalog
+# --------------------------------------------------------------------------------------------------
+
+
+class CatalogStatistics(StatisticsProvider):
+    """Statistics of tables of the Spark catalog, as the catalog holds them.
+
+    A name resolves like :class:`~optimizer.spark.tables.TableResolver` resolves it: the dotted name
+    (``db.lineitem``), then ``<database>.<name>`` (``database`` given) or the name in the current
+    database. The table's ``num_rows``/``size_in_bytes`` come from ``DESCRIBE TABLE EXTENDED ... AS
+    JSON`` (Spark 4; older servers: the ``Statistics`` row of ``DESCRIBE TABLE EXTENDED``); when the
+    catalog has a row count (``ANALYZE TABLE`` was run), each column's distinct count, min/max, null
+    count, lengths and histogram come from ``DESCRIBE TABLE EXTENDED t col``. Nothing is created in
+    the catalog; ``analyze=True`` first runs ``ANALYZE TABLE ... COMPUTE STATISTICS FOR ALL COLUMNS``
+    (once per table), which writes statistics into it. A name not in the catalog has no statistics
+    (``None``). ``lookups`` counts the tables described.
+    """
+
+    def __init__(self, spark: Any, database: str | None = None, *, analyze: bool = False) -> None:
+        self.spark = spark
+        self.database = database or None
+        self.analyze = analyze
+        self.lookups = 0
+        self._memo: dict[tuple[str, ...], TableStatistics | None] = {}
+        self._seen: dict[str, str] = {}
+
+    def names(self) -> list[str]:
+        return list(self._seen.values())
+
+    def clear(self) -> None:
+        self._memo.clear()
+
+    def candidates(self, name: TableName) -> list[str]:
+        parts = [p for p in (name.split(".") if isinstance(name, str) else [str(x) for x in name]) if p]
+        if not parts:
+            return []
+        out = [".".join(parts)] if len(parts) > 1 else []
+        out.append(f"{self.database}.{parts[-1]}" if self.database else parts[-1])
+        return list(dict.fromkeys(out))
+
+    def _find(self, name: TableName) -> str | None:
+        from pyspark.errors import AnalysisException
+
+        for candidate in self.candidates(name):
+            try:
+                if self.spark.catalog.tableExists(candidate):
+                    return candidate
+            except AnalysisException:  # not an identifier Spark parses: not in the catalog
+                continue
+        return None
+
+    def table(self, name: TableName) -> TableStatistics | None:
+        key = tuple(self.candidates(name))
+        if not key:
+            return None
+        if key not in self._memo:
+            found = self._find(name)
+            self._memo[key] = None if found is None else self.describe(found)
+            if found is not None:
+                self._seen.setdefault(table_key(found), found)
+        return self._memo[key]
+
+    def describe(self, identifier: str) -> TableStatistics:
+        """The catalog's statistics of ``identifier`` (a dotted name the catalog knows)."""
+        from pyspark.errors import ParseException
+
+        ident = ".".join(_quote_ident(p) for p in identifier.split("."))
+        spark = self.spark
+        self.lookups += 1
+        if self.analyze:
+            spark.sql(f"ANALYZE TABLE {ident} COMPUTE STATISTICS FOR ALL COLUMNS")
+        stats = TableStatistics()
+        try:
+            document = json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {ident} AS JSON").collect()[0][0])
+            found = document.get("statistics") or {}
+            stats.row_count = _opt_float(found.get("num_rows"))
+            stats.size_bytes = _opt_float(found.get("size_in_bytes"))
+            columns = [c["name"] for c in document.get("columns", [])]
+        except ParseException:  # a server before Spark 4: no AS JSON
+            for row in spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect():
+                if row[0] == "Statistics":
+                    m = _STATS_RE.search(row[1] or "")
+                    if m:
+                        stats.size_bytes = float(m.group(1))
+                        stats.row_count = float(m.group(2)) if m.group(2) is not None else None
+            columns = spark.table(identifier).columns
+        if stats.row_count is None:  # never analysed: the catalog has no column statistics either
+            return stats
+        for column in columns:
+            rows = spark.sql(f"DESCRIBE TABLE EXTENDED {ident} {_quote_ident(column)}").collect()
+            info = {row[0]: row[1] for row in rows}
+            stats.columns[column] = _column_from_describe(rows, info.get("data_type") or "")
+        return stats
+
+
+# --------------------------------------------------------------------------------------------------
 # Parquet footers
 # --------------------------------------------------------------------------------------------------
 
@@ -1097,10 +1204,14 @@ def default_statistics(
     tables: Mapping[str, str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
     stats_file: str | os.PathLike[str] | None = None,
     cache_path: str | os.PathLike[str] | None = None,
+    *,
+    catalog: str | bool | None = None,
+    analyze_tables: bool = False,
 ) -> CompositeStatistics:
     """The usual stack, in precedence order: plan hints (relation level), the explicit ``stats_file``,
     Spark ANALYZE (when both ``spark`` and ``tables`` are given), Parquet footers (when ``tables``
-    is given)."""
+    is given), the Spark catalog (when ``spark`` and ``catalog`` are given: a database name, or
+    ``True`` for the current database; ``analyze_tables`` runs ANALYZE TABLE on them first)."""
     providers: list[StatisticsProvider] = [HintStatistics()]
     if stats_file is not None:
         providers.append(FileStatistics(stats_file))
@@ -1109,10 +1220,13 @@ def default_statistics(
         if spark is not None:
             providers.append(SparkStatistics(spark, resolved, cache_path))
         providers.append(ParquetStatistics(resolved))
+    if spark is not None and catalog:
+        providers.append(CatalogStatistics(spark, None if catalog is True else catalog, analyze=analyze_tables))
     return CompositeStatistics(providers)
 
 
 __all__ = [
+    "CatalogStatistics",
     "ColumnStatistics",
     "CompositeStatistics",
     "FileStatistics",

@@ -75,9 +75,19 @@ def _write_text(dest: str, text: str) -> None:
             f.write(text)
 
 
+def package_version() -> str:
+    """The installed package's version (its metadata); ``unknown`` when run from a tree not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("substrait-optimizer")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Cost-based optimizer for Substrait plans, with a PySpark backend.")
-    parser.add_argument("--version", action="version", version="%(prog)s 0.1.0")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("convert", help="read a plan (JSON or binary, any Substrait version) and write it out",
@@ -94,10 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
     p.add_argument("--format", choices=["text", "json", "dot", "svg"], default="text",
                    help="text tree (default), JSON list, or a picture of the DAG (Graphviz dot / svg)")
-    p.add_argument("--tables", help="directory of the tables (for statistics and --analyze)")
+    p.add_argument("--tables", help="directory of the tables, a path or any URI Spark reads (for statistics and "
+                                   "--analyze)")
     p.add_argument("--stats", help="statistics JSON file")
     p.add_argument("--analyze", action="store_true", help="also run every subtree on Spark and show actual rows")
-    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    from optimizer.cli_spark import add_spark_args
+
+    add_spark_args(p)
     p.set_defaults(func=cmd_explain)
 
     for name, module, help_text in _EXTRA_COMMANDS:

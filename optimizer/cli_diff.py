@@ -52,11 +52,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise PlanError("not a directory", args.out)
 
-    from optimizer.spark import SparkBackend
-    from optimizer.spark.session import get_spark
+    from optimizer.cli_spark import backend_from_args
 
-    spark = get_spark(args.master)
-    backend = SparkBackend(spark, tables=args.tables)
+    backend = backend_from_args(args)
     passed = failed = skipped = 0
     for name, plan in plans:
         result = compare(plan, backend=backend, statistics=statistics, capabilities=capabilities)

@@ -9,18 +9,21 @@ from optimizer.errors import PlanError
 
 
 def add_statistics_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tables", help="directory of the tables (DIR/<name>.parquet or DIR/<name>/): statistics from "
-                                   "Spark ANALYZE (cached) and Parquet footers")
+    p.add_argument("--tables", help="directory of the tables (DIR/<name>.parquet or DIR/<name>/; a path, file:// "
+                                   "or any URI Spark reads): statistics from Spark ANALYZE (cached) and "
+                                   "Parquet footers for local tables")
     p.add_argument("--stats", help="statistics JSON file (see docs/statistics.md); wins over --tables")
     p.add_argument("--no-spark-stats", action="store_true",
                    help="with --tables, read only the Parquet footers (no Spark ANALYZE)")
-    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    from optimizer.cli_spark import add_spark_args
+
+    add_spark_args(p)
 
 
 def statistics_from_args(args: argparse.Namespace):
     """The statistics stack the CLI options ask for (hints always; file; Spark; Parquet)."""
     from cost.statistics import default_statistics
-    from optimizer.spark.session import LazySpark
+    from optimizer.cli_spark import check_tables_arg, lazy_spark_from_args
 
     if getattr(args, "stats", None):
         import os
@@ -28,13 +31,12 @@ def statistics_from_args(args: argparse.Namespace):
         if not os.path.exists(args.stats):
             raise PlanError("no such statistics file", args.stats)
     tables = getattr(args, "tables", None)
-    if tables:
-        import os
-
-        if not os.path.isdir(tables):
-            raise PlanError("not a directory", tables)
-    spark = None if (not tables or getattr(args, "no_spark_stats", False)) else LazySpark(getattr(args, "master", None))
-    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None))
+    check_tables_arg(tables)
+    catalog = getattr(args, "catalog", None)
+    wants_spark = catalog or (tables and not getattr(args, "no_spark_stats", False))
+    spark = lazy_spark_from_args(args) if wants_spark else None
+    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None),
+                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False))
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:

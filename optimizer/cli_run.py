@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-from optimizer.errors import OptimizerError, PlanError
+from optimizer.errors import OptimizerError
 
 
 def plan_name(source: str) -> str:
@@ -37,21 +36,18 @@ def format_rows(table, limit: int = 5) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from optimizer.cli_spark import backend_from_args, check_tables_arg
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
-    from optimizer.spark import SparkBackend
-    from optimizer.spark.session import get_spark
 
-    if args.tables and not os.path.isdir(args.tables):
-        raise PlanError("not a directory", args.tables)
+    check_tables_arg(args.tables)
     # Read every plan first: bad input is reported before Spark starts.
     plans = []
     for source in args.inputs:
         plan = load_plan(source)
         raise_for_problems(plan)
         plans.append((source, plan))
-    spark = get_spark(args.master)
-    backend = SparkBackend(spark, tables=args.tables)
+    backend = backend_from_args(args)
     out_dir = Path(args.out) if args.out else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,9 +77,12 @@ def register(sub, name: str, help_text: str) -> None:
                        description="Run Substrait plans (logical or physical) on Spark through the PySpark backend, "
                                    "one SparkSession for all. Prints each plan's row count, time and first rows.")
     p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
-    p.add_argument("--tables", help="directory of the tables: DIR/<name>.parquet or DIR/<name>/ "
-                                   "(tables already in the Spark catalog work too)")
+    p.add_argument("--tables", help="directory of the tables: DIR/<name>.parquet or DIR/<name>/; a path, file:// "
+                                   "or any URI Spark reads (s3a://, hdfs://...); tables already in the "
+                                   "Spark catalog work too")
     p.add_argument("--out", help="write each result as OUT/<plan name>.parquet")
-    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--show", type=int, default=5, metavar="N", help="rows to print per plan (default 5; 0 for none)")
+    from optimizer.cli_spark import add_spark_args
+
+    add_spark_args(p, ui=True, statistics=False)
     p.set_defaults(func=cmd_run)

@@ -260,9 +260,16 @@ def _statistics(args: argparse.Namespace, spark: Any) -> Any:
     tables = getattr(args, "tables", None)
     if stats_file and not os.path.exists(stats_file):
         raise PlanError("no such statistics file", stats_file)
-    if tables and not os.path.isdir(tables):
-        raise PlanError("not a directory", tables)
-    return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None)
+    from optimizer.cli_spark import check_tables_arg
+
+    check_tables_arg(tables)
+    catalog = getattr(args, "catalog", None)
+    if catalog and spark is None:
+        from optimizer.cli_spark import lazy_spark_from_args
+
+        spark = lazy_spark_from_args(args)
+    return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
+                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False))
 
 
 def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
@@ -271,17 +278,16 @@ def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
 
     spark = None
     if getattr(args, "analyze", False):
-        from optimizer.spark.session import get_spark
+        from optimizer.cli_spark import spark_from_args
 
-        spark = get_spark(getattr(args, "master", None))
+        spark = spark_from_args(args)
     statistics = _statistics(args, spark)
     g = _prepare(plan)
     ann = _Annotator(g, statistics)
     if spark is not None:
-        from optimizer.spark import SparkBackend
+        from optimizer.cli_spark import backend_from_args
 
-        backend = SparkBackend(spark, tables=getattr(args, "tables", None))
-        ann.actual = actual_rows(g, backend)
+        ann.actual = actual_rows(g, backend_from_args(args, spark))
     if getattr(args, "format", "text") == "json":
         _write_text(args.output, json.dumps(ann.records(), indent=1) + "\n")
         return 0

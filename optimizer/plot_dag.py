@@ -378,16 +378,15 @@ def explain_dot(plan: Plan, args: argparse.Namespace) -> str:
     stats = getattr(args, "stats", None)
     analyze = bool(getattr(args, "analyze", False))
     statistics = None
-    if tables or stats:
+    if tables or stats or getattr(args, "catalog", None):
         from optimizer.cli_optimize import statistics_from_args
 
         statistics = statistics_from_args(args)
     actual = None
     if analyze:
-        from optimizer.spark import SparkBackend
-        from optimizer.spark.session import get_spark
+        from optimizer.cli_spark import backend_from_args
 
-        backend = SparkBackend(get_spark(getattr(args, "master", None)), tables=tables)
+        backend = backend_from_args(args)
         actual = actual_rows(g, backend)
     if statistics is None and not analyze:
         annotate: Annotate = hint_annotator

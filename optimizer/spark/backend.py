@@ -213,6 +213,11 @@ class SparkBackend:
     def __init__(
         self, spark, tables=None, *, ignore_best_effort_filter: bool = False, text_plans: bool = True
     ) -> None:
+        from optimizer.spark.session import is_connect_session
+
+        if is_connect_session(spark):
+            raise UnsupportedError("the Spark backend needs a classic Spark session: it cannot run over "
+                                   "Spark Connect (--remote); use --master or a local session")
         self.spark = spark
         self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables)
         self.ignore_best_effort_filter = ignore_best_effort_filter

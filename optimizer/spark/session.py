@@ -1,46 +1,214 @@
-"""One SparkSession for the whole process: quiet logs, no UI, settings fit for a small machine."""
+"""The process's SparkSession: the one already running, or one this tool starts.
+
+:func:`get_spark` returns the active session when there is one, untouched. Otherwise it starts one:
+
+* ``remote="sc://host:port"``: a Spark Connect client session (``SparkSession.builder.remote``), with
+  the caller's ``conf`` and nothing else (the server's settings belong to whoever runs it).
+* otherwise a classic session: ``master`` only when given (else whatever the user's Spark settings
+  say, ``local[*]`` when they say nothing), the caller's ``conf``, and the tool's defaults
+  (:data:`LAUNCH_DEFAULTS`, :data:`SESSION_DEFAULTS`: quiet, no UI, UTC, a small machine's memory and
+  shuffle partitions, a warehouse under ``$TMPDIR``) for the keys the user set nowhere. The user's
+  settings are ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``, ``SPARK_HOME``
+  defaulting to the installed pyspark's folder), ``PYSPARK_SUBMIT_ARGS``, and, when the process was
+  started by ``spark-submit``, everything that ``spark-submit`` passed: the JVM is already running then,
+  so no launch-time default is applied and the session defaults are applied only to keys the running
+  SparkContext's configuration does not have.
+
+Starting a classic session needs Java: ``$JAVA_HOME/bin/java`` when ``JAVA_HOME`` is set, else ``java``
+on ``PATH`` (the rule of Spark's own launcher). Without it :func:`get_spark` raises an
+:class:`~optimizer.errors.ExecutionError` saying so, instead of PySpark's traceback.
+"""
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
 
-_DEFAULT_CONF = {
+from optimizer.errors import ExecutionError, UnsupportedError
+
+# Read when the JVM starts (the SparkContext's configuration).
+LAUNCH_DEFAULTS = {
+    "spark.app.name": "substrait-optimizer",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": os.environ.get("SUBSTRAIT_OPT_DRIVER_MEMORY", "6g"),
+    "spark.sql.warehouse.dir": os.path.join(os.environ.get("TMPDIR", "/tmp"), "substrait-opt-warehouse"),
+}
+
+# SQL settings of the session.
+SESSION_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # Substrait semantics: integer overflow and invalid casts are not silently wrapped by Spark's
     # ANSI mode differently per operator; the backend makes each choice explicit.
     "spark.sql.ansi.enabled": "false",
-    "spark.driver.memory": os.environ.get("SUBSTRAIT_OPT_DRIVER_MEMORY", "6g"),
     "spark.sql.shuffle.partitions": os.environ.get("SUBSTRAIT_OPT_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
     # PySpark 4 records the Python call site of every Column/DataFrame call for error messages: six
     # JVM round trips per call, over half of the time to build a DataFrame from a plan.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
-    "spark.sql.warehouse.dir": os.path.join(os.environ.get("TMPDIR", "/tmp"), "substrait-opt-warehouse"),
+}
+
+# ``spark-submit`` options that are settings (as PYSPARK_SUBMIT_ARGS may carry them).
+_SUBMIT_OPTIONS = {
+    "--master": "spark.master",
+    "--name": "spark.app.name",
+    "--driver-memory": "spark.driver.memory",
+    "--driver-cores": "spark.driver.cores",
+    "--executor-memory": "spark.executor.memory",
+    "--executor-cores": "spark.executor.cores",
+    "--num-executors": "spark.executor.instances",
 }
 
 
-def get_spark(master: str | None = None, app_name: str = "substrait-optimizer", conf: dict | None = None):
-    """Return the process's SparkSession, creating it on first use."""
-    import sys
+def spark_home() -> str:
+    """``$SPARK_HOME``, else the installed pyspark's folder (where pip puts Spark's ``bin``/``jars``)."""
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        return home
+    import pyspark
 
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    """A Java properties file as Spark reads ``spark-defaults.conf``: ``key value``, ``key=value`` or
+    ``key: value`` per line, ``#``/``!`` comments."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            cut = min((i for i in (line.find("="), line.find(":"), *(line.find(c) for c in " \t")) if i > 0),
+                      default=len(line))
+            key, value = line[:cut].strip(), line[cut + 1:].strip().lstrip("=:").strip()
+            if key:
+                out[key] = value
+    return out
+
+
+def user_spark_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings the user gave Spark outside this tool, before any JVM runs: ``spark-defaults.conf``
+    and ``PYSPARK_SUBMIT_ARGS`` (``--conf K=V`` and the options that are settings, e.g. ``--master``,
+    ``--driver-memory``); the latter wins, as on ``spark-submit``'s command line."""
+    env = os.environ if environ is None else environ
+    settings: dict[str, str] = {}
+    conf_dir = env.get("SPARK_CONF_DIR") or os.path.join(env.get("SPARK_HOME") or spark_home(), "conf")
+    defaults = os.path.join(conf_dir, "spark-defaults.conf")
+    if os.path.isfile(defaults):
+        settings.update(_read_properties(defaults))
+    words = shlex.split(env.get("PYSPARK_SUBMIT_ARGS", ""))
+    for i, word in enumerate(words[:-1]):
+        if word == "--conf" and "=" in words[i + 1]:
+            key, value = words[i + 1].split("=", 1)
+            settings[key.strip()] = value
+        elif word in _SUBMIT_OPTIONS:
+            settings[_SUBMIT_OPTIONS[word]] = words[i + 1]
+    return settings
+
+
+def java_executable() -> str | None:
+    """The ``java`` Spark's launcher would run: ``$JAVA_HOME/bin/java`` if ``JAVA_HOME`` is set, else
+    ``java`` on ``PATH``; ``None`` when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def require_java() -> None:
+    """Raise an :class:`ExecutionError` (one line) when no ``java`` can start Spark."""
+    if java_executable() is None:
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
+            else "no 'java' on PATH and JAVA_HOME is not set"
+        raise ExecutionError(f"Spark needs Java 17 or 21 and none was found ({where})")
+
+
+def is_connect_session(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (not a classic, JVM-backed one)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def get_spark(
+    master: str | None = None,
+    app_name: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    *,
+    remote: str | None = None,
+):
+    """The active SparkSession, else a new one (see the module's docstring for which settings apply).
+
+    ``conf`` always wins over the tool's defaults and the user's files; ``master``/``remote`` are
+    applied only when given (not both).
+    """
     from pyspark.sql import SparkSession
 
-    # Python workers must run the interpreter that has our packages (not whatever python3 is on PATH).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master and remote:
+        raise UnsupportedError("give either a Spark master or a Spark Connect remote, not both")
+    explicit = dict(conf or {})
+    if app_name:
+        explicit["spark.app.name"] = app_name
+    if remote:
+        return _connect_session(remote, explicit)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.master(master or "local[*]").appName(app_name)
-    for key, value in {**_DEFAULT_CONF, **(conf or {})}.items():
+    launched = "PYSPARK_GATEWAY_PORT" in os.environ  # started by spark-submit: the JVM runs already
+    if not launched:
+        require_java()
+    # Python workers must run the interpreter that has our packages (not whatever python3 is on PATH).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    from pyspark import SparkConf, SparkContext
+
+    user = user_spark_settings()
+    context_conf = SparkConf()
+    if not launched:
+        for key, value in LAUNCH_DEFAULTS.items():
+            if key not in user:
+                context_conf.set(key, value)
+    if master:
+        context_conf.setMaster(master)
+    for key, value in explicit.items():
+        context_conf.set(key, value)
+    sc = SparkContext.getOrCreate(context_conf)
+    given = {key for key, _ in sc.getConf().getAll()} | set(user)
+    builder = SparkSession.builder
+    for key, value in SESSION_DEFAULTS.items():
+        if key not in given:
+            builder = builder.config(key, value)
+    for key, value in explicit.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    sc.setLogLevel("ERROR")
     _quiet_query_context_logger()
     return spark
+
+
+def _connect_session(remote: str, conf: Mapping[str, str]):
+    from pyspark.sql import SparkSession
+
+    try:
+        builder = SparkSession.builder.remote(remote)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    except ImportError as exc:  # pyspark without its Connect client's packages (grpcio, ...)
+        text = " ".join(str(exc).split())[:200]
+        raise UnsupportedError(f"Spark Connect ({remote}) needs PySpark's Connect client packages: {text}") from None
+
+
+def ui_url(spark) -> str | None:
+    """The URL of the Spark UI of a classic session, ``None`` when the UI is off (or over Connect)."""
+    if is_connect_session(spark):
+        return None
+    return spark.sparkContext.uiWebUrl
 
 
 def _quiet_query_context_logger() -> None:
@@ -61,16 +229,21 @@ def _quiet_query_context_logger() -> None:
 
 
 class LazySpark:
-    """Stands for the SparkSession and starts it on first use (so a statistics cache hit needs no JVM)."""
+    """Stands for the SparkSession and starts it on first use (so a statistics cache hit needs no JVM).
 
-    def __init__(self, master: str | None = None) -> None:
+    The arguments are :func:`get_spark`'s."""
+
+    def __init__(self, master: str | None = None, conf: Mapping[str, str] | None = None,
+                 remote: str | None = None) -> None:
         self._master = master
+        self._conf = dict(conf or {})
+        self._remote = remote
         self._spark = None
 
     @property
     def session(self):
         if self._spark is None:
-            self._spark = get_spark(self._master)
+            self._spark = get_spark(self._master, conf=self._conf, remote=self._remote)
         return self._spark
 
     @property

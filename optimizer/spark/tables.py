@@ -8,11 +8,17 @@ the ``ReadRel.base_schema`` (its top-level columns, in order, cast to the declar
 
   1. the ``tables`` mapping given to the resolver (``{name: path or DataFrame}``; a key may also be the
      whole dotted name),
-  2. the ``tables`` directory: ``DIR/<name>.parquet`` (a file or a Spark-written folder) or ``DIR/<name>/``,
-  3. the Spark catalog (the dotted name, then the last segment), e.g. a temporary view.
+  2. the ``tables`` location: ``DIR/<name>.parquet`` (a file or a Spark-written folder) or ``DIR/<name>/``.
+     A plain path or ``file://`` URI is listed (names match case-insensitively); any other URI
+     (``s3a://``, ``hdfs://``...) is asked to Spark, once per table: it reads ``DIR/<name>.parquet``, then
+     ``DIR/<name>``, with the name as written and lower-cased, and only Spark's ``PATH_NOT_FOUND`` means
+     "not there",
+  3. the Spark catalog: the dotted name (``db.lineitem``), then ``<database>.<name>`` when the resolver
+     has a ``database`` (``--catalog DB``), else the last segment in the current database (a table or a
+     temporary view).
 
   A table found nowhere is a :class:`~optimizer.errors.PlanError`
-  ``table 'x' not found (looked in DIR)``.
+  ``table 'x' not found (looked in DIR, the Spark catalog)``.
 * ``local_files``: parquet, ORC, Arrow IPC and delimiter-separated text files, given as files, folders
   or globs (``file://`` URIs or plain paths). A byte slice (``start``/``length``) of a parquet file
   reads the row groups whose first byte lies in ``[start, start + length)`` (pyarrow metadata), so
@@ -41,12 +47,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from substrait.proto import NamedStruct, ReadRel, Type
 
-from optimizer.errors import PlanError, UnsupportedError
+from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.spark.expressions import named_struct_to_spark, substrait_type_to_spark
+from optimizer.spark.paths import join_location
+from optimizer.spark.paths import local_path as _location_path
 
 __all__ = ["TableResolver", "top_level_names"]
 
@@ -122,12 +132,18 @@ def _local_path(uri: str) -> str:
 class TableResolver:
     """Binds the tables and files of ``ReadRel`` leaves to Spark DataFrames.
 
-    ``tables``: ``None``, a directory (``str``/``PathLike``) or a mapping ``{name: path | DataFrame}``.
+    ``tables``: ``None``, a directory (a path, ``file://`` or any URI Spark reads) or a mapping
+    ``{name: path | DataFrame}``. ``database``: the catalog database of unqualified names.
     """
 
-    def __init__(self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None, database: str | None = None
+    ) -> None:
         self.spark = spark
+        self.database = database or None
         self.directory: Path | None = None
+        self.location: str | None = None  # a directory only Spark can read (s3a://, hdfs://...)
+        self._probed: dict[str, str | None] = {}  # table name -> the location Spark read, or None
         self.mapping: dict[str, Any] = {}
         # Parquet DataFrames (and their schemas) by path and modification stamp: reading a parquet
         # table lists its files and reads a footer (~50 ms), once per backend rather than per read.
@@ -139,7 +155,12 @@ class TableResolver:
         if isinstance(tables, Mapping):
             self.mapping = {str(k).lower(): v for k, v in tables.items()}
         elif tables is not None:
-            self.directory = Path(os.fspath(tables))
+            text = os.fspath(tables)
+            local = _location_path(text)
+            if local is None:
+                self.location = text
+            else:
+                self.directory = Path(local)
 
     # -- named tables ------------------------------------------------------------------------
 
@@ -149,7 +170,9 @@ class TableResolver:
             places.append("the given table mapping")
         if self.directory is not None:
             places.append(str(self.directory))
-        places.append("the Spark catalog")
+        if self.location is not None:
+            places.append(self.location)
+        places.append(f"database '{self.database}' of the Spark catalog" if self.database else "the Spark catalog")
         return ", ".join(places)
 
     def _from_directory(self, name: str) -> Path | None:
@@ -165,16 +188,48 @@ class TableResolver:
                 candidates.setdefault(1, entry)
         return candidates[min(candidates)] if candidates else None
 
+    def _from_location(self, name: str) -> DataFrame | None:
+        """The table ``name`` under a directory only Spark can list: each candidate location is read
+        once; ``PATH_NOT_FOUND`` means "not there", any other failure is an error naming the table."""
+        key = name.lower()
+        if key in self._probed:
+            found = self._probed[key]
+            return None if found is None else self._parquet[(found, None)]
+        assert self.location is not None
+        for spelling in dict.fromkeys((name, key)):
+            for candidate in (f"{spelling}.parquet", spelling):
+                uri = join_location(self.location, candidate)
+                try:
+                    df = self.spark.read.parquet(uri)
+                except AnalysisException as exc:
+                    if exc.getCondition() == "PATH_NOT_FOUND":
+                        continue
+                    raise PlanError(f"table '{name}': cannot read {uri}: {_first_line(exc)}") from None
+                except (PySparkException, Py4JJavaError) as exc:  # e.g. no connector for the scheme
+                    raise ExecutionError(f"table '{name}': Spark cannot read {uri}: {_java_failure(exc)}") from None
+                self._parquet[(uri, None)] = df
+                self._probed[key] = uri
+                return df
+        self._probed[key] = None
+        return None
+
+    def catalog_candidates(self, names: Sequence[str]) -> list[str]:
+        """The catalog identifiers a table name may be, in the order they are tried."""
+        out = [".".join(names)] if len(names) > 1 else []
+        out.append(f"{self.database}.{names[-1]}" if self.database else names[-1])
+        return list(dict.fromkeys(out))
+
     def _from_catalog(self, names: Sequence[str]) -> DataFrame | None:
-        for candidate in (".".join(names), names[-1]):
+        for candidate in self.catalog_candidates(names):
             try:
-                if self.spark.catalog.tableExists(candidate):
-                    df = self.spark.table(candidate)
-                    if _PLAIN_IDENTIFIER.match(candidate):  # the same text spark.table parsed
-                        self._catalog_names[id(df)] = (df, candidate)
-                    return df
-            except Exception:  # an invalid identifier is simply not in the catalog
+                if not self.spark.catalog.tableExists(candidate):
+                    continue
+            except AnalysisException:  # not an identifier Spark parses: not in the catalog
                 continue
+            df = self.spark.table(candidate)
+            if _PLAIN_IDENTIFIER.match(candidate):  # the same text spark.table parsed
+                self._catalog_names[id(df)] = (df, candidate)
+            return df
         return None
 
     def raw_table(self, names: Sequence[str], path: str | None = None) -> DataFrame:
@@ -191,6 +246,10 @@ class TableResolver:
         found = self._from_directory(last)
         if found is not None:
             return self._read_parquet(str(found))
+        if self.location is not None:
+            df = self._from_location(last)
+            if df is not None:
+                return df
         df = self._from_catalog(list(names))
         if df is not None:
             return df
@@ -436,6 +495,20 @@ class TableResolver:
             by_position[k] = column.alias(name)
         out = [by_position[k] for k in (range(len(chosen)) if keep is None else keep)]
         return sqltext.select(df if frame is None else frame, out)
+
+
+def _java_failure(exc: BaseException) -> str:
+    """The JVM's own message of a failure (``java.lang.X: ...``), not py4j's "An error occurred while
+    calling o105.parquet" nor the stack.
+
+    >>> _java_failure(Exception("An error occurred while calling o1.parquet.\\n: java.io.IOException: no\\n\\tat x"))
+    'java.io.IOException: no'
+    """
+    for line in str(exc).splitlines():
+        text = line.strip().lstrip(":").strip()
+        if text and not text.startswith("An error occurred while calling"):
+            return text[:300]
+    return type(exc).__name__
 
 
 def _first_line(exc: BaseException) -> str:
