@@ -356,6 +356,14 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
         name = node.identifier().getText()
         args_node = node.arguments()
         args = tuple(_argument(a, text) for a in _children(args_node)) if args_node else ()
+        if test_kind == "aggregate" and len(args) == 1 and isinstance(args[0].value, list):
+            # the grammar reads "max(('20', '3')::u!u8)" in an aggregate file as a call on one
+            # user-defined literal: it is a data column
+            t = args[0].type
+            rows = tuple((None if v == "Null" else convert(v, t),) for v in args[0].value)
+            return FunctionCase(rel, line, written, gid, test_kind, urn, name,
+                                (Arg("column", None, t, args[0].text, 0),), options,
+                                _result(node.result(), text), (t,), rows)
         return FunctionCase(rel, line, written, gid, test_kind, urn, name, args, options,
                             _result(node.result(), text))
     if isinstance(node, P.AggFuncTestCaseContext):

@@ -20,7 +20,6 @@ import datetime as dt
 import decimal
 import math
 import re
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -29,12 +28,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from function_cases import Arg, FunctionCase, SType, all_cases, case_files
 from substrait.extension_registry import ExtensionRegistry
 from substrait.proto import (
     AggregateFunction,
-    AggregationPhase,
     AggregateRel,
-    CrossRel,
+    AggregationPhase,
     Expression,
     FunctionArgument,
     FunctionOption,
@@ -51,7 +50,6 @@ from substrait.proto import (
     Type,
 )
 
-from function_cases import Arg, FunctionCase, SType, all_cases, case_files
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.spark import SparkBackend
 
@@ -318,30 +316,56 @@ def scalar_rel(exprs: list[Expression]) -> Rel:
     return Rel(project=ProjectRel(common=emit, input=_one_row(), expressions=exprs))
 
 
-def aggregate_rel(b: PlanBuilder, case: FunctionCase) -> Rel:
-    cols = [proto_type(t) for t in case.columns]
+def aggregate_rel(b: PlanBuilder, groups: list[list[FunctionCase]]) -> Rel:
+    """One case (``[[case]]``): its aggregate over its rows. Otherwise: the rows of all cases in one
+    table with a leading case number ``k`` (counted over all groups), grouped by ``k``, one measure per
+    group (the cases of a group make the same call, see :func:`aggregate_key`; all have the same input
+    columns); the output is ``k`` and the measures."""
+    cases = [c for g in groups for c in g]
+    case = cases[0]
+    grouped = len(cases) > 1
     if any(t.name == "?" for t in case.columns):
         raise NotBuildable("input column without a type")
-    rows = [Expression.Nested.Struct(fields=[literal(v, t) for v, t in zip(r, case.columns, strict=True)])
-            for r in case.rows]
+    key = [Type(i32=Type.I32(nullability=_REQ))] if grouped else []
+    cols = key + [proto_type(t) for t in case.columns]
+    rows = []
+    for k, c in enumerate(cases):
+        for r in c.rows:
+            fields = [literal(v, t) for v, t in zip(r, c.columns, strict=True)]
+            if grouped:
+                fields.insert(0, Expression(literal=L(i32=k)))
+            rows.append(Expression.Nested.Struct(fields=fields))
     read = Rel(read=ReadRel(
-        base_schema=NamedStruct(names=[f"col{i}" for i in range(len(cols))],
+        base_schema=NamedStruct(names=(["k"] if grouped else []) + [f"col{i}" for i in range(len(case.columns))],
                                 struct=Type.Struct(types=cols, nullability=_REQ)),
         virtual_table=ReadRel.VirtualTable(expressions=rows)))
-    args, types, options = _arguments(b, case)
-    fn = AggregateFunction(
-        function_reference=b.anchor(case.urn, case.function, types), arguments=args, options=options,
-        output_type=b.output_type(case, types), phase=AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT,
-        invocation=AggregateFunction.AGGREGATION_INVOCATION_ALL)
-    return Rel(aggregate=AggregateRel(input=read, measures=[AggregateRel.Measure(measure=fn)]))
+    agg = AggregateRel(input=read)
+    for g in groups:
+        args, types, options = _arguments(b, g[0], column_base=len(key))
+        fn = AggregateFunction(
+            function_reference=b.anchor(g[0].urn, g[0].function, types), arguments=args, options=options,
+            output_type=b.output_type(g[0], types), phase=AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT,
+            invocation=AggregateFunction.AGGREGATION_INVOCATION_ALL)
+        agg.measures.append(AggregateRel.Measure(measure=fn))
+    if grouped:
+        agg.grouping_expressions.append(_field(0))
+        agg.groupings.append(AggregateRel.Grouping(expression_references=[0]))
+    return Rel(aggregate=agg)
 
 
-def cross_all(rels: list[Rel]) -> Rel:
-    """``rels[0] x (rels[1] x (...))``: fragment ``i`` is reached through ``i`` ``cross.right`` steps."""
-    out = rels[-1]
-    for r in reversed(rels[:-1]):
-        out = Rel(cross=CrossRel(left=r, right=out))
-    return out
+def _field(i: int) -> Expression:
+    seg = Expression.ReferenceSegment(struct_field=Expression.ReferenceSegment.StructField(field=i))
+    return Expression(selection=Expression.FieldReference(
+        direct_reference=seg, root_reference=Expression.FieldReference.RootReference()))
+
+
+def aggregate_key(c: FunctionCase) -> tuple:
+    """Cases with the same key are the same call (function, argument types and enums, options, output
+    type) on other rows: they run as one grouped aggregate. Cases without rows run on their own."""
+    if not c.rows:
+        return (c.id,)
+    return (c.function, tuple((a.kind, a.value if a.kind == "enum" else None, str(a.type), a.column)
+                              for a in c.args), c.options, str(c.expected.type), tuple(map(str, c.columns)))
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -353,18 +377,10 @@ class Outcome:
     detail: str = ""
 
 
-def _fragment_index(path: str | None, kind: str, n: int) -> int | None:
-    """Which fragment of a batch plan a compile error's path points into."""
-    if not path:
-        return None
-    if kind == "scalar":
-        m = re.search(r"\.project\.expressions\[(\d+)\]", path)
-        return int(m.group(1)) if m else None
-    m = re.match(r"relations\[0\]\.root\.input((?:\.cross\.right)*)(\.cross\.left)?\.aggregate", path)
-    if not m:
-        return None
-    steps = m.group(1).count(".cross.right")
-    return steps if (m.group(2) or steps == n - 1) else None
+def _fragment_index(path: str | None) -> int | None:
+    """Which expression of a batch projection a compile error's path points into."""
+    m = re.search(r"\.project\.expressions\[(\d+)\]", path or "")
+    return int(m.group(1)) if m else None
 
 
 class Runner:
@@ -372,23 +388,36 @@ class Runner:
         self.backend = SparkBackend(spark)
         self.queries = 0
 
-    def _plan(self, cases: list[FunctionCase]) -> tuple[Plan, list[str]]:
+    def _plan(self, cases: list[FunctionCase]) -> Plan:
         b = PlanBuilder()
         if cases[0].test_kind == "scalar":
-            rel = scalar_rel([scalar_expression(b, c) for c in cases])
-        else:
-            rel = cross_all([aggregate_rel(b, c) for c in cases])
-        return b.plan(rel, [f"r{i}" for i in range(len(cases))]), []
+            return b.plan(scalar_rel([scalar_expression(b, c) for c in cases]), [f"r{i}" for i in range(len(cases))])
+        return self._aggregate_plan([cases])
+
+    def _aggregate_plan(self, groups: list[list[FunctionCase]]) -> Plan:
+        b = PlanBuilder()
+        n = sum(len(g) for g in groups)
+        names = (["k"] if n > 1 else []) + [f"r{i}" for i in range(len(groups))]
+        return b.plan(aggregate_rel(b, groups), names)
 
     def run(self, cases: list[FunctionCase], out: dict[str, Outcome]) -> None:
-        """Value cases: in batches (a compile error removes its case, a runtime error splits the batch)."""
+        """Value cases of one file: scalar cases in one projection (a compile error removes its case, a
+        runtime error splits the batch), aggregate cases grouped by :func:`aggregate_key`."""
+        if cases[0].test_kind == "aggregate":
+            tables: dict[tuple, dict[tuple, list[FunctionCase]]] = {}
+            for c in cases:
+                table_key = tuple(map(str, c.columns)) if c.rows else (c.id,)
+                tables.setdefault(table_key, {}).setdefault(aggregate_key(c), []).append(c)
+            for groups in tables.values():
+                self.run_aggregates(list(groups.values()), out)
+            return
         todo = list(cases)
         while todo:
-            plan, _ = self._plan(todo)
+            plan = self._plan(todo)
             try:
-                df = self.backend.to_dataframe(plan)
+                self.backend.to_dataframe(plan)
             except (UnsupportedError, PlanError) as exc:
-                i = _fragment_index(exc.path, todo[0].test_kind, len(todo))
+                i = _fragment_index(exc.path)
                 if i is None and len(todo) > 1:  # cannot tell which: one at a time
                     for c in todo:
                         self.run([c], out)
@@ -396,24 +425,59 @@ class Runner:
                 out[todo[i or 0].id] = Outcome(False, f"{type(exc).__name__}: {exc}")
                 del todo[i or 0]
                 continue
-            try:
-                self.queries += 1
-                table = self.backend.execute(plan)
-            except ExecutionError as exc:
-                if len(todo) == 1:
-                    out[todo[0].id] = Outcome(False, f"ExecutionError: {exc}")
-                else:
-                    half = len(todo) // 2
-                    self.run(todo[:half], out)
-                    self.run(todo[half:], out)
-                return
-            del df
-            for i, c in enumerate(todo):
-                out[c.id] = check(c, table.column(i).type, table.column(i).to_pylist())
+            table = self._execute(plan, todo, out)
+            if table is not None:
+                for i, c in enumerate(todo):
+                    out[c.id] = check(c, table.column(i).type, table.column(i).to_pylist())
             return
 
+    def _execute(self, plan: Plan, todo: list[FunctionCase], out: dict[str, Outcome]) -> pa.Table | None:
+        """The result table, or ``None`` when execution failed (each case then runs on its own)."""
+        self.queries += 1
+        try:
+            return self.backend.execute(plan)
+        except ExecutionError as exc:
+            if len(todo) == 1:
+                out[todo[0].id] = Outcome(False, f"ExecutionError: {exc}")
+            else:  # halves, until the failing cases are alone
+                self.run(todo[: len(todo) // 2], out)
+                self.run(todo[len(todo) // 2 :], out)
+            return None
+
+    def run_aggregate(self, group: list[FunctionCase], out: dict[str, Outcome]) -> None:
+        self.run_aggregates([group], out)
+
+    def run_aggregates(self, groups: list[list[FunctionCase]], out: dict[str, Outcome]) -> None:
+        """Aggregate cases over tables of the same columns: one query (if it fails, one per group, then
+        one per case)."""
+        cases = [c for g in groups for c in g]
+        plan = self._aggregate_plan(groups)
+        self.queries += 1
+        try:
+            table = self.backend.execute(plan)
+        except (ExecutionError, UnsupportedError, PlanError) as exc:
+            if len(groups) > 1:
+                for g in groups:
+                    self.run_aggregates([g], out)
+            elif len(cases) > 1:
+                for c in cases:
+                    self.run_aggregates([[c]], out)
+            else:
+                out[cases[0].id] = Outcome(False, f"{type(exc).__name__}: {exc}")
+            return
+        if len(cases) == 1:
+            out[cases[0].id] = check(cases[0], table.column(0).type, table.column(0).to_pylist())
+            return
+        keys = table.column(0).to_pylist()
+        k = 0
+        for m, g in enumerate(groups):
+            results = dict(zip(keys, table.column(1 + m).to_pylist(), strict=True))
+            for c in g:
+                out[c.id] = check(c, table.column(1 + m).type, [results[k]] if k in results else [])
+                k += 1
+
     def run_error(self, case: FunctionCase, out: dict[str, Outcome]) -> None:
-        plan, _ = self._plan([case])
+        plan = self._plan([case])
         try:
             self.queries += 1
             table = self.backend.execute(plan)
@@ -512,7 +576,8 @@ def documented_exceptions() -> dict[str, str]:
     section = text[start: end if end >= 0 else len(text)]
     by_file: dict[str, list[str]] = {}
     for c in all_cases():
-        by_file.setdefault(c.file, []).append(c.id)
+        if c.test_kind == "window" or c.expected.kind != "undefined":  # undefined results are not run
+            by_file.setdefault(c.file, []).append(c.id)
     out: dict[str, str] = {}
     reason = ""
     for line in section.splitlines():
@@ -544,36 +609,44 @@ def test_case_files_parse():
         assert c.test_kind == "window" or c.expected.kind in ("value", "error", "undefined"), c.id
 
 
+BATCH = 120  # scalar cases per projection
+
+
 def evaluate(spark) -> tuple[dict[str, Outcome], int]:
+    """Run every case; ``({case id: outcome}, number of Spark queries)``. Undefined results are not run."""
     runner = Runner(spark)
     out: dict[str, Outcome] = {}
-    by_file: dict[tuple[str, str], list[FunctionCase]] = {}
+    scalar: list[FunctionCase] = []
+    aggregate: list[FunctionCase] = []
+    errors: list[FunctionCase] = []
     for c in all_cases():
         if c.test_kind == "window":
             out[c.id] = Outcome(False, "window case")
             continue
         if c.expected.kind == "undefined":
             continue
-        by_file.setdefault((c.file, c.expected.kind), []).append(c)
-    for (name, kind), cases in by_file.items():
-        t0 = time.perf_counter()
-        q0 = runner.queries
-        buildable = []
-        for c in cases:
-            try:
-                runner._plan([c])
-            except NotBuildable as exc:
-                out[c.id] = Outcome(False, f"not buildable: {exc}")
-                continue
-            buildable.append(c)
-        if kind == "error":
-            for c in buildable:
-                runner.run_error(c, out)
-        elif buildable:
-            runner.run(buildable, out)
-        if VERBOSE:
-            print(f"{name} {kind}: {len(cases)} cases, {runner.queries - q0} queries, "
-                  f"{time.perf_counter() - t0:.2f} s", file=sys.stderr)
+        try:
+            runner._plan([c])
+        except NotBuildable as exc:
+            out[c.id] = Outcome(False, f"not buildable: {exc}")
+            continue
+        if c.expected.kind == "error":
+            errors.append(c)
+        else:
+            (scalar if c.test_kind == "scalar" else aggregate).append(c)
+    compiled = []
+    for c in scalar:  # compile errors (unsupported functions, options, types) case by case: cheap
+        try:
+            runner.backend.to_dataframe(runner._plan([c]))
+        except (UnsupportedError, PlanError) as exc:
+            out[c.id] = Outcome(False, f"{type(exc).__name__}: {exc}")
+            continue
+        compiled.append(c)
+    for i in range(0, len(compiled), BATCH):
+        runner.run(compiled[i : i + BATCH], out)
+    runner.run(aggregate, out)
+    for c in errors:
+        runner.run_error(c, out)
     return out, runner.queries
 
 
