@@ -162,7 +162,10 @@ def convert(text: str, t: SType) -> Any:
     if n == "iday":
         p = _interval(text)
         return dt.timedelta(
-            weeks=float(p["w"]), days=float(p["d"]), hours=float(p["h"]), minutes=float(p["mi"]),
+            weeks=float(p["w"]),
+            days=float(p["d"]),
+            hours=float(p["h"]),
+            minutes=float(p["mi"]),
             seconds=float(p["s"]),
         )
     raise ValueError(f"no literal of type {t} ({text!r})")
@@ -230,9 +233,8 @@ class FunctionCase:
     args: tuple[Arg, ...]
     options: tuple[tuple[str, str], ...]
     expected: Expected
-    columns: tuple[SType, ...] = ()  # aggregate/window input columns
-    rows: tuple[tuple[Any, ...], ...] = ()  # aggregate/window input rows
-    window: str = ""  # the window test's frame name (window cases only)
+    columns: tuple[SType, ...] = ()  # aggregate input columns
+    rows: tuple[tuple[Any, ...], ...] = ()  # aggregate input rows
 
     @property
     def id(self) -> str:
@@ -267,9 +269,7 @@ def _argument(ctx, text: str) -> Arg:
         lam = inner.getChild(0)
         t = parse_type(_source(inner.getChild(inner.getChildCount() - 1), text))
         params_node = lam.getChild(1)
-        params = tuple(
-            c.getText() for c in params_node.getChildren() if c.getText() not in ("(", ")", ",")
-        )
+        params = tuple(c.getText() for c in params_node.getChildren() if c.getText() not in ("(", ")", ","))
         body = next(c for c in _children(lam) if isinstance(c, P.LambdaBodyContext))
         name = body.getChild(0).getText()
         args_node = next((c for c in _children(body) if isinstance(c, P.ArgumentsContext)), None)
@@ -361,11 +361,23 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
             # user-defined literal: it is a data column
             t = args[0].type
             rows = tuple((None if v == "Null" else convert(v, t),) for v in args[0].value)
-            return FunctionCase(rel, line, written, gid, test_kind, urn, name,
-                                (Arg("column", None, t, args[0].text, 0),), options,
-                                _result(node.result(), text), (t,), rows)
-        return FunctionCase(rel, line, written, gid, test_kind, urn, name, args, options,
-                            _result(node.result(), text))
+            return FunctionCase(
+                rel,
+                line,
+                written,
+                gid,
+                test_kind,
+                urn,
+                name,
+                (Arg("column", None, t, args[0].text, 0),),
+                options,
+                _result(node.result(), text),
+                (t,),
+                rows,
+            )
+        return FunctionCase(
+            rel, line, written, gid, test_kind, urn, name, args, options, _result(node.result(), text)
+        )
     if isinstance(node, P.AggFuncTestCaseContext):
         call = node.aggFuncCall()
         result = _result(node.result(), text)
@@ -375,8 +387,20 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
             t = parse_type(_source(col.getChild(col.getChildCount() - 1), text))
             values = [_value(c, t) for c in _children(col.columnValues())]
             arg = Arg("column", None, t, _source(col, text), 0)
-            return FunctionCase(rel, line, written, gid, test_kind, urn, name, (arg,), options, result,
-                                (t,), tuple((v,) for v in values))
+            return FunctionCase(
+                rel,
+                line,
+                written,
+                gid,
+                test_kind,
+                urn,
+                name,
+                (arg,),
+                options,
+                result,
+                (t,),
+                tuple((v,) for v in values),
+            )
         if isinstance(call, P.CompactAggregateFuncCallContext):
             raw = _compact_rows(call.tableRows())
             args, types = [], {}
@@ -391,8 +415,9 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
             width = max([len(r) for r in raw] + [max(types, default=-1) + 1])
             cols = tuple(types.get(i, SType("?")) for i in range(width))
             rows = _table_rows(call.tableRows(), list(cols))
-            return FunctionCase(rel, line, written, gid, test_kind, urn, name, tuple(args), options,
-                                result, cols, rows)
+            return FunctionCase(
+                rel, line, written, gid, test_kind, urn, name, tuple(args), options, result, cols, rows
+            )
         if isinstance(call, P.MultiArgAggregateFuncCallContext):
             table = call.tableData()
             cols = tuple(parse_type(_source(t, text)) for t in table.dataType())
@@ -404,8 +429,9 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
                 else:  # t1.colN
                     i = int(a.getChild(2).getText()[3:])
                     args.append(Arg("column", None, cols[i], _source(a, text), i))
-            return FunctionCase(rel, line, written, gid, test_kind, urn, name, tuple(args), options,
-                                result, cols, rows)
+            return FunctionCase(
+                rel, line, written, gid, test_kind, urn, name, tuple(args), options, result, cols, rows
+            )
         raise ValueError(f"{rel}:{line}: unknown aggregate case form {type(call).__name__}")
     if isinstance(node, P.WindowFuncTestCaseContext):
         return _window_case(node, text, rel, gid, urn, written)
@@ -413,11 +439,20 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
 
 
 def _window_case(node, text: str, rel: str, gid: str, urn: str, written: str) -> FunctionCase:
-    """Window cases are kept as written (name, arguments as text): the test does not run them."""
-    call = node.getChild(node.getChildCount() - 3) if node.getChildCount() >= 3 else node
-    name = re.match(r"\s*(?:DEFINE[^\n]*\n)?\s*([A-Za-z_][A-Za-z_0-9]*)\(", _source(node, text))
-    return FunctionCase(rel, node.start.line, written, gid, "window", urn,
-                        name.group(1) if name else type(call).__name__, (), (), Expected("undefined"))
+    """A window case, kept as written with its function's name (the test does not run window cases)."""
+    name = re.search(r"([A-Za-z_][A-Za-z_0-9]*)\([^()]*\)\s+OVER\b", written)
+    return FunctionCase(
+        rel,
+        node.start.line,
+        written,
+        gid,
+        "window",
+        urn,
+        name.group(1) if name else "?",
+        (),
+        (),
+        Expected("undefined"),
+    )
 
 
 def case_files() -> list[Path]:
