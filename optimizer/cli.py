@@ -125,7 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         func: Callable[[argparse.Namespace], int] = args.func
-        return func(args)
+        from optimizer.plan_io import deep_messages
+
+        with deep_messages():
+            return func(args)
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
         return 2

@@ -6,10 +6,11 @@ See docs/security.md. Each test names the item of the issue it covers.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from optimizer.cli import main
 from optimizer.plan_io import load_plan
@@ -50,3 +51,54 @@ def test_item1_literals_and_names_are_not_substituted(spark, tmp_path):
     table = SparkBackend(spark, tables=str(tmp_path)).execute(load_plan(json.dumps(plan)))
     assert table.column_names == ["${sparkconf:spark.master}"]
     assert table.column(0).to_pylist() == [1, 2]
+
+
+# -- 3. Depth: no input crashes the process ------------------------------------------------------
+
+
+def _nested_filters(n: int) -> bytes:
+    from substrait.proto import Plan
+
+    plan = Plan()
+    rel = plan.relations.add().root.input
+    for _ in range(n):
+        rel.filter.condition.literal.boolean = True
+        rel = rel.filter.input
+    rel.read.virtual_table.SetInParent()
+    return plan.SerializeToString()
+
+
+def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optimizer.cli", *args], input=stdin, capture_output=True,
+                          timeout=120)
+
+
+def test_item3_deep_plans_exit_2_and_real_deep_plans_load(tmp_path):
+    from datafusion import SessionContext
+    from datafusion.substrait import Producer
+
+    from optimizer.plan_io import MAX_PLAN_DEPTH
+
+    deep = tmp_path / "deep.binpb"
+    deep.write_bytes(_nested_filters(10_000))
+    proc = _cli("explain", str(deep))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.decode().strip().splitlines()
+    assert lines == [f"substrait-opt: error: {deep}: plan nested too deeply (more than {MAX_PLAN_DEPTH} messages)"]
+    deep_json = tmp_path / "deep.json"
+    nested = '{"filter": {"condition": {"literal": {"boolean": true}}, "input": ' * 10_000
+    deep_json.write_text('{"relations": [{"root": {"input": ' + nested + '{"read": {"virtualTable": {}}}'
+                         + "}}" * 10_000 + "}}]}")
+    proc = _cli("optimize", str(deep_json))
+    assert proc.returncode == 2 and len(proc.stderr.decode().strip().splitlines()) == 1, proc.stderr
+
+    # A left-deep tree of 100 joins written by DataFusion (about 200 messages deep) loads and optimizes.
+    ctx = SessionContext()
+    for i in range(101):
+        ctx.register_record_batches(f"t{i}", [[pa.record_batch({f"k{i}": [1, 2], f"v{i}": [i, i]})]])
+    sql = "SELECT t0.v0, t100.v100 FROM t0 " + " ".join(f"JOIN t{i} ON t{i - 1}.k{i - 1} = t{i}.k{i}"
+                                                          for i in range(1, 101))
+    joins = tmp_path / "joins.binpb"
+    joins.write_bytes(Producer.to_substrait_plan(ctx.sql(sql).logical_plan(), ctx).encode())
+    assert main(["optimize", str(joins), "-o", str(tmp_path / "out.binpb")]) == 0
+    assert len(load_plan(str(tmp_path / "out.binpb")).relations) == 1

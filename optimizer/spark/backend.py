@@ -97,6 +97,7 @@ from substrait.proto import (
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
 from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
 from optimizer.functions import FunctionTable, function_table
+from optimizer.plan_io import deep_messages
 from optimizer.spark import sqlframe, sqltext
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
 from optimizer.spark.sqltext import functions as F
@@ -227,6 +228,7 @@ class SparkBackend:
 
     # -------------------------------------------------------------------------------- public API
 
+    @deep_messages()
     def to_dataframe(self, plan, root: int = 0) -> DataFrame:
         """The lazy DataFrame of the ``root``-th ``RelRoot`` of ``plan`` (``plan.relations`` entries that
         are plain ``rel``s, i.e. shared subtrees, are not counted), columns named by ``RelRoot.names``.
