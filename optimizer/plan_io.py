@@ -52,7 +52,7 @@ def deep_messages():
 
     Building a message from a deep one (``PlanRel(rel=r)``, ``relations.append(...)``, ``MergeFrom``)
     re-decodes it under protobuf's depth limit of 100, so a left-deep tree of 30 joins could not be
-    rebuilt. The optimizer's entry points (the CLI, :meth:`optimizer.driver.Optimizer.run`,
+    rebuilt. The optimizer's entry points (the CLI, :meth:`optimizer.driver.Optimizer.run`, :func:`optimizer.dag.from_dag`,
     :meth:`optimizer.spark.SparkBackend.to_dataframe`) lift it while they work on plans that
     :func:`parse_binary` has checked (at most :data:`MAX_PLAN_DEPTH` deep), and put protobuf's default
     back when the outermost block ends. Nothing else is decoded inside such a block.
