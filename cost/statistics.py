@@ -1053,8 +1053,9 @@ class CompositeStatistics(StatisticsProvider):
     providers. ``relation_hint`` is the first provider's hint that is not ``None``. Results are memoised.
     """
 
-    def __init__(self, providers: Iterable[StatisticsProvider]) -> None:
+    def __init__(self, providers: Iterable[StatisticsProvider], files: Any = None) -> None:
         self.providers = list(providers)
+        self.files = files  # FileAccess for the plan's local files (None: any file)
         self._memo: dict[str, TableStatistics | None] = {}
 
     def table(self, name: TableName) -> TableStatistics | None:
@@ -1097,10 +1098,12 @@ def default_statistics(
     tables: Mapping[str, str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
     stats_file: str | os.PathLike[str] | None = None,
     cache_path: str | os.PathLike[str] | None = None,
+    files: Any = None,
 ) -> CompositeStatistics:
     """The usual stack, in precedence order: plan hints (relation level), the explicit ``stats_file``,
     Spark ANALYZE (when both ``spark`` and ``tables`` are given), Parquet footers (when ``tables``
-    is given)."""
+    is given). ``files`` (:class:`~optimizer.paths.FileAccess`): the files a plan's ``local_files``
+    may be read for statistics (``None``: any); files outside it are not opened (no statistics)."""
     providers: list[StatisticsProvider] = [HintStatistics()]
     if stats_file is not None:
         providers.append(FileStatistics(stats_file))
@@ -1109,7 +1112,9 @@ def default_statistics(
         if spark is not None:
             providers.append(SparkStatistics(spark, resolved, cache_path))
         providers.append(ParquetStatistics(resolved))
-    return CompositeStatistics(providers)
+    composite = CompositeStatistics(providers)
+    composite.files = files
+    return composite
 
 
 __all__ = [

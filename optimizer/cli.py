@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from optimizer.errors import OptimizerError
+from optimizer.paths import add_path_argument
 
 PROG = "substrait-opt"
 
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", help="directory of the tables (for statistics and --analyze)")
     p.add_argument("--stats", help="statistics JSON file")
     p.add_argument("--analyze", action="store_true", help="also run every subtree on Spark and show actual rows")
+    add_path_argument(p)
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.set_defaults(func=cmd_explain)
 

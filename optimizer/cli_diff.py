@@ -52,11 +52,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise PlanError("not a directory", args.out)
 
+    from optimizer.paths import file_access
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
 
     spark = get_spark(args.master)
-    backend = SparkBackend(spark, tables=args.tables)
+    backend = SparkBackend(spark, tables=args.tables, files=file_access(args))
     passed = failed = skipped = 0
     for name, plan in plans:
         result = compare(plan, backend=backend, statistics=statistics, capabilities=capabilities)

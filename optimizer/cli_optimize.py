@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from optimizer.errors import PlanError
+from optimizer.paths import add_path_argument, file_access
 
 
 def add_statistics_args(p: argparse.ArgumentParser) -> None:
@@ -15,6 +16,7 @@ def add_statistics_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-spark-stats", action="store_true",
                    help="with --tables, read only the Parquet footers (no Spark ANALYZE)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    add_path_argument(p)
 
 
 def statistics_from_args(args: argparse.Namespace):
@@ -34,7 +36,8 @@ def statistics_from_args(args: argparse.Namespace):
         if not os.path.isdir(tables):
             raise PlanError("not a directory", tables)
     spark = None if (not tables or getattr(args, "no_spark_stats", False)) else LazySpark(getattr(args, "master", None))
-    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None))
+    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None),
+                              files=file_access(args))
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:

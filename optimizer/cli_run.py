@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from optimizer.errors import OptimizerError, PlanError
+from optimizer.paths import add_path_argument
 
 
 def plan_name(source: str) -> str:
@@ -37,6 +38,7 @@ def format_rows(table, limit: int = 5) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from optimizer.paths import file_access
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
     from optimizer.spark import SparkBackend
@@ -51,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise_for_problems(plan)
         plans.append((source, plan))
     spark = get_spark(args.master)
-    backend = SparkBackend(spark, tables=args.tables)
+    backend = SparkBackend(spark, tables=args.tables, files=file_access(args))
     out_dir = Path(args.out) if args.out else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -83,6 +85,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
     p.add_argument("--tables", help="directory of the tables: DIR/<name>.parquet or DIR/<name>/ "
                                    "(tables already in the Spark catalog work too)")
+    add_path_argument(p)
     p.add_argument("--out", help="write each result as OUT/<plan name>.parquet")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--show", type=int, default=5, metavar="N", help="rows to print per plan (default 5; 0 for none)")

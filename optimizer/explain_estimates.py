@@ -35,6 +35,7 @@ from substrait.proto import Plan
 
 from optimizer.dag import from_dag, input_fields, inputs, to_dag
 from optimizer.errors import OptimizerError, PlanError
+from optimizer.paths import file_access
 
 # --------------------------------------------------------------------------------------------------
 # Subtrees and actual rows
@@ -262,7 +263,8 @@ def _statistics(args: argparse.Namespace, spark: Any) -> Any:
         raise PlanError("no such statistics file", stats_file)
     if tables and not os.path.isdir(tables):
         raise PlanError("not a directory", tables)
-    return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None)
+    return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
+                              files=file_access(args))
 
 
 def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
@@ -280,7 +282,7 @@ def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
     if spark is not None:
         from optimizer.spark import SparkBackend
 
-        backend = SparkBackend(spark, tables=getattr(args, "tables", None))
+        backend = SparkBackend(spark, tables=getattr(args, "tables", None), files=file_access(args))
         ann.actual = actual_rows(g, backend)
     if getattr(args, "format", "text") == "json":
         _write_text(args.output, json.dumps(ann.records(), indent=1) + "\n")

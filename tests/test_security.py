@@ -102,3 +102,51 @@ def test_item3_deep_plans_exit_2_and_real_deep_plans_load(tmp_path):
     joins.write_bytes(Producer.to_substrait_plan(ctx.sql(sql).logical_plan(), ctx).encode())
     assert main(["optimize", str(joins), "-o", str(tmp_path / "out.binpb")]) == 0
     assert len(load_plan(str(tmp_path / "out.binpb")).relations) == 1
+
+
+# -- 2. Files a plan names lie under --tables ------------------------------------------------------
+
+
+def _files_plan(**item) -> str:
+    read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"i64": _REQ}]}},
+                     "localFiles": {"items": [{**item, "parquet": {}}]}}}
+    return json.dumps({"relations": [{"root": {"input": read, "names": ["a"]}}]})
+
+
+def test_item2_files_are_confined_to_the_tables(spark, tmp_path, capsys):
+    import time
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pq.write_table(pa.table({"a": list(range(3))}), tables / "t.parquet")
+    pq.write_table(pa.table({"a": list(range(12345))}), tmp_path / "secret.parquet")
+    (tables / "link.parquet").symlink_to(tmp_path / "secret.parquet")
+    outside = [
+        {"uriFile": str(tables / ".." / "secret.parquet")},
+        {"uriFile": f"file://{tmp_path}/secret.parquet"},
+        {"uriFile": str(tables / "link.parquet")},
+        {"uriPathGlob": str(tmp_path / "*.parquet")},
+        {"uriFolder": "/"},
+    ]
+    for item in outside:
+        plan = tmp_path / "p.json"
+        plan.write_text(_files_plan(**item))
+        capsys.readouterr()
+        assert main(["run", str(plan), "--tables", str(tables)]) == 2, item
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "is outside the table roots" in err[0] and "--allow-any-path" in err[0], err
+        # Statistics: the footer of a file outside the roots is never read (no 12345 rows shown).
+        assert main(["explain", str(plan), "--tables", str(tables), "--format", "json"]) == 0
+        assert "12345" not in capsys.readouterr().out
+    # optimize without --tables on uri_folder "/" does not walk the filesystem.
+    plan.write_text(_files_plan(uriFolder="/"))
+    start = time.perf_counter()
+    assert main(["optimize", str(plan), "-o", str(tmp_path / "o.json")]) == 0
+    assert time.perf_counter() - start < 10
+    # Inside the roots, and anything with --allow-any-path.
+    plan.write_text(_files_plan(uriFile=str(tables / "t.parquet")))
+    assert main(["run", str(plan), "--tables", str(tables)]) == 0
+    plan.write_text(_files_plan(uriFile=str(tables / ".." / "secret.parquet")))
+    capsys.readouterr()
+    assert main(["run", str(plan), "--tables", str(tables), "--allow-any-path"]) == 0
+    assert "12345 rows" in capsys.readouterr().out

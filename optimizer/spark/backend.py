@@ -205,6 +205,7 @@ class SparkBackend:
 
     ``tables``: a directory of ``<name>.parquet`` files/folders, a mapping ``{name: path | DataFrame}``,
     a :class:`~optimizer.spark.tables.TableResolver`, or ``None`` (Spark catalog only).
+    ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`; ``None``: any).
     ``ignore_best_effort_filter``: skip ``ReadRel.best_effort_filter`` (it may be skipped by definition).
     ``text_plans``: build the plan as Spark SQL text where it can (:mod:`optimizer.spark.sqlframe`), so
     that Spark analyses it once rather than once per relation; if Spark refuses the text, the plan is
@@ -212,10 +213,11 @@ class SparkBackend:
     """
 
     def __init__(
-        self, spark, tables=None, *, ignore_best_effort_filter: bool = False, text_plans: bool = True
+        self, spark, tables=None, *, ignore_best_effort_filter: bool = False, text_plans: bool = True,
+        files=None,
     ) -> None:
         self.spark = spark
-        self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables)
+        self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables, files)
         self.ignore_best_effort_filter = ignore_best_effort_filter
         self.text_plans = text_plans
         self._counter = itertools.count()

@@ -46,6 +46,7 @@ from pyspark.sql import types as T
 from substrait.proto import NamedStruct, ReadRel, Type
 
 from optimizer.errors import PlanError, UnsupportedError
+from optimizer.paths import FileAccess
 from optimizer.spark.expressions import named_struct_to_spark, substrait_type_to_spark
 
 __all__ = ["TableResolver", "top_level_names"]
@@ -123,10 +124,14 @@ class TableResolver:
     """Binds the tables and files of ``ReadRel`` leaves to Spark DataFrames.
 
     ``tables``: ``None``, a directory (``str``/``PathLike``) or a mapping ``{name: path | DataFrame}``.
+    ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`, see docs/security.md);
+    ``None`` reads any file (the CLI always confines, to ``--tables`` unless ``--allow-any-path``).
     """
 
-    def __init__(self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None,
+                 files: FileAccess | None = None) -> None:
         self.spark = spark
+        self.files = files if files is not None else FileAccess.anywhere()
         self.directory: Path | None = None
         self.mapping: dict[str, Any] = {}
         # Parquet DataFrames (and their schemas) by path and modification stamp: reading a parquet
@@ -187,10 +192,10 @@ class TableResolver:
                 value = self.mapping[key]
                 if isinstance(value, DataFrame):
                     return value
-                return self._read_parquet(_local_path(os.fspath(value)))
+                return self._read_parquet(self.files.check(_local_path(os.fspath(value)), path))
         found = self._from_directory(last)
         if found is not None:
-            return self._read_parquet(str(found))
+            return self._read_parquet(self.files.check(str(found), path))
         df = self._from_catalog(list(names))
         if df is not None:
             return df
@@ -271,7 +276,7 @@ class TableResolver:
             which = item.WhichOneof("path_type")
             if which is None:
                 raise PlanError("file item has no path", ipath)
-            location = _local_path(getattr(item, which))
+            location = self.files.check(_local_path(getattr(item, which)), f"{ipath}.{which}" if ipath else None)
             fmt = item.WhichOneof("file_format")
             if fmt in (None, "extension", "dwrf"):
                 raise UnsupportedError(f"file format '{fmt or 'unspecified'}' is not supported", ipath)
@@ -298,8 +303,7 @@ class TableResolver:
             out = out.union(other)
         return out
 
-    @staticmethod
-    def _expand(location: str, which: str, path: str | None) -> list[str]:
+    def _expand(self, location: str, which: str, path: str | None) -> list[str]:
         if which == "uri_path_glob":
             files = sorted(_glob.glob(location))
         elif which == "uri_folder" or os.path.isdir(location):
@@ -310,7 +314,7 @@ class TableResolver:
             files = [location]
         if not files or not all(os.path.exists(f) for f in files):
             raise PlanError(f"no such file: {location}", path)
-        return files
+        return [self.files.check(f, path) for f in files]
 
     def _parquet_slice(self, location: str, which: str, start: int, length: int, path: str | None) -> DataFrame:
         import pyarrow as pa
