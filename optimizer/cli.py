@@ -36,9 +36,10 @@ def _add_common_output(p: argparse.ArgumentParser, formats: Sequence[str], defau
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from optimizer.plan_io import load_plan, save_plan
+    from optimizer.plan_io import check_output, load_plan, save_plan
     from optimizer.schema import raise_for_problems
 
+    check_output(args.output)
     plan = load_plan(args.input)
     raise_for_problems(plan)
     save_plan(plan, args.output, format=args.format)
@@ -47,9 +48,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.explain import explain_plan
-    from optimizer.plan_io import load_plan
+    from optimizer.plan_io import check_output, load_plan
     from optimizer.schema import raise_for_problems
 
+    check_output(args.output)
     plan = load_plan(args.input)
     raise_for_problems(plan)
     annotate = None
@@ -72,8 +74,9 @@ def _write_text(dest: str, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        with open(dest, "w", encoding="utf-8") as f:
-            f.write(text)
+        from optimizer.plan_io import write_file
+
+        write_file(dest, text.encode("utf-8"))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -52,11 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = load_plan(source)
         raise_for_problems(plan)
         plans.append((source, plan))
+    out_dir = _check_out_dir(args.out)
     spark = get_spark(args.master)
     backend = SparkBackend(spark, tables=args.tables, files=file_access(args))
-    out_dir = Path(args.out) if args.out else None
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
     worst = 0
     for source, plan in plans:
         name = plan_name(source)
@@ -74,8 +72,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         if out_dir:
             import pyarrow.parquet as pq
 
-            pq.write_table(table, out_dir / f"{name}.parquet")
+            from optimizer.plan_io import atomic_path
+
+            with atomic_path(out_dir / f"{name}.parquet") as tmp:
+                pq.write_table(table, tmp)
     return worst
+
+
+def _check_out_dir(out: str | None) -> Path | None:
+    """``--out`` made and checked before Spark starts: a directory we can write into, else exit 2."""
+    if not out:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise PlanError("--out is not a directory", out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PlanError(f"--out cannot be created: {exc.strerror or exc}", out) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PlanError("--out is not writable", out)
+    return path
 
 
 def register(sub, name: str, help_text: str) -> None:

@@ -91,6 +91,18 @@ def count_rows(backend, plan: Plan) -> int:
         raise _execution_error(exc) from None
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every infinite or NaN float as ``null``: JSON has no Infinity (an unknown or
+    unbounded estimate)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def actual_rows(g: nx.DiGraph, backend, nodes: list[int] | None = None,
                 on_error: Callable[[int, Exception], None] | None = None) -> dict[int, int | None]:
     """Rows Spark produces for the subtree of each node (``None`` where it could not run)."""
@@ -285,7 +297,7 @@ def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
         backend = SparkBackend(spark, tables=getattr(args, "tables", None), files=file_access(args))
         ann.actual = actual_rows(g, backend)
     if getattr(args, "format", "text") == "json":
-        _write_text(args.output, json.dumps(ann.records(), indent=1) + "\n")
+        _write_text(args.output, json.dumps(_finite(ann.records()), indent=1, allow_nan=False) + "\n")
         return 0
     from optimizer.explain import explain_dag
 

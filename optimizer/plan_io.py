@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from substrait.proto import Plan
 
-from optimizer.errors import PlanError
+from optimizer.errors import ExecutionError, PlanError
 from optimizer.upgrade import parse_json_plan, upgrade_binary_plan
 
 FORMATS = ("json", "binpb", "text")
@@ -77,12 +77,15 @@ def _read_source(source: Source) -> tuple[bytes, str]:
     """The raw bytes of a source and a name for messages."""
     if isinstance(source, bytes | bytearray):
         return bytes(source), "<bytes>"
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and (not source.lstrip().startswith("{")
+                                                                       or _is_file(source))):
         name = os.fspath(source)
         if name == "-":
             return sys.stdin.buffer.read(), "<stdin>"
         try:
             return Path(name).read_bytes(), name
+        except ValueError:  # a NUL in the name
+            raise PlanError("file name contains a NUL byte", repr(name)) from None
         except FileNotFoundError:
             raise PlanError("no such file", name) from None
         except IsADirectoryError:
@@ -95,6 +98,62 @@ def _read_source(source: Source) -> tuple[bytes, str]:
         data = source.read()
         return (data.encode("utf-8") if isinstance(data, str) else bytes(data)), getattr(source, "name", "<stream>")
     raise PlanError(f"cannot read a plan from a {type(source).__name__}")
+
+
+def _is_file(text: str) -> bool:
+    """Whether a string names an existing file (a path that exists is a path, even ``{a}.json``)."""
+    try:
+        return "\n" not in text and os.path.isfile(text)
+    except (ValueError, OSError):
+        return False
+
+
+def check_output(dest: str | os.PathLike) -> None:
+    """Refuse an output path that cannot be written, before any work: exit 2 naming it."""
+    name = os.fspath(dest)
+    if name == "-":
+        return
+    if "\x00" in name:
+        raise PlanError("output file name contains a NUL byte", repr(name))
+    target = Path(name)
+    if target.is_dir():
+        raise PlanError("is a directory, not an output file", name)
+    parent = target.parent
+    if not parent.is_dir():
+        raise PlanError("no such directory for the output file", name)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PlanError("the output file's directory is not writable", name)
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | os.PathLike):
+    """A temporary path beside ``dest`` to write to; renamed onto ``dest`` when the block succeeds.
+
+    On failure the temporary file is removed and ``dest`` is as it was: an ``OSError`` (disk full,
+    file-size limit) is an :class:`~optimizer.errors.ExecutionError` (exit 3) naming ``dest``.
+    """
+    check_output(dest)
+    target = Path(os.fspath(dest))
+    tmp = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ExecutionError(f"cannot write: {exc.strerror or exc}; the file is unchanged", os.fspath(dest)) from None
+    finally:
+        if tmp.exists():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def write_file(dest: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``dest`` atomically: all of it, or the old file unchanged (see :func:`atomic_path`)."""
+    with atomic_path(dest) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def _looks_like_json(data: bytes) -> bool:
@@ -294,7 +353,7 @@ def save_plan(plan: Plan, dest: str | os.PathLike | IO[Any], format: str | None 
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
             return
-        Path(dest).write_bytes(data)
+        write_file(dest, data)
         return
     if isinstance(dest, io.TextIOBase):
         dest.write(data.decode("utf-8") if format != "binpb" else data.decode("latin-1"))

@@ -150,3 +150,160 @@ def test_item2_files_are_confined_to_the_tables(spark, tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", str(plan), "--tables", str(tables), "--allow-any-path"]) == 0
     assert "12345 rows" in capsys.readouterr().out
+
+
+# -- 4. Atomic writes ----------------------------------------------------------------------------
+
+
+def test_item4_a_failed_write_leaves_the_old_file(tmp_path):
+    import resource
+
+    from optimizer.corpus import corpus_root
+
+    plan = tmp_path / "q3.json"
+    original = (corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"
+                ).read_bytes()
+    plan.write_bytes(original)
+    limit = len(original)  # the optimized JSON is longer than the input: its write hits the limit
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run([sys.executable, "-m", "optimizer.cli", "optimize", str(plan), "-o", str(plan)],
+                          capture_output=True, timeout=120, preexec_fn=small_files)
+    err = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 3 and len(err) == 1 and "cannot write" in err[0] and str(plan) in err[0], err
+    assert plan.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q3.json"]  # no temporary file left
+
+
+# -- 5. Costs saturate -----------------------------------------------------------------------------
+
+
+def _with_hints(rows: float) -> dict:
+    from optimizer.corpus import corpus_root
+
+    doc = json.loads((corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/"
+                      "q03-isthmus_plan.json").read_text())
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if isinstance(x.get("read"), dict):
+                x["read"].setdefault("common", {})["hint"] = {"stats": {"rowCount": rows, "recordSize": 1e300}}
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return doc
+
+
+def test_item5_huge_hints_and_statistics_saturate(tmp_path, capsys):
+    for rows in (1e200, 1.7e308):
+        plan = tmp_path / "p.json"
+        plan.write_text(json.dumps(_with_hints(rows)))
+        assert main(["optimize", str(plan), "-o", str(tmp_path / "o.json")]) == 0, capsys.readouterr().err
+        assert load_plan(str(tmp_path / "o.json")).relations
+    stats = tmp_path / "s.json"
+    stats.write_text(json.dumps({"tables": {t: {"row_count": 1e308, "size_bytes": 1e308}
+                                            for t in ("customer", "orders", "lineitem")}}))
+    plan.write_text(json.dumps(_with_hints(0)))
+    assert main(["optimize", str(plan), "--stats", str(stats), "-o", str(tmp_path / "o.json")]) == 0
+
+
+# -- 8. Usage mistakes are exit 2 with one line ---------------------------------------------------
+
+
+def test_item8_usage_mistakes_are_exit_2(tmp_path, capsys):
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(_vt_plan("x", ["a", "b"])))
+    (tmp_path / "file").write_text("x")
+    stats = tmp_path / "s.json"
+    cases = [
+        (["convert", str(plan), "-o", str(tmp_path / "missing" / "o.json")], "no such directory"),
+        (["convert", str(plan), "-o", str(tmp_path)], "is a directory"),
+        (["optimize", str(plan), "-o", str(tmp_path)], "is a directory"),
+        (["run", str(plan), "--out", str(tmp_path / "file")], "--out is not a directory"),
+        (["convert", str(tmp_path / "a\x00b.json")], "NUL"),
+        (["convert", str(plan), "-o", str(tmp_path / "o\x00.json")], "NUL"),
+    ]
+    for args, words in cases:
+        capsys.readouterr()
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and "internal error" not in err[0], (args, err)
+    for content, words in ((b"\xff\xfe{", "not UTF-8"), (b'{"tables": {"t": {"row_count": ' + b"9" * 5000 + b"}}}",
+                                                          "not usable JSON")):
+        stats.write_bytes(content)
+        capsys.readouterr()
+        assert main(["optimize", str(plan), "--stats", str(stats)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+
+
+# -- 9. Statistics are validated --------------------------------------------------------------------
+
+
+def test_item9_bad_statistics_are_refused(tmp_path, capsys):
+    from substrait.proto import ReadRel
+
+    from cost.statistics import TableStatistics, read_hint
+
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(_with_hints(0)))
+    stats = tmp_path / "s.json"
+    bad = [
+        ({"row_count": -5}, "non-negative"),
+        ({"row_count": True}, "must be a number"),
+        ({"row_count": 10, "columns": {"c_custkey": {"avg_len": -8}}}, "non-negative"),
+        ({"row_count": 10, "columns": {"c_custkey": {"data_type": "bigint", "min": "a"}}}, "not a number"),
+        ({"row_count": 10, "columns": {"c_name": {"data_type": "string", "max": 5}}}, "not a string"),
+        ({"row_count": 10, "columns": {"c_custkey": {"ndv": "many"}}}, "must be a number"),
+    ]
+    for entry, words in bad:
+        stats.write_text(json.dumps({"tables": {"customer": entry}}))
+        capsys.readouterr()
+        assert main(["optimize", str(plan), "--stats", str(stats)]) == 2, entry
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and "tables.customer" in err[0], err
+    # A table the plan does not read: a warning, and the plan still optimizes.
+    stats.write_text(json.dumps({"tables": {"custmer": {"row_count": 10}}}))
+    capsys.readouterr()
+    assert main(["optimize", str(plan), "--stats", str(stats), "-o", str(tmp_path / "o.json")]) == 0
+    assert "custmer" in capsys.readouterr().err
+    # Hints: negative, NaN and infinite row counts never make a negative or NaN estimate.
+    read = ReadRel()
+    for rows in (-1.0, float("nan")):
+        read.common.hint.stats.row_count = rows
+        read.common.hint.stats.record_size = 8
+        assert read_hint(read) is None
+    read.common.hint.stats.row_count = float("inf")
+    assert read_hint(read)[0] == 1e18
+    assert TableStatistics.from_json({"row_count": 1e308}).row_count == 1e18
+
+
+# -- 10. JSON output, and a path that exists is a path ---------------------------------------------
+
+
+def test_item10_explain_json_is_json_and_paths_are_paths(tmp_path, capsys):
+    plan = tmp_path / "{a}.json"
+    plan.write_text(json.dumps(_with_hints(1.7e308)))
+    capsys.readouterr()
+    assert main(["explain", str(plan), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+
+    def refuse(constant):
+        raise AssertionError(f"not JSON: {constant}")
+
+    records = json.loads(out, parse_constant=refuse)
+    assert records
+    # A file whose name starts with "{" is read from disk, not parsed as JSON text.
+    brace = tmp_path / "{b"
+    brace.write_text(json.dumps(_vt_plan("x", ["a", "b"])))
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert load_plan("{b").relations
+    finally:
+        os.chdir(cwd)
