@@ -307,3 +307,25 @@ def test_item10_explain_json_is_json_and_paths_are_paths(tmp_path, capsys):
         assert load_plan("{b").relations
     finally:
         os.chdir(cwd)
+
+
+# -- 7. Fetch beyond Spark's int --------------------------------------------------------------------
+
+
+def test_item7_fetch_above_int_max(spark, tmp_path, capsys):
+    from optimizer.spark import SparkBackend
+
+    def plan(**fetch) -> dict:
+        read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"i64": _REQ}]}},
+                         "virtualTable": {"values": [{"fields": [{"i64": str(i)}]} for i in range(3)]}}}
+        return {"relations": [{"root": {"input": {"fetch": {"input": read, **fetch}}, "names": ["a"]}}]}
+
+    big = {"literal": {"i64": str(3 * 10**9)}}
+    table = SparkBackend(spark).execute(load_plan(json.dumps(plan(countExpr=big))))
+    assert sorted(table.column(0).to_pylist()) == [0, 1, 2]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(plan(offsetExpr=big, countExpr={"literal": {"i64": "1"}})))
+    capsys.readouterr()
+    assert main(["run", str(path)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "above Spark's largest OFFSET" in err[0] and "offset_expr" in err[0], err

@@ -200,6 +200,9 @@ class Relation:
     ordered: bool = False  # the DataFrame is globally sorted (Sort/TopN below, order-preserving above)
 
 
+_SPARK_INT_MAX = 2**31 - 1  # Spark's LIMIT and OFFSET take an int
+
+
 class SparkBackend:
     """Runs Substrait plans on Spark.
 
@@ -633,6 +636,9 @@ class _PlanCompiler:
             value = self._const_int(offset_expr, f"{bpath}.{names[0]}", "offset")
             if value is not None and value < 0:
                 raise ExecutionError(f"offset is negative ({value})", f"{bpath}.{names[0]}")
+            if value is not None and value > _SPARK_INT_MAX:
+                raise UnsupportedError(f"offset {value} is above Spark's largest OFFSET ({_SPARK_INT_MAX})",
+                                       f"{bpath}.{names[0]}")
             offset = value or 0
         count = None
         if count_expr is not None:
@@ -641,6 +647,9 @@ class _PlanCompiler:
                 count = None
             elif count is not None and count < 0:
                 raise ExecutionError(f"count is negative ({count})", f"{bpath}.{names[1]}")
+            elif count is not None and count > _SPARK_INT_MAX:
+                # Spark's LIMIT is an int: capped, the same answer for any result Spark can collect.
+                count = _SPARK_INT_MAX
         return offset, count
 
     def _rel_fetch(self, body, bpath: str, outer: Scope | None) -> Relation:
