@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from optimizer.errors import OptimizerError
+from optimizer.interrupt import Interrupted, restore_signals, stop_on_signals, stop_spark
 from optimizer.paths import add_path_argument
 
 PROG = "substrait-opt"
@@ -124,6 +125,7 @@ _EXTRA_COMMANDS: list[tuple[str, str, str]] = [
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    stop_on_signals(None)  # SIGTERM: exit 143 with one line (commands that start Spark also cancel its jobs)
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
@@ -146,14 +148,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: the plan is nested too deeply for this tool (Python's recursion limit)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        stop_spark()
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except Interrupted as exc:
+        stop_spark()
+        print(f"{PROG}: interrupted by {exc}", file=sys.stderr)
+        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - a traceback never reaches the user
         if os.environ.get("SUBSTRAIT_OPT_DEBUG"):
             raise
         text = " ".join(str(exc).split())[:300]
         print(f"{PROG}: internal error: {type(exc).__name__}: {text} (set SUBSTRAIT_OPT_DEBUG=1 for details)", file=sys.stderr)
         return 3
+    finally:
+        restore_signals()
 
 
 def entry() -> None:

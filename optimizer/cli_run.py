@@ -38,6 +38,7 @@ def format_rows(table, limit: int = 5) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from optimizer.interrupt import check_interrupted, stop_on_signals
     from optimizer.paths import file_access
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
@@ -54,6 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         plans.append((source, plan))
     out_dir = _check_out_dir(args.out)
     spark = get_spark(args.master)
+    stop_on_signals(spark)
     backend = SparkBackend(spark, tables=args.tables, files=file_access(args))
     worst = 0
     for source, plan in plans:
@@ -62,6 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             table = backend.execute(plan)
         except OptimizerError as exc:
+            check_interrupted()  # a job cancelled by SIGINT/SIGTERM stops the run, it is not its error
             print(f"substrait-opt: error: {name}: {exc}", file=sys.stderr)
             worst = max(worst, exc.exit_code)
             continue

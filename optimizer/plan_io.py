@@ -33,6 +33,11 @@ MAX_PLAN_DEPTH = 1000
 # piece parsed into the sub-message it belongs to (its depth counts from there).
 _PIECE_DEPTH = 90
 
+#: The most relations a plan may have with every ``ReferenceRel`` replaced by the subtree it names.
+#: Spark (and any consumer that does not share subtrees) works on the expanded tree: 20 levels of a
+#: union of two references to the level below is 2^20 relations, gigabytes and hours.
+MAX_EXPANDED_RELATIONS = 100_000
+
 _deep_lock = threading.Lock()
 _deep_users = 0
 
@@ -190,6 +195,7 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
             raise PlanError(f"not a Substrait plan: malformed protobuf ({exc})", name) from None
     if not plan.relations:
         raise PlanError("the plan has no relations", name)
+    check_expanded_size(plan, name)
     _conform_producer_quirks(plan, name)
     for i, rel in enumerate(plan.relations):
         kind = rel.WhichOneof("rel_type")
@@ -296,6 +302,54 @@ def _merge_pieces(message, data: memoryview, start: int, end: int, depths: dict[
         _merge_pieces(sub, data, value_start, value_end, depths, name)
         if not fd.is_repeated and not message.HasField(fd.name):
             raise PlanError(f"not a Substrait plan: malformed protobuf in field '{fd.name}'", name)
+
+
+def check_expanded_size(plan: Plan, name: str | None = None) -> int:
+    """The number of relations of ``plan`` with its references expanded; a PlanError past
+    :data:`MAX_EXPANDED_RELATIONS`. Counted without recursion and without expanding anything
+    (a cycle of references is left for :func:`optimizer.dag.to_dag` to name)."""
+    local: list[int] = []
+    refs: list[list[int]] = []
+    for entry in plan.relations:
+        kind = entry.WhichOneof("rel_type")
+        start = entry.root.input if kind == "root" else entry.rel if kind == "rel" else None
+        count, named = 0, []
+        stack = [start] if start is not None else []
+        while stack:
+            message = stack.pop()
+            if message.DESCRIPTOR.full_name == "substrait.Rel":
+                count += 1
+                if message.WhichOneof("rel_type") == "reference":
+                    named.append(message.reference.subtree_ordinal)
+            for fd, value in message.ListFields():
+                if fd.message_type is not None:
+                    stack.extend(v for v in (value if fd.is_repeated else [value]) if hasattr(v, "DESCRIPTOR"))
+        local.append(count)
+        refs.append(named)
+    size: dict[int, int] = {}
+    total = 0
+    for first in range(len(local)):
+        stack = [(first, False)]
+        on_path: set[int] = set()
+        while stack:
+            index, done = stack.pop()
+            if done:
+                on_path.discard(index)
+                size[index] = min(local[index] + sum(size.get(r, 0) for r in refs[index] if 0 <= r < len(local)),
+                                  MAX_EXPANDED_RELATIONS + 1)
+                continue
+            if index in size or index in on_path:
+                continue
+            on_path.add(index)
+            stack.append((index, True))
+            stack.extend((r, False) for r in refs[index] if 0 <= r < len(local) and r not in size)
+        if plan.relations[first].WhichOneof("rel_type") == "root":
+            total += size[first]
+    if total > MAX_EXPANDED_RELATIONS:
+        raise PlanError(f"the plan expands to more than {MAX_EXPANDED_RELATIONS} relations when its references "
+                        "are replaced by the subtrees they name (a consumer that does not share subtrees "
+                        "works on all of them)", name)
+    return total
 
 
 def _conform_producer_quirks(plan: Plan, name: str) -> None:

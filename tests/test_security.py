@@ -329,3 +329,78 @@ def test_item7_fetch_above_int_max(spark, tmp_path, capsys):
     assert main(["run", str(path)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "above Spark's largest OFFSET" in err[0] and "offset_expr" in err[0], err
+
+
+# -- 6. Exponential DAGs and signals ---------------------------------------------------------------
+
+
+def test_item6_exponential_dag_is_refused(tmp_path, capsys):
+    from optimizer.plan_io import MAX_EXPANDED_RELATIONS
+
+    def doubling(levels: int) -> str:
+        schema = {"names": ["a"], "struct": {"types": [{"i64": _REQ}]}}
+        rels = [{"rel": {"read": {"baseSchema": schema, "virtualTable": {"values": [{"fields": [{"i64": "1"}]}]}}}}]
+        for i in range(1, levels + 1):
+            refs = [{"reference": {"subtreeOrdinal": i - 1}}] * 2
+            rels.append({"rel": {"set": {"op": "SET_OP_UNION_ALL", "inputs": refs}}})
+        rels.append({"root": {"input": {"reference": {"subtreeOrdinal": levels}}, "names": ["a"]}})
+        return json.dumps({"relations": rels})
+
+    plan = tmp_path / "p.json"
+    plan.write_text(doubling(20))  # 2^21 relations expanded
+    for command in (["run", str(plan)], ["optimize", str(plan)], ["explain", str(plan)]):
+        capsys.readouterr()
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"expands to more than {MAX_EXPANDED_RELATIONS} relations" in err[0], err
+    plan.write_text(doubling(10))  # 2^11: shared subtrees of a fair size still load
+    assert main(["explain", str(plan)]) == 0
+
+
+def _children(pid: int) -> list[int]:
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
+    import os
+    import signal
+    import time
+
+    from datafusion import SessionContext
+    from datafusion.substrait import Producer
+
+    ctx = SessionContext()
+    ctx.register_parquet("lineitem", str(tpch_dir / "lineitem.parquet"))
+    # 3.6 billion pairs, no equi-key: minutes of work.
+    sql = ("SELECT count(*) AS n FROM lineitem a JOIN lineitem b "
+           "ON a.l_orderkey + b.l_orderkey = -1 OR a.l_partkey = -b.l_partkey")
+    plan = tmp_path / "slow.binpb"
+    plan.write_bytes(Producer.to_substrait_plan(ctx.sql(sql).logical_plan(), ctx).encode())
+    proc = subprocess.Popen([sys.executable, "-m", "optimizer.cli", "run", str(plan), "--tables", str(tpch_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    start = time.monotonic()
+    while not _children(proc.pid) and time.monotonic() - start < 60:
+        time.sleep(0.2)
+    jvms = _children(proc.pid)
+    assert jvms, "Spark's JVM did not start"
+    time.sleep(20)  # Spark up and the join running
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert err.decode().strip().splitlines()[-1] == "substrait-opt: interrupted by SIGTERM"
+    deadline = time.monotonic() + 20
+    while any(os.path.exists(f"/proc/{p}") for p in jvms) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [p for p in jvms if os.path.exists(f"/proc/{p}")], "orphaned JVM"

@@ -97,7 +97,7 @@ from substrait.proto import (
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
 from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
 from optimizer.functions import FunctionTable, function_table
-from optimizer.plan_io import deep_messages
+from optimizer.plan_io import check_expanded_size, deep_messages
 from optimizer.spark import sqlframe, sqltext
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
 from optimizer.spark.sqltext import functions as F
@@ -241,6 +241,7 @@ class SparkBackend:
         ``plan``: a ``substrait.proto.Plan`` or anything :func:`optimizer.plan_io.load_plan` reads.
         """
         plan = _as_plan(plan)
+        check_expanded_size(plan)  # Spark works on the tree with every reference expanded
         roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
         if not roots:
             raise PlanError("plan has no root relation", "relations")
