@@ -404,3 +404,16 @@ def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
     while any(os.path.exists(f"/proc/{p}") for p in jvms) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not [p for p in jvms if os.path.exists(f"/proc/{p}")], "orphaned JVM"
+
+
+# -- The hostile fuzz profile (a small run; make fuzz-hostile runs 2,000) ------------------------------
+
+
+def test_hostile_profile_small():
+    from optimizer.difftest.hostile import fuzz, summary
+
+    outcomes = fuzz(inputs=100, seed=7, subprocesses=4)
+    failures = [o for o in outcomes if o.verdict.startswith("FAIL")]
+    assert not failures, summary(outcomes, 0)
+    assert {o.kind for o in outcomes} == {"deep", "literal", "names", "bytes", "json", "hints", "dag", "files"}
+    assert any(o.verdict == "answer" for o in outcomes) and any(o.verdict == "exit 2" for o in outcomes)

@@ -350,7 +350,7 @@ class Outcome:
     kind: str
     command: str
     code: int
-    verdict: str  # "answer", "refused" (exit 2 or 3, one line), or a failure: "FAIL: ..."
+    verdict: str  # "answer", "exit 2" / "exit 3" (with one line), or a failure: "FAIL: ..."
     seconds: float
     stderr: str = ""
 
@@ -389,7 +389,7 @@ def _judge(code: int, out: str, err: str, output: Path | None, command: list[str
                 return f"FAIL: wrong answer: {wrong}"
         return "answer"
     if code in (2, 3) and len(lines) == 1:
-        return "refused"
+        return f"exit {code}"
     return f"FAIL: exit {code} with {len(lines)} stderr lines: {' | '.join(lines)[:300]}"
 
 
@@ -505,9 +505,9 @@ def fuzz(inputs: int = 2000, seed: int = 14, spark: int = 0, subprocesses: int =
 def summary(outcomes: list[Outcome], seconds: float) -> str:
     by = Counter((o.kind, o.verdict if not o.verdict.startswith("FAIL") else "FAIL") for o in outcomes)
     kinds = sorted({o.kind for o in outcomes})
-    lines = [f"{'kind':<8} {'answer':>7} {'refused':>8} {'FAIL':>5}"]
+    lines = [f"{'kind':<8} {'answer':>7} {'exit 2':>7} {'exit 3':>7} {'FAIL':>5}"]
     for k in kinds:
-        lines.append(f"{k:<8} {by[(k, 'answer')]:>7} {by[(k, 'refused')]:>8} {by[(k, 'FAIL')]:>5}")
+        lines.append(f"{k:<8} {by[(k, 'answer')]:>7} {by[(k, 'exit 2')]:>7} {by[(k, 'exit 3')]:>7} {by[(k, 'FAIL')]:>5}")
     modes = Counter(o.command.split()[0] for o in outcomes)
     slowest = max(outcomes, key=lambda o: o.seconds) if outcomes else None
     lines.append(f"{len(outcomes)} checks ({', '.join(f'{n} {m}' for m, n in sorted(modes.items()))}) in {seconds:.0f} s"
