@@ -258,6 +258,11 @@ def _fields(data, start: int, end: int, name: str):
         yield number, wire, tag_start, value_start, pos
 
 
+def check_depth(data: bytes, descriptor, name: str) -> int:
+    """The nesting depth of ``data`` as a ``descriptor`` message; a PlanError past :data:`MAX_PLAN_DEPTH`."""
+    return _message_depths(data, descriptor, name)[0]
+
+
 def _message_depths(data: bytes, descriptor, name: str) -> dict[int, int]:
     """The depth of every message in ``data`` (by its start offset), scanned without recursion."""
     depths: dict[int, int] = {}

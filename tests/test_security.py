@@ -417,3 +417,26 @@ def test_hostile_profile_small():
     assert not failures, summary(outcomes, 0)
     assert {o.kind for o in outcomes} == {"deep", "literal", "names", "bytes", "json", "hints", "dag", "files"}
     assert any(o.verdict == "answer" for o in outcomes) and any(o.verdict == "exit 2" for o in outcomes)
+
+
+def test_item3_old_fields_are_depth_checked_too():
+    """An old-encoding field holding an Expression is parsed by the upgrader: its depth is checked first
+    (in a subprocess: before the check, 20,000 nested casts segfaulted)."""
+    code = """
+from substrait.proto import Expression
+from optimizer.errors import PlanError
+from optimizer.plan_io import deep_messages
+from optimizer.upgrade import _Context, _parse_upgraded
+e = Expression(); x = e
+for _ in range(20000):
+    x = x.cast.input
+x.literal.boolean = True
+with deep_messages():
+    try:
+        _parse_upgraded(Expression, e.SerializeToString(), "p", _Context())
+    except PlanError as exc:
+        print(exc)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().strip() == "p: plan nested too deeply (more than 1000 messages)"
