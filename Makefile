@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install java demo test lint fuzz bench clean
+.PHONY: install java demo test lint fuzz fuzz-hostile bench clean
 
 # System packages: Java for Spark, Graphviz's dot for `explain --format svg`.
 java:
@@ -34,7 +34,7 @@ test: install
 demo: install
 	$(PY) -m optimizer.demo
 
-fuzz: install
+fuzz: install fuzz-hostile
 	$(PY) -m optimizer.difftest.fuzz --long
 
 # e.g. make bench ARGS='--scale 0.01 --queries 3,5'
@@ -43,3 +43,7 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .cache
+
+# Hostile plans (docs/security.md): 2,000 inputs, each a right answer or exit 2/3 with one line.
+fuzz-hostile: install
+	$(PY) -m optimizer.difftest.hostile --inputs 2000 --spark 40 --subprocess 60

@@ -608,9 +608,14 @@ class CardinalityEstimator:
             path = _local_path(getattr(item, which)) if which else None
             if path is None:
                 return None
+            files = getattr(self.statistics, "files", None)
+            if files is not None and not files.allows(path):
+                return None  # outside the table roots: never opened (docs/security.md)
+            if files is not None and files.any_path and (which == "uri_folder" or os.path.isdir(path)):
+                return None  # unconfined (--allow-any-path): a folder is not walked for statistics
             paths = sorted(globlib.glob(path)) if which == "uri_path_glob" else [path]
             for p in paths:
-                if not os.path.exists(p):
+                if not os.path.exists(p) or (files is not None and not files.allows(p)):
                     return None
                 stats = _parquet_stats(p, os.path.getmtime(p))
                 if stats is None:

@@ -98,6 +98,16 @@ class CostConstants:
 DEFAULT_CONSTANTS = CostConstants()
 
 
+#: The largest cost: sums and products of huge estimates saturate here instead of reaching infinity
+#: (an infinite or NaN cost compares false with everything, so no plan would ever be chosen).
+MAX_COST = 1e300
+
+
+def saturate_cost(value: float) -> float:
+    """``value`` capped at :data:`MAX_COST`; NaN (from inf - inf or 0 * inf) is the cap too."""
+    return MAX_COST if not value <= MAX_COST else max(value, 0.0)
+
+
 @dataclass
 class Cost:
     """The cost of some work: ``cpu``, ``io``, ``network``, ``memory`` (ns of one core each)."""
@@ -111,8 +121,8 @@ class Cost:
     @property
     def total(self) -> float:
         k = self.constants
-        return (k.weight_cpu * self.cpu + k.weight_io * self.io + k.weight_network * self.network
-                + k.weight_memory * self.memory)
+        return saturate_cost(k.weight_cpu * self.cpu + k.weight_io * self.io + k.weight_network * self.network
+                             + k.weight_memory * self.memory)
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(self.cpu + other.cpu, self.io + other.io, self.network + other.network,

@@ -185,6 +185,49 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+#: The largest row count, byte size or record size the cost model works with: anything above (a hint of
+#: 1e200 rows, a stats file's 1e308) is read as this much, so products and sums of estimates stay finite.
+MAX_QUANTITY = 1e18
+
+
+def saturate(value: float) -> float:
+    """``value`` capped at :data:`MAX_QUANTITY` (NaN counts as the cap: unknown but huge)."""
+    return MAX_QUANTITY if not value <= MAX_QUANTITY else value
+
+
+def _opt_count(value: Any, name: str) -> float | None:
+    """A non-negative, finite number from a statistics document (saturated), or ``None``; else ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, not {json.dumps(value)[:40]}")
+    number = float(value)
+    if math.isnan(number) or number < 0:
+        raise ValueError(f"{name} must be a non-negative number, not {value}")
+    return saturate(number)
+
+
+_NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long", "float", "double",
+                  "real", "decimal")
+
+
+def _check_bound(value: Any, data_type: Any, name: str) -> Any:
+    """``min``/``max`` of a column: a JSON scalar that fits the column's ``data_type``; else ValueError."""
+    if value is None:
+        return None
+    if not isinstance(value, str | int | float | bool):
+        raise ValueError(f"{name} must be a number, string or boolean")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite")
+    dtype = str(data_type or "").lower().replace(" ", "")
+    numeric = dtype.startswith(_NUMERIC_TYPES)
+    if numeric and not (isinstance(value, int | float) and not isinstance(value, bool)):
+        raise ValueError(f"{name} {json.dumps(value)[:40]} is not a number but the column is {data_type}")
+    if dtype.startswith(("string", "varchar", "char", "date", "timestamp")) and not isinstance(value, str):
+        raise ValueError(f"{name} {json.dumps(value)[:40]} is not a string but the column is {data_type}")
+    return value
+
+
 # --------------------------------------------------------------------------------------------------
 # Data model
 # --------------------------------------------------------------------------------------------------
@@ -279,16 +322,19 @@ class ColumnStatistics:
         if unknown:
             raise ValueError(f"unknown column statistics field(s): {', '.join(sorted(unknown))}")
         hist = data.get("histogram")
-        max_len = data.get("max_len")
+        max_len = _opt_count(data.get("max_len"), "max_len")
+        data_type = data.get("data_type")
+        if data_type is not None and not isinstance(data_type, str):
+            raise ValueError("data_type must be a string")
         return cls(
-            ndv=_opt_float(data.get("ndv")),
-            min=data.get("min"),
-            max=data.get("max"),
-            null_count=_opt_float(data.get("null_count")),
-            avg_len=_opt_float(data.get("avg_len")),
+            ndv=_opt_count(data.get("ndv"), "ndv"),
+            min=_check_bound(data.get("min"), data_type, "min"),
+            max=_check_bound(data.get("max"), data_type, "max"),
+            null_count=_opt_count(data.get("null_count"), "null_count"),
+            avg_len=_opt_count(data.get("avg_len"), "avg_len"),
             max_len=None if max_len is None else int(max_len),
             histogram=None if hist is None else Histogram.from_json(hist),
-            data_type=data.get("data_type"),
+            data_type=data_type,
         )
 
 
@@ -361,8 +407,8 @@ class TableStatistics:
         if not isinstance(columns, Mapping):
             raise ValueError("'columns' must be an object mapping column names to statistics")
         return cls(
-            row_count=_opt_float(data.get("row_count")),
-            size_bytes=_opt_float(data.get("size_bytes")),
+            row_count=_opt_count(data.get("row_count"), "row_count"),
+            size_bytes=_opt_count(data.get("size_bytes"), "size_bytes"),
             columns={str(name): ColumnStatistics.from_json(col) for name, col in columns.items()},
         )
 
@@ -430,7 +476,7 @@ def read_hint(rel: Any) -> tuple[float, float | None] | None:
     row_count, record_size = float(stats.row_count), float(stats.record_size)
     if (row_count == 0 and record_size == 0) or row_count < 0 or math.isnan(row_count):
         return None
-    return row_count, (record_size if record_size > 0 else None)
+    return saturate(row_count), (saturate(record_size) if record_size > 0 else None)
 
 
 class MemoryStatistics(StatisticsProvider):
@@ -467,11 +513,15 @@ class FileStatistics(MemoryStatistics):
         self.path = Path(path).expanduser()
         where = str(self.path)
         try:
-            document = json.loads(self.path.read_text())
+            document = json.loads(self.path.read_text(encoding="utf-8"))
         except OSError as e:
-            raise PlanError(f"cannot read statistics file: {e.strerror or e}", where) from e
+            raise PlanError(f"cannot read statistics file: {e.strerror or e}", where) from None
+        except UnicodeDecodeError:
+            raise PlanError("statistics file is not UTF-8 text", where) from None
         except json.JSONDecodeError as e:
-            raise PlanError(f"statistics file is not valid JSON: {e}", where) from e
+            raise PlanError(f"statistics file is not valid JSON: {e}", where) from None
+        except (ValueError, RecursionError) as e:  # a 5000-digit integer, nesting too deep
+            raise PlanError(f"statistics file is not usable JSON: {' '.join(str(e).split())[:120]}", where) from None
         for name, stats in parse_document(document, where).items():
             self.add(name, stats)
 
@@ -487,8 +537,8 @@ def parse_document(document: Any, where: str = "statistics") -> dict[str, TableS
     for key, entry in document["tables"].items():
         try:
             stats = TableStatistics.from_json(entry)
-        except (ValueError, TypeError, KeyError, IndexError) as e:
-            raise PlanError(f"tables.{key}: {e}", where) from e
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
+            raise PlanError(f"tables.{key}: {e}", where) from None
         name = entry.get("name") or key
         out.pop(name, None)  # a later entry of the same name wins (and moves last)
         out[name] = stats
@@ -1160,8 +1210,9 @@ class CompositeStatistics(StatisticsProvider):
     providers. ``relation_hint`` is the first provider's hint that is not ``None``. Results are memoised.
     """
 
-    def __init__(self, providers: Iterable[StatisticsProvider]) -> None:
+    def __init__(self, providers: Iterable[StatisticsProvider], files: Any = None) -> None:
         self.providers = list(providers)
+        self.files = files  # FileAccess for the plan's local files (None: any file)
         self._memo: dict[str, TableStatistics | None] = {}
 
     def table(self, name: TableName) -> TableStatistics | None:
@@ -1207,11 +1258,14 @@ def default_statistics(
     *,
     catalog: str | bool | None = None,
     analyze_tables: bool = False,
+    files: Any = None,
 ) -> CompositeStatistics:
     """The usual stack, in precedence order: plan hints (relation level), the explicit ``stats_file``,
     Spark ANALYZE (when both ``spark`` and ``tables`` are given), Parquet footers (when ``tables``
     is given), the Spark catalog (when ``spark`` and ``catalog`` are given: a database name, or
-    ``True`` for the current database; ``analyze_tables`` runs ANALYZE TABLE on them first)."""
+    ``True`` for the current database; ``analyze_tables`` runs ANALYZE TABLE on them first).
+    ``files`` (:class:`~optimizer.paths.FileAccess`): the files a plan's ``local_files`` may be read
+    for statistics (``None``: any); files outside it are not opened (no statistics)."""
     providers: list[StatisticsProvider] = [HintStatistics()]
     if stats_file is not None:
         providers.append(FileStatistics(stats_file))
@@ -1222,7 +1276,9 @@ def default_statistics(
         providers.append(ParquetStatistics(resolved))
     if spark is not None and catalog:
         providers.append(CatalogStatistics(spark, None if catalog is True else catalog, analyze=analyze_tables))
-    return CompositeStatistics(providers)
+    composite = CompositeStatistics(providers)
+    composite.files = files
+    return composite
 
 
 __all__ = [

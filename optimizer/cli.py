@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from optimizer.errors import OptimizerError
+from optimizer.interrupt import Interrupted, restore_signals, stop_on_signals, stop_spark
+from optimizer.paths import add_path_argument
 
 PROG = "substrait-opt"
 
@@ -35,9 +37,10 @@ def _add_common_output(p: argparse.ArgumentParser, formats: Sequence[str], defau
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from optimizer.plan_io import load_plan, save_plan
+    from optimizer.plan_io import check_output, load_plan, save_plan
     from optimizer.schema import raise_for_problems
 
+    check_output(args.output)
     plan = load_plan(args.input)
     raise_for_problems(plan)
     save_plan(plan, args.output, format=args.format)
@@ -46,9 +49,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.explain import explain_plan
-    from optimizer.plan_io import load_plan
+    from optimizer.plan_io import check_output, load_plan
     from optimizer.schema import raise_for_problems
 
+    check_output(args.output)
     plan = load_plan(args.input)
     raise_for_problems(plan)
     annotate = None
@@ -71,8 +75,9 @@ def _write_text(dest: str, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        with open(dest, "w", encoding="utf-8") as f:
-            f.write(text)
+        from optimizer.plan_io import write_file
+
+        write_file(dest, text.encode("utf-8"))
 
 
 def package_version() -> str:
@@ -111,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     from optimizer.cli_spark import add_spark_args
 
     add_spark_args(p)
+    add_path_argument(p)
     p.set_defaults(func=cmd_explain)
 
     for name, module, help_text in _EXTRA_COMMANDS:
@@ -132,13 +138,17 @@ _EXTRA_COMMANDS: list[tuple[str, str, str]] = [
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    stop_on_signals(None)  # SIGTERM: exit 143 with one line (commands that start Spark also cancel its jobs)
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
             parser.print_help(sys.stderr)
             return 2
         func: Callable[[argparse.Namespace], int] = args.func
-        return func(args)
+        from optimizer.plan_io import deep_messages
+
+        with deep_messages():
+            return func(args)
     except UsageError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -151,14 +161,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: the plan is nested too deeply for this tool (Python's recursion limit)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        stop_spark()
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except Interrupted as exc:
+        stop_spark()
+        print(f"{PROG}: interrupted by {exc}", file=sys.stderr)
+        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - a traceback never reaches the user
         if os.environ.get("SUBSTRAIT_OPT_DEBUG"):
             raise
         text = " ".join(str(exc).split())[:300]
         print(f"{PROG}: internal error: {type(exc).__name__}: {text} (set SUBSTRAIT_OPT_DEBUG=1 for details)", file=sys.stderr)
         return 3
+    finally:
+        restore_signals()
 
 
 def entry() -> None:

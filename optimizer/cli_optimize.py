@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from optimizer.errors import PlanError
+from optimizer.paths import add_path_argument, file_access
 
 
 def add_statistics_args(p: argparse.ArgumentParser) -> None:
@@ -18,6 +19,7 @@ def add_statistics_args(p: argparse.ArgumentParser) -> None:
     from optimizer.cli_spark import add_spark_args
 
     add_spark_args(p)
+    add_path_argument(p)
 
 
 def statistics_from_args(args: argparse.Namespace):
@@ -36,18 +38,42 @@ def statistics_from_args(args: argparse.Namespace):
     wants_spark = catalog or (tables and not getattr(args, "no_spark_stats", False))
     spark = lazy_spark_from_args(args) if wants_spark else None
     return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None),
-                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False))
+                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
+                              files=file_access(args))
+
+
+def warn_unknown_tables(plan, statistics) -> None:
+    """One warning line on stderr per table of the ``--stats`` file that the plan does not read."""
+    from cost.statistics import FileStatistics, table_key
+
+    read = set()
+    stack = list(plan.relations)
+    while stack:  # every message of the plan, without recursion
+        message = stack.pop()
+        if message.DESCRIPTOR.full_name == "substrait.ReadRel" and message.HasField("named_table"):
+            read.add(table_key(list(message.named_table.names)))
+        for fd, value in message.ListFields():
+            if fd.message_type is not None:
+                stack.extend(v for v in (value if fd.is_repeated else [value]) if hasattr(v, "DESCRIPTOR"))
+    for provider in getattr(statistics, "providers", []):
+        if isinstance(provider, FileStatistics):
+            for name in provider.names():
+                if table_key(name) not in read:
+                    print(f"substrait-opt: warning: {provider.path}: table '{name}' is not read by the plan "
+                          "(its statistics are not used)", file=sys.stderr)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
     from optimizer.driver import Optimizer
-    from optimizer.plan_io import load_plan, save_plan
+    from optimizer.plan_io import check_output, load_plan, save_plan, write_file
     from optimizer.schema import raise_for_problems
 
+    check_output(args.output)
     plan = load_plan(args.input)
     raise_for_problems(plan)
     statistics = statistics_from_args(args)
+    warn_unknown_tables(plan, statistics)
     capabilities = load_capabilities(args.capabilities) if args.capabilities else default_capabilities()
     result = Optimizer(statistics=statistics, capabilities=capabilities).run(plan)
     if args.explain and args.format in ("dot", "svg"):
@@ -58,8 +84,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if args.output == "-":
             sys.stdout.write(text)
         else:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            write_file(args.output, text.encode("utf-8"))
         return 0
     if args.format in ("dot", "svg"):
         raise PlanError(f"--format {args.format} draws the plans: use it with --explain")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-from optimizer.errors import OptimizerError
+from optimizer.errors import OptimizerError, PlanError
+from optimizer.paths import add_path_argument
 
 
 def plan_name(source: str) -> str:
@@ -37,6 +39,7 @@ def format_rows(table, limit: int = 5) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from optimizer.cli_spark import backend_from_args, check_tables_arg
+    from optimizer.interrupt import check_interrupted, stop_on_signals
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
 
@@ -47,10 +50,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = load_plan(source)
         raise_for_problems(plan)
         plans.append((source, plan))
+    out_dir = _check_out_dir(args.out)
     backend = backend_from_args(args)
-    out_dir = Path(args.out) if args.out else None
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    stop_on_signals(backend.spark)
     worst = 0
     for source, plan in plans:
         name = plan_name(source)
@@ -58,6 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             table = backend.execute(plan)
         except OptimizerError as exc:
+            check_interrupted()  # a job cancelled by SIGINT/SIGTERM stops the run, it is not its error
             print(f"substrait-opt: error: {name}: {exc}", file=sys.stderr)
             worst = max(worst, exc.exit_code)
             continue
@@ -68,8 +71,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         if out_dir:
             import pyarrow.parquet as pq
 
-            pq.write_table(table, out_dir / f"{name}.parquet")
+            from optimizer.plan_io import atomic_path
+
+            with atomic_path(out_dir / f"{name}.parquet") as tmp:
+                pq.write_table(table, tmp)
     return worst
+
+
+def _check_out_dir(out: str | None) -> Path | None:
+    """``--out`` made and checked before Spark starts: a directory we can write into, else exit 2."""
+    if not out:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise PlanError("--out is not a directory", out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PlanError(f"--out cannot be created: {exc.strerror or exc}", out) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PlanError("--out is not writable", out)
+    return path
 
 
 def register(sub, name: str, help_text: str) -> None:
@@ -80,6 +102,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--tables", help="directory of the tables: DIR/<name>.parquet or DIR/<name>/; a path, file:// "
                                    "or any URI Spark reads (s3a://, hdfs://...); tables already in the "
                                    "Spark catalog work too")
+    add_path_argument(p)
     p.add_argument("--out", help="write each result as OUT/<plan name>.parquet")
     p.add_argument("--show", type=int, default=5, metavar="N", help="rows to print per plan (default 5; 0 for none)")
     from optimizer.cli_spark import add_spark_args

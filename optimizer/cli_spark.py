@@ -100,9 +100,12 @@ def backend_from_args(args: argparse.Namespace, spark=None):
     """A :class:`~optimizer.spark.SparkBackend` on ``spark`` (default :func:`spark_from_args`) reading
     ``--tables`` and ``--catalog``."""
     check_tables_arg(getattr(args, "tables", None))
+    from optimizer.paths import file_access
     from optimizer.spark import SparkBackend
     from optimizer.spark.tables import TableResolver
 
     spark = spark if spark is not None else spark_from_args(args)
-    resolver = TableResolver(spark, getattr(args, "tables", None) or None, database=getattr(args, "catalog", None))
-    return SparkBackend(spark, tables=resolver)
+    files = file_access(args)
+    resolver = TableResolver(spark, getattr(args, "tables", None) or None, database=getattr(args, "catalog", None),
+                             files=files)
+    return SparkBackend(spark, tables=resolver, files=files)

@@ -40,6 +40,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from substrait.proto import Plan, PlanRel, Rel
 
 from optimizer.errors import PlanError
+from optimizer.plan_io import deep_messages
 
 _REL = Rel.DESCRIPTOR.full_name
 
@@ -216,6 +217,7 @@ def topological_from_roots(g: nx.DiGraph) -> Iterator[int]:
     return iter(nx.topological_sort(g))
 
 
+@deep_messages()
 def from_dag(g: nx.DiGraph) -> Plan:
     """Write a DAG back as a plan; shared nodes become a ``PlanRel.rel`` and ``ReferenceRel``s."""
     if not nx.is_directed_acyclic_graph(g):

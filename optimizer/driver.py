@@ -17,7 +17,7 @@ from substrait.proto import Plan
 from optimizer.dag import annotate_schemas, from_dag, inputs, to_dag
 from optimizer.engine import PHASES, PhaseReport, Rule, run_phase
 from optimizer.expr_utils import FunctionRegistrar
-from optimizer.plan_io import load_plan
+from optimizer.plan_io import deep_messages, load_plan
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,7 @@ class Optimizer:
             rules = RULES
         self.rules = [r for r in rules if r.name not in self.config.disabled_rules]
 
+    @deep_messages()
     def run(self, plan: Plan | Any) -> OptimizeResult:
         start = time.perf_counter()
         plan = load_plan(plan)

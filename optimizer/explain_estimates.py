@@ -35,6 +35,7 @@ from substrait.proto import Plan
 
 from optimizer.dag import from_dag, input_fields, inputs, to_dag
 from optimizer.errors import OptimizerError, PlanError
+from optimizer.paths import file_access
 
 # --------------------------------------------------------------------------------------------------
 # Subtrees and actual rows
@@ -88,6 +89,18 @@ def count_rows(backend, plan: Plan) -> int:
         raise
     except Exception as exc:  # Spark job failures
         raise _execution_error(exc) from None
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every infinite or NaN float as ``null``: JSON has no Infinity (an unknown or
+    unbounded estimate)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def actual_rows(g: nx.DiGraph, backend, nodes: list[int] | None = None,
@@ -269,7 +282,8 @@ def _statistics(args: argparse.Namespace, spark: Any) -> Any:
 
         spark = lazy_spark_from_args(args)
     return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
-                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False))
+                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
+                              files=file_access(args))
 
 
 def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
@@ -289,7 +303,7 @@ def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
 
         ann.actual = actual_rows(g, backend_from_args(args, spark))
     if getattr(args, "format", "text") == "json":
-        _write_text(args.output, json.dumps(ann.records(), indent=1) + "\n")
+        _write_text(args.output, json.dumps(_finite(ann.records()), indent=1, allow_nan=False) + "\n")
         return 0
     from optimizer.explain import explain_dag
 

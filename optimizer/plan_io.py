@@ -5,10 +5,12 @@ Older encodings are upgraded losslessly on the way in (see :mod:`optimizer.upgra
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,27 +18,62 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from substrait.proto import Plan
 
-from optimizer.errors import PlanError
+from optimizer.errors import ExecutionError, PlanError
 from optimizer.upgrade import parse_json_plan, upgrade_binary_plan
 
 FORMATS = ("json", "binpb", "text")
 
 
-def _allow_deep_messages() -> None:
-    """Lift protobuf's nesting limit of 100 for decoding (and for ``CopyFrom``, which decodes).
+#: The deepest nesting of messages a plan may have (a left-deep tree of 100 joins with a projection and a
+#: filter per join is about 600 deep). Deeper plans are refused with a PlanError before anything recurses.
+MAX_PLAN_DEPTH = 1000
 
-    A left-deep tree of 30 joins, or a long chain of nested ORs, is deeper than 100 messages: with the
-    default limit such a real plan fails to load or to copy ("Error parsing message").
-    """
+# Protobuf's own decoder (upb) refuses messages nested deeper than 100 unless the limit is lifted for the
+# whole process; it stays in place here. A deeper plan is decoded in pieces of at most this depth, each
+# piece parsed into the sub-message it belongs to (its depth counts from there).
+_PIECE_DEPTH = 90
+
+#: The most relations a plan may have with every ``ReferenceRel`` replaced by the subtree it names.
+#: Spark (and any consumer that does not share subtrees) works on the expanded tree: 20 levels of a
+#: union of two references to the level below is 2^20 relations, gigabytes and hours.
+MAX_EXPANDED_RELATIONS = 100_000
+
+_deep_lock = threading.Lock()
+_deep_users = 0
+
+
+def _set_oversize(allow: bool) -> None:
     for module in ("google._upb._message", "google.protobuf.pyext._message"):
         try:
-            __import__(module, fromlist=["SetAllowOversizeProtos"]).SetAllowOversizeProtos(True)
+            __import__(module, fromlist=["SetAllowOversizeProtos"]).SetAllowOversizeProtos(allow)
             return
         except (ImportError, AttributeError):
             continue
 
 
-_allow_deep_messages()
+@contextlib.contextmanager
+def deep_messages():
+    """Within this block (or function, as a decorator), protobuf copies messages deeper than 100.
+
+    Building a message from a deep one (``PlanRel(rel=r)``, ``relations.append(...)``, ``MergeFrom``)
+    re-decodes it under protobuf's depth limit of 100, so a left-deep tree of 30 joins could not be
+    rebuilt. The optimizer's entry points (the CLI, :meth:`optimizer.driver.Optimizer.run`, :func:`optimizer.dag.from_dag`,
+    :meth:`optimizer.spark.SparkBackend.to_dataframe`) lift it while they work on plans that
+    :func:`parse_binary` has checked (at most :data:`MAX_PLAN_DEPTH` deep), and put protobuf's default
+    back when the outermost block ends. Nothing else is decoded inside such a block.
+    """
+    global _deep_users
+    with _deep_lock:
+        _deep_users += 1
+        if _deep_users == 1:
+            _set_oversize(True)
+    try:
+        yield
+    finally:
+        with _deep_lock:
+            _deep_users -= 1
+            if _deep_users == 0:
+                _set_oversize(False)
 
 Source = str | os.PathLike | bytes | bytearray | IO[Any] | Plan
 
@@ -45,12 +82,15 @@ def _read_source(source: Source) -> tuple[bytes, str]:
     """The raw bytes of a source and a name for messages."""
     if isinstance(source, bytes | bytearray):
         return bytes(source), "<bytes>"
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and (not source.lstrip().startswith("{")
+                                                                       or _is_file(source))):
         name = os.fspath(source)
         if name == "-":
             return sys.stdin.buffer.read(), "<stdin>"
         try:
             return Path(name).read_bytes(), name
+        except ValueError:  # a NUL in the name
+            raise PlanError("file name contains a NUL byte", repr(name)) from None
         except FileNotFoundError:
             raise PlanError("no such file", name) from None
         except IsADirectoryError:
@@ -65,6 +105,62 @@ def _read_source(source: Source) -> tuple[bytes, str]:
     raise PlanError(f"cannot read a plan from a {type(source).__name__}")
 
 
+def _is_file(text: str) -> bool:
+    """Whether a string names an existing file (a path that exists is a path, even ``{a}.json``)."""
+    try:
+        return "\n" not in text and os.path.isfile(text)
+    except (ValueError, OSError):
+        return False
+
+
+def check_output(dest: str | os.PathLike) -> None:
+    """Refuse an output path that cannot be written, before any work: exit 2 naming it."""
+    name = os.fspath(dest)
+    if name == "-":
+        return
+    if "\x00" in name:
+        raise PlanError("output file name contains a NUL byte", repr(name))
+    target = Path(name)
+    if target.is_dir():
+        raise PlanError("is a directory, not an output file", name)
+    parent = target.parent
+    if not parent.is_dir():
+        raise PlanError("no such directory for the output file", name)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PlanError("the output file's directory is not writable", name)
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | os.PathLike):
+    """A temporary path beside ``dest`` to write to; renamed onto ``dest`` when the block succeeds.
+
+    On failure the temporary file is removed and ``dest`` is as it was: an ``OSError`` (disk full,
+    file-size limit) is an :class:`~optimizer.errors.ExecutionError` (exit 3) naming ``dest``.
+    """
+    check_output(dest)
+    target = Path(os.fspath(dest))
+    tmp = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ExecutionError(f"cannot write: {exc.strerror or exc}; the file is unchanged", os.fspath(dest)) from None
+    finally:
+        if tmp.exists():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def write_file(dest: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``dest`` atomically: all of it, or the old file unchanged (see :func:`atomic_path`)."""
+    with atomic_path(dest) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+
 def _looks_like_json(data: bytes) -> bool:
     head = data.lstrip()[:1]
     return head in (b"{", b"[", b'"') or head.isdigit()
@@ -77,20 +173,20 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
     if _looks_like_json(data):
         try:
             doc = json.loads(data.decode("utf-8"))
+        except RecursionError:
+            raise PlanError("JSON nested too deeply for this tool (Python's recursion limit)", name) from None
         except UnicodeDecodeError:
             raise PlanError("JSON input is not UTF-8", name) from None
         except json.JSONDecodeError as exc:
             raise PlanError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", name) from None
         try:
             plan = parse_json_plan(doc)
+        except RecursionError:
+            raise PlanError("JSON nested too deeply for this tool (Python's recursion limit)", name) from None
         except PlanError as exc:
             raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
     else:
-        plan = Plan()
-        try:
-            plan.ParseFromString(data)
-        except DecodeError as exc:
-            raise PlanError(f"not a Substrait plan: truncated or malformed protobuf ({exc})", name) from None
+        plan = parse_binary(data, name)
         try:
             upgrade_binary_plan(plan)
         except PlanError as exc:
@@ -99,6 +195,7 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
             raise PlanError(f"not a Substrait plan: malformed protobuf ({exc})", name) from None
     if not plan.relations:
         raise PlanError("the plan has no relations", name)
+    check_expanded_size(plan, name)
     _conform_producer_quirks(plan, name)
     for i, rel in enumerate(plan.relations):
         kind = rel.WhichOneof("rel_type")
@@ -107,6 +204,157 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
         if kind == "root" and not rel.root.HasField("input"):
             raise PlanError("the root has no input relation", f"{name}: relations[{i}].root")
     return plan
+
+
+def parse_binary(data: bytes, name: str = "<input>") -> Plan:
+    """A binary plan, nested at most :data:`MAX_PLAN_DEPTH` messages deep; anything else is a PlanError.
+
+    The depth is measured first (a scan of the wire format, no recursion); the plan is then parsed
+    piece by piece, each piece within protobuf's own depth limit (100), which is never relied on being
+    lifted here: a plan protobuf would recurse into too deeply never reaches it.
+    """
+    spans = _message_depths(data, Plan.DESCRIPTOR, name)
+    plan = Plan()
+    try:
+        _merge_pieces(plan, memoryview(data), 0, len(data), spans, name)
+    except DecodeError as exc:
+        raise PlanError(f"not a Substrait plan: truncated or malformed protobuf ({exc})", name) from None
+    return plan
+
+
+def _varint(data: bytes, pos: int, end: int, name: str) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise PlanError("not a Substrait plan: truncated or malformed protobuf (bad varint)", name)
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data, start: int, end: int, name: str):
+    """The fields of one message's bytes: (number, wire type, tag start, value start, value end)."""
+    pos = start
+    while pos < end:
+        tag_start = pos
+        tag, pos = _varint(data, pos, end, name)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            _, pos = _varint(data, pos, end, name)
+            value_start = pos
+        elif wire in (1, 5):
+            value_start = pos
+            pos += 8 if wire == 1 else 4
+        elif wire == 2:
+            length, value_start = _varint(data, pos, end, name)
+            pos = value_start + length
+        else:  # groups (3, 4) and invalid wire types: a Substrait plan has none
+            raise PlanError(f"not a Substrait plan: malformed protobuf (wire type {wire} in field {number})", name)
+        if pos > end or number == 0:
+            raise PlanError("not a Substrait plan: truncated or malformed protobuf", name)
+        yield number, wire, tag_start, value_start, pos
+
+
+def check_depth(data: bytes, descriptor, name: str) -> int:
+    """The nesting depth of ``data`` as a ``descriptor`` message; a PlanError past :data:`MAX_PLAN_DEPTH`."""
+    return _message_depths(data, descriptor, name)[0]
+
+
+def _message_depths(data: bytes, descriptor, name: str) -> dict[int, int]:
+    """The depth of every message in ``data`` (by its start offset), scanned without recursion."""
+    depths: dict[int, int] = {}
+    # Each frame: the message's start, its field iterator, its descriptor, its deepest child so far.
+    stack = [[0, _fields(data, 0, len(data), name), descriptor, 0]]
+    while stack:
+        frame = stack[-1]
+        for number, wire, _, value_start, value_end in frame[1]:
+            fd = frame[2].fields_by_number.get(number) if wire == 2 else None
+            if fd is not None and fd.type == fd.TYPE_MESSAGE:
+                if len(stack) >= MAX_PLAN_DEPTH:
+                    raise PlanError(f"plan nested too deeply (more than {MAX_PLAN_DEPTH} messages)", name)
+                stack.append([value_start, _fields(data, value_start, value_end, name), fd.message_type, 0])
+                break
+        else:
+            stack.pop()
+            depths[frame[0]] = depth = frame[3] + 1
+            if stack:
+                stack[-1][3] = max(stack[-1][3], depth)
+    return depths
+
+
+def _merge_pieces(message, data: memoryview, start: int, end: int, depths: dict[int, int], name: str) -> None:
+    """Parse ``data[start:end]`` into ``message``: its shallow fields at once, each deep one on its own."""
+    if depths[start] <= _PIECE_DEPTH:
+        message.MergeFromString(data[start:end])
+        return
+    fields = list(_fields(data, start, end, name))
+    deep = {number for number, wire, _, vs, _ in fields if wire == 2 and depths.get(vs, 0) >= _PIECE_DEPTH}
+    message.MergeFromString(b"".join(data[ts:ve] for number, _, ts, _, ve in fields if number not in deep))
+    by_number = message.DESCRIPTOR.fields_by_number
+    for number, _, _, value_start, value_end in fields:
+        if number not in deep:
+            continue
+        fd = by_number[number]
+        if fd.message_type.GetOptions().map_entry:
+            raise PlanError(f"plan nested too deeply in map field '{fd.name}'", name)
+        if fd.is_repeated:
+            sub = getattr(message, fd.name).add()
+        else:
+            sub = getattr(message, fd.name)
+        _merge_pieces(sub, data, value_start, value_end, depths, name)
+        if not fd.is_repeated and not message.HasField(fd.name):
+            raise PlanError(f"not a Substrait plan: malformed protobuf in field '{fd.name}'", name)
+
+
+def check_expanded_size(plan: Plan, name: str | None = None) -> int:
+    """The number of relations of ``plan`` with its references expanded; a PlanError past
+    :data:`MAX_EXPANDED_RELATIONS`. Counted without recursion and without expanding anything
+    (a cycle of references is left for :func:`optimizer.dag.to_dag` to name)."""
+    local: list[int] = []
+    refs: list[list[int]] = []
+    for entry in plan.relations:
+        kind = entry.WhichOneof("rel_type")
+        start = entry.root.input if kind == "root" else entry.rel if kind == "rel" else None
+        count, named = 0, []
+        stack = [start] if start is not None else []
+        while stack:
+            message = stack.pop()
+            if message.DESCRIPTOR.full_name == "substrait.Rel":
+                count += 1
+                if message.WhichOneof("rel_type") == "reference":
+                    named.append(message.reference.subtree_ordinal)
+            for fd, value in message.ListFields():
+                if fd.message_type is not None:
+                    stack.extend(v for v in (value if fd.is_repeated else [value]) if hasattr(v, "DESCRIPTOR"))
+        local.append(count)
+        refs.append(named)
+    size: dict[int, int] = {}
+    total = 0
+    for first in range(len(local)):
+        stack = [(first, False)]
+        on_path: set[int] = set()
+        while stack:
+            index, done = stack.pop()
+            if done:
+                on_path.discard(index)
+                size[index] = min(local[index] + sum(size.get(r, 0) for r in refs[index] if 0 <= r < len(local)),
+                                  MAX_EXPANDED_RELATIONS + 1)
+                continue
+            if index in size or index in on_path:
+                continue
+            on_path.add(index)
+            stack.append((index, True))
+            stack.extend((r, False) for r in refs[index] if 0 <= r < len(local) and r not in size)
+        if plan.relations[first].WhichOneof("rel_type") == "root":
+            total += size[first]
+    if total > MAX_EXPANDED_RELATIONS:
+        raise PlanError(f"the plan expands to more than {MAX_EXPANDED_RELATIONS} relations when its references "
+                        "are replaced by the subtrees they name (a consumer that does not share subtrees "
+                        "works on all of them)", name)
+    return total
 
 
 def _conform_producer_quirks(plan: Plan, name: str) -> None:
@@ -164,7 +412,7 @@ def save_plan(plan: Plan, dest: str | os.PathLike | IO[Any], format: str | None 
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
             return
-        Path(dest).write_bytes(data)
+        write_file(dest, data)
         return
     if isinstance(dest, io.TextIOBase):
         dest.write(data.decode("utf-8") if format != "binpb" else data.decode("latin-1"))

@@ -489,6 +489,8 @@ def _wire_fields(data: bytes) -> list[tuple[int, int, Any]]:
 
 
 def _signed64(value: int) -> int:
+    if not isinstance(value, int):  # an old varint field written with another wire type
+        raise PlanError(f"malformed old integer field (wire data {bytes(value)[:16]!r}, expected a varint)")
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
@@ -551,6 +553,9 @@ def _walk_binary(msg: Message, path: str, ctx: _Context, top: bool = False) -> N
 
 
 def _parse_upgraded(cls: type[Message], raw: bytes, path: str, ctx: _Context) -> Message:
+    from optimizer.plan_io import check_depth
+
+    check_depth(raw, cls.DESCRIPTOR, path)  # protobuf's own limit may be lifted (plan_io.deep_messages)
     sub = cls()
     try:
         sub.ParseFromString(raw)
@@ -577,9 +582,11 @@ def _uri_reference_bin(msg, unknown, path, ctx) -> set[int]:
 
 def _fetch_bin(msg, unknown, path, ctx) -> set[int]:
     done = set()
-    for number, _, value in unknown:
+    for number, wire, value in unknown:
         if number not in (3, 4):
             continue
+        if wire != 0:
+            raise PlanError(f"old field {'offset' if number == 3 else 'count'} is not an integer (wire type {wire})", path)
         done.add(number)
         value = _signed64(value)
         if number == 4 and value == -1:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
+from cost.model import saturate_cost
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Rule
 from optimizer.expr_utils import (
@@ -278,7 +279,7 @@ class JoinGraph:
                     sel *= s
         for s in pair_sel.values():
             sel *= s
-        c = max(1.0, self.card[s1] * self.card[s2] * sel)
+        c = saturate_cost(max(1.0, self.card[s1] * self.card[s2] * sel))
         self.card[both] = c
         return c
 
@@ -328,7 +329,7 @@ class JoinGraph:
             if pair_budget is not None and pairs > pair_budget:
                 raise _OverBudget
             out = self.cardinality(s1, s2)
-            c = cost[s1] + cost[s2] + self.join_cost(self.card[s1], self.card[s2], out)
+            c = saturate_cost(cost[s1] + cost[s2] + self.join_cost(self.card[s1], self.card[s2], out))
             both = s1 | s2
             if c < cost.get(both, math.inf):
                 cost[both] = c

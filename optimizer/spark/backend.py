@@ -97,6 +97,7 @@ from substrait.proto import (
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
 from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
 from optimizer.functions import FunctionTable, function_table
+from optimizer.plan_io import check_expanded_size, deep_messages
 from optimizer.spark import sqlframe, sqltext
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
 from optimizer.spark.sqltext import functions as F
@@ -199,11 +200,15 @@ class Relation:
     ordered: bool = False  # the DataFrame is globally sorted (Sort/TopN below, order-preserving above)
 
 
+_SPARK_INT_MAX = 2**31 - 1  # Spark's LIMIT and OFFSET take an int
+
+
 class SparkBackend:
     """Runs Substrait plans on Spark.
 
     ``tables``: a directory of ``<name>.parquet`` files/folders, a mapping ``{name: path | DataFrame}``,
     a :class:`~optimizer.spark.tables.TableResolver`, or ``None`` (Spark catalog only).
+    ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`; ``None``: any).
     ``ignore_best_effort_filter``: skip ``ReadRel.best_effort_filter`` (it may be skipped by definition).
     ``text_plans``: build the plan as Spark SQL text where it can (:mod:`optimizer.spark.sqlframe`), so
     that Spark analyses it once rather than once per relation; if Spark refuses the text, the plan is
@@ -211,7 +216,8 @@ class SparkBackend:
     """
 
     def __init__(
-        self, spark, tables=None, *, ignore_best_effort_filter: bool = False, text_plans: bool = True
+        self, spark, tables=None, *, ignore_best_effort_filter: bool = False, text_plans: bool = True,
+        files=None,
     ) -> None:
         from optimizer.spark.session import is_connect_session
 
@@ -219,7 +225,7 @@ class SparkBackend:
             raise UnsupportedError("the Spark backend needs a classic Spark session: it cannot run over "
                                    "Spark Connect (--remote); use --master or a local session")
         self.spark = spark
-        self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables)
+        self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables, files=files)
         self.ignore_best_effort_filter = ignore_best_effort_filter
         self.text_plans = text_plans
         self._counter = itertools.count()
@@ -232,6 +238,7 @@ class SparkBackend:
 
     # -------------------------------------------------------------------------------- public API
 
+    @deep_messages()
     def to_dataframe(self, plan, root: int = 0) -> DataFrame:
         """The lazy DataFrame of the ``root``-th ``RelRoot`` of ``plan`` (``plan.relations`` entries that
         are plain ``rel``s, i.e. shared subtrees, are not counted), columns named by ``RelRoot.names``.
@@ -239,6 +246,7 @@ class SparkBackend:
         ``plan``: a ``substrait.proto.Plan`` or anything :func:`optimizer.plan_io.load_plan` reads.
         """
         plan = _as_plan(plan)
+        check_expanded_size(plan)  # Spark works on the tree with every reference expanded
         roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
         if not roots:
             raise PlanError("plan has no root relation", "relations")
@@ -634,6 +642,9 @@ class _PlanCompiler:
             value = self._const_int(offset_expr, f"{bpath}.{names[0]}", "offset")
             if value is not None and value < 0:
                 raise ExecutionError(f"offset is negative ({value})", f"{bpath}.{names[0]}")
+            if value is not None and value > _SPARK_INT_MAX:
+                raise UnsupportedError(f"offset {value} is above Spark's largest OFFSET ({_SPARK_INT_MAX})",
+                                       f"{bpath}.{names[0]}")
             offset = value or 0
         count = None
         if count_expr is not None:
@@ -642,6 +653,9 @@ class _PlanCompiler:
                 count = None
             elif count is not None and count < 0:
                 raise ExecutionError(f"count is negative ({count})", f"{bpath}.{names[1]}")
+            elif count is not None and count > _SPARK_INT_MAX:
+                # Spark's LIMIT is an int: capped, the same answer for any result Spark can collect.
+                count = _SPARK_INT_MAX
         return offset, count
 
     def _rel_fetch(self, body, bpath: str, outer: Scope | None) -> Relation:

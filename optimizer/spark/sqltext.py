@@ -105,9 +105,16 @@ def set_session(spark) -> None:
 
 
 def _string(value: str) -> str | None:
+    """A string literal that Spark reads back exactly: backslash, quote, the separator and ``$`` escaped.
+
+    ``$`` is written ``\\u0024``: Spark substitutes ``${env:X}``, ``${system:X}``, ``${sparkconf:X}`` in
+    SQL text before parsing it (``spark.sql.variable.substitute``, on by default) and unescapes
+    ``\\u0024`` only afterwards, so no ``${`` is in the text the substitution sees.
+    """
     if not _backslash_escapes:
         return None
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'").replace(_SEPARATOR, "\\u0000")
+    escaped = (value.replace("\\", "\\\\").replace("'", "\\'").replace(_SEPARATOR, "\\u0000")
+               .replace("$", "\\u0024"))
     return f"'{escaped}'"
 
 
@@ -147,6 +154,16 @@ def _type_sql(data_type: Any) -> str | None:
 
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def text_name(name: str) -> bool:
+    """Whether a name can be written in SQL text as a back-quoted identifier and read back as written.
+
+    A back-quoted identifier has no escapes, so a ``$`` would reach Spark's variable substitution
+    (``${env:HOME}`` in a name becomes the home directory): such names use the DataFrame API
+    (``Column.alias``, ``F.col``), which no SQL parser reads. A NUL is the projection separator.
+    """
+    return "$" not in name and _SEPARATOR not in name
 
 
 class SqlColumn(_ClassicColumn):
@@ -209,7 +226,7 @@ class SqlColumn(_ClassicColumn):
         return SqlColumn(f"TRY_CAST({self._text} AS {target})")
 
     def alias(self, *alias: str, **kwargs: Any):
-        if len(alias) != 1 or kwargs or not isinstance(alias[0], str):
+        if len(alias) != 1 or kwargs or not isinstance(alias[0], str) or not text_name(alias[0]):
             return super().alias(*alias, **kwargs)
         return SqlColumn(self._text, alias[0])
 
@@ -368,7 +385,8 @@ def _operand(value: Any) -> str | None:
 
 def col(name: str) -> _ClassicColumn:
     """``F.col``: a back-quoted name (``quote``) is kept as text; anything else uses PySpark's parser."""
-    if len(name) >= 2 and name[0] == "`" and name[-1] == "`" and "`" not in name[1:-1].replace("``", ""):
+    if (len(name) >= 2 and name[0] == "`" and name[-1] == "`" and "`" not in name[1:-1].replace("``", "")
+            and text_name(name)):
         return SqlColumn(name)
     return _F.col(name)
 

@@ -54,6 +54,7 @@ from pyspark.sql import types as T
 from substrait.proto import NamedStruct, ReadRel, Type
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
+from optimizer.paths import FileAccess
 from optimizer.spark.expressions import named_struct_to_spark, substrait_type_to_spark
 from optimizer.spark.paths import join_location
 from optimizer.spark.paths import local_path as _location_path
@@ -134,13 +135,17 @@ class TableResolver:
 
     ``tables``: ``None``, a directory (a path, ``file://`` or any URI Spark reads) or a mapping
     ``{name: path | DataFrame}``. ``database``: the catalog database of unqualified names.
+    ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`, see docs/security.md);
+    ``None`` reads any file (the CLI always confines, to ``--tables`` unless ``--allow-any-path``).
     """
 
     def __init__(
-        self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None, database: str | None = None
+        self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None, database: str | None = None,
+        files: FileAccess | None = None,
     ) -> None:
         self.spark = spark
         self.database = database or None
+        self.files = files if files is not None else FileAccess.anywhere()
         self.directory: Path | None = None
         self.location: str | None = None  # a directory only Spark can read (s3a://, hdfs://...)
         self._probed: dict[str, str | None] = {}  # table name -> the location Spark read, or None
@@ -242,10 +247,10 @@ class TableResolver:
                 value = self.mapping[key]
                 if isinstance(value, DataFrame):
                     return value
-                return self._read_parquet(_local_path(os.fspath(value)))
+                return self._read_parquet(self.files.check(_local_path(os.fspath(value)), path))
         found = self._from_directory(last)
         if found is not None:
-            return self._read_parquet(str(found))
+            return self._read_parquet(self.files.check(str(found), path))
         if self.location is not None:
             df = self._from_location(last)
             if df is not None:
@@ -330,7 +335,7 @@ class TableResolver:
             which = item.WhichOneof("path_type")
             if which is None:
                 raise PlanError("file item has no path", ipath)
-            location = _local_path(getattr(item, which))
+            location = self.files.check(_local_path(getattr(item, which)), f"{ipath}.{which}" if ipath else None)
             fmt = item.WhichOneof("file_format")
             if fmt in (None, "extension", "dwrf"):
                 raise UnsupportedError(f"file format '{fmt or 'unspecified'}' is not supported", ipath)
@@ -357,8 +362,7 @@ class TableResolver:
             out = out.union(other)
         return out
 
-    @staticmethod
-    def _expand(location: str, which: str, path: str | None) -> list[str]:
+    def _expand(self, location: str, which: str, path: str | None) -> list[str]:
         if which == "uri_path_glob":
             files = sorted(_glob.glob(location))
         elif which == "uri_folder" or os.path.isdir(location):
@@ -369,7 +373,7 @@ class TableResolver:
             files = [location]
         if not files or not all(os.path.exists(f) for f in files):
             raise PlanError(f"no such file: {location}", path)
-        return files
+        return [self.files.check(f, path) for f in files]
 
     def _parquet_slice(self, location: str, which: str, start: int, length: int, path: str | None) -> DataFrame:
         import pyarrow as pa

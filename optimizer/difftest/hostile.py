@@ -1,0 +1,541 @@
+"""The hostile fuzz profile: plans written to break the tool, not to test the rewrites.
+
+Every input goes through a CLI command (``convert``, ``explain``, ``explain --format json`` or
+``optimize``; a sample also through ``run`` on Spark) and must give a right answer or exit 2 with one
+line on stderr: no traceback, no "internal error", no crash, no hang past a minute. Inputs, drawn from
+a seeded generator so that a failure can be replayed (``--seed``, ``--only N``):
+
+* ``deep``: nested filters (binary and JSON), nested ORs, nested JSON arrays, 50 to 20,000 deep;
+* ``literal``: huge strings, integers and decimals at and past their limits, floats at the extremes,
+  large virtual tables;
+* ``names``: names with ``${env:HOME}``, back-quotes, quotes, NUL, newlines, other scripts, 10,000
+  characters; as column, root and table names (``run`` checks the answer comes back as written);
+* ``bytes``: random bytes, and valid plans with bytes flipped, cut or inserted;
+* ``json``: a valid plan with a random field set to a value of the wrong kind or size;
+* ``hints``: TPC-H Q3 with row counts and record sizes from -1 to 1e308, infinities and NaN;
+* ``dag``: doubling DAGs of references 5 to 30 levels deep, references out of range and cycles;
+* ``files``: local files outside the tables (``/etc/passwd``, ``..``, ``uri_folder: /``).
+
+The CLI runs in-process (fast); ``--subprocess N`` inputs also run in a fresh interpreter, where a
+crash (a signal) or a hang would show. ``make fuzz-hostile`` runs 2,000 inputs.
+
+::
+
+    python -m optimizer.difftest.hostile --inputs 2000 --spark 40 --subprocess 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+_REQ = {"nullability": "NULLABILITY_REQUIRED"}
+_NULLABLE = {"nullability": "NULLABILITY_NULLABLE"}
+_GT = "extension:io.substrait:functions_comparison"
+_BOOL = "extension:io.substrait:functions_boolean"
+_TIME_LIMIT = 60  # seconds per input
+
+ODD_NAMES = [
+    "${env:HOME}", "${system:java.home}", "${sparkconf:spark.master}", "${hivevar:x}", "$", "${", "}",
+    "`", "``", "a`b", "'", "\"", "\\", "a\\'b", "\x00", "a\x00b", "\n", "a\nb", "\t", " ", "", "*", "a.b",
+    "_c0", "_b0", "_r0", "select", "FROM", "--", "/*", "*/", "/*+ BROADCAST(x) */", "ünïcödé", "名字",
+    "\U0001F600", "\u202e", "\ufeff", "x" * 10_000, "%s", "{a}", "{}", "..", "/etc/passwd", "file:///etc/shadow",
+]
+
+
+def _sel(field: int) -> dict:
+    return {"selection": {"directReference": {"structField": {"field": field}}, "rootReference": {}}}
+
+
+def _filter_plan(names=("a", "b"), table=("t",), root_names=None) -> dict:
+    """A filter ``b > 3`` over a named table (the fuzzer's base plan)."""
+    return {
+        "extensionUrns": [{"extensionUrnAnchor": 1, "urn": _GT}, {"extensionUrnAnchor": 2, "urn": _BOOL}],
+        "extensions": [
+            {"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1, "name": "gt:i64_i64"}},
+            {"extensionFunction": {"extensionUrnReference": 2, "functionAnchor": 2, "name": "or:bool"}},
+        ],
+        "relations": [{"root": {"input": {"filter": {
+            "input": {"read": {"namedTable": {"names": list(table)},
+                               "baseSchema": {"names": list(names),
+                                              "struct": {"types": [{"i64": _NULLABLE}] * len(names)}}}},
+            "condition": _gt(1, 3)}}, "names": list(root_names or names)}}],
+    }
+
+
+def _gt(field: int, value: int) -> dict:
+    return {"scalarFunction": {"functionReference": 1, "outputType": {"bool": _NULLABLE},
+                               "arguments": [{"value": _sel(field)}, {"value": {"literal": {"i64": str(value)}}}]}}
+
+
+def _vt_plan(values: list, type_: dict, names: list[str], root_names: list[str] | None = None) -> dict:
+    """A virtual table of one column of ``values`` (literal dicts) under ``names``."""
+    read = {"read": {"baseSchema": {"names": names, "struct": {"types": [type_]}},
+                     "virtualTable": {"values": [{"fields": [v]} for v in values]}}}
+    return {"relations": [{"root": {"input": read, "names": root_names or names}}]}
+
+
+def _binary(doc: dict) -> bytes:
+    from optimizer.plan_io import dump_plan, load_plan
+
+    return dump_plan(load_plan(json.dumps(doc)), "binpb")
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+@dataclass
+class Input:
+    kind: str
+    data: bytes
+    suffix: str  # .json or .binpb
+    #: For ``run``: the rows (one column) the plan must give, when the generator knows them.
+    expected: list | None = None
+
+
+def _deep(rng: random.Random) -> Input:
+    n = rng.choice([50, 99, 101, 300, 499, 501, 1000, 2000, 10_000, 20_000])
+    what = rng.choice(["filters-binary", "filters-json", "or", "arrays", "objects"])
+    if what == "filters-binary" or what == "filters-json":
+        from substrait.proto import Plan
+
+        plan = Plan()
+        rel = plan.relations.add().root.input
+        for _ in range(n):
+            rel.filter.condition.literal.boolean = True
+            rel = rel.filter.input
+        rel.read.virtual_table.SetInParent()
+        if what == "filters-binary":
+            return Input("deep", plan.SerializeToString(), ".binpb")
+        nested = '{"filter": {"condition": {"literal": {"boolean": true}}, "input": ' * n
+        text = '{"relations": [{"root": {"input": ' + nested + '{"read": {"virtualTable": {}}}' + "}}" * n + "}}]}"
+        return Input("deep", text.encode(), ".json")
+    if what == "or":
+        doc = _filter_plan()
+        cond = _gt(1, 3)
+        for _ in range(min(n, 3000)):
+            cond = {"scalarFunction": {"functionReference": 2, "outputType": {"bool": _NULLABLE},
+                                       "arguments": [{"value": cond}, {"value": _gt(0, rng.randint(0, 9))}]}}
+        doc["relations"][0]["root"]["input"]["filter"]["condition"] = cond
+        try:
+            text = json.dumps(doc)
+        except RecursionError:
+            text = json.dumps(_filter_plan())
+        return Input("deep", text.encode(), ".json")
+    if what == "arrays":
+        return Input("deep", b'{"relations": ' + b"[" * n + b"]" * n + b"}", ".json")
+    return Input("deep", b'{"relations": [{"root": ' + b'{"x": ' * n + b"1" + b"}" * n + b"}]}", ".json")
+
+
+def _literal(rng: random.Random) -> Input:
+    what = rng.choice(["string", "i64", "i32", "decimal", "fp64", "rows", "fixedchar", "bad-i64"])
+    if what == "string":
+        size = rng.choice([0, 1, 1000, 100_000, 1_000_000])
+        value = "".join(rng.choice("ab$'\\`{}\n\x00é名") for _ in range(min(size, 50))) * max(1, size // 50)
+        doc = _vt_plan([{"string": value}], {"string": _REQ}, ["s"])
+        return Input("literal", json.dumps(doc).encode(), ".json", expected=[value])
+    if what in ("i64", "bad-i64"):
+        value = rng.choice([2**63 - 1, -(2**63), 0, -1, 2**31, -(2**31) - 1] if what == "i64"
+                           else [2**63, -(2**63) - 1, 10**30, 10**4000])
+        doc = _vt_plan([{"i64": str(value)}], {"i64": _REQ}, ["v"])
+        return Input("literal", json.dumps(doc).encode(), ".json", expected=[value] if what == "i64" else None)
+    if what == "i32":
+        value = rng.choice([2**31 - 1, -(2**31), 2**31, 2**40])
+        doc = _vt_plan([{"i32": value}], {"i32": _REQ}, ["v"])
+        return Input("literal", json.dumps(doc).encode(), ".json",
+                     expected=[value] if -(2**31) <= value < 2**31 else None)
+    if what == "decimal":
+        precision = rng.choice([1, 18, 38, 39, 1000])
+        scale = rng.choice([0, 2, precision, precision + 1])
+        raw = rng.randbytes(rng.choice([16, 0, 3, 17]))
+        import base64
+
+        doc = _vt_plan([{"decimal": {"value": base64.b64encode(raw).decode(), "precision": precision, "scale": scale}}],
+                       {"decimal": {"precision": precision, "scale": scale, **_REQ}}, ["d"])
+        return Input("literal", json.dumps(doc).encode(), ".json")
+    if what == "fp64":
+        value = rng.choice([1.7976931348623157e308, -1.7976931348623157e308, 5e-324, "Infinity", "-Infinity", "NaN", 0.0])
+        doc = _vt_plan([{"fp64": value}], {"fp64": _REQ}, ["f"])
+        return Input("literal", json.dumps(doc).encode(), ".json")
+    if what == "rows":
+        n = rng.choice([1000, 20_000])
+        doc = _vt_plan([{"i64": str(i)} for i in range(n)], {"i64": _REQ}, ["v"])
+        return Input("literal", json.dumps(doc).encode(), ".json", expected=list(range(n)))
+    length = rng.choice([1, 100, 100_000])
+    doc = _vt_plan([{"fixedChar": "x" * length}], {"fixedChar": {"length": length, **_REQ}}, ["c"])
+    return Input("literal", json.dumps(doc).encode(), ".json", expected=["x" * length])
+
+
+def _name(rng: random.Random) -> str:
+    if rng.random() < 0.7:
+        return rng.choice(ODD_NAMES)
+    return "".join(chr(rng.choice([rng.randint(1, 0x7F), rng.randint(0x80, 0x10FFFF)])) for _ in range(rng.randint(1, 12)))
+
+
+def _names(rng: random.Random) -> Input:
+    what = rng.choice(["vt", "vt-binary", "filter", "table"])
+    if what.startswith("vt"):
+        value = _name(rng)
+        doc = _vt_plan([{"string": value}], {"string": _REQ}, [_name(rng)], [_name(rng)])
+        surrogate = any(0xD800 <= ord(c) <= 0xDFFF for c in json.dumps(doc, ensure_ascii=False))
+        if what == "vt-binary" and not surrogate:
+            try:
+                return Input("names", _binary(doc), ".binpb", expected=[value])
+            except Exception:  # noqa: BLE001 -- our own loader refused it: send the JSON, it must say why
+                pass
+        return Input("names", json.dumps(doc).encode(), ".json", expected=[value])
+    if what == "filter":
+        doc = _filter_plan(names=(_name(rng), _name(rng)), root_names=(_name(rng), _name(rng)))
+    else:
+        doc = _filter_plan(table=[_name(rng) for _ in range(rng.randint(1, 3))])
+    return Input("names", json.dumps(doc).encode(), ".json")
+
+
+def _bytes(rng: random.Random, base: bytes) -> Input:
+    what = rng.choice(["random", "flip", "cut", "insert"])
+    if what == "random":
+        data = rng.randbytes(rng.choice([1, 10, 100, 10_000]))
+    elif what == "flip":
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        data = bytes(data)
+    elif what == "cut":
+        data = base[: rng.randrange(1, len(base))]
+    else:
+        at = rng.randrange(len(base))
+        data = base[:at] + rng.randbytes(rng.randint(1, 20)) + base[at:]
+    if not data.strip():
+        data = b"\x00" + data
+    return Input("bytes", data, ".binpb")
+
+
+_WEIRD_VALUES: list = [None, True, -1, 0, 2**31, 2**63, 10**30, -(10**30), 1e308, -1e308, "", "x" * 10_000,
+                       "${env:HOME}", [], [[]], {}, {"a": 1}, [1, 2, 3], "NaN", "Infinity", 3.5, "\x00"]
+
+
+def _json(rng: random.Random) -> Input:
+    doc = _filter_plan()
+    paths: list[tuple[list, object]] = []
+    stack: list[tuple[object, list]] = [(doc, [])]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                paths.append((path + [k], v))
+                stack.append((v, path + [k]))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                paths.append((path + [i], v))
+                stack.append((v, path + [i]))
+    for _ in range(rng.randint(1, 3)):
+        path, _old = rng.choice(paths)
+        target = doc
+        try:
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = rng.choice(_WEIRD_VALUES)
+        except (KeyError, IndexError, TypeError):
+            continue
+    return Input("json", json.dumps(doc).encode(), ".json")
+
+
+def _hints(rng: random.Random) -> Input:
+    from optimizer.corpus import corpus_root
+
+    q3 = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"
+    doc = json.loads(q3.read_text())
+    values = [1e308, 1.7976931348623157e308, 1e200, 1e18, 1e19, -1.0, 0.0, 5e-324, 1.0, 2**63]
+    binary_values = [float("inf"), float("-inf"), float("nan")]
+    stack: list = [doc]
+    reads = []
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            for key in ("read", "join", "filter", "project", "aggregate", "sort", "fetch"):
+                if isinstance(x.get(key), dict):
+                    reads.append(x[key])
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    use_binary = rng.random() < 0.4
+    special = []
+    for body in reads:
+        if rng.random() < 0.7:
+            rows, size = rng.choice(values), rng.choice(values)
+            if use_binary and rng.random() < 0.5:
+                special.append((len(special), rng.choice(binary_values)))
+                rows = 12345.0  # replaced in the binary below
+            body.setdefault("common", {})["hint"] = {"stats": {"rowCount": rows, "recordSize": size}}
+    if not use_binary:
+        return Input("hints", json.dumps(doc).encode(), ".json")
+    from optimizer.plan_io import dump_plan, load_plan
+
+    plan = load_plan(json.dumps(doc))
+    todo = list(special)
+    pending: list = list(plan.relations)
+    while pending and todo:
+        message = pending.pop()
+        if message.DESCRIPTOR.full_name == "substrait.RelCommon.Hint.Stats" and message.row_count == 12345.0:
+            message.row_count = todo.pop()[1]
+        for fd, value in message.ListFields():
+            if fd.message_type is not None:
+                pending.extend(v for v in (value if fd.is_repeated else [value]) if hasattr(v, "DESCRIPTOR"))
+    return Input("hints", dump_plan(plan, "binpb"), ".binpb")
+
+
+def _dag(rng: random.Random) -> Input:
+    schema = {"names": ["a"], "struct": {"types": [{"i64": _REQ}]}}
+    what = rng.choice(["doubling", "doubling", "out-of-range", "cycle"])
+    rels: list = [{"rel": {"read": {"baseSchema": schema, "virtualTable": {"values": [{"fields": [{"i64": "1"}]}]}}}}]
+    levels = rng.randint(5, 30)
+    for i in range(1, levels + 1):
+        refs = [{"reference": {"subtreeOrdinal": i - 1}}] * 2
+        rels.append({"rel": {"set": {"op": "SET_OP_UNION_ALL", "inputs": refs}}})
+    top = levels
+    if what == "out-of-range":
+        top = rng.choice([levels + 5, -1, 2**31 - 1])
+    elif what == "cycle":
+        rels[0] = {"rel": {"set": {"op": "SET_OP_UNION_ALL", "inputs": [{"reference": {"subtreeOrdinal": levels}}] * 2}}}
+    rels.append({"root": {"input": {"reference": {"subtreeOrdinal": top}}, "names": ["a"]}})
+    expected = [1] * 2**levels if what == "doubling" and levels <= 12 else None
+    return Input("dag", json.dumps({"relations": rels}).encode(), ".json", expected=expected)
+
+
+def _files(rng: random.Random) -> Input:
+    item = rng.choice([{"uriFile": "/etc/passwd", "text": {"fieldDelimiter": ":"}},
+                       {"uriFile": "file:///etc/shadow", "parquet": {}},
+                       {"uriFile": "tables/../secret.parquet", "parquet": {}},
+                       {"uriFolder": "/", "parquet": {}},
+                       {"uriPathGlob": "/etc/*", "orc": {}},
+                       {"uriFile": "s3a://bucket/x.parquet", "parquet": {}},
+                       {"uriFile": "/dev/zero", "arrow": {}}])
+    read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"string": _NULLABLE}]}},
+                     "localFiles": {"items": [item]}}}
+    return Input("files", json.dumps({"relations": [{"root": {"input": read, "names": ["a"]}}]}).encode(), ".json")
+
+
+def generate(seed: int, count: int) -> list[Input]:
+    """``count`` hostile inputs from ``seed`` (the same seed gives the same inputs)."""
+    rng = random.Random(seed)
+    base = _binary(_filter_plan())
+    makers: list[tuple[str, Callable[[], Input]]] = [
+        ("deep", lambda: _deep(rng)), ("literal", lambda: _literal(rng)), ("names", lambda: _names(rng)),
+        ("bytes", lambda: _bytes(rng, base)), ("json", lambda: _json(rng)), ("hints", lambda: _hints(rng)),
+        ("dag", lambda: _dag(rng)), ("files", lambda: _files(rng)),
+    ]
+    return [makers[i % len(makers)][1]() for i in range(count)]
+
+
+# --------------------------------------------------------------------------------------------- checks
+
+COMMANDS = (["convert"], ["explain"], ["explain", "--format", "json"], ["optimize"])
+
+
+@dataclass
+class Outcome:
+    index: int
+    kind: str
+    command: str
+    code: int
+    verdict: str  # "answer", "exit 2" / "exit 3" (with one line), or a failure: "FAIL: ..."
+    seconds: float
+    stderr: str = ""
+
+
+class _Hang(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Hang
+
+
+def _judge(code: int, out: str, err: str, output: Path | None, command: list[str],
+           check_answer: Callable[[], str | None] | None = None) -> str:
+    lines = [line for line in err.strip().splitlines() if not line.startswith("substrait-opt: warning:")]
+    if "Traceback" in err or "internal error" in err:
+        return f"FAIL: {lines[-1] if lines else 'traceback'}"
+    if code == 0:
+        try:
+            if output is not None:
+                from optimizer.plan_io import load_plan
+
+                load_plan(str(output))
+            elif command[-1] == "json":
+                def refuse(constant):
+                    raise ValueError(f"not JSON: {constant}")
+
+                json.loads(out, parse_constant=refuse)
+            elif not out.strip() and command[0] != "run":
+                return "FAIL: exit 0 without output"
+        except Exception as exc:  # noqa: BLE001 -- the output is what is being judged
+            return f"FAIL: the output does not load: {type(exc).__name__}: {str(exc)[:200]}"
+        if check_answer is not None:
+            wrong = check_answer()
+            if wrong:
+                return f"FAIL: wrong answer: {wrong}"
+        return "answer"
+    if code in (2, 3) and len(lines) == 1:
+        return f"exit {code}"
+    return f"FAIL: exit {code} with {len(lines)} stderr lines: {' | '.join(lines)[:300]}"
+
+
+def run_in_process(index: int, item: Input, command: list[str], workdir: Path) -> Outcome:
+    from optimizer.cli import main
+
+    path = workdir / f"in{index}{item.suffix}"
+    path.write_bytes(item.data)
+    output = workdir / f"out{index}.json" if command[0] in ("convert", "optimize") else None
+    argv = [*command, str(path)] + (["-o", str(output)] if output is not None else [])
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(_TIME_LIMIT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    except _Hang:
+        return Outcome(index, item.kind, " ".join(command), -1, f"FAIL: no answer in {_TIME_LIMIT} s",
+                       time.perf_counter() - start)
+    except BaseException as exc:  # noqa: BLE001 -- anything escaping main() is a failure to report
+        return Outcome(index, item.kind, " ".join(command), -1, f"FAIL: {type(exc).__name__} escaped main(): {exc}",
+                       time.perf_counter() - start)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    seconds = time.perf_counter() - start
+    verdict = _judge(code, out.getvalue(), err.getvalue(), output, command)
+    for p in (path, output):
+        if p is not None and p.exists():
+            p.unlink()
+    return Outcome(index, item.kind, " ".join(command), code, verdict, seconds, err.getvalue()[-500:])
+
+
+def run_subprocess(index: int, item: Input, command: list[str], workdir: Path) -> Outcome:
+    path = workdir / f"sub{index}{item.suffix}"
+    path.write_bytes(item.data)
+    output = workdir / f"subout{index}.json" if command[0] in ("convert", "optimize") else None
+    argv = [sys.executable, "-m", "optimizer.cli", *command, str(path)] + (["-o", str(output)] if output else [])
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=_TIME_LIMIT)
+    except subprocess.TimeoutExpired:
+        return Outcome(index, item.kind, "subprocess " + " ".join(command), -1, f"FAIL: no answer in {_TIME_LIMIT} s",
+                       time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    err = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode < 0:
+        verdict = f"FAIL: killed by signal {-proc.returncode}"
+    else:
+        verdict = _judge(proc.returncode, proc.stdout.decode("utf-8", "replace"), err, output, command)
+    return Outcome(index, item.kind, "subprocess " + " ".join(command), proc.returncode, verdict, seconds, err[-500:])
+
+
+def run_on_spark(index: int, item: Input, workdir: Path) -> Outcome:
+    """``run`` in-process (one SparkSession): the answer must be the rows the generator expects."""
+    from optimizer.cli import main
+    from optimizer.plan_io import load_plan
+    from optimizer.spark import SparkBackend
+    from optimizer.spark.session import get_spark
+
+    path = workdir / f"run{index}{item.suffix}"
+    path.write_bytes(item.data)
+    out_dir = workdir / f"run{index}"
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["run", str(path), "--out", str(out_dir), "--show", "0"])
+
+    def check() -> str | None:
+        if item.expected is None:
+            return None
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(next(out_dir.glob("*.parquet")))
+        got = table.column(0).to_pylist()
+        if sorted(map(repr, got)) != sorted(map(repr, item.expected)):
+            return f"{str(got)[:120]} != {str(item.expected)[:120]}"
+        # The root names come back as written too.
+        want = list(load_plan(str(path)).relations[-1].root.names)
+        have = SparkBackend(get_spark()).to_dataframe(load_plan(str(path))).columns
+        return None if have == want else f"names {have!r} != {want!r}"
+
+    verdict = _judge(code, out.getvalue(), err.getvalue(), None, ["run"], check)
+    return Outcome(index, item.kind, "run", code, verdict, time.perf_counter() - start, err.getvalue()[-500:])
+
+
+def fuzz(inputs: int = 2000, seed: int = 14, spark: int = 0, subprocesses: int = 0, only: int | None = None,
+         log=print) -> list[Outcome]:
+    """Generate and check ``inputs`` hostile inputs; ``spark``/``subprocesses``: how many of them also go
+    through ``run`` on Spark / a fresh interpreter (spread evenly over the inputs)."""
+    items = generate(seed, inputs)
+    outcomes: list[Outcome] = []
+    spark_every = max(1, inputs // spark) if spark else 0
+    sub_every = max(1, inputs // subprocesses) if subprocesses else 0
+    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+        workdir = Path(tmp)
+        for i, item in enumerate(items):
+            if only is not None and i != only:
+                continue
+            command = list(COMMANDS[(i // 8) % len(COMMANDS)])
+            outcomes.append(run_in_process(i, item, command, workdir))
+            if sub_every and i % sub_every == 0:
+                outcomes.append(run_subprocess(i, item, command, workdir))
+            if spark_every and i % spark_every == spark_every // 2 and item.kind in ("names", "literal", "dag", "files"):
+                outcomes.append(run_on_spark(i, item, workdir))
+            if (i + 1) % 250 == 0:
+                failed = sum(o.verdict.startswith("FAIL") for o in outcomes)
+                log(f"hostile: {i + 1}/{len(items)} inputs, {failed} failures")
+    return outcomes
+
+
+def summary(outcomes: list[Outcome], seconds: float) -> str:
+    by = Counter((o.kind, o.verdict if not o.verdict.startswith("FAIL") else "FAIL") for o in outcomes)
+    kinds = sorted({o.kind for o in outcomes})
+    lines = [f"{'kind':<8} {'answer':>7} {'exit 2':>7} {'exit 3':>7} {'FAIL':>5}"]
+    for k in kinds:
+        lines.append(f"{k:<8} {by[(k, 'answer')]:>7} {by[(k, 'exit 2')]:>7} {by[(k, 'exit 3')]:>7} {by[(k, 'FAIL')]:>5}")
+    modes = Counter(o.command.split()[0] for o in outcomes)
+    slowest = max(outcomes, key=lambda o: o.seconds) if outcomes else None
+    lines.append(f"{len(outcomes)} checks ({', '.join(f'{n} {m}' for m, n in sorted(modes.items()))}) in {seconds:.0f} s"
+                 + (f"; slowest {slowest.seconds:.1f} s (input {slowest.index}, {slowest.kind}, {slowest.command})"
+                    if slowest else ""))
+    for o in outcomes:
+        if o.verdict.startswith("FAIL"):
+            lines.append(f"input {o.index} ({o.kind}, {o.command}): {o.verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m optimizer.difftest.hostile", description=__doc__.split("\n\n")[0])
+    p.add_argument("--inputs", type=int, default=2000, help="hostile inputs to generate (default 2000)")
+    p.add_argument("--seed", type=int, default=14)
+    p.add_argument("--spark", type=int, default=0, metavar="N", help="also run N of them on Spark (run)")
+    p.add_argument("--subprocess", type=int, default=0, metavar="N", help="also run N of them in a fresh interpreter")
+    p.add_argument("--only", type=int, default=None, metavar="I", help="only input number I (to replay a failure)")
+    args = p.parse_args(argv)
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.ERROR)
+    start = time.perf_counter()
+    outcomes = fuzz(args.inputs, args.seed, args.spark, args.subprocess, args.only,
+                    log=lambda m: print(m, file=sys.stderr))
+    print(summary(outcomes, time.perf_counter() - start))
+    return 1 if any(o.verdict.startswith("FAIL") for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""SIGINT and SIGTERM stop a command that runs Spark: its jobs are cancelled, Spark is stopped, and the
+CLI exits 130 (SIGINT) or 143 (SIGTERM) with one line, leaving no JVM behind.
+
+PySpark installs its own SIGINT handler when the SparkContext starts (it cancels the jobs and raises
+``KeyboardInterrupt``, which a job failure can turn into an ordinary error); :func:`stop_on_signals`
+replaces it, in the main thread, until :func:`restore_signals` (the CLI calls both; a library caller
+keeps its own handlers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_previous: dict[int, object] = {}
+_received: list[int] = []
+
+
+class Interrupted(BaseException):
+    """A signal asked the command to stop (a BaseException: no ``except Exception`` swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def stop_on_signals(spark) -> None:
+    """From now on, SIGINT/SIGTERM cancel ``spark``'s jobs and raise :class:`Interrupted`."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        if not _received and spark is not None:
+            with contextlib.suppress(Exception):  # the JVM may already be going away
+                spark.sparkContext.cancelAllJobs()
+        _received.append(signum)
+        raise Interrupted(signum)
+
+    for s in _SIGNALS:
+        old = signal.signal(s, handler)
+        _previous.setdefault(s, old)
+
+
+def check_interrupted() -> None:
+    """Raise :class:`Interrupted` if a signal arrived (a job it cancelled may have failed as an error)."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
+def restore_signals() -> None:
+    """The handlers from before :func:`stop_on_signals`, and no pending signal."""
+    for s, old in _previous.items():
+        signal.signal(s, old)  # type: ignore[arg-type]
+    _previous.clear()
+    _received.clear()
+
+
+def stop_spark(timeout: float = 15.0) -> None:
+    """Stop the active SparkSession, if any, waiting at most ``timeout`` seconds (a signal may have cut
+    a Py4J call short). The JVM exits with this process either way: it ends when its stdin closes."""
+
+    def stop() -> None:
+        from pyspark.sql import SparkSession
+
+        with contextlib.suppress(Exception):  # a JVM still starting has no session class yet
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                active.stop()
+
+    worker = threading.Thread(target=stop, name="stop-spark", daemon=True)
+    worker.start()
+    worker.join(timeout)
