@@ -23,6 +23,8 @@ old field                                   current encoding
 ``IntervalDayToSecond.microseconds``        ``precision = 6`` + ``subseconds``
 ``Type.user_defined_type_reference``        ``Type.user_defined.type_reference``
 ``FileOrFiles.format``                      ``parquet`` (the only format the old enum named)
+``HashJoinRel/MergeJoinRel.left_keys`` +    ``keys`` (``ComparisonJoinKey`` pairs compared with
+``right_keys`` (removed in 0.98)            ``SIMPLE_COMPARISON_TYPE_EQ``, as the old fields meant)
 =========================================  ====================================================
 
 When a plan carries both fields of a pair (producers in transition write both), an empty old repeated
@@ -43,7 +45,7 @@ from typing import Any
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import json_format, unknown_fields
 from google.protobuf.message import DecodeError, Message
-from substrait.proto import Expression, FunctionArgument, Plan
+from substrait.proto import ComparisonJoinKey, Expression, FunctionArgument, Plan
 
 from optimizer.errors import PlanError
 from optimizer.functions import NO_EXTENSION, uri_to_urn
@@ -377,7 +379,31 @@ def _file_json(obj: dict, path: str, ctx: _Context) -> None:
             raise PlanError(f"unknown file format {fmt!r}", f"{path}.format")
 
 
+def _join_keys_json(obj: dict, path: str, ctx: _Context) -> None:
+    left_key = _json_key(obj, "leftKeys", "left_keys")
+    right_key = _json_key(obj, "rightKeys", "right_keys")
+    if left_key is None and right_key is None:
+        return
+    left = obj.pop(left_key) if left_key else []
+    right = obj.pop(right_key) if right_key else []
+    if not isinstance(left, list) or not isinstance(right, list):
+        raise PlanError("left_keys and right_keys must be lists", path)
+    if len(left) != len(right):
+        raise PlanError(f"{len(left)} left_keys but {len(right)} right_keys", path)
+    if not left:
+        return  # empty old lists say nothing
+    keys = [{"left": lk, "right": rk, "comparison": {"simple": "SIMPLE_COMPARISON_TYPE_EQ"}}
+            for lk, rk in zip(left, right, strict=True)]
+    current = obj.get("keys")
+    if current:
+        _same_or_fail(keys, current, ComparisonJoinKey, "the old 'left_keys'/'right_keys' and the new 'keys' disagree", path)
+        return
+    obj["keys"] = keys
+
+
 _JSON_UPGRADES: dict[str, Callable[[dict, str, _Context], None]] = {
+    "substrait.HashJoinRel": _join_keys_json,
+    "substrait.MergeJoinRel": _join_keys_json,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionFunction": _rename_uri_reference_json,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionType": _rename_uri_reference_json,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionTypeVariation": _rename_uri_reference_json,
@@ -770,7 +796,31 @@ def _file_bin(msg, unknown, path, ctx) -> set[int]:
     return set()
 
 
+def _join_keys_bin(msg, unknown, path, ctx) -> set[int]:
+    left = [v for n, w, v in unknown if n == 4 and w == 2]
+    right = [v for n, w, v in unknown if n == 5 and w == 2]
+    if not left and not right:
+        return set()
+    if len(left) != len(right):
+        raise PlanError(f"{len(left)} left_keys but {len(right)} right_keys", path)
+    keys = []
+    for i, (lraw, rraw) in enumerate(zip(left, right, strict=True)):
+        key = ComparisonJoinKey(comparison=ComparisonJoinKey.ComparisonType(
+            simple=ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ))
+        key.left.CopyFrom(_parse_upgraded(Expression.FieldReference, lraw, f"{path}.left_keys[{i}]", ctx))
+        key.right.CopyFrom(_parse_upgraded(Expression.FieldReference, rraw, f"{path}.right_keys[{i}]", ctx))
+        keys.append(key)
+    if len(msg.keys):
+        if list(msg.keys) != keys:
+            raise PlanError("the old 'left_keys'/'right_keys' and the new 'keys' disagree", path)
+    else:
+        msg.keys.extend(keys)
+    return {4, 5}
+
+
 _BINARY_UPGRADES: dict[str, Callable[..., set[int]]] = {
+    "substrait.HashJoinRel": _join_keys_bin,
+    "substrait.MergeJoinRel": _join_keys_bin,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionFunction": _uri_reference_bin,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionType": _uri_reference_bin,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionTypeVariation": _uri_reference_bin,
