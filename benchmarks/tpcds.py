@@ -29,49 +29,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import get_session, parse_queries  # noqa: E402
-from optimizer.tpcds import (  # noqa: E402
-    Outcome,
-    TPCDSOracle,
-    generate_tpcds,
-    judge_plan,
-    tpcds_queries,
-    tpcds_table_paths,
-)
-
-PRODUCERS = ("datafusion", "duckdb")
-
-
-def run(spark, data_dir: Path, queries: list[int], log=print) -> dict[int, dict[str, list[Outcome]]]:
-    """``{query: {producer: [original, optimized]}}`` for the ``queries``."""
-    from cost.statistics import default_statistics
-    from optimizer.producers import datafusion_tpcds_plans, duckdb_tpcds_plans
-    from optimizer.spark import SparkBackend
-
-    paths = tpcds_table_paths(data_dir)
-    backend = SparkBackend(spark, tables={n: spark.read.parquet(str(p)) for n, p in paths.items()})
-    statistics = default_statistics(tables=paths)
-    plans = {
-        "datafusion": datafusion_tpcds_plans(data_dir, tuple(queries)),
-        "duckdb": duckdb_tpcds_plans(data_dir, tuple(queries)),
-    }
-    oracle = TPCDSOracle(data_dir)
-    texts = tpcds_queries()
-    results: dict[int, dict[str, list[Outcome]]] = {}
-    for n in queries:
-        expected = oracle(texts[n])
-        results[n] = {}
-        for producer in PRODUCERS:
-            plan = plans[producer][n]
-            start = time.perf_counter()
-            if isinstance(plan, bytes):
-                outcomes = list(judge_plan(plan, expected, backend, statistics))
-            else:
-                reason = Outcome("not produced", " ".join(str(plan).split())[:200])
-                outcomes = [reason, reason]
-            results[n][producer] = outcomes
-            log(f"q{n:02d} {producer:10s} {time.perf_counter() - start:6.2f}s  {outcomes[0]} | {outcomes[1]}")
-    oracle.close()
-    return results
+from optimizer.tpcds import PRODUCERS, Outcome, generate_tpcds, run_tpcds  # noqa: E402
 
 
 def _commit() -> str:
@@ -160,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = generate_tpcds(args.scale)
     spark = get_session()
     start = time.perf_counter()
-    results = run(spark, data_dir, queries)
+    results = run_tpcds(spark, data_dir, queries, log=print)
     write_report(results, args.out, args.scale, time.perf_counter() - start)
     return 0
 

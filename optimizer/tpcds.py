@@ -172,7 +172,11 @@ class Outcome:
         return f"{self.status}: {self.detail}" if self.detail else self.status
 
 
-def _one_line(text: str, limit: int = 240) -> str:
+def _one_line(text, limit: int = 240) -> str:
+    from optimizer.errors import OptimizerError
+
+    if isinstance(text, OptimizerError) and text.path:  # the message first, the (long) path after it
+        text = f"{text.message} (at {text.path})"
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
@@ -186,7 +190,7 @@ def _answer(run, expected: pa.Table) -> Outcome:
     except UnsupportedError as exc:
         return Outcome("unsupported", _one_line(exc))
     except Exception as exc:  # noqa: BLE001 -- the outcome names whatever failed
-        return Outcome("error", _one_line(f"{type(exc).__name__}: {exc}"))
+        return Outcome("error", f"{type(exc).__name__}: {_one_line(exc)}")
     result = compare_tables(actual, expected, decimal_ulp=True)
     return Outcome("equal") if result.equal else Outcome("different", _one_line(str(result)))
 
@@ -208,3 +212,53 @@ def judge_plan(plan: bytes, expected: pa.Table, backend, statistics) -> tuple[Ou
     except Exception as exc:  # noqa: BLE001
         return original, Outcome("error", _one_line(f"optimize: {type(exc).__name__}: {exc}"))
     return original, _answer(lambda: backend.execute(better), expected)
+
+
+PRODUCERS = ("datafusion", "duckdb")
+
+
+def run_tpcds(spark, data_dir: Path | str, queries=None, *, workers: int = 2, log=None):
+    """``{query: {producer: (original, optimized)}}``: each producer's plan of each of the ``queries``
+    (default all 99), produced live, run on Spark as written and optimized (Parquet-footer statistics),
+    against DuckDB's answer. ``workers`` plans run at a time (from threads: most of a small query's time
+    is planning on the driver)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cost.statistics import default_statistics
+    from optimizer.producers import datafusion_tpcds_plans, duckdb_tpcds_plans
+    from optimizer.spark import SparkBackend
+
+    queries = tuple(queries) if queries is not None else tuple(range(1, 100))
+    paths = tpcds_table_paths(data_dir)
+    backend = SparkBackend(spark, tables={n: spark.read.parquet(str(p)) for n, p in paths.items()})
+    statistics = default_statistics(tables=paths)
+    for name in paths:  # read the footers now, not from several threads at once
+        statistics.table(name)
+    plans = {
+        "datafusion": datafusion_tpcds_plans(data_dir, queries),
+        "duckdb": duckdb_tpcds_plans(data_dir, queries),
+    }
+    oracle = TPCDSOracle(data_dir)
+    texts = tpcds_queries()
+    expected = {n: oracle(texts[n]) for n in queries}
+    oracle.close()
+
+    def one(job):
+        n, producer = job
+        plan = plans[producer][n]
+        start = time.perf_counter()
+        if isinstance(plan, bytes):
+            outcomes = judge_plan(plan, expected[n], backend, statistics)
+        else:
+            reason = Outcome("not produced", _one_line(plan, 200))
+            outcomes = (reason, reason)
+        if log is not None:
+            log(f"q{n:02d} {producer:10s} {time.perf_counter() - start:6.2f}s  {outcomes[0]} | {outcomes[1]}")
+        return job, outcomes
+
+    jobs = [(n, p) for n in queries for p in PRODUCERS]
+    results: dict[int, dict[str, tuple[Outcome, Outcome]]] = {n: {} for n in queries}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for (n, producer), outcomes in pool.map(one, jobs):
+            results[n][producer] = outcomes
+    return results
