@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from optimizer.producers import DUCKDB_TPCDS_WRONG
 from optimizer.tpcds import PRODUCERS, generate_tpcds, run_tpcds, tpcds_queries
 
 pytestmark = pytest.mark.spark
@@ -52,6 +53,8 @@ def test_duckdb_plan(query, tpcds_results):
         pytest.skip(f"DuckDB 1.1.3 writes no plan: {original.detail}")
     if _ROLLUP.search(tpcds_queries()[query]):
         pytest.skip("DuckDB 1.1.3 writes ROLLUP as its full grouping set only: the plan means another query")
+    if query in DUCKDB_TPCDS_WRONG:
+        pytest.skip(f"DuckDB 1.1.3's plan: {DUCKDB_TPCDS_WRONG[query]}")
     _check(tpcds_results[query]["duckdb"])
 
 
