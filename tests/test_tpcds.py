@@ -8,13 +8,16 @@ as a multiset (floats to 1e-9, decimals within one unit of their last place).
 
 DuckDB writes ROLLUP as one grouping set (the full one, see docs/semantics.md): its plans of the ROLLUP
 queries mean another query, so they are not compared. Everything runs once per session in a module
-fixture (two plans at a time); the tests then read the verdicts.
+fixture (two plans at a time); the tests then read the verdicts. With ``SUBSTRAIT_OPT_TPCDS_REPORT=<dir>``
+the fixture also writes the results table (``tpcds.md``/``tpcds.json``) there, as ``benchmarks/tpcds.py`` does.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +34,13 @@ _ROLLUP = re.compile(r"\brollup\s*\(", re.IGNORECASE)
 def tpcds_results(spark):
     start = time.perf_counter()
     results = run_tpcds(spark, generate_tpcds(0.01), QUERIES)
-    print(f"\nTPC-DS SF 0.01, {len(QUERIES)} queries x {len(PRODUCERS)} producers: {time.perf_counter() - start:.0f} s")
+    seconds = time.perf_counter() - start
+    print(f"\nTPC-DS SF 0.01, {len(QUERIES)} queries x {len(PRODUCERS)} producers: {seconds:.0f} s")
+    report = os.environ.get("SUBSTRAIT_OPT_TPCDS_REPORT")
+    if report:  # the same table benchmarks/tpcds.py writes, from this run
+        from benchmarks.tpcds import write_report
+
+        write_report(results, Path(report), 0.01, seconds)
     return results
 
 
