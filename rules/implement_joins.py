@@ -5,10 +5,17 @@
 
 **Produces**, from the conjuncts of the join expression:
 
-* *equi-keys*: each ``equal(l, r)`` / ``is_not_distinct_from(l, r)`` conjunct whose two arguments
+* *column keys*: each ``equal(l, r)`` / ``is_not_distinct_from(l, r)`` conjunct whose two arguments
   are plain field references, one to each input (either way round) and of the same type, becomes a
   ``ComparisonJoinKey`` (``SIMPLE_COMPARISON_TYPE_EQ`` / ``..._IS_NOT_DISTINCT_FROM``) with field
   references relative to each input;
+* *expression keys*: any other ``equal`` / ``is_not_distinct_from`` conjunct of an expression over
+  the left input only and one over the right input only (deterministic, no subquery or outer
+  reference), of any types with a common type (:func:`common_type`: Spark's widening, e.g. i32 and
+  i64 -> i64; DataFusion writes ``CAST(o_orderkey AS i64) = l_orderkey``): a ``ProjectRel`` over that
+  input appends each side, cast to the common type, and the key compares the appended columns. The
+  residual and post-join filter are renumbered and the join's emit hides the appended columns, so the
+  join's output is unchanged. No merge join is chosen then (the appended columns have no ordering);
 * the other conjuncts, ANDed, become the ``residual_expression`` (field indexes over the
   concatenated left + right columns, as in the ``JoinRel``): part of the match condition, so outer,
   semi and anti joins keep their meaning. The ``post_join_filter`` is carried over unchanged.
