@@ -108,6 +108,7 @@ from substrait.proto import (
 from cost.properties import ordering
 from optimizer.dag import inputs, rel_inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule, add_subgraph
+from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
     call_args,
     conjuncts,
@@ -265,8 +266,11 @@ def expression_keys(conds: list[Expression], n_left: int, left_schema, right_sch
             if sides[0] and sides[1] and max(sides[0]) < n_left <= min(sides[1]) and max(sides[1]) < n_left + n_right:
                 left = args[0]
                 right = shift_fields(args[1], -n_left)
-                lt = expression_type(left, left_schema, functions)
-                rt = expression_type(right, right_schema, functions)
+                try:
+                    lt = expression_type(left, left_schema, functions)
+                    rt = expression_type(right, right_schema, functions)
+                except OptimizerError:  # a type that cannot be derived (unknown columns): no key
+                    lt = rt = Type()
                 common = common_type(lt, rt)
                 if common is not None:
                     key = ExprKey(_cast_to(left, lt, common), _cast_to(right, rt, common), common, comparison)

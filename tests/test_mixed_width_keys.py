@@ -27,6 +27,11 @@ QUERIES = {
     "left_residual": "select o_orderkey, l_linenumber from orders left join lineitem "
                      "on o_orderkey = l_orderkey and l_quantity > 49 where o_orderkey < 300",
     "expression": "select count(*) as c from orders join lineitem on o_orderkey + 1 = l_orderkey",
+    # a mark join (the emit keeps the mark after the widened left input) and a full outer join
+    "mark": "select o_orderkey from orders where o_orderkey in "
+            "(select l_orderkey from lineitem where l_quantity > 49) or o_orderkey < 10",
+    "full_outer": "select o_orderkey, l_linenumber from orders full outer join lineitem "
+                  "on o_orderkey = l_orderkey and l_quantity > 49 and o_orderkey < 100",
 }
 
 
