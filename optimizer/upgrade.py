@@ -45,7 +45,8 @@ from typing import Any
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import json_format, unknown_fields
 from google.protobuf.message import DecodeError, Message
-from substrait.proto import ComparisonJoinKey, Expression, FunctionArgument, Plan
+from google.protobuf.message_factory import GetMessageClass
+from substrait.proto import ComparisonJoinKey, Expression, FunctionArgument, Plan, Type
 
 from optimizer.errors import PlanError
 from optimizer.functions import NO_EXTENSION, uri_to_urn
@@ -346,11 +347,18 @@ def _rename_precision(obj: dict, renames: dict[str, str], path: str, literal: bo
             continue
         value = obj.pop(key)
         if literal:
-            obj[new] = {"precision": 6, "value": str(_int(value, f"{path}.{key}"))}
+            converted: Any = {"precision": 6, "value": str(_int(value, f"{path}.{key}"))}
         else:
-            body = dict(value) if isinstance(value, dict) else {}
-            body["precision"] = 6
-            obj[new] = body
+            converted = dict(value) if isinstance(value, dict) else {}
+            converted["precision"] = 6
+        if new in obj:
+            # Both encodings given: they must say the same thing.
+            descriptor = Expression.Literal if literal else Type
+            sub = GetMessageClass(descriptor.DESCRIPTOR.fields_by_camelcase_name[new].message_type)
+            if _normalised(obj[new], sub) != _normalised(converted, sub):
+                raise PlanError(f"the old '{key}' and the new '{new}' disagree", path)
+            continue
+        obj[new] = converted
 
 
 def _type_json(obj: dict, path: str, ctx: _Context) -> None:
@@ -366,8 +374,16 @@ def _literal_json(obj: dict, path: str, ctx: _Context) -> None:
 
 def _interval_day_json(obj: dict, path: str, ctx: _Context) -> None:
     if "microseconds" in obj:
+        micros = _int(obj.pop("microseconds"), f"{path}.microseconds")
+        if "subseconds" in obj or "precision" in obj:
+            # Both encodings given: the same fraction of a second, or a disagreement.
+            precision = _int(obj.get("precision", 0), f"{path}.precision")
+            subseconds = _int(obj.get("subseconds", 0), f"{path}.subseconds")
+            if micros != 0 and (precision > 18 or subseconds * 10 ** 6 != micros * 10 ** precision):
+                raise PlanError("the old 'microseconds' and the new 'subseconds' disagree", path)
+            return
         obj["precision"] = 6
-        obj["subseconds"] = str(_int(obj.pop("microseconds"), f"{path}.microseconds"))
+        obj["subseconds"] = str(micros)
 
 
 def _file_json(obj: dict, path: str, ctx: _Context) -> None:

@@ -13,6 +13,7 @@ import ast
 import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -100,10 +101,16 @@ def test_the_check_sees_an_undeclared_import(tmp_path):
 @pytest.mark.slow
 def test_fresh_venv_without_extras_runs_every_command(tmp_path, tpch_small_dir):
     """``pip install <project>`` (no extras) into a new venv; convert, explain, optimize, run and diff work."""
+    # A copy of the sources: building in the worktree would leave build/ there.
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", *PACKAGES):
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        copy(ROOT / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     bindir = venv / "bin"
-    install = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", str(ROOT)],
+    install = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", str(source)],
                              capture_output=True, text=True)
     assert install.returncode == 0, install.stderr[-2000:]
     plan = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q06-duckdb_plan.json"

@@ -153,3 +153,30 @@ def test_fetch_old_scalars_beside_expressions():
         load_plan(_fetch_plan(offsetExpr=zero, countExpr={"literal": {"i64": "5"}}))
     with pytest.raises(PlanError, match="'count' \\(7\\) and the new 'countExpr' disagree"):
         load_plan(_fetch_plan(count="7", countExpr={"literal": {"i64": "5"}}))
+
+
+def test_old_timestamp_type_and_literal_beside_the_precision_ones():
+    def plan(type_doc, literal_doc) -> str:
+        return json.dumps({"relations": [{"root": {"names": ["a"], "input": {"read": {
+            "baseSchema": {"names": ["a"], "struct": {"types": [type_doc]}},
+            "virtualTable": {"expressions": [{"fields": [{"literal": literal_doc}]}]}}}}}]})
+
+    new_type = {"precisionTimestamp": {"precision": 6, "nullability": "NULLABILITY_REQUIRED"}}
+    new_literal = {"precisionTimestamp": {"precision": 6, "value": "1000"}}
+    current = load_plan(plan(new_type, new_literal))
+    both = plan({**new_type, "timestamp": {"nullability": "NULLABILITY_REQUIRED"}}, {**new_literal, "timestamp": "1000"})
+    assert load_plan(both) == current
+    with pytest.raises(PlanError, match="'timestamp' and the new 'precisionTimestamp' disagree"):
+        load_plan(plan(new_type, {**new_literal, "timestamp": "2000"}))
+
+
+def test_old_interval_microseconds_beside_subseconds():
+    def plan(interval) -> str:
+        return json.dumps({"relations": [{"root": {"names": ["a"], "input": {"read": {
+            "baseSchema": {"names": ["a"], "struct": {"types": [{"intervalDay": {"precision": 6, "nullability": "NULLABILITY_REQUIRED"}}]}},
+            "virtualTable": {"expressions": [{"fields": [{"literal": {"intervalDayToSecond": interval}}]}]}}}}}]})
+
+    current = load_plan(plan({"days": 1, "precision": 3, "subseconds": "5"}))
+    assert load_plan(plan({"days": 1, "precision": 3, "subseconds": "5", "microseconds": 5000})) == current
+    with pytest.raises(PlanError, match="'microseconds' and the new 'subseconds' disagree"):
+        load_plan(plan({"days": 1, "precision": 3, "subseconds": "5", "microseconds": 7}))
