@@ -70,3 +70,25 @@ def test_duckdb_plan(query, tpcds_results):
 def test_every_datafusion_plan_is_produced(tpcds_results):
     missing = [n for n in QUERIES if tpcds_results[n]["datafusion"][0].status == "not produced"]
     assert missing == []
+
+
+@pytest.mark.parametrize("query", [13, 15, 48], ids=lambda n: f"q{n:02d}")
+def test_duckdb_constant_or_null(query, spark):
+    """With DuckDB's default ``statistics_propagation`` its plans carry ``constant_or_null``: supported."""
+    from cost.statistics import default_statistics
+    from optimizer.plan_io import load_plan
+    from optimizer.producers import duckdb_plan
+    from optimizer.spark import SparkBackend
+    from optimizer.tpcds import TPCDSOracle, judge_plan, tpcds_table_paths
+
+    data = generate_tpcds(0.01)
+    paths = tpcds_table_paths(data)
+    sql = tpcds_queries()[query]
+    plan = duckdb_plan(sql, paths, data_independent=False)
+    names = {e.extension_function.name.split(":")[0] for e in load_plan(plan).extensions}
+    assert "constant_or_null" in names
+    oracle = TPCDSOracle(data)
+    expected = oracle(sql)
+    oracle.close()
+    backend = SparkBackend(spark, tables={n: spark.read.parquet(str(p)) for n, p in paths.items()})
+    _check(judge_plan(plan, expected, backend, default_statistics(tables=paths)))
