@@ -37,35 +37,84 @@ def format_rows(table, limit: int = 5) -> str:
     return "\n".join(out)
 
 
+def result_names(sources: list[str]) -> list[str]:
+    """A distinct result name per input: the plan name, prefixed with as many parent folders as it takes to
+    tell inputs of the same file name apart (``a/q1.json``, ``b/q1.json`` -> ``a-q1``, ``b-q1``); the same
+    file given twice gets ``-2``, ``-3``...
+
+    >>> result_names(["a/q1.json", "b/q1.json", "q2.json"])
+    ['a-q1', 'b-q1', 'q2']
+    """
+    def parents(source: str) -> tuple[str, ...]:
+        return () if source == "-" else Path(os.path.abspath(source)).parent.parts[1:]
+
+    names = [plan_name(s) for s in sources]
+    for clash in {n for n in names if names.count(n) > 1}:
+        group = [i for i, n in enumerate(names) if n == clash]
+        distinct = {parents(sources[i]) for i in group}
+        if len(distinct) < 2:
+            continue  # the same file given twice: told apart by -2 below
+        for depth in range(1, 1 + max(len(p) for p in distinct)):
+            tails = [parents(sources[i])[-depth:] for i in group]
+            if len(set(tails)) == len(distinct):
+                for i, tail in zip(group, tails, strict=True):
+                    names[i] = "-".join([*tail, clash])
+                break
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
+    return out
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    """Run every plan; a plan that fails (to load or to run) is one line on stderr naming its file, and the
+    others still run. The last line is ``N ok, M failed``. Exit 0 when all ran; otherwise the worst failure's
+    code: 3 when any plan was unsupported or failed to execute, else 2 (bad input)."""
     from optimizer.cli_spark import backend_from_args, check_tables_arg
     from optimizer.interrupt import check_interrupted, stop_on_signals
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
 
     check_tables_arg(args.tables)
+    names = result_names(args.inputs)
+    worst = 0
+    failed = 0
+
+    def fail(source: str, exc: OptimizerError) -> None:
+        nonlocal worst, failed
+        where = "<stdin>" if source == "-" else source
+        text = str(exc)
+        print(f"substrait-opt: error: {text if text.startswith(where) else f'{where}: {text}'}", file=sys.stderr,
+              flush=True)
+        worst = max(worst, exc.exit_code)
+        failed += 1
+
     # Read every plan first: bad input is reported before Spark starts.
     plans = []
-    for source in args.inputs:
-        plan = load_plan(source)
-        raise_for_problems(plan)
-        plans.append((source, plan))
+    for source, name in zip(args.inputs, names, strict=True):
+        try:
+            plan = load_plan(source)
+            raise_for_problems(plan)
+        except OptimizerError as exc:
+            fail(source, exc)
+            continue
+        plans.append((source, name, plan))
     out_dir = _check_out_dir(args.out)
-    backend = backend_from_args(args)
-    stop_on_signals(backend.spark)
-    worst = 0
-    for source, plan in plans:
-        name = plan_name(source)
+    if plans:
+        backend = backend_from_args(args)
+        stop_on_signals(backend.spark)
+    for source, name, plan in plans:
         start = time.perf_counter()
         try:
             table = backend.execute(plan)
         except OptimizerError as exc:
             check_interrupted()  # a job cancelled by SIGINT/SIGTERM stops the run, it is not its error
-            print(f"substrait-opt: error: {name}: {exc}", file=sys.stderr)
-            worst = max(worst, exc.exit_code)
+            fail(source, exc)
             continue
         seconds = time.perf_counter() - start
-        print(f"{name}: {table.num_rows} rows in {seconds:.2f} s")
+        print(f"{name}: {table.num_rows} rows in {seconds:.2f} s", flush=True)
         if args.show:
             print(format_rows(table, args.show))
         if out_dir:
@@ -75,6 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             with atomic_path(out_dir / f"{name}.parquet") as tmp:
                 pq.write_table(table, tmp)
+    print(f"{len(args.inputs) - failed} ok, {failed} failed")
+    sys.stdout.flush()
     return worst
 
 
@@ -97,13 +148,17 @@ def _check_out_dir(out: str | None) -> Path | None:
 def register(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text,
                        description="Run Substrait plans (logical or physical) on Spark through the PySpark backend, "
-                                   "one SparkSession for all. Prints each plan's row count, time and first rows.")
+                                   "one SparkSession for all. Prints each plan's row count, time and first rows; a plan that "
+                                   "fails is one line on stderr and the others still run; the last line is "
+                                   "'N ok, M failed'. Exit 0 when all ran, else 3 if any was unsupported or "
+                                   "failed to execute, else 2 (bad input).")
     p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
     p.add_argument("--tables", help="directory of the tables: DIR/<name>.parquet or DIR/<name>/; a path, file:// "
                                    "or any URI Spark reads (s3a://, hdfs://...); tables already in the "
                                    "Spark catalog work too")
     add_path_argument(p)
-    p.add_argument("--out", help="write each result as OUT/<plan name>.parquet")
+    p.add_argument("--out", help="write each result as OUT/<plan name>.parquet (inputs of the same file name "
+                                 "are told apart by their folders: OUT/a-q1.parquet, OUT/b-q1.parquet)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="rows to print per plan (default 5; 0 for none)")
     from optimizer.cli_spark import add_spark_args
 

@@ -157,7 +157,7 @@ def _repr_array(arr: pa.Array) -> pa.Array:
     return pa.array([None if v is None else repr(v) for v in arr.to_pylist()], pa.large_string())
 
 
-def _canonical_pair(a: pa.Array, b: pa.Array) -> _Column | str:
+def _canonical_pair(a: pa.Array, b: pa.Array, decimal_ulp: bool = False) -> _Column | str:
     """Bring two columns to one comparable type, or return why they cannot be compared."""
     a, b = _array(a), _array(b)
     fa, fb = _family(a.type), _family(b.type)
@@ -168,7 +168,7 @@ def _canonical_pair(a: pa.Array, b: pa.Array) -> _Column | str:
     elif fb == "null":
         b, fb = pa.nulls(len(b), a.type), fa
     if fa in _NUMERIC and fb in _NUMERIC:
-        return _numeric_pair(a, b, fa, fb)
+        return _numeric_pair(a, b, fa, fb, decimal_ulp)
     if fa != fb:
         return f"incompatible types {a.type} and {b.type}"
     if fa == "bool":
@@ -187,12 +187,12 @@ def _canonical_pair(a: pa.Array, b: pa.Array) -> _Column | str:
 _NUMERIC = {"int", "float", "decimal"}
 
 
-def _numeric_pair(a: pa.Array, b: pa.Array, fa: str, fb: str) -> _Column:
+def _numeric_pair(a: pa.Array, b: pa.Array, fa: str, fb: str, decimal_ulp: bool = False) -> _Column:
     if fa == fb == "int":
         # uint64 beyond int64's range: compare both as decimal(38, 0), exactly
         target = pa.decimal128(38, 0) if pa.uint64() in (a.type, b.type) else pa.int64()
         return _Column(a.cast(target), b.cast(target), False, 0.0)
-    if fa == fb == "decimal" and a.type.scale == b.type.scale:
+    if fa == fb == "decimal" and a.type.scale == b.type.scale and not (decimal_ulp and a.type.scale > 0):
         if max(a.type.precision, b.type.precision) > 38:
             target = pa.decimal256(76, a.type.scale)
         else:
@@ -205,7 +205,8 @@ def _numeric_pair(a: pa.Array, b: pa.Array, fa: str, fb: str) -> _Column:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     positive = [s for s in scales if s > 0]
-    tol = 10.0 ** -min(positive) if positive else 0.0
+    # one unit of the last place (a hair more: the difference is computed in float64)
+    tol = 10.0 ** -min(positive) * (1 + 1e-6) if positive else 0.0
     return _Column(pc.cast(a, pa.float64(), safe=False), pc.cast(b, pa.float64(), safe=False), True, tol)
 
 
@@ -268,10 +269,14 @@ def compare_tables(
     ordered_by: list[int] | None = None,
     rel_tol: float = 1e-9,
     abs_tol: float = 1e-12,
+    decimal_ulp: bool = False,
 ) -> Comparison:
     """Compare two tables as multisets of rows (and their order on ``ordered_by`` key columns).
 
     ``actual`` and ``expected`` are pyarrow Tables (or RecordBatches); columns match by position.
+    Decimals of the same scale compare exactly unless ``decimal_ulp``: then within one unit of their
+    last place, as decimals of different scales always do (engines round a decimal average or
+    quotient's last digit differently).
     """
     actual, expected = _as_table(actual), _as_table(expected)
     if actual.num_columns != expected.num_columns:
@@ -282,7 +287,7 @@ def compare_tables(
         return Comparison(False, f"row count differs: actual {actual.num_rows}, expected {expected.num_rows}")
     columns: list[_Column] = []
     for i in range(actual.num_columns):
-        col = _canonical_pair(actual.column(i), expected.column(i))
+        col = _canonical_pair(actual.column(i), expected.column(i), decimal_ulp)
         if isinstance(col, str):
             return Comparison(False, f"column {i}: {col}")
         columns.append(col)

@@ -145,6 +145,18 @@ def referenced_fields(e: Message) -> set[int]:
     return out
 
 
+def has_outer_refs(e: Message) -> bool:
+    """True if it reads a column of an enclosing query (an ``outer_reference``)."""
+    found = False
+
+    def visit(ref, depth):
+        nonlocal found
+        found = found or ref.WhichOneof("root_type") == "outer_reference"
+
+    _walk_refs(e, 0, visit)
+    return found
+
+
 def has_unresolvable_refs(e: Message) -> bool:
     """True if it reads something other than plain top-level columns (expression-based references)."""
     bad = False

@@ -362,11 +362,18 @@ def _conform_producer_quirks(plan: Plan, name: str) -> None:
 
     DuckDB 1.1.3 (and DataFusion before 2024) write a ``ProjectRel`` without emit meaning "only the
     expressions"; Substrait reads it as "input columns, then expressions". See
-    :func:`optimizer.schema.conform_legacy_projects`.
+    :func:`optimizer.schema.conform_legacy_projects`. DataFusion's simple CASE (an ``IfThen`` whose first
+    clause is the operand, without ``then``) becomes the spec's searched CASE: see
+    :mod:`optimizer.producer_quirks`. DataFusion numbers the output of an aggregate with several grouping
+    sets its own way: see :func:`optimizer.grouping_sets.conform_grouping_sets`.
     """
+    from optimizer.grouping_sets import conform_grouping_sets
+    from optimizer.producer_quirks import conform_simple_case
     from optimizer.schema import conform_legacy_projects
 
     try:
+        conform_simple_case(plan)
+        conform_grouping_sets(plan)  # before the projects: those above read the aggregates' widths
         conform_legacy_projects(plan)
     except PlanError as exc:
         raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None

@@ -423,10 +423,12 @@ class Schema:
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem found by :func:`check_plan`: where (a path) and what."""
+    """One problem found by :func:`check_plan`: where (a path) and what. A ``quirk`` is a known producer
+    habit with a clear meaning (read as documented in docs/semantics.md): reported, never an error."""
 
     path: str
     message: str
+    quirk: bool = False
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
@@ -1291,9 +1293,11 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: _Ctx, bpath: str)
             if body.HasField("expression"):
                 _condition(body.expression, both, ctx, f"{bpath}.expression", "join expression")
             elif kind == "join":
-                ctx.warn(
-                    f"{bpath}.expression", "join has no expression (use a literal true for a cross join)"
-                )
+                # DataFusion writes CROSS JOIN as an inner JoinRel without expression: read as true.
+                if ctx.problems is not None:
+                    ctx.problems.append(Problem(
+                        f"{bpath}.expression",
+                        "producer quirk: join has no expression, read as true (a cross product)", quirk=True))
             if body.HasField("post_join_filter"):
                 _condition(body.post_join_filter, out, ctx, f"{bpath}.post_join_filter", "post-join filter")
         return out
@@ -1936,8 +1940,9 @@ def check_plan(plan: Plan) -> list[Problem]:
 
 
 def raise_for_problems(plan: Plan) -> None:
-    """Raise a one-line :class:`~optimizer.errors.PlanError` for the first problem of ``plan``, if any."""
-    problems = check_plan(plan)
+    """Raise a one-line :class:`~optimizer.errors.PlanError` for the first problem of ``plan`` that is not a
+    producer quirk, if any."""
+    problems = [p for p in check_plan(plan) if not p.quirk]
     if not problems:
         return
     first = problems[0]

@@ -23,7 +23,13 @@ old field                                   current encoding
 ``IntervalDayToSecond.microseconds``        ``precision = 6`` + ``subseconds``
 ``Type.user_defined_type_reference``        ``Type.user_defined.type_reference``
 ``FileOrFiles.format``                      ``parquet`` (the only format the old enum named)
+``HashJoinRel/MergeJoinRel.left_keys`` +    ``keys`` (``ComparisonJoinKey`` pairs compared with
+``right_keys`` (removed in 0.98)            ``SIMPLE_COMPARISON_TYPE_EQ``, as the old fields meant)
 =========================================  ====================================================
+
+When a plan carries both fields of a pair (producers in transition write both), an empty old repeated
+field or an old scalar at its default says nothing and is dropped; otherwise both must say the same
+thing, or the plan is rejected naming the place ("... disagree").
 
 Binary plans keep the old fields as unknown fields when parsed; they are read from there. A field
 that survives none of this is an error naming it and its place: nothing is silently dropped.
@@ -39,7 +45,8 @@ from typing import Any
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import json_format, unknown_fields
 from google.protobuf.message import DecodeError, Message
-from substrait.proto import Expression, Plan
+from google.protobuf.message_factory import GetMessageClass
+from substrait.proto import ComparisonJoinKey, Expression, FunctionArgument, Plan, Type
 
 from optimizer.errors import PlanError
 from optimizer.functions import NO_EXTENSION, uri_to_urn
@@ -184,11 +191,19 @@ def _rename_uri_reference_json(obj: dict, path: str, ctx: _Context) -> None:
         return
     old = _int(obj.pop(key), f"{path}.extension_uri_reference")
     if old == NO_EXTENSION:  # DataFusion: "no extension declared"; keep saying so
-        obj["extensionUrnReference"] = NO_EXTENSION
-        return
-    if old not in ctx.uri_anchor_to_urn_anchor:
+        mapped = NO_EXTENSION
+    elif old in ctx.uri_anchor_to_urn_anchor:
+        mapped = ctx.uri_anchor_to_urn_anchor[old]
+    elif old == 0:
+        return  # the old field's default says nothing
+    else:
         raise PlanError(f"extension_uri_reference {old} names no declared extension URI", path)
-    obj["extensionUrnReference"] = ctx.uri_anchor_to_urn_anchor[old]
+    new_key = _json_key(obj, "extensionUrnReference", "extension_urn_reference")
+    if new_key is not None and _int(obj[new_key], path) not in (0, mapped):
+        raise PlanError("the old 'extension_uri_reference' and the new 'extension_urn_reference' disagree", path)
+    if new_key is not None:
+        del obj[new_key]
+    obj["extensionUrnReference"] = mapped
 
 
 def _fetch_json(obj: dict, path: str, ctx: _Context) -> None:
@@ -196,8 +211,13 @@ def _fetch_json(obj: dict, path: str, ctx: _Context) -> None:
         if old not in obj:
             continue
         value = _int(obj.pop(old), f"{path}.{old}")
-        if _json_key(obj, new, "offset_expr" if old == "offset" else "count_expr"):
-            raise PlanError(f"both the old '{old}' and the new '{new}' are set", path)
+        new_key = _json_key(obj, new, "offset_expr" if old == "offset" else "count_expr")
+        if new_key is not None:
+            # A transitional producer writes both: 0 is the old field's default (it says nothing);
+            # any other value must be the new field's.
+            if value != 0 and _normalised(obj[new_key], Expression) != _normalised(_i64_literal(value), Expression):
+                raise PlanError(f"the old '{old}' ({value}) and the new '{new}' disagree", path)
+            continue
         if old == "count" and value == -1:
             continue  # -1 meant "all records": the new encoding says so by leaving count_expr unset
         if value < 0:
@@ -217,6 +237,9 @@ def _aggregate_json(obj: dict, path: str, ctx: _Context) -> None:
         if key is None:
             continue
         existing = grouping.get("expressionReferences", grouping.get("expression_references"))
+        if existing and not grouping[key]:
+            del grouping[key]  # an empty old list beside the new references says nothing
+            continue
         if existing:
             # Producers in transition write both encodings: the old one must say the same.
             old_exprs = grouping.pop(key)
@@ -239,12 +262,17 @@ def _aggregate_json(obj: dict, path: str, ctx: _Context) -> None:
 
 def _normalised_expr(doc: Any) -> Any:
     """An expression document in a canonical form (the old and new encodings of it compare equal)."""
-    expr = Expression()
+    return _normalised(doc, Expression)
+
+
+def _normalised(doc: Any, message_class: type[Message]) -> Any:
+    """A message document in a canonical form (the old and new encodings of it compare equal)."""
+    msg = message_class()
     try:
-        json_format.ParseDict(upgrade_json(json.loads(json.dumps(doc)), Expression.DESCRIPTOR), expr)
+        json_format.ParseDict(upgrade_json(json.loads(json.dumps(doc)), message_class.DESCRIPTOR), msg)
     except (json_format.ParseError, PlanError):
         return doc
-    return expr.SerializeToString(deterministic=True)
+    return msg.SerializeToString(deterministic=True)
 
 
 def _virtual_table_json(obj: dict, path: str, ctx: _Context) -> None:
@@ -253,26 +281,44 @@ def _virtual_table_json(obj: dict, path: str, ctx: _Context) -> None:
     values = obj.pop("values")
     if not isinstance(values, list):
         raise PlanError("virtual_table.values must be a list", path)
-    rows = obj.setdefault("expressions", [])
+    converted = []
     for i, row in enumerate(values):
         if not isinstance(row, dict):
             raise PlanError("a VALUES row must be an object", f"{path}.values[{i}]")
-        rows.append({"fields": [{"literal": lit} for lit in row.get("fields", [])]})
+        converted.append({"fields": [{"literal": lit} for lit in row.get("fields", [])]})
+    rows = obj.get("expressions")
+    if rows and converted:
+        _same_or_fail(converted, rows, Expression.Nested.Struct, "the old 'values' and the new 'expressions' disagree", path)
+        return
+    if converted:
+        obj["expressions"] = converted
 
 
 def _args_json(obj: dict, path: str, ctx: _Context) -> None:
     if "args" not in obj:
         return
     args = obj.pop("args")
-    if obj.get("arguments"):
-        raise PlanError("both the old 'args' and the new 'arguments' are set", path)
+    if not isinstance(args, list):
+        raise PlanError("args must be a list", f"{path}.args")
     arguments = []
-    for i, arg in enumerate(args if isinstance(args, list) else []):
+    for i, arg in enumerate(args):
         if isinstance(arg, dict) and "enum" in arg:
             arguments.append({"enum": _old_enum_value(arg["enum"], f"{path}.args[{i}].enum")})
         else:
             arguments.append({"value": arg})
+    current = obj.get("arguments")
+    if not args:
+        return  # an empty repeated field says nothing (Isthmus wrote "args": [] beside "arguments")
+    if current:
+        _same_or_fail(arguments, current, FunctionArgument, "the old 'args' and the new 'arguments' disagree", path)
+        return
     obj["arguments"] = arguments
+
+
+def _same_or_fail(old: list, new: list, message_class: type[Message], what: str, path: str) -> None:
+    """Both encodings of one repeated field are given: they must say the same thing."""
+    if [_normalised(d, message_class) for d in old] != [_normalised(d, message_class) for d in new]:
+        raise PlanError(what, path)
 
 
 def _old_enum_value(value: Any, path: str) -> str:
@@ -301,11 +347,18 @@ def _rename_precision(obj: dict, renames: dict[str, str], path: str, literal: bo
             continue
         value = obj.pop(key)
         if literal:
-            obj[new] = {"precision": 6, "value": str(_int(value, f"{path}.{key}"))}
+            converted: Any = {"precision": 6, "value": str(_int(value, f"{path}.{key}"))}
         else:
-            body = dict(value) if isinstance(value, dict) else {}
-            body["precision"] = 6
-            obj[new] = body
+            converted = dict(value) if isinstance(value, dict) else {}
+            converted["precision"] = 6
+        if new in obj:
+            # Both encodings given: they must say the same thing.
+            descriptor = Expression.Literal if literal else Type
+            sub = GetMessageClass(descriptor.DESCRIPTOR.fields_by_camelcase_name[new].message_type)
+            if _normalised(obj[new], sub) != _normalised(converted, sub):
+                raise PlanError(f"the old '{key}' and the new '{new}' disagree", path)
+            continue
+        obj[new] = converted
 
 
 def _type_json(obj: dict, path: str, ctx: _Context) -> None:
@@ -321,8 +374,16 @@ def _literal_json(obj: dict, path: str, ctx: _Context) -> None:
 
 def _interval_day_json(obj: dict, path: str, ctx: _Context) -> None:
     if "microseconds" in obj:
+        micros = _int(obj.pop("microseconds"), f"{path}.microseconds")
+        if "subseconds" in obj or "precision" in obj:
+            # Both encodings given: the same fraction of a second, or a disagreement.
+            precision = _int(obj.get("precision", 0), f"{path}.precision")
+            subseconds = _int(obj.get("subseconds", 0), f"{path}.subseconds")
+            if micros != 0 and (precision > 18 or subseconds * 10 ** 6 != micros * 10 ** precision):
+                raise PlanError("the old 'microseconds' and the new 'subseconds' disagree", path)
+            return
         obj["precision"] = 6
-        obj["subseconds"] = str(_int(obj.pop("microseconds"), f"{path}.microseconds"))
+        obj["subseconds"] = str(micros)
 
 
 def _file_json(obj: dict, path: str, ctx: _Context) -> None:
@@ -334,7 +395,31 @@ def _file_json(obj: dict, path: str, ctx: _Context) -> None:
             raise PlanError(f"unknown file format {fmt!r}", f"{path}.format")
 
 
+def _join_keys_json(obj: dict, path: str, ctx: _Context) -> None:
+    left_key = _json_key(obj, "leftKeys", "left_keys")
+    right_key = _json_key(obj, "rightKeys", "right_keys")
+    if left_key is None and right_key is None:
+        return
+    left = obj.pop(left_key) if left_key else []
+    right = obj.pop(right_key) if right_key else []
+    if not isinstance(left, list) or not isinstance(right, list):
+        raise PlanError("left_keys and right_keys must be lists", path)
+    if len(left) != len(right):
+        raise PlanError(f"{len(left)} left_keys but {len(right)} right_keys", path)
+    if not left:
+        return  # empty old lists say nothing
+    keys = [{"left": lk, "right": rk, "comparison": {"simple": "SIMPLE_COMPARISON_TYPE_EQ"}}
+            for lk, rk in zip(left, right, strict=True)]
+    current = obj.get("keys")
+    if current:
+        _same_or_fail(keys, current, ComparisonJoinKey, "the old 'left_keys'/'right_keys' and the new 'keys' disagree", path)
+        return
+    obj["keys"] = keys
+
+
 _JSON_UPGRADES: dict[str, Callable[[dict, str, _Context], None]] = {
+    "substrait.HashJoinRel": _join_keys_json,
+    "substrait.MergeJoinRel": _join_keys_json,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionFunction": _rename_uri_reference_json,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionType": _rename_uri_reference_json,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionTypeVariation": _rename_uri_reference_json,
@@ -570,12 +655,14 @@ def _uri_reference_bin(msg, unknown, path, ctx) -> set[int]:
     for number, _, value in unknown:
         if number == 1:
             if value == NO_EXTENSION:
-                msg.extension_urn_reference = NO_EXTENSION
-                done.add(1)
-                continue
-            if value not in ctx.uri_anchor_to_urn_anchor:
+                mapped = NO_EXTENSION
+            elif value in ctx.uri_anchor_to_urn_anchor:
+                mapped = ctx.uri_anchor_to_urn_anchor[value]
+            else:
                 raise PlanError(f"extension_uri_reference {value} names no declared extension URI", path)
-            msg.extension_urn_reference = ctx.uri_anchor_to_urn_anchor[value]
+            if msg.extension_urn_reference not in (0, mapped):
+                raise PlanError("the old 'extension_uri_reference' and the new 'extension_urn_reference' disagree", path)
+            msg.extension_urn_reference = mapped
             done.add(1)
     return done
 
@@ -591,8 +678,16 @@ def _fetch_bin(msg, unknown, path, ctx) -> set[int]:
         value = _signed64(value)
         if number == 4 and value == -1:
             continue
+        name = "offset" if number == 3 else "count"
+        if msg.HasField(f"{name}_expr"):
+            # A transitional producer writes both: the old field must say the same.
+            expr = getattr(msg, f"{name}_expr")
+            if value != 0 and (expr.literal.WhichOneof("literal_type") not in ("i64", "i32", "i16", "i8")
+                               or getattr(expr.literal, expr.literal.WhichOneof("literal_type")) != value):
+                raise PlanError(f"the old '{name}' ({value}) and the new '{name}_expr' disagree", path)
+            continue
         if value < 0:
-            raise PlanError(f"negative {'offset' if number == 3 else 'count'} {value}", path)
+            raise PlanError(f"negative {name} {value}", path)
         target = msg.offset_expr if number == 3 else msg.count_expr
         target.literal.i64 = value
     return done
@@ -628,6 +723,9 @@ def _upgrade_aggregate_groupings(agg, path: str, ctx: _Context) -> None:
 
 def _virtual_table_bin(msg, unknown, path, ctx) -> set[int]:
     done = set()
+    current = list(msg.expressions)
+    if any(n == 1 and w == 2 for n, w, _ in unknown):
+        del msg.expressions[:]
     for number, wire, value in unknown:
         if number != 1 or wire != 2:
             continue
@@ -638,6 +736,8 @@ def _virtual_table_bin(msg, unknown, path, ctx) -> set[int]:
                 raise PlanError(f"unknown field number {n} in an old VALUES row", f"{path}.values")
             literal = _parse_upgraded(Expression.Literal, lit, f"{path}.values", ctx)
             row.fields.add().literal.CopyFrom(literal)
+    if current and current != list(msg.expressions):
+        raise PlanError("the old 'values' and the new 'expressions' disagree", path)
     return done
 
 
@@ -646,8 +746,8 @@ def _args_bin(number: int):
         olds = [v for n, w, v in unknown if n == number and w == 2]
         if not olds:
             return set()
-        if len(msg.arguments):
-            raise PlanError("both the old 'args' and the new 'arguments' are set", path)
+        current = list(msg.arguments)
+        del msg.arguments[:]
         for i, raw in enumerate(olds):
             fields = _wire_fields(raw)
             enum = [v for n, w, v in fields if n == 10 and w == 2]
@@ -659,6 +759,8 @@ def _args_bin(number: int):
             else:
                 expr = _parse_upgraded(Expression, raw, f"{path}.args[{i}]", ctx)
                 msg.arguments.add().value.CopyFrom(expr)
+        if current and current != list(msg.arguments):
+            raise PlanError("the old 'args' and the new 'arguments' disagree", path)
         return {number}
 
     return handler
@@ -717,7 +819,31 @@ def _file_bin(msg, unknown, path, ctx) -> set[int]:
     return set()
 
 
+def _join_keys_bin(msg, unknown, path, ctx) -> set[int]:
+    left = [v for n, w, v in unknown if n == 4 and w == 2]
+    right = [v for n, w, v in unknown if n == 5 and w == 2]
+    if not left and not right:
+        return set()
+    if len(left) != len(right):
+        raise PlanError(f"{len(left)} left_keys but {len(right)} right_keys", path)
+    keys = []
+    for i, (lraw, rraw) in enumerate(zip(left, right, strict=True)):
+        key = ComparisonJoinKey(comparison=ComparisonJoinKey.ComparisonType(
+            simple=ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ))
+        key.left.CopyFrom(_parse_upgraded(Expression.FieldReference, lraw, f"{path}.left_keys[{i}]", ctx))
+        key.right.CopyFrom(_parse_upgraded(Expression.FieldReference, rraw, f"{path}.right_keys[{i}]", ctx))
+        keys.append(key)
+    if len(msg.keys):
+        if list(msg.keys) != keys:
+            raise PlanError("the old 'left_keys'/'right_keys' and the new 'keys' disagree", path)
+    else:
+        msg.keys.extend(keys)
+    return {4, 5}
+
+
 _BINARY_UPGRADES: dict[str, Callable[..., set[int]]] = {
+    "substrait.HashJoinRel": _join_keys_bin,
+    "substrait.MergeJoinRel": _join_keys_bin,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionFunction": _uri_reference_bin,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionType": _uri_reference_bin,
     "substrait.extensions.SimpleExtensionDeclaration.ExtensionTypeVariation": _uri_reference_bin,

@@ -5,10 +5,17 @@
 
 **Produces**, from the conjuncts of the join expression:
 
-* *equi-keys*: each ``equal(l, r)`` / ``is_not_distinct_from(l, r)`` conjunct whose two arguments
+* *column keys*: each ``equal(l, r)`` / ``is_not_distinct_from(l, r)`` conjunct whose two arguments
   are plain field references, one to each input (either way round) and of the same type, becomes a
   ``ComparisonJoinKey`` (``SIMPLE_COMPARISON_TYPE_EQ`` / ``..._IS_NOT_DISTINCT_FROM``) with field
   references relative to each input;
+* *expression keys*: any other ``equal`` / ``is_not_distinct_from`` conjunct of an expression over
+  the left input only and one over the right input only (deterministic, no subquery or outer
+  reference), of any types with a common type (:func:`common_type`: Spark's widening, e.g. i32 and
+  i64 -> i64; DataFusion writes ``CAST(o_orderkey AS i64) = l_orderkey``): a ``ProjectRel`` over that
+  input appends each side, cast to the common type, and the key compares the appended columns. The
+  residual and post-join filter are renumbered and the join's emit hides the appended columns, so the
+  join's output is unchanged. No merge join is chosen then (the appended columns have no ordering);
 * the other conjuncts, ANDed, become the ``residual_expression`` (field indexes over the
   concatenated left + right columns, as in the ``JoinRel``): part of the match condition, so outer,
   semi and anti joins keep their meaning. The ``post_join_filter`` is carried over unchanged.
@@ -95,12 +102,27 @@ from substrait.proto import (
     Plan,
     Rel,
     SortField,
+    Type,
 )
 
 from cost.properties import ordering
 from optimizer.dag import inputs, rel_inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule, add_subgraph
-from optimizer.expr_utils import call_args, conjuncts, field_index, function_name, make_and
+from optimizer.errors import OptimizerError
+from optimizer.expr_utils import (
+    call_args,
+    conjuncts,
+    field_index,
+    function_name,
+    has_outer_refs,
+    has_subquery,
+    has_unresolvable_refs,
+    is_deterministic,
+    make_and,
+    referenced_fields,
+    remap_fields,
+    shift_fields,
+)
 
 LEFT, RIGHT = "LEFT", "RIGHT"
 
@@ -166,6 +188,116 @@ def split_condition(e: Expression, n_left: int, left_types, right_types, functio
                         continue
         rest.append(c)
     return keys, rest
+
+
+@dataclass(frozen=True)
+class ExprKey:
+    """An equality of an expression of the left input and one of the right input that are not two plain
+    columns of one type: each side is evaluated, cast to their common type, by a ProjectRel below the join."""
+
+    left: Expression  # over the left input's columns
+    right: Expression  # over the right input's columns
+    common: Type  # the type both are compared in
+    comparison: int
+
+
+_INT_WIDTH = {"i8": 1, "i16": 2, "i32": 3, "i64": 4}
+#: Digits of each integer type as a decimal (Spark's DecimalType.forType).
+_INT_DIGITS = {"i8": 3, "i16": 5, "i32": 10, "i64": 20}
+_MAX_DECIMAL = 38
+
+
+def common_type(a: Type, b: Type) -> Type | None:
+    """The type Spark compares ``a`` and ``b`` in (its implicit widening), or None if there is none here.
+
+    >>> from optimizer.schema import make_type, type_name
+    >>> type_name(common_type(make_type("i32"), make_type("i64", nullable=True)))
+    'i64'
+    >>> type_name(common_type(make_type("i32"), make_type("decimal", precision=15, scale=2)))
+    'decimal<15,2>'
+    >>> common_type(make_type("string"), make_type("i64")) is None
+    True
+    """
+    from optimizer.schema import make_type
+
+    ka, kb = a.WhichOneof("kind"), b.WhichOneof("kind")
+    if ka is None or kb is None:
+        return None
+    if ka == kb and ka != "decimal":
+        return make_type(ka) if ka in _INT_WIDTH or ka in ("fp32", "fp64", "string", "date", "bool") else None
+    if ka in _INT_WIDTH and kb in _INT_WIDTH:
+        return make_type(max(ka, kb, key=_INT_WIDTH.__getitem__))
+    numeric = {"fp32", "fp64", "decimal", *_INT_WIDTH}
+    if ka not in numeric or kb not in numeric:
+        return None
+    if "fp32" in (ka, kb) or "fp64" in (ka, kb):
+        return make_type("fp64")
+
+    def digits(t: Type, kind: str) -> tuple[int, int]:  # (integer digits, scale)
+        if kind == "decimal":
+            return t.decimal.precision - t.decimal.scale, t.decimal.scale
+        return _INT_DIGITS[kind], 0
+
+    (ia, sa), (ib, sb) = digits(a, ka), digits(b, kb)
+    scale = max(sa, sb)
+    precision = max(ia, ib) + scale
+    if precision > _MAX_DECIMAL:
+        return None
+    return make_type("decimal", precision=precision, scale=scale)
+
+
+def expression_keys(conds: list[Expression], n_left: int, left_schema, right_schema, functions) -> tuple[list[ExprKey], list[Expression]]:
+    """The conjuncts (not plain same-type keys: see :func:`split_condition`) that equate an expression of
+    the left input with one of the right input, as :class:`ExprKey`; the others unchanged."""
+    from optimizer.schema import expression_type
+
+    keys: list[ExprKey] = []
+    rest: list[Expression] = []
+    for c in conds:
+        comparison = _KEY_FUNCTIONS.get(function_name(c, functions) or "")
+        args = call_args(c) if comparison is not None else None
+        key = None
+        if args is not None and len(args) == 2 and all(_movable_key(a, functions) for a in args):
+            sides = [referenced_fields(a) for a in args]
+            if sides[0] and sides[1] and max(sides[1]) < n_left <= min(sides[0]):
+                args = args[::-1]
+                sides = sides[::-1]
+            n_right = len(right_schema.types)
+            if sides[0] and sides[1] and max(sides[0]) < n_left <= min(sides[1]) and max(sides[1]) < n_left + n_right:
+                left = args[0]
+                right = shift_fields(args[1], -n_left)
+                try:
+                    lt = expression_type(left, left_schema, functions)
+                    rt = expression_type(right, right_schema, functions)
+                except OptimizerError:  # a type that cannot be derived (unknown columns): no key
+                    lt = rt = Type()
+                common = common_type(lt, rt)
+                if common is not None:
+                    key = ExprKey(_cast_to(left, lt, common), _cast_to(right, rt, common), common, comparison)
+        if key is None:
+            rest.append(c)
+        elif key not in keys:
+            keys.append(key)
+    return keys, rest
+
+
+def _movable_key(e: Expression, functions) -> bool:
+    """Can the expression be computed below the join, once per input row (no subquery, no outer or
+    expression-based reference, deterministic)?"""
+    return not has_outer_refs(e) and not has_subquery(e) and not has_unresolvable_refs(e) and is_deterministic(e, functions)
+
+
+def _cast_to(e: Expression, t: Type, common: Type) -> Expression:
+    """``e`` (of type ``t``) as ``common``: unchanged when already of that type."""
+    from optimizer.schema import is_nullable, type_name, with_nullability
+
+    target = with_nullability(common, is_nullable(t))
+    if type_name(target) == type_name(t):
+        return e
+    out = Expression()
+    out.cast.type.CopyFrom(target)
+    out.cast.input.CopyFrom(e)
+    return out
 
 
 def _field_reference(index: int) -> Expression.FieldReference:
@@ -339,8 +471,18 @@ def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
     if join.HasField("expression"):
         keys, rest = split_condition(join.expression, len(left_types), left_types, right_types, ctx.functions)
 
-    if not keys:
+    expr_keys: list[ExprKey] = []
+    if rest:
+        expr_keys, rest = expression_keys(rest, len(left_types), ctx.schema(left), ctx.schema(right), ctx.functions)
+
+    if not keys and not expr_keys:
         return _nested_loop(join, type_name, left, right)
+
+    left_child: NewRel | int = left
+    right_child: NewRel | int = right
+    if expr_keys:
+        join, keys, rest, left_child, right_child = _project_keys(
+            join, type_name, keys, expr_keys, rest, left, right, len(left_types), len(right_types))
 
     residual = make_and(rest, ctx.registrar) if rest else None
     hash_rel = Rel()
@@ -365,13 +507,13 @@ def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
             # the estimate of a join result is too uncertain to bind Spark to a broadcast
             side, broadcast = choose_build(type_name, left_bytes, right_bytes, -1.0) or (side, False)
 
-    if not broadcast:
+    if not broadcast and not expr_keys:
         in_order = merge_key_order(g, left, right, keys)
         if in_order is not None:
             return NewRel(_merge_rel(join, type_name, in_order, residual), [left, right])
 
     body.build_input = HashJoinRel.BUILD_INPUT_LEFT if side == LEFT else HashJoinRel.BUILD_INPUT_RIGHT
-    children: list[NewRel | int] = [left, right]
+    children: list[NewRel | int] = [left_child, right_child]
     if broadcast:
         exchange = Rel()
         exchange.exchange.broadcast.SetInParent()
@@ -379,13 +521,68 @@ def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
         children[index] = NewRel(exchange, [children[index]])
     hashed = NewRel(hash_rel, children)
 
-    if not broadcast and _sorted_on_keys_above(g, node, join, keys):
+    if not broadcast and not expr_keys and _sorted_on_keys_above(g, node, join, keys):
         direction = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
         sorted_merge = NewRel(_merge_rel(join, type_name, keys, residual), [NewRel(_sort_rel([k.left for k in keys], direction), [left]),
                                       NewRel(_sort_rel([k.right for k in keys], direction), [right])])
         if _merge_is_cheaper(g, node, hashed, sorted_merge, ctx):
             return sorted_merge
     return hashed
+
+
+def _project_keys(join: JoinRel, type_name: str, keys: list[Key], expr_keys: list[ExprKey], rest: list[Expression],
+                  left: int, right: int, n_left: int, n_right: int):
+    """Compute the key expressions of ``expr_keys`` (cast to their common type) in a ProjectRel over each
+    input that needs one, so that every key is a pair of columns of one type. The join reads the wider
+    inputs: ``rest`` (over left + right) and the post-join filter (over the join's output) are renumbered
+    and the emit hides the added columns, so the join's output is the same. Returns the new JoinRel (for
+    its common and post-join filter), all keys, the renumbered conjuncts and the two inputs."""
+    added: list[list[Expression]] = [[], []]
+
+    def column(e: Expression, side: int, width: int) -> int:
+        i = field_index(e)
+        if i is not None:
+            return i
+        for j, existing in enumerate(added[side]):
+            if existing == e:
+                return width + j
+        added[side].append(e)
+        return width + len(added[side]) - 1
+
+    all_keys = list(keys)
+    for k in expr_keys:
+        key = Key(column(k.left, 0, n_left), column(k.right, 1, n_right), k.comparison)
+        if key not in all_keys:
+            all_keys.append(key)
+    add_left, add_right = len(added[0]), len(added[1])
+
+    def child(node: int, exprs: list[Expression]) -> NewRel | int:
+        if not exprs:
+            return node
+        rel = Rel()
+        rel.project.expressions.extend(exprs)
+        return NewRel(rel, [node])
+
+    shifted = [shift_fields(c, add_left, n_left) for c in rest]
+    # The join's output before its emit: [left][right][mark], each block kept or not by the join type.
+    blocks = {"LEFT_SEMI": "L", "LEFT_ANTI": "L", "RIGHT_SEMI": "R", "RIGHT_ANTI": "R",
+              "LEFT_MARK": "LM", "RIGHT_MARK": "RM"}.get(type_name, "LR")
+    old_map: list[int] = []
+    position = 0
+    for block in blocks:
+        width, extra = {"L": (n_left, add_left), "R": (n_right, add_right), "M": (1, 0)}[block]
+        old_map.extend(range(position, position + width))
+        position += width + extra
+    new_join = JoinRel()
+    new_join.CopyFrom(join)
+    new_join.ClearField("expression")
+    mapping = dict(enumerate(old_map))
+    if join.HasField("post_join_filter"):
+        new_join.post_join_filter.CopyFrom(remap_fields(join.post_join_filter, mapping))
+    emit = list(join.common.emit.output_mapping) if join.common.HasField("emit") else range(len(old_map))
+    new_join.common.emit.ClearField("output_mapping")
+    new_join.common.emit.output_mapping.extend(old_map[i] for i in emit)
+    return new_join, all_keys, shifted, child(left, added[0]), child(right, added[1])
 
 
 def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Expression | None) -> Rel:

@@ -847,6 +847,19 @@ def _coalesce(call: Call) -> Column:
     return call.cast_out(F.coalesce(*call.values)) if len(call.values) > 1 else call.values[0]
 
 
+@_scalar("constant_or_null")
+def _constant_or_null(call: Call) -> Column:
+    """DuckDB's ``constant_or_null(c, x1, ...)``: null when any ``x`` is null, else ``c`` (its statistics
+    propagation writes ``x > 500`` as ``constant_or_null(false, x, 500)`` when no ``x`` exceeds 500)."""
+    if len(call.values) < 2:
+        call.arity(2)
+    first, rest = call.values[0], call.values[1:]
+    any_null = rest[0].isNull()
+    for value in rest[1:]:
+        any_null = any_null | value.isNull()
+    return call.cast_out(F.when(any_null, F.lit(None)).otherwise(first))
+
+
 def _extreme(spark_fn: Callable[..., Column], skip_nulls: bool):
     def impl(call: Call) -> Column:
         if not call.values:
@@ -1604,6 +1617,12 @@ def _datetime_arith(call: Call, op: str) -> Column:
         return call.cast_out(F.datediff(a, b).cast(T.LongType()))
     if op == "subtract" and ka in _TEMPORAL and kb in _TEMPORAL:
         return call.cast_out(a - b)
+    # DuckDB writes `date + 5` (days, TPC-DS q72) as add:date_i32; subtract likewise.
+    if op == "add" and ka in _INT_TYPES and kb == "date":
+        a, b, ka, kb = b, a, kb, ka
+    if op in ("add", "subtract") and ka == "date" and kb in _INT_TYPES:
+        days = b.cast(T.IntegerType())
+        return call.cast_out(F.date_add(a, days) if op == "add" else F.date_sub(a, days))
     raise call.unsupported(f"{op} of {ka} and {kb}")
 
 

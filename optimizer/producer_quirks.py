@@ -1,0 +1,67 @@
+"""Producer habits outside the Substrait spec whose meaning is clear: rewritten at load time into the
+spec's encoding, so that everything downstream (schemas, rules, backends) reads plain Substrait.
+
+* **DataFusion's simple CASE** (``CASE x WHEN v1 THEN r1 ... ELSE e END``): DataFusion 55 writes an
+  ``IfThen`` whose first clause has an ``if`` (the operand ``x``) and no ``then``, followed by one clause
+  per ``WHEN`` with the compared value as ``if``. Its consumer reads a first clause without ``then`` as
+  the operand (``from_substrait_rex``, ``RexType::IfThen``). The spec wants a boolean ``if`` and a
+  ``then`` in every clause, so it becomes the searched CASE ``WHEN equal(x, v1) THEN r1 ...``: the same
+  answer, a NULL operand matching no ``WHEN`` as in SQL. The operand is copied into each clause, which
+  is only the same for a deterministic operand (otherwise an :class:`UnsupportedError`).
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import Message
+from substrait.proto import Expression, Plan
+
+from optimizer.errors import PlanError, UnsupportedError
+from optimizer.expr_utils import FunctionRegistrar, boolean_type, is_deterministic
+
+_IF_THEN = Expression.IfThen.DESCRIPTOR.full_name
+
+
+def conform_simple_case(plan: Plan) -> int:
+    """Rewrite every ``IfThen`` whose first clause has no ``then`` (DataFusion's simple CASE) into the
+    searched CASE the spec defines, in place. Returns the number rewritten."""
+    found: list[tuple[Message, str]] = []
+    _find(plan, "", found)
+    if not found:
+        return 0
+    registrar = FunctionRegistrar(plan)
+    for if_then, path in found:  # innermost first: an operand holding a simple CASE is already rewritten
+        clauses = list(if_then.ifs)
+        if len(clauses) < 2:
+            raise PlanError("if_then has a clause without 'then' and no other clause", f"{path}.ifs[0]")
+        operand = Expression()
+        operand.CopyFrom(clauses[0].__getattribute__("if"))
+        if not is_deterministic(operand, registrar.table):
+            raise UnsupportedError("a simple CASE on a nondeterministic operand", f"{path}.ifs[0].if")
+        rewritten = []
+        for i, clause in enumerate(clauses[1:], start=1):
+            if not clause.HasField("then"):
+                raise PlanError("if_then clause without 'then' after the first", f"{path}.ifs[{i}]")
+            new = Expression.IfThen.IfClause()
+            condition = registrar.call("equal", "functions_comparison",
+                                       [operand, getattr(clause, "if")], boolean_type(), "equal:any_any")
+            getattr(new, "if").CopyFrom(condition)
+            new.then.CopyFrom(clause.then)
+            rewritten.append(new)
+        del if_then.ifs[:]
+        if_then.ifs.extend(rewritten)
+    return len(found)
+
+
+def _find(msg: Message, path: str, out: list[tuple[Message, str]]) -> None:
+    """Every IfThen with a first clause without ``then``, children before parents."""
+    for field, value in msg.ListFields():
+        if field.type != field.TYPE_MESSAGE or field.message_type.GetOptions().map_entry:
+            continue
+        sub = f"{path}.{field.name}" if path else field.name
+        if field.label == field.LABEL_REPEATED:
+            for i, item in enumerate(value):
+                _find(item, f"{sub}[{i}]", out)
+        else:
+            _find(value, sub, out)
+    if msg.DESCRIPTOR.full_name == _IF_THEN and len(msg.ifs) and not msg.ifs[0].HasField("then"):
+        out.append((msg, path))

@@ -1,0 +1,264 @@
+"""TPC-DS data and queries for the tests and the TPC-DS results table.
+
+* :func:`generate_tpcds` writes ``<dest>/<table>.parquet`` for the 24 TPC-DS tables, once per directory (a
+  marker file records the scale; generation is skipped when it is present). The data comes from DuckDB's
+  built-in ``CALL dsdgen(sf=...)``, which is deterministic (dsdgen's fixed seeds): the same scale gives the
+  same rows. Column types are DuckDB's (``INTEGER`` keys, ``DECIMAL(7,2)`` money, ``DATE``, ``VARCHAR`` for
+  both ``char`` and ``varchar``), nullable as DuckDB declares them.
+* :func:`tpcds_queries` returns the 99 query texts of DuckDB 1.1.3's ``tpcds_queries()``, stored as package
+  data ``optimizer/data/tpcds/qNN.sql``. They read the tables by their plain names (``store_sales``...).
+* The data lives in ``$SUBSTRAIT_OPT_DATA/tpcds-sf<scale>`` (beside TPC-H's ``sf<scale>``), else in
+  ``<repo>/.cache/tpch/tpcds-sf<scale>``.
+
+>>> len(TPCDS_TABLES), len(tpcds_queries())
+(24, 99)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from optimizer.tpch import _locked, repo_root
+
+TPCDS_TABLES: tuple[str, ...] = (
+    "call_center",
+    "catalog_page",
+    "catalog_returns",
+    "catalog_sales",
+    "customer",
+    "customer_address",
+    "customer_demographics",
+    "date_dim",
+    "household_demographics",
+    "income_band",
+    "inventory",
+    "item",
+    "promotion",
+    "reason",
+    "ship_mode",
+    "store",
+    "store_returns",
+    "store_sales",
+    "time_dim",
+    "warehouse",
+    "web_page",
+    "web_returns",
+    "web_sales",
+    "web_site",
+)
+
+# Bump when the files' layout or schema changes: existing caches are then regenerated.
+_FORMAT_VERSION = 1
+_MARKER = "_TPCDS_GENERATED.json"
+_DATA_DIR = Path(__file__).resolve().parent / "data" / "tpcds"
+
+
+def default_tpcds_dir(scale: float = 0.01) -> Path:
+    """Where the TPC-DS data of ``scale`` lives: ``$SUBSTRAIT_OPT_DATA/tpcds-sf<scale>`` when that variable is
+    set, else ``<repo>/.cache/tpch/tpcds-sf<scale>``.
+
+    >>> default_tpcds_dir(0.01).name
+    'tpcds-sf0.01'
+    """
+    base = os.environ.get("SUBSTRAIT_OPT_DATA")
+    root = Path(base) if base else repo_root() / ".cache" / "tpch"
+    return root / f"tpcds-sf{scale:g}"
+
+
+def tpcds_table_paths(data_dir: Path | str) -> dict[str, Path]:
+    """``{table name: parquet path}`` for the 24 TPC-DS tables in ``data_dir``."""
+    data_dir = Path(data_dir)
+    return {name: data_dir / f"{name}.parquet" for name in TPCDS_TABLES}
+
+
+def _marker_ok(dest: Path, scale: float) -> bool:
+    try:
+        info = json.loads((dest / _MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    if info.get("scale") != scale or info.get("format_version") != _FORMAT_VERSION:
+        return False
+    return all(path.exists() for path in tpcds_table_paths(dest).values())
+
+
+def generate_tpcds(scale: float = 0.01, dest: Path | str | None = None, *, force: bool = False) -> Path:
+    """Make the TPC-DS tables of ``scale`` in ``dest`` (default :func:`default_tpcds_dir`) unless already
+    there; return ``dest``. Safe to call from concurrent processes (a file lock serialises them)."""
+    import duckdb
+
+    dest = Path(dest) if dest is not None else default_tpcds_dir(scale)
+    if not force and _marker_ok(dest, scale):
+        return dest
+    with _locked(dest):
+        if not force and _marker_ok(dest, scale):
+            return dest
+        (dest / _MARKER).unlink(missing_ok=True)
+        start = time.perf_counter()
+        con = duckdb.connect()
+        try:
+            con.execute("LOAD tpcds")  # statically linked in the Python wheels
+        except duckdb.Error:
+            con.execute("INSTALL tpcds")
+            con.execute("LOAD tpcds")
+        con.execute(f"CALL dsdgen(sf={scale:g})")
+        rows = {}
+        for table in TPCDS_TABLES:
+            data = con.execute(f'SELECT * FROM "{table}"').fetch_arrow_table()
+            target = dest / f"{table}.parquet"
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            pq.write_table(data, tmp, compression="snappy")
+            os.replace(tmp, target)
+            rows[table] = data.num_rows
+        con.close()
+        info = {
+            "scale": scale,
+            "format_version": _FORMAT_VERSION,
+            "generator": f"duckdb {duckdb.__version__} dsdgen",
+            "seconds": round(time.perf_counter() - start, 3),
+            "rows": rows,
+        }
+        (dest / _MARKER).write_text(json.dumps(info, indent=1) + "\n")
+    return dest
+
+
+@cache
+def _queries() -> dict[int, str]:
+    return {n: (_DATA_DIR / f"q{n:02d}.sql").read_text().strip() for n in range(1, 100)}
+
+
+def tpcds_queries() -> dict[int, str]:
+    """The 99 TPC-DS queries ``{1: "SELECT ...", ...}`` (DuckDB 1.1.3's texts, no trailing ``;``)."""
+    return dict(_queries())
+
+
+class TPCDSOracle:
+    """Runs SQL on DuckDB over the TPC-DS parquet tables of a data directory: the expected answers."""
+
+    def __init__(self, data_dir: Path | str) -> None:
+        import duckdb
+
+        self._con = duckdb.connect()
+        for name, path in tpcds_table_paths(data_dir).items():
+            self._con.execute(f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{path}')")
+
+    def __call__(self, sql: str) -> pa.Table:
+        return self._con.cursor().execute(sql).fetch_arrow_table()
+
+    def close(self) -> None:
+        self._con.close()
+
+
+# ------------------------------------------------------------------------------------------ judging
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one plan (original or optimized) did: ``equal``, ``different`` (the answer is not DuckDB's),
+    ``unsupported`` (exit 3: a relation or function the backend names unsupported), ``error`` (anything
+    else: a load or optimizer failure, a Spark error), or ``not produced`` (the producer wrote no plan)."""
+
+    status: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.detail}" if self.detail else self.status
+
+
+def _one_line(text, limit: int = 240) -> str:
+    from optimizer.errors import OptimizerError
+
+    if isinstance(text, OptimizerError) and text.path:  # the message first, the (long) path after it
+        text = f"{text.message} (at {text.path})"
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _answer(run, expected: pa.Table) -> Outcome:
+    from optimizer.compare import compare_tables
+    from optimizer.errors import UnsupportedError
+
+    try:
+        actual = run()
+    except UnsupportedError as exc:
+        return Outcome("unsupported", _one_line(exc))
+    except Exception as exc:  # noqa: BLE001 -- the outcome names whatever failed
+        return Outcome("error", f"{type(exc).__name__}: {_one_line(exc)}")
+    result = compare_tables(actual, expected, decimal_ulp=True)
+    return Outcome("equal") if result.equal else Outcome("different", _one_line(str(result)))
+
+
+def judge_plan(plan: bytes, expected: pa.Table, backend, statistics) -> tuple[Outcome, Outcome]:
+    """Run ``plan`` and its optimized form on ``backend``; compare each with ``expected`` as multisets
+    (floats to 1e-9 relative, decimals within one unit of their last place)."""
+    from optimizer.driver import optimize
+    from optimizer.plan_io import load_plan
+
+    try:
+        loaded = load_plan(plan)
+    except Exception as exc:  # noqa: BLE001
+        failed = Outcome("error", _one_line(f"load: {type(exc).__name__}: {exc}"))
+        return failed, failed
+    original = _answer(lambda: backend.execute(loaded), expected)
+    try:
+        better = optimize(loaded, statistics=statistics)
+    except Exception as exc:  # noqa: BLE001
+        return original, Outcome("error", _one_line(f"optimize: {type(exc).__name__}: {exc}"))
+    return original, _answer(lambda: backend.execute(better), expected)
+
+
+PRODUCERS = ("datafusion", "duckdb")
+
+
+def run_tpcds(spark, data_dir: Path | str, queries=None, *, workers: int = 2, log=None):
+    """``{query: {producer: (original, optimized)}}``: each producer's plan of each of the ``queries``
+    (default all 99), produced live, run on Spark as written and optimized (Parquet-footer statistics),
+    against DuckDB's answer. ``workers`` plans run at a time (from threads: most of a small query's time
+    is planning on the driver)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cost.statistics import default_statistics
+    from optimizer.producers import datafusion_tpcds_plans, duckdb_tpcds_plans
+    from optimizer.spark import SparkBackend
+
+    queries = tuple(queries) if queries is not None else tuple(range(1, 100))
+    paths = tpcds_table_paths(data_dir)
+    backend = SparkBackend(spark, tables={n: spark.read.parquet(str(p)) for n, p in paths.items()})
+    statistics = default_statistics(tables=paths)
+    for name in paths:  # read the footers now, not from several threads at once
+        statistics.table(name)
+    plans = {
+        "datafusion": datafusion_tpcds_plans(data_dir, queries),
+        "duckdb": duckdb_tpcds_plans(data_dir, queries),
+    }
+    oracle = TPCDSOracle(data_dir)
+    texts = tpcds_queries()
+    expected = {n: oracle(texts[n]) for n in queries}
+    oracle.close()
+
+    def one(job):
+        n, producer = job
+        plan = plans[producer][n]
+        start = time.perf_counter()
+        if isinstance(plan, bytes):
+            outcomes = judge_plan(plan, expected[n], backend, statistics)
+        else:
+            reason = Outcome("not produced", _one_line(plan, 200))
+            outcomes = (reason, reason)
+        if log is not None:
+            log(f"q{n:02d} {producer:10s} {time.perf_counter() - start:6.2f}s  {outcomes[0]} | {outcomes[1]}")
+        return job, outcomes
+
+    jobs = [(n, p) for n in queries for p in PRODUCERS]
+    results: dict[int, dict[str, tuple[Outcome, Outcome]]] = {n: {} for n in queries}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for (n, producer), outcomes in pool.map(one, jobs):
+            results[n][producer] = outcomes
+    return results

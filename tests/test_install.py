@@ -1,0 +1,132 @@
+"""Every module the package imports is a declared dependency of the install that needs it.
+
+Statically: the third-party imports of every module of ``optimizer``, ``rules`` and ``cost`` (their AST)
+map (``importlib.metadata.packages_distributions()``) to a distribution in pyproject's ``dependencies``;
+only the modules listed in :data:`EXTRA_MODULES` (test and benchmark tooling, which the five CLI
+commands never import) may use an extra's. Live: a fresh venv with a plain ``pip install`` (no extras)
+runs each CLI command on a small plan.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from optimizer.corpus import corpus_root
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("optimizer", "rules", "cost")
+
+#: Modules that may import a distribution of an extra (and which extra): tooling for tests and benchmarks.
+EXTRA_MODULES = {
+    "optimizer/producers.py": "test",  # live DataFusion / DuckDB producers
+    "optimizer/tpch.py": "test",  # DuckDB: TPC-H data and the SQL oracle (lazily imported)
+    "optimizer/difftest/strategies.py": "test",  # hypothesis
+    "optimizer/difftest/fuzz.py": "test",  # hypothesis; tqdm (bench) when installed
+}
+
+
+def _requirement_name(req: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _third_party_imports(path: Path) -> dict[str, int]:
+    """Top-level names of third-party modules ``path`` imports (first line of each), optional ones
+    (imported under ``try: ... except ImportError``) left out."""
+    tree = ast.parse(path.read_text(), str(path))
+    optional: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError") for h in node.handlers
+        ):
+            optional |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names or top in PACKAGES or top == "__future__":
+                continue
+            found.setdefault(top, node.lineno)
+    return found
+
+
+def test_every_import_is_a_declared_dependency():
+    project = _project()
+    core = {_requirement_name(r) for r in project["dependencies"]}
+    extras = {name: {_requirement_name(r) for r in reqs} for name, reqs in project["optional-dependencies"].items()}
+    providers = importlib.metadata.packages_distributions()
+    problems = []
+    modules = sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+    assert len(modules) > 40
+    for path in modules:
+        rel = path.relative_to(ROOT).as_posix()
+        allowed = core | extras.get(EXTRA_MODULES.get(rel, ""), set())
+        for top, line in _third_party_imports(path).items():
+            dists = {d.lower().replace("_", "-") for d in providers.get(top, [])}
+            if not dists & allowed:
+                problems.append(f"{rel}:{line}: imports {top} (from {sorted(dists) or 'no installed distribution'}), "
+                                f"not declared in {'dependencies' if rel not in EXTRA_MODULES else EXTRA_MODULES[rel]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_check_sees_an_undeclared_import(tmp_path):
+    """The walk finds imports at any depth (in functions too) and skips only optional ones."""
+    module = tmp_path / "m.py"
+    module.write_text("import os\ndef f():\n    import numpy as np\ntry:\n    import tqdm\nexcept ImportError:\n    tqdm = None\n"
+                      "from google.protobuf import json_format\n")
+    assert _third_party_imports(module) == {"numpy": 3, "google": 8}
+
+
+@pytest.mark.slow
+def test_fresh_venv_without_extras_runs_every_command(tmp_path, tpch_small_dir):
+    """``pip install <project>`` (no extras) into a new venv; convert, explain, optimize, run and diff work."""
+    # A copy of the sources: building in the worktree would leave build/ there.
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", *PACKAGES):
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        copy(ROOT / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bindir = venv / "bin"
+    install = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", str(source)],
+                             capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr[-2000:]
+    plan = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q06-duckdb_plan.json"
+    exe = str(bindir / "substrait-opt")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["SUBSTRAIT_OPT_DRIVER_MEMORY"] = "1g"
+    tables = str(tpch_small_dir)
+    commands = [
+        ["convert", str(plan), "-o", str(tmp_path / "q6.binpb")],
+        ["explain", str(tmp_path / "q6.binpb")],
+        ["optimize", str(plan), "--tables", tables, "-o", str(tmp_path / "q6.opt.json")],
+        ["run", str(tmp_path / "q6.opt.json"), "--tables", tables, "--out", str(tmp_path / "out")],
+        ["diff", str(plan), "--tables", tables, "--out", str(tmp_path / "diff")],
+    ]
+    for command in commands:
+        done = subprocess.run([exe, *command], capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert done.returncode == 0, (command[0], done.stderr[-2000:])
+    assert (tmp_path / "out" / "q6.opt.parquet").exists()
+    assert done.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
