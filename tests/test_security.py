@@ -399,7 +399,10 @@ def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err.decode()[-2000:]
-    assert err.decode().strip().splitlines()[-1] == "substrait-opt: interrupted by SIGTERM"
+    # Spark's JVM may still log while it shuts down: our line is there once, and no traceback.
+    lines = err.decode().strip().splitlines()
+    assert lines.count("substrait-opt: interrupted by SIGTERM") == 1, lines[-20:]
+    assert "Traceback" not in err.decode()
     deadline = time.monotonic() + 20
     while any(os.path.exists(f"/proc/{p}") for p in jvms) and time.monotonic() < deadline:
         time.sleep(0.5)
