@@ -70,6 +70,7 @@ SHAPES = {
     "minus primary all": "SET_OP_MINUS_PRIMARY_ALL",
     "ROWS frame": "BOUNDS_TYPE_ROWS",
     "window function": '"windowFunction"',
+    "correlated subquery": '"outerReference"',
 }
 
 

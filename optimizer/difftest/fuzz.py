@@ -20,7 +20,9 @@ line every 10 plans. Exit status: 0 when nothing failed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -30,7 +32,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optimizer.difftest.harness import DiffCase, DiffResult
+from optimizer.difftest.harness import DiffCase, DiffResult, compare, ignoring_best_effort
 
 PROFILES = {
     "short": {"plans": 50, "minutes": 5.0, "max_depth": 3, "max_relations": 6},
@@ -79,6 +81,8 @@ class FuzzReport:
     first_failure: int | None = None
     #: generated cases skipped because an equal case had been tried
     repeats: int = 0
+    #: answers taken from the answer cache instead of Spark
+    answers_reused: int = 0
 
     def record(self, result: DiffResult) -> None:
         """Count one plan's answer size and rules (the status is counted by the caller)."""
@@ -98,6 +102,7 @@ class FuzzReport:
             "skipped": self.counts["skipped"], "known": self.counts["known"],
             "nonempty_share": round(self.share(self.nonempty), 4), "rule_fired_share": round(self.share(self.fired), 4),
             "rules": dict(sorted(self.rules.items())), "first_failure": self.first_failure, "repeats": self.repeats,
+            "answers_reused": self.answers_reused,
             "failures": [f.result.verdict() for f in self.failures],
         }
 
@@ -154,12 +159,65 @@ class _Progress:
             self.bar.close()
 
 
+class AnswerCache:
+    """Answers of plans, as Arrow IPC files named by a hash of the plan, the tables' data and the
+    best-effort mode. An answer is a function of those as long as the BACKEND's code is the same: the
+    mutation harness shares one cache between the campaigns of the mutants of rules (and the unmutated
+    one), so that a plan a mutant leaves as it was is not run on Spark again. Never share it between
+    different versions of the backend."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.hits = 0
+
+    def key(self, plan, data: str, ignore_best_effort: bool) -> Path:
+        digest = hashlib.sha256(plan.SerializeToString(deterministic=True))
+        digest.update(data.encode())
+        digest.update(b"1" if ignore_best_effort else b"0")
+        return self.directory / f"{digest.hexdigest()[:32]}.arrow"
+
+    def get(self, path: Path):
+        import pyarrow as pa
+
+        if not path.exists():
+            return None
+        self.hits += 1
+        with pa.OSFile(str(path), "rb") as f:
+            return pa.ipc.open_file(f).read_all()
+
+    def put(self, path: Path, table) -> None:
+        import pyarrow as pa
+
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(tmp, path)
+
+
+class _CachedBackend:
+    """``backend`` whose answers go through an :class:`AnswerCache` (failures are not cached)."""
+
+    def __init__(self, backend, cache: AnswerCache, data: str) -> None:
+        self.backend, self.cache, self.data = backend, cache, data
+        self.ignore_best_effort_filter = getattr(backend, "ignore_best_effort_filter", False)
+
+    def execute(self, plan):
+        path = self.cache.key(plan, self.data, self.ignore_best_effort_filter)
+        table = self.cache.get(path)
+        if table is None:
+            table = self.backend.execute(plan)
+            self.cache.put(path, table)
+        return table
+
+
 class Fuzzer:
     """Runs generated cases through :func:`~optimizer.difftest.compare` on one SparkSession."""
 
     def __init__(self, spark, *, workdir: str | Path | None = None, save_dir: str | Path | None = None,
                  max_depth: int = 3, max_relations: int = 6, max_rows: int = 8, progress: bool = True,
-                 ignore: list[str] | None = None, rules: list | None = None, stop_at_failure: bool = False) -> None:
+                 ignore: list[str] | None = None, rules: list | None = None, stop_at_failure: bool = False,
+                 answer_cache: AnswerCache | None = None) -> None:
         self.spark = spark
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="substrait-fuzz-"))
         self.save_dir = Path(save_dir) if save_dir else None
@@ -171,6 +229,7 @@ class Fuzzer:
         self.rules = rules  # None: the standard rules
         #: stop at the first failure, without shrinking it (the mutation harness only needs the count)
         self.stop_at_failure = stop_at_failure
+        self.answer_cache = answer_cache
         self._n = 0
         self._dirs: deque[Path] = deque()
         #: fingerprints of the cases tried (a repeated case is not run or counted again)
@@ -194,7 +253,14 @@ class Fuzzer:
         self._dirs.append(directory)
         while len(self._dirs) > _KEEP_DIRS:
             shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
-        return case.run(self.backend, directory, rules=self.rules)
+        if self.answer_cache is None:
+            return case.run(self.backend, directory, rules=self.rules)
+        backend = self.backend(case.database.write_parquet(directory))
+        data = json.dumps(case.database.to_json(), sort_keys=True)
+        return compare(case.plan, backend=_CachedBackend(backend, self.answer_cache, data),
+                       optimized_backend=_CachedBackend(ignoring_best_effort(backend), self.answer_cache, data),
+                       statistics=case.statistics_provider(), capabilities=case.capability_profile(),
+                       config=case.optimizer_config(), rules=self.rules)
 
     def _round(self, report: FuzzReport, progress: _Progress, examples: int, seed: int, plans: int,
                deadline: float) -> tuple[DiffCase, DiffResult, bool] | None:
@@ -311,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop-at-failure", action="store_true",
                    help="stop at the first failure without shrinking it (as the mutation harness does)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    p.add_argument("--answer-cache", metavar="DIR",
+                   help="reuse the answers of plans run before (only while the backend's code is unchanged)")
     args = p.parse_args(argv)
     profile = PROFILES["long" if args.long else "short"]
     plans = args.plans if args.plans is not None else profile["plans"]
@@ -322,11 +390,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[fuzz] {plans} plans, at most {minutes:g} min, seed {args.seed}", file=sys.stderr, flush=True)
     fuzzer = Fuzzer(spark, save_dir=None if args.no_save else args.save, max_depth=profile["max_depth"],
                     max_relations=profile["max_relations"], progress=not args.quiet, ignore=args.ignore,
-                    stop_at_failure=args.stop_at_failure)
+                    stop_at_failure=args.stop_at_failure,
+                    answer_cache=AnswerCache(args.answer_cache) if args.answer_cache else None)
     try:
         report = fuzzer.run(plans, minutes, args.seed)
     finally:
         shutil.rmtree(fuzzer.workdir, ignore_errors=True)
+    if fuzzer.answer_cache is not None:
+        report.answers_reused = fuzzer.answer_cache.hits
     print(report.summary())
     if args.json:
         Path(args.json).write_text(json.dumps({"seed": args.seed, "profile": "long" if args.long else "short",

@@ -11,7 +11,10 @@ Each mutant (:data:`MUTANTS`) is a small patch -- a file, an exact snippet of it
 of a rule (``rules/*.py``) or of the Spark backend (``optimizer/spark/*.py``). The production code has
 no switch: the harness copies the packages (``optimizer``, ``rules``, ``cost``) to a temporary
 directory, applies ONE patch there, and runs the fuzz campaign (``python -m optimizer.difftest.fuzz
---stop-at-failure``) in a subprocess whose ``PYTHONPATH`` is the copy, with its own SparkSession. A
+--stop-at-failure``) in a subprocess whose ``PYTHONPATH`` is the copy, with its own SparkSession. The
+campaigns of the mutants of rules (and the unmutated one) share an answer cache
+(:class:`~optimizer.difftest.fuzz.AnswerCache`): the backend is the same in all of them, so a plan's
+answer is computed on Spark once; a rule mutant only runs the plans it changed. A
 snippet that is not found exactly once fails loudly, naming the mutant (the code it patches changed:
 update the mutant). After the mutants, the same campaign runs on an unmutated copy: it must find no
 difference (a failure there is a real bug, or a flaw of the generator, and makes every kill
@@ -172,13 +175,16 @@ def check_all(mutants=MUTANTS, root: Path = ROOT) -> None:
             m.apply(dest)
 
 
-def run_campaign(tree: Path, plans: int, seed: int, minutes: float, report: Path, quiet: bool = True) -> dict:
+def run_campaign(tree: Path, plans: int, seed: int, minutes: float, report: Path, quiet: bool = True,
+                 answer_cache: Path | None = None) -> dict:
     """Run ``python -m optimizer.difftest.fuzz --stop-at-failure`` with the packages of ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "optimizer.difftest.fuzz", "--plans", str(plans), "--seed", str(seed),
            "--minutes", str(minutes), "--no-save", "--stop-at-failure", "--json", str(report)]
     if quiet:
         cmd.append("--quiet")
+    if answer_cache is not None:
+        cmd += ["--answer-cache", str(answer_cache)]
     start = time.monotonic()
     proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
     seconds = time.monotonic() - start
@@ -209,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "mutation.json"),
                    help="where the result goes (default docs/benchmarks/mutation.json; '-' for nowhere)")
     p.add_argument("--list", action="store_true", help="list the mutants and exit")
+    p.add_argument("--answer-cache", metavar="DIR",
+                   help="keep the unmutated backend's answers here (default: a temporary directory)")
     args = p.parse_args(argv)
 
     mutants = list(MUTANTS)
@@ -235,13 +243,18 @@ def main(argv: list[str] | None = None) -> int:
     baseline = None
     with tempfile.TemporaryDirectory(prefix="substrait-mutants-") as tmp:
         tmp_path = Path(tmp)
+        answers = Path(args.answer_cache) if args.answer_cache else tmp_path / "answers"
         for m in mutants:
             tree = copy_tree(ROOT, tmp_path / m.name)
             m.apply(tree)
-            data = run_campaign(tree, args.plans, args.seed, args.minutes, tmp_path / f"{m.name}.json")
+            # A mutant of a rule leaves the backend as it is: answers of plans already run are reused.
+            cache = answers if m.file.startswith("rules/") else None
+            data = run_campaign(tree, args.plans, args.seed, args.minutes, tmp_path / f"{m.name}.json",
+                                answer_cache=cache)
             killed = data["first_failure"] is not None
             entry = {"name": m.name, "file": m.file, "breaks": m.breaks, "killed": killed,
                      "plans_to_first_kill": data["first_failure"], "plans_run": data["plans"],
+                     "answers_reused": data.get("answers_reused", 0),
                      "verdict": data["failures"][0] if data["failures"] else None, "seconds": data["wall_seconds"]}
             results.append(entry)
             where = f"killed at plan {data['first_failure']}" if killed else f"SURVIVED {data['plans']} plans"
@@ -251,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_baseline:  # last: the kills above are what is waited for
             tree = copy_tree(ROOT, tmp_path / "unmutated")
             baseline = run_campaign(tree, args.plans, args.seed, args.baseline_minutes or args.minutes,
-                                    tmp_path / "unmutated.json")
+                                    tmp_path / "unmutated.json", answer_cache=answers)
             print(f"unmutated: {baseline['plans']} plans, {baseline['different']} different, {baseline['errors']} errors, "
                   f"non-empty {baseline['nonempty_share']:.0%}, fired a rule {baseline['rule_fired_share']:.0%} "
                   f"[{baseline['wall_seconds']:.0f} s]", flush=True)

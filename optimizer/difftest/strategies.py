@@ -874,8 +874,46 @@ class _Gen:
         child, cs = self.child_of_filter(depth)
         rel = Rel()
         rel.filter.input.CopyFrom(child)
-        rel.filter.condition.CopyFrom(self.focused_predicate(cs))
+        cond = self.focused_predicate(cs)
+        if _maybe(self.draw, 15):
+            try:
+                cond = self.call("and", [(cond, _NULLABLE_BOOL), (self.exists(cs), _REQUIRED_BOOL)], _NULLABLE_BOOL)[0]
+            except _Skip:
+                pass
+        rel.filter.condition.CopyFrom(cond)
         return rel, self.hint_and_emit(rel, [cs])
+
+    def exists(self, schema: Schema) -> Expression:
+        """``[NOT] EXISTS (SELECT * FROM t WHERE t.x = outer.y [AND p(t)])``: a correlated subquery (an
+        outer reference to a column of ``schema``)."""
+        draw = self.draw
+        table = _pick(draw, list(self.db.tables.values()))
+        base = Schema([c.name for c in table.columns], [c.substrait_type() for c in table.columns])
+        pairs = [(i, j) for i in self.cols(schema) for j in self.cols(base)
+                 if _class(schema.types[i]) == _class(base.types[j])]
+        if not pairs:
+            raise _Skip("no column to correlate")
+        i, j = _pick(draw, pairs)
+        read = Rel()
+        r = read.read
+        r.named_table.names.append(table.name)
+        r.base_schema.CopyFrom(base.to_named_struct())
+        outer = Expression()
+        outer.selection.direct_reference.struct_field.field = i
+        outer.selection.outer_reference.steps_out = 1
+        cond = self.call("equal", [self.col(base, j), (outer, schema.types[i])])[0]
+        if _maybe(draw, 40):
+            cond = self.call("and", [(cond, _NULLABLE_BOOL), (self.predicate(base, 1), _NULLABLE_BOOL)],
+                             _NULLABLE_BOOL)[0]
+        inner = Rel()
+        inner.filter.input.CopyFrom(read)
+        inner.filter.condition.CopyFrom(cond)
+        e = Expression()
+        e.subquery.set_predicate.predicate_op = Expression.Subquery.SetPredicate.PREDICATE_OP_EXISTS
+        e.subquery.set_predicate.tuples.CopyFrom(inner)
+        if _maybe(draw, 30):
+            return self.call("not", [(e, _REQUIRED_BOOL)], _REQUIRED_BOOL)[0]
+        return e
 
     def project(self, depth: int) -> tuple[Rel, Schema]:
         draw = self.draw
