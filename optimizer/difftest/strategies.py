@@ -462,6 +462,8 @@ class _Gen:
         if kind in ("and", "or"):
             n = 2 if kind == "and" or not _maybe(draw, 30) else 3
             args = [(self._predicate_or_true(schema, depth + 1), _NULLABLE_BOOL) for _ in range(n)]
+            if _maybe(draw, 25):  # a constant operand, as constant folding by a producer leaves them
+                args.insert(draw(st.integers(0, len(args))), (_bool_literal(_pick(draw, [False, True, None])), _NULLABLE_BOOL))
             return self.call(kind, args, _NULLABLE_BOOL)[0]
         if kind == "not":
             return self.call("not", [(self._predicate_or_true(schema, depth + 1), _NULLABLE_BOOL)], _NULLABLE_BOOL)[0]
@@ -760,10 +762,10 @@ class _Gen:
             if self.shared:
                 options.append(("reference", 2))
         if not leaf:
-            options += [("filter", 4), ("project", 3), ("aggregate", 2), ("join", 4), ("sort", 1), ("fetch", 2),
-                        ("cross", 1), ("set", 2), ("region", 2), ("outer_filter", 2)]
+            options += [("filter", 4), ("project", 2), ("aggregate", 2), ("join", 4), ("sort", 1), ("fetch", 3),
+                        ("cross", 1), ("set", 2), ("region", 3), ("outer_filter", 4)]
             if self.allow_windows:
-                options.append(("window_project", 2))
+                options.append(("window_project", 3))
             if self.allow_shared:
                 options.append(("share", 1))
         kind = _weighted(draw, options)
@@ -1033,17 +1035,17 @@ class _Gen:
         return rel, self.hint_and_emit(rel, [schema])
 
     def fetch_bounds(self, rel: Rel) -> None:
-        """A fetch's count (1..6, rarely 0) and, half the time, an offset of 1..2."""
+        """A fetch's count (1..6, rarely 0) and, mostly, an offset of 1..2."""
         draw = self.draw
         rel.fetch.count_expr.literal.i64 = 0 if _maybe(draw, 5) else draw(st.integers(1, 6))
-        if _maybe(draw, 50):
+        if _maybe(draw, 70):
             rel.fetch.offset_expr.literal.i64 = draw(st.integers(1, 2))
 
     def outer_filter(self, depth: int) -> tuple[Rel, Schema]:
         """A filter over a LEFT/RIGHT/OUTER join with a conjunct on the null-supplying side's columns
         (and often one on the preserved side's): such a conjunct must stay above the join."""
         draw = self.draw
-        jt = _pick(draw, [JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT, JoinRel.JOIN_TYPE_OUTER])
+        jt = _pick(draw, [JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT, JoinRel.JOIN_TYPE_OUTER, JoinRel.JOIN_TYPE_LEFT])
         child, cs, n_left = self.join(depth + 1, jt=jt)
         left_cols, right_cols = list(range(n_left)), list(range(n_left, len(cs)))
         null_side = right_cols if jt == JoinRel.JOIN_TYPE_LEFT else left_cols
@@ -1202,7 +1204,7 @@ class _Gen:
                 continue
             b = _pick(draw, others)
             conjuncts.append(self.call("equal", [self.col(schema, a), self.col(schema, b)])[0])
-            if _maybe(draw, 40):  # a second equality between the same two inputs
+            if _maybe(draw, 70):  # a second equality between the same two inputs
                 ra = next(r for r in ranges if a in r)
                 rb = next(r for r in ranges if b in r)
                 more = [(x, y) for x in self.cols(schema) if x in ra for y in self.cols(schema) if y in rb
@@ -1248,7 +1250,7 @@ class _Gen:
 
     def set(self, depth: int) -> tuple[Rel, Schema]:
         draw = self.draw
-        op = _pick(draw, [6, 5, 1, 7, 2, 3, 4, 8])
+        op = _pick(draw, [6, 5, 1, 7, 2, 3, 4, 8, 6, 5])  # every operation; unions twice
         first, fs = self.relation(depth + 1)
         if self.allow_shared and _maybe(draw, 30):
             first = self.share(first, fs)
