@@ -136,3 +136,20 @@ def test_every_mutant_applies_and_a_stale_one_fails_loudly():
     stale = Mutant("stale", "rules/push_filters.py", "no such text\n", "x\n", "nothing")
     with pytest.raises(MutantError, match="mutant stale"):
         check_all([stale])
+
+
+def test_answer_cache_keys_on_plan_data_and_best_effort_mode(tmp_path):
+    import pyarrow as pa
+    from substrait.proto import Plan
+
+    from optimizer.difftest.fuzz import AnswerCache
+
+    cache = AnswerCache(tmp_path)
+    plan, other = Plan(), Plan()
+    other.version.minor_number = 1
+    path = cache.key(plan, "data", False)
+    assert len({path, cache.key(other, "data", False), cache.key(plan, "more", False), cache.key(plan, "data", True)}) == 4
+    assert cache.get(path) is None
+    table = pa.table({"a": [1, None, 3]})
+    cache.put(path, table)
+    assert cache.get(path).equals(table) and cache.hits == 1
