@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install java demo test lint fuzz fuzz-hostile bench clean
+.PHONY: install java demo test lint fuzz fuzz-hostile mutate bench clean
 
 # System packages: Java for Spark, Graphviz's dot for `explain --format svg`.
 java:
@@ -36,6 +36,10 @@ demo: install
 
 fuzz: install fuzz-hostile
 	$(PY) -m optimizer.difftest.fuzz --long
+
+# Mutation score of the fuzzer: 12 planted bugs, one campaign each; writes docs/benchmarks/mutation.json
+mutate: install
+	$(PY) -m optimizer.difftest.mutate $(ARGS)
 
 # e.g. make bench ARGS='--scale 0.01 --queries 3,5'
 bench: install

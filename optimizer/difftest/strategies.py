@@ -194,22 +194,41 @@ def _value_parts(spec: str) -> tuple[st.SearchStrategy, st.SearchStrategy, st.Se
     raise ValueError(f"unknown column type {spec!r}")
 
 
-def _column_values(spec: str, nullable: bool) -> st.SearchStrategy:
-    return st.one_of(values(spec), st.none()) if nullable else values(spec)
+def pool_values(spec: str) -> st.SearchStrategy:
+    """The small shared pool of values of a column type only (see :func:`values`)."""
+    return _value_parts(spec)[0]
+
+
+def _column_values(spec: str, nullable: bool, pooled: bool = False) -> st.SearchStrategy:
+    """A column's values: about one in four null when nullable; from the pool only when ``pooled``."""
+    base = pool_values(spec) if pooled else values(spec)
+    return st.one_of(base, base, base, st.none()) if nullable else base
+
+
+def _is_pool_value(spec: str, value) -> bool:
+    """Whether ``value`` is one of the pool values of ``spec`` (pooled data: exact float sums)."""
+    if value is None:
+        return True
+    if spec in _FLOATS:
+        return isinstance(value, float) and math.isfinite(value) and abs(value) <= 3 and (value * 2).is_integer()
+    if spec in _INTS:
+        return abs(value) <= 3
+    return True
 
 
 @st.composite
 def tables(draw, name: str = "t0", *, types: Sequence[str] | None = None, max_columns: int = 4,
-           max_rows: int = 8) -> TableSpec:
+           max_rows: int = 8, pooled: bool = False) -> TableSpec:
     """A small table: 1..``max_columns`` columns of ``types`` (type specs; default: every type, with
-    ``decimal(9,2)``), 0..``max_rows`` rows plus duplicates, nulls in the nullable columns."""
+    ``decimal(9,2)``), 3..``max_rows`` rows plus duplicates (rarely none), nulls in the nullable
+    columns; ``pooled``: every value from the small shared pool (joins match, float sums are exact)."""
     palette = list(types) if types else [t if t != "decimal" else "decimal(9,2)" for t in TYPE_SPECS]
     n = draw(st.integers(1, max_columns))
     columns = [
         ColumnSpec(f"c{i}", _pick(draw, palette), nullable=not _maybe(draw, 25)) for i in range(n)
     ]
-    row = st.tuples(*[_column_values(c.type, c.nullable) for c in columns])
-    rows = draw(st.lists(row, min_size=0 if _maybe(draw, 10) else 1, max_size=max_rows))
+    row = st.tuples(*[_column_values(c.type, c.nullable, pooled) for c in columns])
+    rows = draw(st.lists(row, min_size=0 if _maybe(draw, 3) else min(3, max_rows), max_size=max_rows))
     if rows and _maybe(draw, 30):  # duplicates
         rows += draw(st.lists(st.sampled_from(rows), min_size=1, max_size=3))
     return TableSpec(name, columns, rows)
@@ -219,14 +238,17 @@ def tables(draw, name: str = "t0", *, types: Sequence[str] | None = None, max_co
 def databases(draw, *, max_tables: int = 3, max_columns: int = 4, max_rows: int = 8,
               types: Sequence[str] = TYPE_SPECS) -> Database:
     """1..``max_tables`` tables ``t0``, ``t1``...; their columns share a palette of 1..4 types (one
-    decimal type), so that columns of different tables can be compared and joined."""
+    decimal type), so that columns of different tables can be compared and joined. Half the
+    databases hold pool values only (see :func:`tables`)."""
+    pooled = _maybe(draw, 50)
     p, s = _pick(draw, DECIMAL_TYPES)
     palette = draw(st.lists(st.sampled_from(list(types)), min_size=1, max_size=4, unique=True))
     palette = [f"decimal({p},{s})" if t == "decimal" else t for t in palette]
     n = draw(st.integers(1, max_tables))
     out = Database()
     for i in range(n):
-        out.tables[f"t{i}"] = draw(tables(f"t{i}", types=palette, max_columns=max_columns, max_rows=max_rows))
+        out.tables[f"t{i}"] = draw(tables(f"t{i}", types=palette, max_columns=max_columns, max_rows=max_rows,
+                                          pooled=pooled))
     return out
 
 
@@ -260,6 +282,20 @@ def literal(spec: str, value) -> Expression:
     return e
 
 
+def _literal_value(e: Expression):
+    """A sortable stand-in for a literal's value (numbers, strings, booleans, dates; NaN and others as 0)."""
+    lit = e.literal
+    kind = lit.WhichOneof("literal_type")
+    if kind == "decimal":
+        return int.from_bytes(lit.decimal.value, "little", signed=True)
+    if kind == "precision_timestamp":
+        return lit.precision_timestamp.value
+    value = getattr(lit, kind) if kind and kind != "null" else 0
+    if isinstance(value, float) and math.isnan(value):
+        return 0.0
+    return value if isinstance(value, int | float | str) else 0
+
+
 def _bool_literal(value: bool | None) -> Expression:
     return literal("bool", value)
 
@@ -273,7 +309,7 @@ _URN = {
     **{n: "functions_boolean" for n in ("and", "or", "not", "bool_and", "bool_or")},
     **{n: "functions_arithmetic" for n in (
         "add", "subtract", "multiply", "divide", "sum", "avg", "min", "max", "rank", "dense_rank", "row_number",
-        "percent_rank", "cume_dist")},
+        "percent_rank", "cume_dist", "lead", "lag")},
     **{n: "functions_string" for n in ("concat", "upper", "lower", "char_length", "like", "starts_with", "substring")},
     "count": "functions_aggregate_generic",
 }
@@ -332,8 +368,17 @@ class _Gen:
                     v = row[i]
                     if v is not None and not any(_same_value(v, w) for w in bucket):
                         bucket.append(v)
+        #: every value is a small pool value: float sums are exact in any order (and no float division
+        #: is generated), so sums and averages over floats have one answer
+        self.exact_floats = all(_is_pool_value(c.type, row[i]) for table in db.tables.values()
+                                for i, c in enumerate(table.columns) for row in table.rows)
 
     # -------------------------------------------------------------------------------- helpers
+
+    def summable(self, t: Type) -> bool:
+        """Sums of this type have one answer: small integers, decimals, floats of exact (pool) data."""
+        spec = _spec(t)
+        return spec in _SUMMABLE or spec.startswith("decimal") or (spec in _FLOATS and self.exact_floats)
 
     def schema(self, rel: Rel, inputs: Sequence[Schema]) -> Schema:
         return rel_schema(rel, list(inputs), self.reg.table)
@@ -367,9 +412,9 @@ class _Gen:
         if null_percent and _maybe(self.draw, null_percent):
             return literal(spec, None), spec_type(spec, True)
         seen = self.data_values.get(spec)
-        if seen and _maybe(self.draw, 50):
+        if seen and not _maybe(self.draw, 15):
             return literal(spec, _pick(self.draw, seen)), spec_type(spec, False)
-        return literal(spec, self.draw(values(spec))), spec_type(spec, False)
+        return literal(spec, self.draw(pool_values(spec) if self.exact_floats else values(spec))), spec_type(spec, False)
 
     def hint_and_emit(self, rel: Rel, inputs: Sequence[Schema], emit: bool = True) -> Schema:
         """Maybe a random ``emit`` and random ``hint.stats`` on ``rel``; its output schema."""
@@ -412,11 +457,13 @@ class _Gen:
         if depth < 2:
             options += [("and", 2), ("or", 2), ("not", 1)]
         kind = _weighted(draw, options)
-        if kind == "const":
-            return _bool_literal(_pick(draw, [True, False, None]))
+        if kind == "const":  # mostly true: a false or NULL condition empties the answer
+            return _bool_literal(_pick(draw, [True, True, True, False, None]))
         if kind in ("and", "or"):
-            n = draw(st.integers(2, 3))
+            n = 2 if kind == "and" or not _maybe(draw, 30) else 3
             args = [(self._predicate_or_true(schema, depth + 1), _NULLABLE_BOOL) for _ in range(n)]
+            if _maybe(draw, 25):  # a constant operand, as constant folding by a producer leaves them
+                args.insert(draw(st.integers(0, len(args))), (_bool_literal(_pick(draw, [False, True, None])), _NULLABLE_BOOL))
             return self.call(kind, args, _NULLABLE_BOOL)[0]
         if kind == "not":
             return self.call("not", [(self._predicate_or_true(schema, depth + 1), _NULLABLE_BOOL)], _NULLABLE_BOOL)[0]
@@ -454,6 +501,8 @@ class _Gen:
             if i is None:
                 raise _Skip("nothing to range over")
             lo, hi = self.lit_for(schema.types[i]), self.lit_for(schema.types[i])
+            if _literal_value(hi[0]) < _literal_value(lo[0]):  # mostly a non-empty range
+                lo, hi = hi, lo
             return self.call("between", [self.col(schema, i), lo, hi])[0]
         if kind == "arith_cmp":
             value = self.value(schema, depth + 1, numeric=True)
@@ -522,7 +571,7 @@ class _Gen:
             spec = _spec(a[1])
             same = [j for j in nums if _class(schema.types[j]) == _class(a[1])]
             b = self.col(schema, _pick(draw, same)) if _maybe(draw, 40) else self.lit_for(a[1])
-            ops = ["add", "subtract", "multiply"] + (["divide"] if spec in _FLOATS else [])
+            ops = ["add", "subtract", "multiply"] + (["divide"] if spec in _FLOATS and not self.exact_floats else [])
             op = _pick(draw, ops)
             options = [("overflow", "SATURATE")] if spec in _INTS or spec.startswith("decimal") else []
             return self.call(op, [a, b], options=options)
@@ -590,15 +639,18 @@ class _Gen:
         if not cols:
             raise _Skip("no columns")
         fn = _pick(draw, ["rank", "count", "min", "max", "dense_rank", "row_number", "sum", "percent_rank",
-                          "cume_dist", "count_star"])
+                          "cume_dist", "count_star", "lead", "lag"])
+        # ROWS frames and lead/lag depend on the order of the rows: only over an order on every
+        # column (rows equal on every column are interchangeable, so the answer is one multiset).
+        rows_frame = fn in ("count", "min", "max", "sum", "count_star") and _maybe(draw, 30)
         e = Expression()
         wf = e.window_function
         wf.phase = AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT
         wf.invocation = AggregateFunction.AGGREGATION_INVOCATION_ALL
         for i in draw(st.lists(st.sampled_from(cols), max_size=2, unique=True)):
             wf.partitions.append(field(i))
-        ranking = fn in ("rank", "dense_rank", "row_number", "percent_rank", "cume_dist")
-        if fn == "row_number":  # ties would make it nondeterministic: order by every column
+        ranking = fn in ("rank", "dense_rank", "row_number", "percent_rank", "cume_dist", "lead", "lag")
+        if fn in ("row_number", "lead", "lag") or rows_frame:  # ties would make it nondeterministic: order by every column
             for i in cols:
                 wf.sorts.append(self.sort_field(schema, i))
             if len(cols) != len(schema):
@@ -610,12 +662,18 @@ class _Gen:
         name = "count" if fn == "count_star" else fn
         if fn in ("count", "min", "max"):
             args = [self.col(schema, _pick(draw, cols))]
+        if fn in ("lead", "lag"):
+            args = [self.col(schema, _pick(draw, cols))]
+            if _maybe(draw, 50):
+                args.append((literal("i32", draw(st.integers(1, 2))), spec_type("i32", False)))
         elif fn == "sum":
-            ok = self.cols(schema, lambda t: _spec(t) in _SUMMABLE or _spec(t).startswith("decimal"))
+            ok = self.cols(schema, self.summable)
             if not ok:
                 raise _Skip("nothing to sum")
             args = [self.col(schema, _pick(draw, ok))]
-        if ranking:
+        if fn in ("lead", "lag"):
+            out = with_nullability(args[0][1], True)
+        elif ranking:
             out = make_type("fp64" if fn in ("percent_rank", "cume_dist") else "i64", True)
         elif name in ("min", "max"):
             out = with_nullability(args[0][1], True)
@@ -627,7 +685,14 @@ class _Gen:
         for a, _ in args:
             wf.arguments.add().value.CopyFrom(a)
         wf.output_type.CopyFrom(out)
-        if wf.sorts and not ranking:
+        if rows_frame:
+            wf.bounds_type = Expression.WindowFunction.BOUNDS_TYPE_ROWS
+            if _maybe(draw, 50):
+                wf.lower_bound.preceding.offset = draw(st.integers(1, 2))
+            else:
+                wf.lower_bound.unbounded.SetInParent()
+            wf.upper_bound.current_row.SetInParent()
+        elif wf.sorts and not ranking:
             wf.bounds_type = Expression.WindowFunction.BOUNDS_TYPE_RANGE
             wf.lower_bound.unbounded.SetInParent()
             wf.upper_bound.current_row.SetInParent()
@@ -653,7 +718,7 @@ class _Gen:
         elif fn in ("count", "min", "max"):
             args = [self.col(schema, _pick(draw, cols))]
         elif fn in ("sum", "avg"):
-            ok = self.cols(schema, lambda t: _spec(t) in _SUMMABLE or _spec(t).startswith("decimal"))
+            ok = self.cols(schema, self.summable)
             if not ok:
                 raise _Skip("nothing to sum")
             args = [self.col(schema, _pick(draw, ok))]
@@ -691,12 +756,16 @@ class _Gen:
         draw = self.draw
         self.budget -= 1
         leaf = depth >= self.max_depth or self.budget <= 0
-        options = [("read", 6 if leaf else 2), ("virtual", 1)]
-        if self.shared:
-            options.append(("reference", 2))
+        options = []
+        if depth > 0 or leaf:  # the root is an operator: a plan that only reads gives the rules nothing
+            options = [("read", 6 if leaf else 2), ("virtual", 1)]
+            if self.shared:
+                options.append(("reference", 2))
         if not leaf:
-            options += [("filter", 4), ("project", 3), ("aggregate", 2), ("join", 4), ("sort", 1), ("fetch", 1),
-                        ("cross", 1), ("set", 2), ("region", 2)]
+            options += [("filter", 4), ("project", 2), ("aggregate", 2), ("join", 4), ("sort", 1), ("fetch", 3),
+                        ("cross", 1), ("set", 2), ("region", 3), ("outer_filter", 4)]
+            if self.allow_windows:
+                options.append(("window_project", 3))
             if self.allow_shared:
                 options.append(("share", 1))
         kind = _weighted(draw, options)
@@ -775,10 +844,10 @@ class _Gen:
             r.base_schema.names.append(c.name)
             r.base_schema.struct.types.append(c.substrait_type())
         r.virtual_table.SetInParent()
-        for _ in range(draw(st.integers(0, 3))):
+        for _ in range(draw(st.integers(1, 3))):
             row = r.virtual_table.expressions.add()
             for c in columns:
-                row.fields.append(literal(c.type, draw(_column_values(c.type, True))))
+                row.fields.append(literal(c.type, draw(_column_values(c.type, True, self.exact_floats))))
         return rel, self.hint_and_emit(rel, [])
 
     def child_of_filter(self, depth: int) -> tuple[Rel, Schema]:
@@ -807,8 +876,46 @@ class _Gen:
         child, cs = self.child_of_filter(depth)
         rel = Rel()
         rel.filter.input.CopyFrom(child)
-        rel.filter.condition.CopyFrom(self.focused_predicate(cs))
+        cond = self.focused_predicate(cs)
+        if _maybe(self.draw, 15):
+            try:
+                cond = self.call("and", [(cond, _NULLABLE_BOOL), (self.exists(cs), _REQUIRED_BOOL)], _NULLABLE_BOOL)[0]
+            except _Skip:
+                pass
+        rel.filter.condition.CopyFrom(cond)
         return rel, self.hint_and_emit(rel, [cs])
+
+    def exists(self, schema: Schema) -> Expression:
+        """``[NOT] EXISTS (SELECT * FROM t WHERE t.x = outer.y [AND p(t)])``: a correlated subquery (an
+        outer reference to a column of ``schema``)."""
+        draw = self.draw
+        table = _pick(draw, list(self.db.tables.values()))
+        base = Schema([c.name for c in table.columns], [c.substrait_type() for c in table.columns])
+        pairs = [(i, j) for i in self.cols(schema) for j in self.cols(base)
+                 if _class(schema.types[i]) == _class(base.types[j])]
+        if not pairs:
+            raise _Skip("no column to correlate")
+        i, j = _pick(draw, pairs)
+        read = Rel()
+        r = read.read
+        r.named_table.names.append(table.name)
+        r.base_schema.CopyFrom(base.to_named_struct())
+        outer = Expression()
+        outer.selection.direct_reference.struct_field.field = i
+        outer.selection.outer_reference.steps_out = 1
+        cond = self.call("equal", [self.col(base, j), (outer, schema.types[i])])[0]
+        if _maybe(draw, 40):
+            cond = self.call("and", [(cond, _NULLABLE_BOOL), (self.predicate(base, 1), _NULLABLE_BOOL)],
+                             _NULLABLE_BOOL)[0]
+        inner = Rel()
+        inner.filter.input.CopyFrom(read)
+        inner.filter.condition.CopyFrom(cond)
+        e = Expression()
+        e.subquery.set_predicate.predicate_op = Expression.Subquery.SetPredicate.PREDICATE_OP_EXISTS
+        e.subquery.set_predicate.tuples.CopyFrom(inner)
+        if _maybe(draw, 30):
+            return self.call("not", [(e, _REQUIRED_BOOL)], _REQUIRED_BOOL)[0]
+        return e
 
     def project(self, depth: int) -> tuple[Rel, Schema]:
         draw = self.draw
@@ -826,6 +933,20 @@ class _Gen:
             rel.project.expressions.append(e)
         if not rel.project.expressions:
             rel.project.expressions.append(_bool_literal(True))
+        return rel, self.hint_and_emit(rel, [cs])
+
+    def window_project(self, depth: int) -> tuple[Rel, Schema]:
+        """A project of 1..2 window functions (and its input's columns)."""
+        child, cs = self.relation(depth + 1)
+        rel = Rel()
+        rel.project.input.CopyFrom(child)
+        for _ in range(self.draw(st.integers(1, 2))):
+            try:
+                rel.project.expressions.append(self.window(cs)[0])
+            except _Skip:
+                continue
+        if not rel.project.expressions:
+            raise _Skip("no window function")
         return rel, self.hint_and_emit(rel, [cs])
 
     def aggregate(self, depth: int) -> tuple[Rel, Schema]:
@@ -910,14 +1031,46 @@ class _Gen:
             inner, schema = proj, self.schema(proj, [schema])
         rel = Rel()
         rel.fetch.input.CopyFrom(inner)
-        rel.fetch.count_expr.literal.i64 = draw(st.integers(0, 6))
-        if _maybe(draw, 40):
-            rel.fetch.offset_expr.literal.i64 = draw(st.integers(0, 4))
+        self.fetch_bounds(rel)
         return rel, self.hint_and_emit(rel, [schema])
 
-    def join(self, depth: int) -> tuple[Rel, Schema]:
+    def fetch_bounds(self, rel: Rel) -> None:
+        """A fetch's count (1..6, rarely 0) and, mostly, an offset of 1..2."""
         draw = self.draw
-        jt = _pick(draw, [1, 3, 2, 4, 5, 6, 8, 9, 11, 12, 7, 10])
+        rel.fetch.count_expr.literal.i64 = 0 if _maybe(draw, 5) else draw(st.integers(1, 6))
+        if _maybe(draw, 70):
+            rel.fetch.offset_expr.literal.i64 = draw(st.integers(1, 2))
+
+    def outer_filter(self, depth: int) -> tuple[Rel, Schema]:
+        """A filter over a LEFT/RIGHT/OUTER join with a conjunct on the null-supplying side's columns
+        (and often one on the preserved side's): such a conjunct must stay above the join."""
+        draw = self.draw
+        jt = _pick(draw, [JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT, JoinRel.JOIN_TYPE_OUTER, JoinRel.JOIN_TYPE_LEFT])
+        child, cs, n_left = self.join(depth + 1, jt=jt)
+        left_cols, right_cols = list(range(n_left)), list(range(n_left, len(cs)))
+        null_side = right_cols if jt == JoinRel.JOIN_TYPE_LEFT else left_cols
+        kept_side = left_cols if jt == JoinRel.JOIN_TYPE_LEFT else right_cols
+        parts = []
+        for positions in (null_side, kept_side):
+            if positions and (positions is null_side or _maybe(draw, 60)):
+                inner = self.predicate(cs.select(positions), 1)
+                parts.append(remap_fields(inner, dict(enumerate(positions))))
+        if not parts:
+            raise _Skip("no columns")
+        rel = Rel()
+        rel.filter.input.CopyFrom(child)
+        cond = parts[0] if len(parts) == 1 else self.call("and", [(c, _NULLABLE_BOOL) for c in parts], _NULLABLE_BOOL)[0]
+        rel.filter.condition.CopyFrom(cond)
+        return rel, self.hint_and_emit(rel, [cs])
+
+    def join(self, depth: int, jt: int | None = None):
+        """A join of two relations (``jt``: its type, else a random one). Called with ``jt``, returns
+        the join, its schema and the width of its left input, and puts no sort above it."""
+        draw = self.draw
+        forced = jt is not None
+        if jt is None:
+            # every type; the outer, anti and right single joins twice (what predicate pushdown gets wrong)
+            jt = _pick(draw, [1, 3, 2, 4, 5, 6, 8, 9, 11, 12, 7, 10, 2, 6, 9, 10])
         left, ls = self.relation(depth + 1)
         if self.allow_shared and _maybe(draw, 10):  # a self-join of a shared subtree
             left = self.share(left, ls)
@@ -966,7 +1119,7 @@ class _Gen:
         conjuncts: list[Expression] = []
         if single:
             conjuncts.append(self.call("equal", list(key))[0])
-        n_eq = draw(st.integers(0, 2)) if not _maybe(draw, 10) else 0
+        n_eq = (2 if _maybe(draw, 30) else draw(st.integers(0, 2))) if not _maybe(draw, 10) else 0
         first_key = None
         for _ in range(n_eq):
             pairs = [(a, len(ls) + b) for a in self.cols(ls) for b in self.cols(rs)
@@ -974,7 +1127,8 @@ class _Gen:
             if not pairs:
                 break
             a, b = _pick(draw, pairs)
-            op = "equal" if not _maybe(draw, 15) else _pick(draw, ["is_not_distinct_from", "lt", "not_equal"])
+            op = "equal" if not _maybe(draw, 25) else _pick(draw, ["is_not_distinct_from", "is_not_distinct_from",
+                                                                   "lt", "not_equal"])
             conjuncts.append(self.call(op, [self.col(both, a), self.col(both, b)])[0])
             if op == "equal" and first_key is None:
                 first_key = (a, b - len(ls))
@@ -998,6 +1152,8 @@ class _Gen:
             j.expression.CopyFrom(_bool_literal(True))
         if jt in (1, 2, 3, 4) and _maybe(draw, 10):
             j.post_join_filter.CopyFrom(self.predicate(both, 1))
+        if forced:
+            return rel, self.schema(rel, [ls, rs]), len(ls)
         schema = self.hint_and_emit(rel, [ls, rs])
         if first_key is not None and not j.common.HasField("emit") and _maybe(draw, 15):
             # A sort on the join's key above it: a merge join may be chosen. Right semi/anti joins
@@ -1046,7 +1202,16 @@ class _Gen:
                       and not any(a in r and b in r for r in ranges)]
             if not others:
                 continue
-            conjuncts.append(self.call("equal", [self.col(schema, a), self.col(schema, _pick(draw, others))])[0])
+            b = _pick(draw, others)
+            conjuncts.append(self.call("equal", [self.col(schema, a), self.col(schema, b)])[0])
+            if _maybe(draw, 70):  # a second equality between the same two inputs
+                ra = next(r for r in ranges if a in r)
+                rb = next(r for r in ranges if b in r)
+                more = [(x, y) for x in self.cols(schema) if x in ra for y in self.cols(schema) if y in rb
+                        and _class(schema.types[x]) == _class(schema.types[y]) and (x, y) != (a, b)]
+                if more:
+                    x, y = _pick(draw, more)
+                    conjuncts.append(self.call("equal", [self.col(schema, x), self.col(schema, y)])[0])
         if _maybe(draw, 40):
             conjuncts.append(self.predicate(schema, 1))
         if conjuncts:
@@ -1085,7 +1250,7 @@ class _Gen:
 
     def set(self, depth: int) -> tuple[Rel, Schema]:
         draw = self.draw
-        op = _pick(draw, [6, 5, 1, 7, 2, 3, 4, 8])
+        op = _pick(draw, [6, 5, 1, 7, 2, 3, 4, 8, 6, 5])  # every operation; unions twice
         first, fs = self.relation(depth + 1)
         if self.allow_shared and _maybe(draw, 30):
             first = self.share(first, fs)
@@ -1124,7 +1289,7 @@ class _Gen:
                 inner, schema2 = self.total_sort(rel, schema)
                 top = Rel()
                 top.fetch.input.CopyFrom(inner)
-                top.fetch.count_expr.literal.i64 = draw(st.integers(0, 6))
+                self.fetch_bounds(top)
                 rel, schema = top, self.schema(top, [schema2])
             else:
                 top = Rel()
@@ -1135,7 +1300,57 @@ class _Gen:
         root = self.plan.relations.add().root
         root.input.CopyFrom(rel)
         root.names.extend(f"o{i}" for i in range(len(schema)))
+        _drop_unread_shared(self.plan)
         return self.plan
+
+
+def _references(msg) -> list:
+    """Every ``ReferenceRel`` inside ``msg`` (a protobuf message), subqueries included."""
+    out = []
+    stack = [msg]
+    while stack:
+        m = stack.pop()
+        if isinstance(m, Rel) and m.WhichOneof("rel_type") == "reference":
+            out.append(m.reference)
+            continue
+        for fd, value in m.ListFields():
+            if fd.message_type is None:
+                continue
+            if fd.label == fd.LABEL_REPEATED:
+                if fd.message_type.GetOptions().map_entry:
+                    continue
+                stack.extend(value)
+            else:
+                stack.append(value)
+    return out
+
+
+def _drop_unread_shared(plan: Plan) -> None:
+    """Remove the shared subtrees the root does not read (directly or through other shared subtrees)
+    and renumber the references: every relation of a generated plan is run."""
+    roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
+    read: set[int] = set()
+    todo = list(roots)
+    while todo:
+        i = todo.pop()
+        body = plan.relations[i].root.input if i in roots else plan.relations[i].rel
+        for ref in _references(body):
+            if ref.subtree_ordinal not in read:
+                read.add(ref.subtree_ordinal)
+                todo.append(ref.subtree_ordinal)
+    keep = [i for i in range(len(plan.relations)) if i in roots or i in read]
+    if len(keep) == len(plan.relations):
+        return
+    renumber = {old: new for new, old in enumerate(keep)}
+    kept = [plan.relations[i] for i in keep]
+    for r in kept:
+        for ref in _references(r):
+            ref.subtree_ordinal = renumber[ref.subtree_ordinal]
+    copies = [PlanRel() for _ in kept]
+    for c, r in zip(copies, kept, strict=True):
+        c.CopyFrom(r)
+    del plan.relations[:]
+    plan.relations.extend(copies)
 
 
 class InvalidPlan(AssertionError):
