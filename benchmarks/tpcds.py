@@ -99,7 +99,7 @@ def write_report(results, out: Path, scale: float, seconds: float) -> None:
     lines = [
         "# TPC-DS: each producer's plan on Spark against DuckDB's answer",
         "",
-        f"Produced by `python benchmarks/tpcds.py` on {today} at commit `{commit}`: TPC-DS SF {scale:g} from "
+        f"Produced by `benchmarks/tpcds.py` (`write_report`, here from a run of tests/test_tpcds.py or the script) on {today} at commit `{commit}`: TPC-DS SF {scale:g} from "
         "DuckDB's `CALL dsdgen`, the 99 queries of DuckDB's `tpcds_queries()`, plans written live by "
         "DataFusion 55 and DuckDB 1.1.3, run through the Spark backend as written (*original*) and after "
         "`optimize` with Parquet-footer statistics (*optimized*). *equal*: the same multiset of rows as "

@@ -30,6 +30,7 @@ PACKAGES = ("optimizer", "rules", "cost")
 EXTRA_MODULES = {
     "optimizer/producers.py": "test",  # live DataFusion / DuckDB producers
     "optimizer/tpch.py": "test",  # DuckDB: TPC-H data and the SQL oracle (lazily imported)
+    "optimizer/tpcds.py": "test",  # DuckDB: TPC-DS data and the SQL oracle (lazily imported)
     "optimizer/difftest/strategies.py": "test",  # hypothesis
     "optimizer/difftest/fuzz.py": "test",  # hypothesis; tqdm (bench) when installed
 }
