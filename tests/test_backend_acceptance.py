@@ -97,9 +97,6 @@ PRODUCER_BUGS: dict[str, ProducerBug] = {
     "relation/aggregate/aggregate_with_group_by_rollup-isthmus": ProducerBug(
         _GROUPING_COLUMN.format(producer="Isthmus") + ": RelRoot names one column too few", plan_error=True
     ),
-    "relation/aggregate/aggregate_with_group_by_rollup-datafusion": ProducerBug(
-        _GROUPING_COLUMN.format(producer="DataFusion") + ": RelRoot names one column too few", plan_error=True
-    ),
     "relation/aggregate/aggregate_with_grouping_set-isthmus": ProducerBug(
         _GROUPING_COLUMN.format(producer="Isthmus")
         + ": the project above reads the measure one field to the left (a key column) and the ordinal "
