@@ -85,8 +85,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "semi_anti_inputs_swapped", "rules/implement_joins.py",
-        "    children: list[NewRel | int] = [left, right]\n",
-        "    children: list[NewRel | int] = [right, left] if type_name.endswith((\"SEMI\", \"ANTI\")) else [left, right]\n",
+        "    children: list[NewRel | int] = [left_child, right_child]\n",
+        "    children: list[NewRel | int] = ([right_child, left_child] if type_name.endswith((\"SEMI\", \"ANTI\"))\n"
+        "                                    else [left_child, right_child])\n",
         "implement_joins swaps the inputs of a semi/anti hash join and keeps its type",
     ),
     Mutant(
