@@ -372,7 +372,9 @@ class CostModel:
         if not keys:
             return self._nested_loop(left, right, out, has_condition=body.HasField("expression"))
         small, big = (left, right) if left.bytes < right.bytes else (right, left)
-        cpu = self.hash_cpu(small, big, out)
+        # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
+        residual = 1 if body.HasField("expression") and len(conjuncts(body.expression)) > len(keys) else 0
+        cpu = self.hash_cpu(small, big, out) + residual * out.rows * k.cpu_expr
         if small.bytes <= self.broadcast_threshold:
             network = self.broadcast(small)
             memory = self._memory(small.bytes, per_executor=True) * max(k.executors, 1)
