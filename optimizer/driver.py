@@ -181,7 +181,7 @@ class Optimizer:
 #: Phases whose every rewrite must not raise the cost of what it replaces: the physical choices are
 #: final and local (a join left logical is priced as what Spark itself would run). Logical rewrites may
 #: pay only later (a filter moved to where a read can take it), so they are judged by the whole phase.
-PRICED_PHASES: frozenset[str] = frozenset()
+PRICED_PHASES = frozenset({"physical"})
 
 
 def plan_cost(ctx: RuleContext) -> float:
