@@ -51,6 +51,7 @@ import networkx as nx
 
 from cost import properties
 from cost.cardinality import CardinalityEstimator, RelEstimate
+from cost.spark_joins import LEFT, choose_build, join_type_name
 from optimizer.dag import inputs
 from optimizer.expr_utils import conjuncts, field_index
 
@@ -374,22 +375,27 @@ class CostModel:
         return Cost(cpu, 0.0, self._join_network(g, node, left, right), memory, k)
 
     def _cost_join(self, g, node, body, out, ins, estimator) -> Cost:
-        """A logical join priced as Spark would run it (broadcast hash join under the threshold, else
-        shuffled hash join; nested loops without an equi-key)."""
+        """A logical join priced as what Spark will run, by the same choice as the physical rule
+        (:func:`cost.spark_joins.choose_build`): a broadcast hash join (a broadcast exchange of the
+        build side under a hash join) when a side Spark may broadcast is under the threshold, else a
+        shuffled hash join building the side it would; nested loops without an equi-key."""
         left, right = ins[0], ins[1]
         keys = properties.join_keys(g, node)
         k = self.k
-        if not keys:
+        type_name = join_type_name(body)
+        choice = choose_build(type_name, left.bytes, right.bytes, self.broadcast_threshold) if type_name else None
+        if not keys or choice is None:
             return self._nested_loop(left, right, out, has_condition=body.HasField("expression"))
-        small, big = (left, right) if left.bytes < right.bytes else (right, left)
-        cpu = self.hash_cpu(small, big, out)
-        if small.bytes <= self.broadcast_threshold:
-            network = self.broadcast(small)
-            memory = self._memory(small.bytes, per_executor=True) * max(k.executors, 1)
-        else:
-            network = self._join_network(g, node, left, right)
-            memory = self._memory(small.bytes)
-        return Cost(cpu, 0.0, network, memory, k)
+        side, broadcast = choice
+        build, probe = (left, right) if side == LEFT else (right, left)
+        # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
+        residual = 1 if body.HasField("expression") and len(conjuncts(body.expression, estimator.functions)) > len(keys) else 0
+        cpu = self.hash_cpu(build, probe, out) + residual * out.rows * k.cpu_expr
+        if broadcast:
+            exchange = self._broadcast_exchange(build)
+            held = self._memory(build.bytes, per_executor=True) * max(k.executors, 1)
+            return exchange + Cost(cpu, 0.0, 0.0, held, k)
+        return Cost(cpu, 0.0, self._join_network(g, node, left, right), self._memory(build.bytes), k)
 
     _cost_lateral_join = _cost_join
 
@@ -432,9 +438,13 @@ class CostModel:
         src = ins[0] if ins else out
         which = body.WhichOneof("exchange_kind")
         if which == "broadcast":
-            return Cost(src.rows * self.k.cpu_row, 0.0, self.broadcast(src),
-                        self._memory(src.bytes, per_executor=True) * max(self.k.executors, 1), self.k)
+            return self._broadcast_exchange(src)
         return Cost(src.rows * (self.k.cpu_row + self.k.cpu_expr), 0.0, self.shuffle(src), 0.0, self.k)
+
+    def _broadcast_exchange(self, src: RelEstimate) -> Cost:
+        """Collecting ``src`` on the driver and sending a copy to every executor, which holds it."""
+        return Cost(src.rows * self.k.cpu_row, 0.0, self.broadcast(src),
+                    self._memory(src.bytes, per_executor=True) * max(self.k.executors, 1), self.k)
 
     def _cost_set(self, g, node, body, out, ins, estimator) -> Cost:
         from substrait.proto import SetRel

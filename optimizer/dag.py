@@ -307,3 +307,19 @@ def annotate_schemas(g: nx.DiGraph) -> nx.DiGraph:
             data["rel"], [g.nodes[c]["schema"] for c in inputs(g, node)], functions, path=f"node {node} ({data['kind']})"
         )
     return g
+
+
+def copy_dag(g: nx.DiGraph) -> nx.DiGraph:
+    """A copy of ``g`` that no rewrite of ``g`` changes (rules replace relations, never edit them, so the
+    relation messages are shared; edges, roots and the plan header are copied)."""
+    h = g.copy()
+    for _, _, data in h.edges(data=True):
+        data["slots"] = list(data["slots"])
+        data["via"] = dict(data.get("via") or {})
+    h.graph["roots"] = [dict(root) for root in g.graph["roots"]]
+    header = Plan()
+    header.CopyFrom(g.graph["plan"])
+    h.graph["plan"] = header
+    h.graph.pop("_ids", None)  # new node ids restart above the copy's own
+    return h
+

@@ -3,6 +3,12 @@
 Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate pushdown, ...) ->
 ``join_order`` -> ``physical`` (join implementation, top-N, windows, filters into reads) ->
 ``annotate`` (estimates written into ``hint.stats``). The rules are listed in :mod:`rules`.
+
+Never costlier: in the physical phase a rewrite is applied only if it does not raise the estimated
+cost of what it replaces; and the cost model prices the plan before and after each phase: a phase whose
+rewrites leave the plan estimated costlier than it found it is undone (its report says so). So the plan that
+comes out is never estimated costlier than the plan that went in, by the same model that priced each
+rule's choice.
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from typing import Any
 import networkx as nx
 from substrait.proto import Plan
 
-from optimizer.dag import annotate_schemas, from_dag, inputs, to_dag
-from optimizer.engine import PHASES, PhaseReport, Rule, run_phase
+from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, to_dag
+from optimizer.engine import COST_TOLERANCE, PHASES, PhaseReport, Rule, run_phase
 from optimizer.expr_utils import FunctionRegistrar
 from optimizer.plan_io import deep_messages, load_plan
 
@@ -107,7 +113,8 @@ class OptimizeResult:
 
     @property
     def events(self):
-        return [e for p in self.phases for e in p.events]
+        """What the rules did, in order (the rewrites of an undone phase left out)."""
+        return [e for p in self.phases if not p.undone for e in p.events]
 
     def summary(self) -> str:
         lines = [f"optimized in {self.seconds * 1000:.1f} ms"]
@@ -116,6 +123,8 @@ class OptimizeResult:
             for e in p.events:
                 fired[e.rule] = fired.get(e.rule, 0) + 1
             text = ", ".join(f"{k} x{v}" for k, v in fired.items()) or "nothing fired"
+            if p.undone:
+                text += f" (undone: {p.undone})"
             lines.append(f"  {p.phase:<10} {p.seconds * 1000:7.1f} ms  {text}")
         return "\n".join(lines)
 
@@ -153,11 +162,39 @@ class Optimizer:
                 result.phases.append(report)
                 continue
             if phase_rules:
-                result.phases.append(run_phase(g, phase, phase_rules, ctx, self.config.max_iterations))
+                kept, cost_before = copy_dag(g), plan_cost(ctx)
+                report = run_phase(g, phase, phase_rules, ctx, self.config.max_iterations,
+                                   priced=phase in PRICED_PHASES)
+                if report.events:
+                    cost_after = plan_cost(ctx)
+                    if cost_after > cost_before * (1 + COST_TOLERANCE):
+                        report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {cost_before:.4g}): "
+                                         "the phase's rewrites are undone")
+                        g = kept
+                        ctx = RuleContext(g, self.statistics, self.capabilities, self.config)
+                result.phases.append(report)
         result.plan = from_dag(g)
         result.graph = g
         result.seconds = time.perf_counter() - start
         return result
+
+
+#: Phases whose every rewrite must not raise the cost of what it replaces: the physical choices are
+#: final and local (a join left logical is priced as what Spark itself would run). Logical rewrites may
+#: pay only later (a filter moved to where a read can take it), so they are judged by the whole phase.
+PRICED_PHASES = frozenset({"physical"})
+
+
+def plan_cost(ctx: RuleContext) -> float:
+    """The estimated cost of the whole plan in ``ctx.g``: every root's subtree (shared subtrees once each)."""
+    return sum(ctx.cost(root["node"]) for root in ctx.g.graph["roots"])
+
+
+def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:
+    """The cost model's estimate for a whole plan, as the driver prices it (see :func:`plan_cost`)."""
+    g = to_dag(load_plan(plan))
+    annotate_schemas(g)
+    return plan_cost(RuleContext(g, statistics, config=config))
 
 
 def annotate_estimates(g: nx.DiGraph, ctx: RuleContext) -> None:

@@ -29,6 +29,9 @@ from optimizer.errors import OptimizerError
 
 PHASES = ("normalise", "logical", "join_order", "physical", "annotate")
 
+#: Relative difference of estimated cost below which two plans count as equally costly (float noise).
+COST_TOLERANCE = 1e-9
+
 
 class RuleBug(OptimizerError):
     """A rule produced a subgraph that is not equivalent in shape to what it replaced."""
@@ -151,10 +154,20 @@ class PhaseReport:
     iterations: int = 0
     seconds: float = 0.0
     events: list[RuleEvent] = field(default_factory=list)
+    #: Why the phase's rewrites were undone (the plan they made was estimated costlier), or None.
+    undone: str | None = None
+    #: Rewrites not applied because the cost model priced them above what they would replace.
+    declined: list[str] = field(default_factory=list)
 
 
-def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterations: int = 10) -> PhaseReport:
-    """Apply ``rules`` to ``g`` (in place) until a fixed point or ``max_iterations`` passes."""
+def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterations: int = 10,
+              priced: bool = False) -> PhaseReport:
+    """Apply ``rules`` to ``g`` (in place) until a fixed point or ``max_iterations`` passes.
+
+    ``priced``: a rewrite is applied only if the cost model (``ctx.cost``) prices the new subtree at most
+    as high as the one it replaces (both read the same inputs, so the rest of the plan is unchanged);
+    otherwise the relation stays as it is and the rewrite is listed in ``report.declined``.
+    """
     report = PhaseReport(phase)
     start = time.perf_counter()
     for _ in range(max_iterations):
@@ -175,6 +188,14 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterat
                 problem = same_shape(old_schema, g.nodes[new_root].get("schema"))
                 if problem:
                     raise RuleBug(f"rule {rule.name} changed the output of a {before} relation: {problem}")
+                if priced and new_root != node:
+                    old_cost, new_cost = ctx.cost(node), ctx.cost(new_root)
+                    if new_cost > old_cost * (1 + COST_TOLERANCE):
+                        collect_garbage(g)  # the new relations: nothing reads them
+                        report.declined.append(f"{rule.name} at node {node} ({before} -> "
+                                               f"{g.nodes[new_root]['kind'] if new_root in g else '?'}): "
+                                               f"{new_cost:.4g} > {old_cost:.4g}")
+                        continue
                 replace_node(g, node, new_root)
                 if ctx is not None:
                     ctx.invalidate()

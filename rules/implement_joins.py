@@ -106,6 +106,7 @@ from substrait.proto import (
 )
 
 from cost.properties import ordering
+from cost.spark_joins import LEFT, choose_build, join_type_name
 from optimizer.dag import inputs, rel_inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule, add_subgraph
 from optimizer.errors import OptimizerError
@@ -124,30 +125,6 @@ from optimizer.expr_utils import (
     shift_fields,
 )
 
-LEFT, RIGHT = "LEFT", "RIGHT"
-
-#: Build sides Spark's shuffled hash join supports, by join type (Substrait name without prefix).
-SHUFFLED_HASH_BUILD: dict[str, frozenset[str]] = {
-    "INNER": frozenset({LEFT, RIGHT}),
-    "LEFT": frozenset({LEFT, RIGHT}),
-    "RIGHT": frozenset({LEFT, RIGHT}),
-    "OUTER": frozenset({LEFT, RIGHT}),
-    **{f"LEFT_{k}": frozenset({RIGHT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
-    **{f"RIGHT_{k}": frozenset({LEFT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
-}
-#: Build sides Spark's broadcast hash join supports, by join type.
-BROADCAST_BUILD: dict[str, frozenset[str]] = {
-    "INNER": frozenset({LEFT, RIGHT}),
-    "LEFT": frozenset({RIGHT}),
-    "RIGHT": frozenset({LEFT}),
-    "OUTER": frozenset(),
-    **{f"LEFT_{k}": frozenset({RIGHT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
-    **{f"RIGHT_{k}": frozenset({LEFT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
-}
-#: Building the side an outer join preserves means tracking matched build rows: counted this much bigger.
-PRESERVED_BUILD_PENALTY = 1.5
-_PRESERVED = {"LEFT": {LEFT}, "RIGHT": {RIGHT}, "OUTER": {LEFT, RIGHT}}
-
 _KEY_FUNCTIONS = {
     "equal": ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ,
     "is_not_distinct_from": ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_IS_NOT_DISTINCT_FROM,
@@ -159,12 +136,6 @@ class Key:
     left: int  # column of the left input
     right: int  # column of the right input
     comparison: int  # ComparisonJoinKey.SimpleComparisonType
-
-
-def join_type_name(join: JoinRel) -> str | None:
-    """``"LEFT_ANTI"`` for ``JOIN_TYPE_LEFT_ANTI``; None when unspecified."""
-    name = JoinRel.JoinType.Name(join.type)
-    return None if join.type == JoinRel.JOIN_TYPE_UNSPECIFIED else name.removeprefix("JOIN_TYPE_")
 
 
 def split_condition(e: Expression, n_left: int, left_types, right_types, functions) -> tuple[list[Key], list[Expression]]:
@@ -332,33 +303,6 @@ def broadcast_uncertainty(g: nx.DiGraph, node: int) -> float:
     """``BROADCAST_UNCERTAINTY ** joins`` over the joins in the subtree of ``node`` (capped)."""
     joins = sum(1 for n in {node, *nx.descendants(g, node)} if g.nodes[n].get("kind") in _JOIN_KINDS)
     return min(BROADCAST_UNCERTAINTY ** joins, MAX_UNCERTAINTY)
-
-
-def choose_build(type_name: str, left_bytes: float, right_bytes: float, threshold: float) -> tuple[str, bool] | None:
-    """``(side, broadcast)`` for a hash join of this type and these input sizes; None if no side is valid.
-
-    >>> choose_build("INNER", 8e9, 2e6, 10e6)
-    ('RIGHT', True)
-    >>> choose_build("INNER", 1e6, 8e9, 0)
-    ('LEFT', False)
-    >>> choose_build("LEFT", 1e3, 8e9, 10e6)   # a LEFT join broadcasts only its right side
-    ('LEFT', False)
-    >>> choose_build("LEFT_ANTI", 1e3, 8e9, 10e6)
-    ('RIGHT', False)
-    """
-    sides = SHUFFLED_HASH_BUILD.get(type_name, frozenset())
-    if not sides:
-        return None
-    size = {LEFT: left_bytes, RIGHT: right_bytes}
-    broadcastable = [s for s in BROADCAST_BUILD.get(type_name, ()) if size[s] <= threshold]
-    if broadcastable:
-        return min(broadcastable, key=lambda s: (size[s], s != RIGHT)), True
-    preserved = _PRESERVED.get(type_name, set())
-
-    def weight(side: str) -> tuple[float, bool]:
-        return (size[side] * (PRESERVED_BUILD_PENALTY if side in preserved else 1.0), side != RIGHT)
-
-    return min(sides, key=weight), False
 
 
 # ------------------------------------------------------------------------------------ merge joins

@@ -7,7 +7,9 @@ usual statistics (plan hints, Spark ``ANALYZE`` of the SF 0.01 tables, Parquet f
 * the optimized plan passes :func:`optimizer.schema.check_plan` and comes back from binary protobuf
   as the same plan;
 * run on Spark with ``best_effort_filter`` ignored (a consumer may), it gives the original plan's answer
-  (:func:`optimizer.difftest.compare`: multiset equality, floats to 1e-9, order where the root is sorted).
+  (:func:`optimizer.difftest.compare`: multiset equality, floats to 1e-9, order where the root is sorted);
+* by the optimizer's own cost model and the same statistics, it is never estimated costlier than the
+  plan that went in.
 
 A plan the backend cannot run as given (the one-line UnsupportedError) is counted, not failed: there is
 no answer to compare. A plan the specification rejects (the producer bugs of
@@ -31,6 +33,7 @@ from test_backend_acceptance import CORPUS, PRODUCER_BUGS, _data_set
 
 from optimizer.difftest import compare
 from optimizer.difftest.harness import DIFFERENT, EQUAL, ERROR, SKIPPED
+from optimizer.driver import COST_TOLERANCE, estimated_cost
 from optimizer.errors import PlanError
 from optimizer.plan_io import dump_plan, load_plan
 from optimizer.producers import DUCKDB_TPCH_PRODUCIBLE, duckdb_plan
@@ -70,7 +73,8 @@ class OptimizedRuns:
     def judge(self, key: str, plan: Callable[[], Plan | bytes], data: str = "full") -> Verdict:
         start = time.perf_counter()
         try:
-            result = compare(plan(), backend=self.backends[data], statistics=self.statistics[data])
+            original = plan()
+            result = compare(original, backend=self.backends[data], statistics=self.statistics[data])
         except Exception as exc:  # noqa: BLE001 -- compare never raises; loading the plan may
             return Verdict("failed", f"{type(exc).__name__}: {exc}")
         rules = tuple(dict.fromkeys(result.rules_fired))
@@ -90,6 +94,11 @@ class OptimizedRuns:
             return Verdict("failed", f"check_plan: {problems[0]}", rules, seconds)
         if load_plan(dump_plan(optimized, "binpb")) != optimized:
             return Verdict("failed", "the optimized plan does not survive binary protobuf", rules, seconds)
+        # Never costlier: by the optimizer's own model, the plan it returns costs at most what it was given.
+        before = estimated_cost(original, statistics=self.statistics[data])
+        after = estimated_cost(optimized, statistics=self.statistics[data])
+        if after > before * (1 + COST_TOLERANCE):
+            return Verdict("failed", f"estimated costlier after optimizing: {after:.4g} > {before:.4g}", rules, seconds)
         return Verdict("equal", "", rules, seconds)
 
 

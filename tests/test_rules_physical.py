@@ -26,6 +26,7 @@ from substrait.proto import (
     NestedLoopJoinRel,
 )
 
+from cost.spark_joins import BROADCAST_BUILD, SHUFFLED_HASH_BUILD, choose_build
 from cost.statistics import MemoryStatistics, TableStatistics
 from optimizer.dag import inputs, to_dag
 from optimizer.driver import Optimizer, OptimizerConfig
@@ -33,7 +34,6 @@ from optimizer.expr_utils import field_index
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
 from rules import implement_joins, sort_fetch_to_topn, window_to_consistent_partition
-from rules.implement_joins import BROADCAST_BUILD, SHUFFLED_HASH_BUILD, choose_build
 
 PHYSICAL = [implement_joins.RULE, sort_fetch_to_topn.RULE, window_to_consistent_partition.RULE]
 NO_BROADCAST = OptimizerConfig(broadcast_threshold_bytes=0, annotate_estimates=False)

@@ -1,0 +1,67 @@
+"""How Spark executes a join, by join type: the build sides its hash joins support, and which side it
+would build or broadcast. The cost model prices a logical ``JoinRel`` with it (as what Spark will do
+with it) and :mod:`rules.implement_joins` chooses the physical join with it, so both agree.
+
+(Spark 4's ``JoinSelectionHelper.canBuildShuffledHashJoinLeft/Right`` and ``canBuildBroadcastLeft/Right``.)
+"""
+
+from __future__ import annotations
+
+from substrait.proto import JoinRel
+
+LEFT, RIGHT = "LEFT", "RIGHT"
+
+#: Build sides Spark's shuffled hash join supports, by join type (Substrait name without prefix).
+SHUFFLED_HASH_BUILD: dict[str, frozenset[str]] = {
+    "INNER": frozenset({LEFT, RIGHT}),
+    "LEFT": frozenset({LEFT, RIGHT}),
+    "RIGHT": frozenset({LEFT, RIGHT}),
+    "OUTER": frozenset({LEFT, RIGHT}),
+    **{f"LEFT_{k}": frozenset({RIGHT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+    **{f"RIGHT_{k}": frozenset({LEFT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+}
+#: Build sides Spark's broadcast hash join supports, by join type.
+BROADCAST_BUILD: dict[str, frozenset[str]] = {
+    "INNER": frozenset({LEFT, RIGHT}),
+    "LEFT": frozenset({RIGHT}),
+    "RIGHT": frozenset({LEFT}),
+    "OUTER": frozenset(),
+    **{f"LEFT_{k}": frozenset({RIGHT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+    **{f"RIGHT_{k}": frozenset({LEFT}) for k in ("SEMI", "ANTI", "SINGLE", "MARK")},
+}
+#: Building the side an outer join preserves means tracking matched build rows: counted this much bigger.
+PRESERVED_BUILD_PENALTY = 1.5
+_PRESERVED = {"LEFT": {LEFT}, "RIGHT": {RIGHT}, "OUTER": {LEFT, RIGHT}}
+
+
+def join_type_name(join: JoinRel) -> str | None:
+    """``"LEFT_ANTI"`` for ``JOIN_TYPE_LEFT_ANTI``; None when unspecified."""
+    name = JoinRel.JoinType.Name(join.type)
+    return None if join.type == JoinRel.JOIN_TYPE_UNSPECIFIED else name.removeprefix("JOIN_TYPE_")
+
+
+def choose_build(type_name: str, left_bytes: float, right_bytes: float, threshold: float) -> tuple[str, bool] | None:
+    """``(side, broadcast)`` for a hash join of this type and these input sizes; None if no side is valid.
+
+    >>> choose_build("INNER", 8e9, 2e6, 10e6)
+    ('RIGHT', True)
+    >>> choose_build("INNER", 1e6, 8e9, 0)
+    ('LEFT', False)
+    >>> choose_build("LEFT", 1e3, 8e9, 10e6)   # a LEFT join broadcasts only its right side
+    ('LEFT', False)
+    >>> choose_build("LEFT_ANTI", 1e3, 8e9, 10e6)
+    ('RIGHT', False)
+    """
+    sides = SHUFFLED_HASH_BUILD.get(type_name, frozenset())
+    if not sides:
+        return None
+    size = {LEFT: left_bytes, RIGHT: right_bytes}
+    broadcastable = [s for s in BROADCAST_BUILD.get(type_name, ()) if size[s] <= threshold]
+    if broadcastable:
+        return min(broadcastable, key=lambda s: (size[s], s != RIGHT)), True
+    preserved = _PRESERVED.get(type_name, set())
+
+    def weight(side: str) -> tuple[float, bool]:
+        return (size[side] * (PRESERVED_BUILD_PENALTY if side in preserved else 1.0), side != RIGHT)
+
+    return min(sides, key=weight), False
