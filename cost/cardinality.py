@@ -860,11 +860,24 @@ class CardinalityEstimator:
 
     # -- joins ------------------------------------------------------------------------------------------
 
-    def _rel_join(self, node, body, children) -> RelEstimate:
+    def before_post_join_filter(self, node: int) -> RelEstimate:
+        """What the join at ``node`` produces before its ``post_join_filter`` (the filter's input rows):
+        a join evaluates the filter on each of them."""
+        kind = self.g.nodes[node]["kind"]
+        body = getattr(self.g.nodes[node]["rel"], kind)
+        children = [self.estimate(c) for c in inputs(self.g, node)]
+        if kind in ("hash_join", "merge_join"):
+            return self._hash_join_core(body, children)
+        return self._join_core(body, children)
+
+    def _join_core(self, body, children) -> RelEstimate:
         left, right = children[0], children[1]
         jt = _join_type_name(body)
         keys, residual = self.join_keys(body.expression, len(left.columns)) if body.HasField("expression") else ([], [])
-        est = self.join(jt, left, right, keys, residual)
+        return self.join(jt, left, right, keys, residual)
+
+    def _rel_join(self, node, body, children) -> RelEstimate:
+        est = self._join_core(body, children)
         if body.HasField("post_join_filter"):
             est = self.apply_filter(body.post_join_filter, est)
         return est
@@ -873,6 +886,12 @@ class CardinalityEstimator:
         return self._rel_join(node, body, children)
 
     def _rel_hash_join(self, node, body, children) -> RelEstimate:
+        est = self._hash_join_core(body, children)
+        if body.HasField("post_join_filter"):
+            est = self.apply_filter(body.post_join_filter, est)
+        return est
+
+    def _hash_join_core(self, body, children) -> RelEstimate:
         left, right = children[0], children[1]
         jt = _join_type_name(body)
         keys = []
@@ -884,10 +903,7 @@ class CardinalityEstimator:
         residual = []
         if body.HasField("residual_expression"):
             residual = conjuncts(body.residual_expression, self.functions)
-        est = self.join(jt, left, right, keys, residual)
-        if body.HasField("post_join_filter"):
-            est = self.apply_filter(body.post_join_filter, est)
-        return est
+        return self.join(jt, left, right, keys, residual)
 
     _rel_merge_join = _rel_hash_join
 

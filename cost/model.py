@@ -173,11 +173,8 @@ class CostModel:
         out = estimator.estimate(node)
         ins = [estimator.estimate(c) for c in inputs(g, node)]
         handler = getattr(self, f"_cost_{kind}", None)
-        try:
-            if handler is not None:
-                return handler(g, node, body, out, ins, estimator)
-        except Exception:
-            pass
+        if handler is not None:
+            return handler(g, node, body, out, ins, estimator)
         return self._cpu(sum(i.rows for i in ins) + out.rows)
 
     # -- building blocks ----------------------------------------------------------------------------
@@ -233,7 +230,7 @@ class CostModel:
         if body.HasField("best_effort_filter"):
             n_conj += len(conjuncts(body.best_effort_filter, estimator.functions))
         io = scanned * read_width * k.io_byte
-        cpu = scanned * (n_cols * k.cpu_value + n_conj * k.cpu_expr) + out.rows * k.cpu_row
+        cpu = scanned * n_cols * k.cpu_value + self.conjuncts_cpu(scanned, out.rows, n_conj) + out.rows * k.cpu_row
         return self._cost(cpu=cpu, io=io)
 
     def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float, int]:
@@ -279,12 +276,48 @@ class CostModel:
     def _cost_filter(self, g, node, body, out, ins, estimator) -> Cost:
         n = ins[0].rows if ins else out.rows
         n_conj = len(conjuncts(body.condition, estimator.functions))
-        return self._cost(cpu=n * (self.k.cpu_row + n_conj * self.k.cpu_expr))
+        return self._cost(cpu=n * self.k.cpu_row + self.conjuncts_cpu(n, out.rows, n_conj))
+
+    def conjuncts_cpu(self, rows: float, passing: float, n_conj: int) -> float:
+        """Evaluating ``n_conj`` ANDed conjuncts on ``rows`` rows of which ``passing`` pass them all.
+        Spark's generated code short-circuits ``AND`` (and combines a filter with the one below it,
+        or with the scan's pushed filter, into one): each conjunct sees only the rows the previous
+        ones let through, taken as an equal share of the selectivity per conjunct."""
+        if n_conj <= 0 or rows <= 0:
+            return 0.0
+        ratio = min(max(passing / rows, 0.0), 1.0)
+        return self.k.cpu_expr * rows * sum(ratio ** (i / n_conj) for i in range(n_conj))
 
     def _cost_project(self, g, node, body, out, ins, estimator) -> Cost:
         n = ins[0].rows if ins else out.rows
         computed = sum(1 for e in body.expressions if field_index(e) is None)
-        return self._cost(cpu=n * (self.k.cpu_row + computed * self.k.cpu_expr))
+        cost = self._cost(cpu=n * (self.k.cpu_row + computed * self.k.cpu_expr))
+        groups = window_groups(body.expressions)
+        if groups and ins:
+            cost = cost + self._project_windows(g, node, groups, ins[0])
+        return cost
+
+    def _project_windows(self, g, node, groups: list[WindowGroup], src: RelEstimate) -> Cost:
+        """Window functions in a projection, as Spark runs them: one ``Window`` operator per distinct
+        (partitioning, order), each over its input sorted by partition and order keys (the order in
+        which Spark stacks the groups is not specified, so no sort is assumed shared) and partitioned
+        by the partition keys (one shuffle per distinct partitioning; everything to one partition when
+        a group has none), unless the input is already so partitioned."""
+        k = self.k
+        d = properties.distribution(g, inputs(g, node)[0])
+        cpu = memory = network = 0.0
+        for group in groups:
+            cpu += src.rows * (k.cpu_row + group.functions * k.cpu_expr) + self.sort_cpu(src.rows, src.width)
+            memory += self._memory(src.bytes)
+        partitionings = {group.key: group.partitions for group in groups}
+        for partitions in partitionings.values():
+            parts = [field_index(e) for e in partitions]
+            if d.kind == "single":
+                continue
+            if parts and None not in parts and properties.hash_partitioned_on(d, parts):
+                continue
+            network += self.shuffle(src)
+        return Cost(cpu, 0.0, network, memory, k)
 
     def _cost_fetch(self, g, node, body, out, ins, estimator) -> Cost:
         # Reads offset + count rows, then stops; a global limit gathers them on one executor.
@@ -328,6 +361,15 @@ class CostModel:
                 network = partial_rows * out.width * k.network_byte
         return self._cost(cpu=cpu, network=network, memory_bytes=out.bytes)
 
+    def _post_join_filter(self, g, node, body, out: RelEstimate, estimator) -> tuple[RelEstimate, Cost]:
+        """A join's ``post_join_filter``: ``(the join's rows before it, the cost of evaluating it on
+        each of them)``, as a ``FilterRel`` above the join would cost; ``(out, nothing)`` without one."""
+        if "post_join_filter" not in body.DESCRIPTOR.fields_by_name or not body.HasField("post_join_filter"):
+            return out, Cost(constants=self.k)
+        pre = estimator.before_post_join_filter(node)
+        n_conj = len(conjuncts(body.post_join_filter, estimator.functions))
+        return pre, self._cost(cpu=pre.rows * (self.k.cpu_row + n_conj * self.k.cpu_expr))
+
     def _join_network(self, g, node, left: RelEstimate, right: RelEstimate) -> float:
         """Shuffles an equi-join needs: a side not hash-partitioned on its keys moves, unless the other
         side is broadcast."""
@@ -351,6 +393,7 @@ class CostModel:
         left, right = ins[0], ins[1]
         build_name = type(body).BuildInput.Name(body.build_input).removeprefix("BUILD_INPUT_")
         build, probe = (right, left) if build_name in _BUILD_RIGHT else (left, right)
+        out, post = self._post_join_filter(g, node, body, out, estimator)
         children = inputs(g, node)
         build_node = children[1] if build is right else children[0]
         broadcast = properties.distribution(g, build_node).kind == "broadcast"
@@ -358,13 +401,14 @@ class CostModel:
         cpu = self.hash_cpu(build, probe, out) + residual * out.rows * self.k.cpu_expr
         network = self._join_network(g, node, left, right)
         memory = self._memory(build.bytes, per_executor=broadcast) * (max(self.k.executors, 1) if broadcast else 1)
-        return Cost(cpu, 0.0, network, memory, self.k)
+        return Cost(cpu, 0.0, network, memory, self.k) + post
 
     def _cost_merge_join(self, g, node, body, out, ins, estimator) -> Cost:
         k = self.k
         left, right = ins[0], ins[1]
         children = inputs(g, node)
         keys = properties.join_keys(g, node)
+        out, post = self._post_join_filter(g, node, body, out, estimator)
         cpu = (left.rows + right.rows) * k.cpu_row + out.rows * k.cpu_row
         memory = 0.0
         for child, est, cols in ((children[0], left, [lk for lk, _ in keys]), (children[1], right, [r for _, r in keys])):
@@ -372,7 +416,7 @@ class CostModel:
             if not _ordered_on(have, cols):
                 cpu += self.sort_cpu(est.rows, est.width)
                 memory += self._memory(est.bytes)
-        return Cost(cpu, 0.0, self._join_network(g, node, left, right), memory, k)
+        return Cost(cpu, 0.0, self._join_network(g, node, left, right), memory, k) + post
 
     def _cost_join(self, g, node, body, out, ins, estimator) -> Cost:
         """A logical join priced as what Spark will run, by the same choice as the physical rule
@@ -382,10 +426,11 @@ class CostModel:
         left, right = ins[0], ins[1]
         keys = properties.join_keys(g, node)
         k = self.k
+        out, post = self._post_join_filter(g, node, body, out, estimator)
         type_name = join_type_name(body)
         choice = choose_build(type_name, left.bytes, right.bytes, self.broadcast_threshold) if type_name else None
         if not keys or choice is None:
-            return self._nested_loop(left, right, out, has_condition=body.HasField("expression"))
+            return self._nested_loop(left, right, out, has_condition=body.HasField("expression")) + post
         side, broadcast = choice
         build, probe = (left, right) if side == LEFT else (right, left)
         # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
@@ -394,8 +439,8 @@ class CostModel:
         if broadcast:
             exchange = self._broadcast_exchange(build)
             held = self._memory(build.bytes, per_executor=True) * max(k.executors, 1)
-            return exchange + Cost(cpu, 0.0, 0.0, held, k)
-        return Cost(cpu, 0.0, self._join_network(g, node, left, right), self._memory(build.bytes), k)
+            return exchange + Cost(cpu, 0.0, 0.0, held, k) + post
+        return Cost(cpu, 0.0, self._join_network(g, node, left, right), self._memory(build.bytes), k) + post
 
     _cost_lateral_join = _cost_join
 
@@ -462,6 +507,44 @@ class CostModel:
 
     def _cost_extension_single(self, g, node, body, out, ins, estimator) -> Cost:
         return self._cpu((ins[0].rows if ins else 0.0) + out.rows)
+
+
+_WINDOW = "substrait.Expression"
+_SUBQUERY = "substrait.Expression.Subquery"
+
+
+def window_groups(expressions) -> list[WindowGroup]:
+    """The window functions in ``expressions`` (outside subqueries; identical ones once), grouped by
+    (partition expressions as a set, sorts), as Spark groups them into ``Window`` operators."""
+    found: dict[bytes, Any] = {}
+    stack = list(expressions)
+    while stack:
+        msg = stack.pop()
+        if msg.DESCRIPTOR.full_name == _WINDOW and msg.WhichOneof("rex_type") == "window_function":
+            found.setdefault(msg.window_function.SerializeToString(deterministic=True), msg.window_function)
+            continue
+        for f, value in msg.ListFields():
+            if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
+                continue
+            if f.message_type.full_name == _SUBQUERY:
+                continue
+            stack.extend(value if f.label == f.LABEL_REPEATED else [value])
+    groups: dict[tuple, WindowGroup] = {}
+    for wf in found.values():
+        pkey = tuple(sorted(p.SerializeToString(deterministic=True) for p in wf.partitions))
+        skey = tuple(s.SerializeToString(deterministic=True) for s in wf.sorts)
+        group = groups.setdefault((pkey, skey), WindowGroup(pkey, list(wf.partitions)))
+        group.functions += 1
+    return list(groups.values())
+
+
+@dataclass
+class WindowGroup:
+    """Window functions sharing a partitioning (``key``: the partition expressions as a set) and an order."""
+
+    key: tuple
+    partitions: list
+    functions: int = 0
 
 
 def _ordered_on(have: properties.Ordering, columns: list[int]) -> bool:

@@ -419,7 +419,21 @@ def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Di
         else:
             internal = ANY
         width = output_width(g, children[0]) if children else None
-    elif kind in ("filter", "fetch", "sort", "top_n", "window", "extension_single"):
+    elif kind == "window":
+        # Spark's window operator needs its input clustered by the partition keys: hash-partitioned on
+        # plain-column keys (unless already so), everything in one partition without keys.
+        parts = [field_index(e) for e in body.partition_expressions]
+        if child.kind == "single" or (parts and None not in parts and hash_partitioned_on(child, parts)):
+            internal = child
+        elif not parts:
+            internal = Distribution("single", (), 1)
+        elif None in parts:
+            internal = Distribution("expression", ())
+        else:
+            internal = Distribution("hash", tuple(parts))
+        n_in = output_width(g, children[0]) if children else None
+        width = None if n_in is None else n_in + len(body.window_functions)
+    elif kind in ("filter", "fetch", "sort", "top_n", "extension_single"):
         internal = child
         width = output_width(g, children[0]) if children else None
     elif kind == "project":
@@ -464,7 +478,11 @@ def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Di
             internal = left
         else:
             keys = join_keys(g, node) if kind != "cross" else []
-            if keys and kind in ("join", "hash_join", "merge_join"):
+            if keys and kind == "join":
+                # Spark picks the strategy of a logical join: a broadcast join keeps the probe side's
+                # partitioning, a shuffled one partitions on the keys; neither is promised.
+                return ANY
+            if keys and kind in ("hash_join", "merge_join"):
                 if jt.startswith("RIGHT"):
                     if not right_only and n_left is None:
                         return ANY

@@ -228,7 +228,7 @@ def test_merge_join_when_both_inputs_are_sorted():
 
 
 def test_merge_join_for_an_order_needed_above_only_when_cheaper(monkeypatch):
-    from cost.model import CostModel
+    from cost.model import Cost, CostModel
 
     rel = {"sort": {"input": join(A, B, call("equal", ref(1), ref(3))),
                     "sorts": [{"expr": ref(1), "direction": "SORT_DIRECTION_ASC_NULLS_FIRST"}]}}
@@ -236,13 +236,19 @@ def test_merge_join_for_an_order_needed_above_only_when_cheaper(monkeypatch):
     (child,) = inputs(g, node)
     assert g.nodes[child]["kind"] == "hash_join"  # sorting both inputs costs more than the hash join
 
-    real = CostModel.total
+    real = CostModel.node_cost
 
-    def merge_is_cheap(self, graph, root, estimator):
-        cost = real(self, graph, root, estimator)
-        return cost / 100 if graph.nodes[root]["kind"] == "merge_join" else cost
+    def merge_is_cheap(self, graph, node, estimator):
+        # A world where a merge join and the sorts it needs cost a hundredth: every price the driver
+        # takes (the rule's choice, the phase's never-costlier check) sees it.
+        cost = real(self, graph, node, estimator)
+        kind = graph.nodes[node]["kind"]
+        feeds_merge = any(graph.nodes[p]["kind"] == "merge_join" for p in graph.predecessors(node))
+        if kind == "merge_join" or (kind == "sort" and feeds_merge):
+            return Cost(cost.cpu / 100, cost.io / 100, cost.network / 100, cost.memory / 100, cost.constants)
+        return cost
 
-    monkeypatch.setattr(CostModel, "total", merge_is_cheap)
+    monkeypatch.setattr(CostModel, "node_cost", merge_is_cheap)
     g, node = top(optimize(rel, statistics=sizes(a=1e7, b=1e7), config=NO_BROADCAST))
     (child,) = inputs(g, node)
     assert g.nodes[child]["kind"] == "merge_join"
@@ -473,8 +479,17 @@ def _check_tpch(results) -> Counter:
         g = result.graph
         after = kinds(g)
         assert check_plan(result.plan) == [], f"Q{n}"
-        assert not any(_has_equi_join(g, x) for x in g), f"Q{n}: an equi-join is left"
-        assert after["join"] == 0, f"Q{n}"
+        # An equi-join stays logical only where the cost model priced every physical form above what
+        # Spark itself would run (the rewrite declined, or the phase undone as a whole): "leave it to
+        # Spark" is an alternative the model weighs (e.g. a side just under the broadcast threshold
+        # whose estimate comes out of joins: binding a shuffled join costs more than letting Spark
+        # broadcast it).
+        physical = next(p for p in result.phases if p.phase == "physical")
+        if physical.undone is None and not physical.declined:
+            assert not any(_has_equi_join(g, x) for x in g), f"Q{n}: an equi-join is left"
+            assert after["join"] == 0, f"Q{n}"
+        else:
+            seen["left to Spark"] += after["join"]
         assert after["top_n"] == top_n_expected and after["fetch"] == 0, f"Q{n}"
         for x in g:
             if g.nodes[x]["kind"] == "hash_join":
