@@ -186,8 +186,14 @@ PRICED_PHASES = frozenset({"physical"})
 
 
 def plan_cost(ctx: RuleContext) -> float:
-    """The estimated cost of the whole plan in ``ctx.g``: every root's subtree (shared subtrees once each)."""
-    return sum(ctx.cost(root["node"]) for root in ctx.g.graph["roots"])
+    """The estimated cost of the whole plan in ``ctx.g``: every relation reachable from a root, once (a
+    subtree shared by several parents, or written as a plan relation of its own for ``ReferenceRel``s to
+    read, is computed once)."""
+    nodes: set[int] = set()
+    for root in ctx.g.graph["roots"]:
+        nodes.add(root["node"])
+        nodes |= nx.descendants(ctx.g, root["node"])
+    return sum(ctx.cost_model.node_cost(ctx.g, n, ctx.estimator).total for n in nodes)
 
 
 def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:

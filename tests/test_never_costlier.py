@@ -1,0 +1,100 @@
+"""Never costlier: by the optimizer's own cost model, the plan it returns costs at most the plan it was given.
+
+Every plan the test suite optimizes is checked: the corpus plans (Isthmus's TPC-H plans among them), the
+TPC-H plans DataFusion and DuckDB write live, and DataFusion's TPC-DS plans. Statistics come from the
+Parquet files (footers: row counts, min/max, nulls), as the CLI's ``--tables`` gives them, so no Spark is
+started: the check is the cost model's arithmetic, not an execution (the tests that run both plans on
+Spark are in ``test_optimized_plans.py`` and ``test_tpcds.py``). Run time: about a minute on this
+machine, most of it producing the TPC-DS plans.
+
+The driver keeps, phase by phase, the cheaper of a phase's input and output (see
+:mod:`optimizer.driver`); this test checks the end-to-end result the same way a user would, by pricing the
+input plan and the returned plan from scratch with :func:`optimizer.driver.estimated_cost`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from test_backend_acceptance import CORPUS, _data_set
+
+from optimizer.driver import COST_TOLERANCE, Optimizer, estimated_cost
+from optimizer.errors import OptimizerError
+from optimizer.plan_io import load_plan
+from optimizer.producers import DUCKDB_TPCH_PRODUCIBLE, ProducerError, duckdb_plan
+from optimizer.tpch import table_paths, tpch_query
+
+
+def _statistics(paths):
+    from cost.statistics import default_statistics
+
+    return default_statistics(tables={name: str(path) for name, path in paths.items()})
+
+
+def _check(plans: dict[str, object], statistics) -> tuple[int, list[str], float]:
+    """``(plans checked, the costlier ones with their estimates, seconds)``; a plan the loader rejects
+    (the corpus's producer bugs) is not checked."""
+    optimizer = Optimizer(statistics=statistics)
+    costlier: list[str] = []
+    checked = 0
+    start = time.perf_counter()
+    for key, data in plans.items():
+        try:
+            plan = load_plan(data)
+        except OptimizerError:
+            continue
+        before = estimated_cost(plan, statistics=statistics)
+        result = optimizer.run(plan)
+        after = estimated_cost(result.plan, statistics=statistics)
+        checked += 1
+        if after > before * (1 + COST_TOLERANCE):
+            costlier.append(f"{key}: {after:.4g} > {before:.4g}")
+    return checked, costlier, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def full_statistics(tpch_dir):
+    return _statistics(table_paths(tpch_dir))
+
+
+def test_corpus_plans(full_statistics, tpch_small_dir, capsys):
+    small = _statistics(table_paths(tpch_small_dir))
+    by_set: dict[str, dict[str, object]] = {"full": {}, "small": {}}
+    for p in CORPUS:
+        by_set[_data_set(p)][p.id] = p.path.read_bytes()
+    checked, costlier, seconds = 0, [], 0.0
+    for data_set, stats in (("full", full_statistics), ("small", small)):
+        n, bad, s = _check(by_set[data_set], stats)
+        checked, costlier, seconds = checked + n, costlier + bad, seconds + s
+    with capsys.disabled():
+        print(f"\nnever costlier, corpus: {checked} plans, {len(costlier)} costlier, {seconds:.1f} s")
+    assert checked > 300
+    assert costlier == []
+
+
+def test_tpch_plans_of_datafusion_and_duckdb(datafusion_tpch_plans, tpch_dir, full_statistics, capsys):
+    plans: dict[str, object] = {f"datafusion q{q:02d}": data for q, data in datafusion_tpch_plans.items()}
+    tables = table_paths(tpch_dir)
+    for q in DUCKDB_TPCH_PRODUCIBLE:
+        plans[f"duckdb q{q:02d}"] = duckdb_plan(tpch_query(q), tables)
+    checked, costlier, seconds = _check(plans, full_statistics)
+    with capsys.disabled():
+        print(f"\nnever costlier, TPC-H: {checked} plans, {len(costlier)} costlier, {seconds:.1f} s")
+    assert checked == len(plans)
+    assert costlier == []
+
+
+def test_tpcds_plans_of_datafusion(capsys):
+    from optimizer.producers import datafusion_tpcds_plans
+    from optimizer.tpcds import generate_tpcds, tpcds_table_paths
+
+    data_dir = Path(generate_tpcds(0.01))
+    produced = datafusion_tpcds_plans(data_dir)
+    plans = {f"tpcds q{q:02d}": data for q, data in produced.items() if not isinstance(data, ProducerError)}
+    checked, costlier, seconds = _check(plans, _statistics(tpcds_table_paths(data_dir)))
+    with capsys.disabled():
+        print(f"\nnever costlier, TPC-DS: {checked} plans, {len(costlier)} costlier, {seconds:.1f} s")
+    assert checked == 99
+    assert costlier == []
