@@ -93,18 +93,71 @@ def _optimize(plan, statistics, capabilities, reps: int) -> tuple[Any, float, An
     return result.plan, median(times), result
 
 
-def _plan_cost(plan, statistics) -> float | None:
-    """The cost model's total estimate for a plan (its first root), or None when unavailable."""
-    try:
-        from optimizer.dag import annotate_schemas, to_dag
-        from optimizer.driver import RuleContext
+def _plan_cost(plan, statistics) -> float:
+    """The cost model's estimate for a whole plan, as the optimizer's driver prices it."""
+    from optimizer.driver import estimated_cost
 
-        g = to_dag(plan)
-        annotate_schemas(g)
-        ctx = RuleContext(g, statistics)
-        return float(ctx.cost(g.graph["roots"][0]["node"]))
-    except Exception:  # noqa: BLE001 - informative only
+    return estimated_cost(plan, statistics=statistics)
+
+
+def spearman(pairs: list[tuple[float, float]]) -> float | None:
+    """Spearman's rank correlation of the pairs (ties get their average rank); None below 3 pairs.
+
+    >>> spearman([(1, 10), (2, 20), (3, 15)])
+    0.5
+    """
+    if len(pairs) < 3:
         return None
+
+    def ranks(values: list[float]) -> list[float]:
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2 + 1
+            i = j + 1
+        return out
+
+    rx, ry = ranks([x for x, _ in pairs]), ranks([y for _, y in pairs])
+    n = len(pairs)
+    mx, my = sum(rx) / n, sum(ry) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    vx = sum((a - mx) ** 2 for a in rx)
+    vy = sum((b - my) ** 2 for b in ry)
+    return round(cov / (vx * vy) ** 0.5, 4) if vx and vy else None
+
+
+def model_summary(rows: list[dict]) -> dict:
+    """``plans_costlier_by_model`` (plans whose optimized estimate exceeds the input's),
+    ``producer_spread_geomean`` (per query with two or more producers: the slowest producer's optimized
+    time / the fastest's, geomean over the queries) and ``cost_time_spearman`` (rank correlation of the
+    estimated cost and the measured time over every plan and variant that has both: each producer's
+    original and optimized plan)."""
+    from optimizer.engine import COST_TOLERANCE
+
+    costlier = 0
+    spreads = []
+    points: list[tuple[float, float]] = []
+    for entry in rows:
+        times = []
+        for info in entry["plans"].values():
+            before, after = info.get("estimated_cost_original"), info.get("estimated_cost_optimized")
+            if before is not None and after is not None and after > before * (1 + COST_TOLERANCE):
+                costlier += 1
+            if info.get("optimized_s") is not None:
+                times.append(info["optimized_s"])
+            for label in ("original", "optimized"):
+                cost, seconds = info.get(f"estimated_cost_{label}"), info.get(f"{label}_s")
+                if cost is not None and seconds is not None:
+                    points.append((cost, seconds))
+        if len(times) >= 2 and min(times) > 0:
+            spreads.append(max(times) / min(times))
+    return {"plans_costlier_by_model": costlier, "producer_spread_geomean": geomean(spreads),
+            "cost_time_spearman": spearman(points)}
 
 
 def _own_sql(plans: dict, texts: dict[int, str]) -> dict[tuple[str, int], str]:
@@ -328,6 +381,7 @@ def _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started) 
         },
         "misses": misses,
     }
+    summary.update(model_summary(rows))
     return {
         "summary": summary,
         "config": {"scale_factor": scale, "producers": list(producers), "reps": reps, "warmup": warmup,
@@ -365,6 +419,9 @@ def markdown(report: dict) -> str:
         f"| geomean d/a (optimized vs Spark default) | {fmt(s['geomean_optimized_vs_spark_default'])} |",
         f"| geomean d/c (optimized vs original plan) | {fmt(s['geomean_optimized_vs_original'])} |",
         f"| geomean b/a (Spark CBO vs default) | {fmt(s['geomean_spark_cbo_vs_spark_default'])} |",
+        f"| plans costlier by the model | {s.get('plans_costlier_by_model')} |",
+        f"| producer spread (geomean slowest / fastest optimized) | {fmt(s.get('producer_spread_geomean'))} |",
+        f"| rank correlation of estimated cost and time (Spearman) | {fmt(s.get('cost_time_spearman'))} |",
         f"| answers equal (original and optimized, vs Spark SQL) | {s['queries_equal']} of {s['plans_compared']} plans |",
         f"| median optimize time | {fmt(s['median_optimize_ms'])} ms |",
         "",

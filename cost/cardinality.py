@@ -1249,8 +1249,12 @@ class CardinalityEstimator:
             if c is None or c.origin is None:
                 return None
             mapping[r] = self._origin_ids.setdefault(c.origin, len(self._origin_ids) + 1_000_000)
+        from rules.simplify_predicates import fold
+
         try:
-            return remap_fields(e, mapping).SerializeToString(deterministic=True)
+            # AND/OR nesting does not make two predicates different (simplify_predicates flattens a
+            # FilterRel's copy of what DataFusion also wrote, nested, into the ReadRel's filter).
+            return fold(remap_fields(e, mapping), self.functions).SerializeToString(deterministic=True)
         except Exception:
             return None
 

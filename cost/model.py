@@ -425,22 +425,31 @@ class CostModel:
         shuffled hash join building the side it would; nested loops without an equi-key."""
         left, right = ins[0], ins[1]
         keys = properties.join_keys(g, node)
-        k = self.k
         out, post = self._post_join_filter(g, node, body, out, estimator)
-        type_name = join_type_name(body)
+        # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
+        residual = body.HasField("expression") and len(conjuncts(body.expression, estimator.functions)) > len(keys)
+        return self.logical_join(join_type_name(body), left, right, out, has_keys=bool(keys), residual=residual,
+                                 has_condition=body.HasField("expression"),
+                                 network=lambda: self._join_network(g, node, left, right)) + post
+
+    def logical_join(self, type_name: str | None, left: RelEstimate, right: RelEstimate, out: RelEstimate, *,
+                     has_keys: bool, residual: bool, has_condition: bool, network=None) -> Cost:
+        """A logical join of ``left`` and ``right`` giving ``out``, as Spark runs it (see
+        :meth:`_cost_join`). ``network``: a callable giving the shuffles of a shuffled join (default:
+        both sides shuffled). :mod:`rules.join_order` prices its candidate trees with it."""
+        k = self.k
         choice = choose_build(type_name, left.bytes, right.bytes, self.broadcast_threshold) if type_name else None
-        if not keys or choice is None:
-            return self._nested_loop(left, right, out, has_condition=body.HasField("expression")) + post
+        if not has_keys or choice is None:
+            return self._nested_loop(left, right, out, has_condition=has_condition)
         side, broadcast = choice
         build, probe = (left, right) if side == LEFT else (right, left)
-        # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
-        residual = 1 if body.HasField("expression") and len(conjuncts(body.expression, estimator.functions)) > len(keys) else 0
-        cpu = self.hash_cpu(build, probe, out) + residual * out.rows * k.cpu_expr
+        cpu = self.hash_cpu(build, probe, out) + (out.rows * k.cpu_expr if residual else 0.0)
         if broadcast:
             exchange = self._broadcast_exchange(build)
             held = self._memory(build.bytes, per_executor=True) * max(k.executors, 1)
-            return exchange + Cost(cpu, 0.0, 0.0, held, k) + post
-        return Cost(cpu, 0.0, self._join_network(g, node, left, right), self._memory(build.bytes), k) + post
+            return exchange + Cost(cpu, 0.0, 0.0, held, k)
+        shuffles = network() if network is not None else self.shuffle(left) + self.shuffle(right)
+        return Cost(cpu, 0.0, shuffles, self._memory(build.bytes), k)
 
     _cost_lateral_join = _cost_join
 

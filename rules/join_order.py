@@ -21,9 +21,12 @@ conjunction of predicates over their inputs may be evaluated at any join whose i
 columns it reads. Predicates with subqueries or non-deterministic functions stay at the top.
 The rewrite is made only if its estimated cost is lower than the written order's.
 
-Cost of a join tree: the sum over its joins of a hash-join cost with the smaller input as the build
-side, ``probe_rows + 2 * build_rows + output_rows`` (rows from the cardinality estimator; an
-equi-join predicate's selectivity is ``1 / max(ndv_left, ndv_right)``).
+Cost of a join tree: the sum over its joins of :meth:`cost.model.CostModel.logical_join`, the price
+the driver gives a logical ``JoinRel`` (what Spark runs: a broadcast hash join under the threshold, else
+a shuffled hash join, nested loops without an equi-key). The rows, widths and column statistics of
+every subset of inputs come from the shared cardinality estimator
+(:meth:`cost.cardinality.CardinalityEstimator.join` on the predicates between the two sides, the
+inputs' own predicates applied as filters), so join ordering and every other decision use one model.
 
 >>> from optimizer.plan_io import load_plan
 >>> from optimizer.driver import Optimizer
@@ -38,16 +41,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
+from cost.cardinality import RelEstimate
 from cost.model import saturate_cost
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Rule
 from optimizer.expr_utils import (
-    call_args,
     conjuncts,
     field_index,
     function_name,
@@ -207,11 +210,8 @@ class JoinGraph:
         for i, w in enumerate(region.widths):
             owner.extend([i] * w)
         self.owner = owner
-        self.rows = [max(1.0, float(ctx.estimate(leaf).rows)) for leaf in region.leaves]
-        self.columns = [ctx.estimate(leaf).columns for leaf in region.leaves]
         self.functions = ctx.functions
         self.pred_masks: list[int] = []
-        self.pred_sel: list[float] = []
         self.movable: list[bool] = []
         self.pred_equi: list[bool] = []
         self.neighbors = [0] * self.n
@@ -225,67 +225,74 @@ class JoinGraph:
                 mask = (1 << self.n) - 1
             self.pred_masks.append(mask)
             self.movable.append(movable)
-            self.pred_sel.append(self._selectivity(p))
             self.pred_equi.append(movable and bin(mask).count("1") == 2
                                   and function_name(p, ctx.functions) in ("equal", "is_not_distinct_from"))
             if movable and bin(mask).count("1") >= 2:
                 for a in _bits(mask):
                     self.neighbors[a] |= mask & ~(1 << a)
-        self.card: dict[int, float] = {1 << i: self.rows[i] * self._local_sel(1 << i) for i in range(self.n)}
+        self.estimator = ctx.estimator
+        self.model = ctx.cost_model
+        #: The estimate of every subset of leaves priced so far (columns in leaf order), and its rows.
+        self.est: dict[int, RelEstimate] = {}
+        self.card: dict[int, float] = {}
+        for i, leaf in enumerate(region.leaves):
+            est = ctx.estimate(leaf)
+            local = [p for p, m, mv in zip(region.predicates, self.pred_masks, self.movable, strict=True)
+                     if mv and m == 1 << i]
+            shift = {g: g - self.offsets[i] for g in range(self.offsets[i], self.offsets[i] + region.widths[i])}
+            for p in local:
+                est = self.estimator.apply_filter(remap_fields(p, shift), est)
+            self._keep(1 << i, est)
 
-    def _ndv(self, column: int) -> float | None:
-        leaf = self.owner[column]
-        cols = self.columns[leaf]
-        k = column - self.offsets[leaf]
-        if cols is None or k >= len(cols) or cols[k] is None:
-            return None
-        ndv = getattr(cols[k], "ndv", None)
-        return float(ndv) if ndv else None
+    def _keep(self, mask: int, est: RelEstimate) -> None:
+        est = replace(est, rows=max(1.0, saturate_cost(est.rows)))
+        self.est[mask] = est
+        self.card[mask] = est.rows
 
-    def _selectivity(self, p: Expression) -> float:
-        name = function_name(p, self.functions)
-        if name in ("equal", "is_not_distinct_from"):
-            args = call_args(p) or []
-            cols = [field_index(a) for a in args]
-            if len(cols) == 2 and None not in cols and self.owner[cols[0]] != self.owner[cols[1]]:
-                ndvs = [self._ndv(c) for c in cols]
-                rows = [self.rows[self.owner[c]] for c in cols]
-                best = [n if n else r for n, r in zip(ndvs, rows, strict=True)]
-                return 1.0 / max(1.0, max(best))
-            return 0.1
-        return 1.0 / 3.0
+    def _columns(self, mask: int) -> list[int]:
+        """The global column numbers of a subset's estimate, in leaf order."""
+        return [c for leaf in _bits(mask) for c in range(self.offsets[leaf], self.offsets[leaf] + self.region.widths[leaf])]
 
-    def _local_sel(self, mask: int) -> float:
-        sel = 1.0
-        for pm, s in zip(self.pred_masks, self.pred_sel, strict=True):
-            if pm == mask:
-                sel *= s
-        return sel
+    def _between(self, s1: int, s2: int) -> list[int]:
+        """The predicates a join of ``s1`` and ``s2`` evaluates: those reading both and nothing else
+        (a predicate that cannot move waits for the join of every leaf)."""
+        both = s1 | s2
+        full = (1 << self.n) - 1
+        return [i for i, (pm, mv) in enumerate(zip(self.pred_masks, self.movable, strict=True))
+                if (mv and pm & both == pm and pm & s1 != pm and pm & s2 != pm) or (not mv and both == full)]
 
     def cardinality(self, s1: int, s2: int) -> float:
+        """The rows of the join of ``s1`` and ``s2``, by the shared cardinality estimator (the first
+        split of a subset priced gives its estimate)."""
         both = s1 | s2
         if both in self.card:
             return self.card[both]
-        sel = 1.0
-        # Equi-predicates between the same two leaves: only the most selective counts (Spark's
-        # JoinEstimation does the same). Multiplying them assumes independent keys, and composite keys
-        # are anything but: lineitem = partsupp on (partkey, suppkey) would come out 2,500x too small.
-        pair_sel: dict[int, float] = {}
-        for pm, s, eq in zip(self.pred_masks, self.pred_sel, self.pred_equi, strict=True):
-            if pm & both == pm and pm & s1 != pm and pm & s2 != pm:
-                if eq:
-                    pair_sel[pm] = min(pair_sel.get(pm, 1.0), s)
-                else:
-                    sel *= s
-        for s in pair_sel.values():
-            sel *= s
-        c = saturate_cost(max(1.0, self.card[s1] * self.card[s2] * sel))
-        self.card[both] = c
-        return c
+        left, right = self.est[s1], self.est[s2]
+        cols = self._columns(s1) + self._columns(s2)
+        position = {g: i for i, g in enumerate(cols)}
+        keys: list[tuple[int, int]] = []
+        residual: list[Expression] = []
+        n_left = len(self._columns(s1))
+        for i in self._between(s1, s2):
+            k, r = self.estimator.join_keys(remap_fields(self.region.predicates[i], position), n_left)
+            keys += k
+            residual += r
+        est = self.estimator.join("INNER", left, right, keys, residual)
+        canonical = [position[g] for g in self._columns(both)]
+        columns = [est.columns[j] if j < len(est.columns) else None for j in canonical]
+        self._keep(both, replace(est, columns=columns, width=left.width + right.width))
+        return self.card[both]
 
-    @staticmethod
-    def join_cost(c1: float, c2: float, out: float) -> float:
-        return max(c1, c2) + 2.0 * min(c1, c2) + out
+    def join_cost(self, s1: int, s2: int) -> float:
+        """The cost model's price of joining ``s1`` and ``s2`` as a logical join (what Spark runs:
+        broadcast or shuffled hash join by the estimated sizes, nested loops without an equi-key)."""
+        self.cardinality(s1, s2)
+        between = self._between(s1, s2)
+        has_keys = any(self.pred_equi[i] for i in between)
+        residual = any(not self.pred_equi[i] for i in between)
+        cost = self.model.logical_join("INNER", self.est[s1], self.est[s2], self.est[s1 | s2], has_keys=has_keys,
+                                       residual=residual, has_condition=bool(between))
+        return saturate_cost(cost.total)
 
     def neighborhood(self, mask: int, exclude: int) -> int:
         n = 0
@@ -328,8 +335,7 @@ class JoinGraph:
             pairs += 1
             if pair_budget is not None and pairs > pair_budget:
                 raise _OverBudget
-            out = self.cardinality(s1, s2)
-            c = saturate_cost(cost[s1] + cost[s2] + self.join_cost(self.card[s1], self.card[s2], out))
+            c = saturate_cost(cost[s1] + cost[s2] + self.join_cost(s1, s2))
             both = s1 | s2
             if c < cost.get(both, math.inf):
                 cost[both] = c
@@ -388,7 +394,7 @@ class JoinGraph:
                 best = (self.cardinality(a, b), a, b)
             out, a, b = best
             (ca, ta), (cb, tb) = parts.pop(a), parts.pop(b)
-            parts[a | b] = (ca + cb + self.join_cost(self.card[a], self.card[b], out), (ta, tb))
+            parts[a | b] = (ca + cb + self.join_cost(a, b), (ta, tb))
         ((_, (c, t)),) = parts.items()
         return c, t
 
@@ -398,8 +404,7 @@ class JoinGraph:
             return 1 << shape, 0.0
         lm, lc = self.tree_cost(shape[0])
         rm, rc = self.tree_cost(shape[1])
-        out = self.cardinality(lm, rm)
-        return lm | rm, lc + rc + self.join_cost(self.card[lm], self.card[rm], out)
+        return lm | rm, lc + rc + self.join_cost(lm, rm)
 
     def best_tree(self, dp_limit: int, pair_budget: int | None = None) -> tuple[float, object]:
         results = []
@@ -420,8 +425,7 @@ class JoinGraph:
         results.sort(key=lambda r: self.card[r[0]])
         mask, total, tree = results[0]
         for comp, c, t in results[1:]:
-            out = self.cardinality(mask, comp)
-            total += c + self.join_cost(self.card[mask], self.card[comp], out)
+            total += c + self.join_cost(mask, comp)
             mask |= comp
             tree = (tree, t)
         return total, tree

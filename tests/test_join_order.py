@@ -6,9 +6,12 @@ import itertools
 import math
 import random
 
+import networkx as nx
 import pytest
 from substrait.proto import Expression
 
+from cost.cardinality import CardinalityEstimator, ColumnEstimate, RelEstimate
+from cost.model import CostModel
 from optimizer.driver import Optimizer
 from optimizer.expr_utils import field
 from optimizer.functions import FunctionInfo, FunctionTable
@@ -17,20 +20,20 @@ from rules import join_order
 from rules.join_order import JoinGraph, Region
 
 
-class _Estimate:
-    def __init__(self, rows):
-        self.rows = rows
-        self.columns = None
-
-
 class _Ctx:
+    """What JoinGraph reads from a rule context: leaf estimates (``rows`` each, one 8-byte key column
+    with as many distinct values as rows), the shared cardinality estimator and the cost model."""
+
     functions = FunctionTable([FunctionInfo(1, "equal", None, "extension:io.substrait:functions_comparison", "scalar")])
 
     def __init__(self, rows):
         self._rows = rows
+        self.estimator = CardinalityEstimator(nx.DiGraph(), None, self.functions)
+        self.cost_model = CostModel(None)
 
     def estimate(self, leaf):
-        return _Estimate(self._rows[leaf])
+        rows = float(self._rows[leaf])
+        return RelEstimate(rows, 8.0, [ColumnEstimate(ndv=rows, min=1.0, max=rows, null_fraction=0.0)])
 
 
 def _eq(a: int, b: int) -> Expression:
@@ -64,8 +67,7 @@ def _dpsub(jg: JoinGraph, full: int) -> float:
         while sub:
             other = m ^ sub
             if sub in best and other in best and jg.neighborhood(sub, 0) & other:
-                out = jg.cardinality(sub, other)
-                b = min(b, best[sub] + best[other] + jg.join_cost(jg.card[sub], jg.card[other], out))
+                b = min(b, best[sub] + best[other] + jg.join_cost(sub, other))
             sub = (sub - 1) & m
         best[m] = b
     return best[full]
@@ -79,8 +81,10 @@ def test_dpccp_finds_the_exhaustive_optimum():
         edges += [tuple(rnd.sample(range(n), 2)) for _ in range(rnd.randint(0, 5))]
         rows = [rnd.choice([10, 1_000, 100_000, 1_000_000]) for _ in range(n)]
         full = (1 << n) - 1
-        cost, tree = _graph(n, edges, rows).dpccp(full)
-        reference = _dpsub(_graph(n, edges, rows), full)
+        jg = _graph(n, edges, rows)
+        cost, tree = jg.dpccp(full)
+        # The same graph: a subset's estimate comes from the first split priced, which the DP fixed.
+        reference = _dpsub(jg, full)
         assert cost[full] == pytest.approx(reference, rel=1e-9)
 
 
@@ -158,7 +162,9 @@ def test_bad_written_order_gets_a_cheaper_one(tpch_dir):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("query", [2, 5, 7, 8, 9, 10, 11, 21])
+# Q5 is not among them: DataFusion writes it within 1% of the best order the model finds, and the driver
+# keeps the written plan (see test_reordering_a_bad_q5_lowers_the_estimate for a Q5 that is reordered).
+@pytest.mark.parametrize("query", [2, 7, 8, 9, 10, 11, 18, 21])
 def test_reordered_tpch_gives_the_same_answer(spark, tpch_dir, datafusion_tpch_plans, query):
     from cost.statistics import default_statistics
     from optimizer.compare import compare_tables
