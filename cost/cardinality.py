@@ -405,10 +405,17 @@ class CardinalityEstimator:
 
     # -- public ---------------------------------------------------------------------------------------
 
-    def invalidate(self) -> None:
-        """Forget every estimate (the DAG changed)."""
-        self._memo.clear()
-        self._schemas.clear()
+    def invalidate(self, changed: int | None = None) -> None:
+        """Forget every estimate (the DAG changed), or, with ``changed``, those of ``changed`` and of
+        the relations that read it (an estimate depends only on the relation's inputs, so the others
+        hold)."""
+        if changed is None or changed not in self.g:
+            self._memo.clear()
+            self._schemas.clear()
+            return
+        for n in {changed} | nx.ancestors(self.g, changed):
+            self._memo.pop(n, None)
+            self._schemas.pop(n, None)
 
     def estimate(self, node: int) -> RelEstimate:
         """The estimate of ``node`` (computed children first, memoised)."""

@@ -99,9 +99,11 @@ class RuleContext:
         """Total estimated cost of the subtree at ``node`` (shared subtrees counted once)."""
         return self.cost_model.total(self.g, node, self.estimator)
 
-    def invalidate(self) -> None:
+    def invalidate(self, changed: int | None = None) -> None:
+        """Forget the estimates the last rewrite changed: all, or those of ``changed`` (the relation
+        that replaced another) and of the relations that read it."""
         if self._estimator is not None:
-            self._estimator.invalidate()
+            self._estimator.invalidate(changed)
 
 
 @dataclass
@@ -151,6 +153,7 @@ class Optimizer:
         annotate_schemas(g)
         ctx = RuleContext(g, self.statistics, self.capabilities, self.config)
         result = OptimizeResult(plan)
+        cost: float | None = None  # the plan's estimated cost as the last phase left it
         for phase in PHASES:
             phase_rules = [r for r in self.rules if r.phase == phase]
             if phase == "annotate":
@@ -162,7 +165,9 @@ class Optimizer:
                 result.phases.append(report)
                 continue
             if phase_rules:
-                kept, cost_before = copy_dag(g), plan_cost(ctx)
+                if cost is None:
+                    cost = plan_cost(ctx)
+                kept, cost_before = copy_dag(g), cost
                 report = run_phase(g, phase, phase_rules, ctx, self.config.max_iterations,
                                    priced=phase in PRICED_PHASES)
                 if report.events:
@@ -172,6 +177,8 @@ class Optimizer:
                                          "the phase's rewrites are undone")
                         g = kept
                         ctx = RuleContext(g, self.statistics, self.capabilities, self.config)
+                    else:
+                        cost = cost_after
                 result.phases.append(report)
         result.plan = from_dag(g)
         result.graph = g

@@ -160,6 +160,18 @@ class PhaseReport:
     declined: list[str] = field(default_factory=list)
 
 
+def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: Any) -> tuple[float, float]:
+    """The estimated costs of the relations only the subtree at ``node`` has and of those only the one
+    at ``new_root`` has: what they share (the inputs both read) costs the same on either side."""
+    old = {node} | nx.descendants(g, node)
+    new = {new_root} | nx.descendants(g, new_root)
+
+    def price(nodes: set[int]) -> float:
+        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator).total for n in nodes)
+
+    return price(old - new), price(new - old)
+
+
 def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterations: int = 10,
               priced: bool = False) -> PhaseReport:
     """Apply ``rules`` to ``g`` (in place) until a fixed point or ``max_iterations`` passes.
@@ -189,7 +201,7 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterat
                 if problem:
                     raise RuleBug(f"rule {rule.name} changed the output of a {before} relation: {problem}")
                 if priced and new_root != node:
-                    old_cost, new_cost = ctx.cost(node), ctx.cost(new_root)
+                    old_cost, new_cost = _replaced_costs(g, node, new_root, ctx)
                     if new_cost > old_cost * (1 + COST_TOLERANCE):
                         collect_garbage(g)  # the new relations: nothing reads them
                         report.declined.append(f"{rule.name} at node {node} ({before} -> "
@@ -198,7 +210,7 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterat
                         continue
                 replace_node(g, node, new_root)
                 if ctx is not None:
-                    ctx.invalidate()
+                    ctx.invalidate(new_root)
                 report.events.append(RuleEvent(rule.name, phase, node, before, g.nodes[new_root]["kind"], new_root))
                 changed = True
                 break

@@ -13,7 +13,10 @@ beyond, or when DPccp would consider more than ``config.dp_pair_budget`` join pa
 13-relation clique has 797,161 pairs, a chain of 14 only 455). Only pairs connected by a predicate are joined, so no cross product is introduced unless the
 query has one (then its components are joined, smallest first, at the end). Every conjunct of the
 region's join conditions is placed at the lowest join that has all the columns it reads; a conjunct
-that reads one input only becomes a filter on that input. A ``ProjectRel`` with an emit on top puts
+that reads one input only becomes a filter on that input. Column equalities are closed transitively
+first (``a = b AND b = c`` also joins ``a`` and ``c`` directly), and each join evaluates one equality
+per class of equal columns (see :meth:`JoinGraph._closure`), so the written choice among equivalent
+equalities (producers differ there) does not limit the orders considered. A ``ProjectRel`` with an emit on top puts
 the columns back in the original order (and applies the top join's own emit).
 
 **Why it is equivalent**: inner joins and cross products are commutative and associative, and a
@@ -51,6 +54,7 @@ from cost.model import saturate_cost
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Rule
 from optimizer.expr_utils import (
+    call_args,
     conjuncts,
     field_index,
     function_name,
@@ -215,7 +219,8 @@ class JoinGraph:
         self.movable: list[bool] = []
         self.pred_equi: list[bool] = []
         self.neighbors = [0] * self.n
-        for p in region.predicates:
+        self.predicates, self.pred_class = self._closure(region, ctx)
+        for p in self.predicates:
             mask = 0
             for f in referenced_fields(p):
                 if 0 <= f < len(owner):
@@ -237,7 +242,7 @@ class JoinGraph:
         self.card: dict[int, float] = {}
         for i, leaf in enumerate(region.leaves):
             est = ctx.estimate(leaf)
-            local = [p for p, m, mv in zip(region.predicates, self.pred_masks, self.movable, strict=True)
+            local = [p for p, m, mv in zip(self.predicates, self.pred_masks, self.movable, strict=True)
                      if mv and m == 1 << i]
             shift = {g: g - self.offsets[i] for g in range(self.offsets[i], self.offsets[i] + region.widths[i])}
             for p in local:
@@ -253,13 +258,77 @@ class JoinGraph:
         """The global column numbers of a subset's estimate, in leaf order."""
         return [c for leaf in _bits(mask) for c in range(self.offsets[leaf], self.offsets[leaf] + self.region.widths[leaf])]
 
-    def _between(self, s1: int, s2: int) -> list[int]:
+    def _between(self, s1: int, s2: int, one_per_class: bool = False) -> list[int]:
         """The predicates a join of ``s1`` and ``s2`` evaluates: those reading both and nothing else
-        (a predicate that cannot move waits for the join of every leaf)."""
+        (a predicate that cannot move waits for the join of every leaf). ``one_per_class``: of the
+        equalities of one class of equal columns, only the first (the others are implied: inside
+        each side the class's columns are already equal)."""
         both = s1 | s2
         full = (1 << self.n) - 1
-        return [i for i, (pm, mv) in enumerate(zip(self.pred_masks, self.movable, strict=True))
-                if (mv and pm & both == pm and pm & s1 != pm and pm & s2 != pm) or (not mv and both == full)]
+        out = []
+        seen: set[int] = set()
+        for i, (pm, mv) in enumerate(zip(self.pred_masks, self.movable, strict=True)):
+            if (mv and pm & both == pm and pm & s1 != pm and pm & s2 != pm) or (not mv and both == full):
+                cls = self.pred_class[i]
+                if one_per_class and cls is not None:
+                    if cls in seen:
+                        continue
+                    seen.add(cls)
+                out.append(i)
+        return out
+
+    def _closure(self, region: Region, ctx) -> tuple[list[Expression], list[int | None]]:
+        """The region's predicates plus the equalities their column equalities imply (transitive
+        closure: ``a = b AND b = c`` gives ``a = c``), and each predicate's class of equal columns
+        (None outside one). Producers write different members of a class (DuckDB's TPC-H Q5 has
+        ``c_nationkey = n_nationkey`` where DataFusion has ``s_nationkey = n_nationkey``); with the
+        closure both give the same join graph. Only ``equal`` between plain columns of two inputs,
+        in classes where every input has at most one column (so that one equality per class at each
+        join keeps every member equal); an implied equality holds wherever the written ones do, so
+        adding it, or leaving out one a join's other equalities of the class imply, keeps the answer."""
+        owner = [i for i, w in enumerate(region.widths) for _ in range(w)]
+        parent: dict[int, int] = {}
+
+        def find(x: int) -> int:
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        pairs: dict[int, tuple[int, int]] = {}
+        for i, p in enumerate(region.predicates):
+            if function_name(p, ctx.functions) != "equal" or has_subquery(p) or not is_deterministic(p, ctx.functions):
+                continue
+            cols = [field_index(a) for a in call_args(p) or []]
+            if len(cols) != 2 or None in cols or max(cols) >= len(owner) or owner[cols[0]] == owner[cols[1]]:
+                continue
+            pairs[i] = (cols[0], cols[1])
+            parent[find(cols[0])] = find(cols[1])
+        members: dict[int, list[int]] = {}
+        for a, b in pairs.values():
+            for c in (a, b):
+                if c not in members.setdefault(find(c), []):
+                    members[find(c)].append(c)
+        usable = {r for r, cols in members.items() if len({owner[c] for c in cols}) == len(cols)}
+        predicates = list(region.predicates)
+        classes: list[int | None] = [None] * len(predicates)
+        written: set[frozenset[int]] = set()
+        template: dict[int, tuple[Expression, int, int]] = {}
+        for i, (a, b) in pairs.items():
+            root = find(a)
+            if root in usable:
+                classes[i] = root
+                written.add(frozenset((a, b)))
+                template.setdefault(root, (region.predicates[i], a, b))
+        for root in sorted(usable):
+            cols = sorted(members[root])
+            p, a, b = template[root]
+            for x_i, x in enumerate(cols):
+                for y in cols[x_i + 1:]:
+                    if frozenset((x, y)) not in written:
+                        predicates.append(remap_fields(p, lambda i, a=a, x=x, y=y: x if i == a else y))
+                        classes.append(root)
+        return predicates, classes
 
     def cardinality(self, s1: int, s2: int) -> float:
         """The rows of the join of ``s1`` and ``s2``, by the shared cardinality estimator (the first
@@ -273,8 +342,8 @@ class JoinGraph:
         keys: list[tuple[int, int]] = []
         residual: list[Expression] = []
         n_left = len(self._columns(s1))
-        for i in self._between(s1, s2):
-            k, r = self.estimator.join_keys(remap_fields(self.region.predicates[i], position), n_left)
+        for i in self._between(s1, s2, one_per_class=True):
+            k, r = self.estimator.join_keys(remap_fields(self.predicates[i], position), n_left)
             keys += k
             residual += r
         est = self.estimator.join("INNER", left, right, keys, residual)
@@ -448,7 +517,7 @@ def build_tree(jg: JoinGraph, shape, ctx) -> tuple[NewRel | int, list[int]]:
     region = jg.region
     if isinstance(shape, int):
         cols = list(range(jg.offsets[shape], jg.offsets[shape] + region.widths[shape]))
-        local = [p for p, m, mv in zip(region.predicates, jg.pred_masks, jg.movable, strict=True) if mv and m == 1 << shape]
+        local = [p for p, m, mv in zip(jg.predicates, jg.pred_masks, jg.movable, strict=True) if mv and m == 1 << shape]
         node: NewRel | int = region.leaves[shape]
         if local:
             position = {g: i for i, g in enumerate(cols)}
@@ -459,14 +528,9 @@ def build_tree(jg: JoinGraph, shape, ctx) -> tuple[NewRel | int, list[int]]:
     left, lcols = build_tree(jg, shape[0], ctx)
     right, rcols = build_tree(jg, shape[1], ctx)
     lm, rm = _mask(shape[0]), _mask(shape[1])
-    both = lm | rm
     cols = lcols + rcols
     position = {g: i for i, g in enumerate(cols)}
-    here = [
-        remap_fields(p, position)
-        for p, m, mv in zip(region.predicates, jg.pred_masks, jg.movable, strict=True)
-        if (mv and m & both == m and m & lm != m and m & rm != m) or (not mv and both == (1 << jg.n) - 1)
-    ]
+    here = [remap_fields(jg.predicates[i], position) for i in jg._between(lm, rm, one_per_class=True)]
     rel = Rel()
     if here:
         rel.join.type = INNER
