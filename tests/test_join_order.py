@@ -26,14 +26,16 @@ class _Ctx:
 
     functions = FunctionTable([FunctionInfo(1, "equal", None, "extension:io.substrait:functions_comparison", "scalar")])
 
-    def __init__(self, rows):
+    def __init__(self, rows, width=1):
         self._rows = rows
+        self._width = width
         self.estimator = CardinalityEstimator(nx.DiGraph(), None, self.functions)
         self.cost_model = CostModel(None)
 
     def estimate(self, leaf):
         rows = float(self._rows[leaf])
-        return RelEstimate(rows, 8.0, [ColumnEstimate(ndv=rows, min=1.0, max=rows, null_fraction=0.0)])
+        column = ColumnEstimate(ndv=rows, min=1.0, max=rows, null_fraction=0.0)
+        return RelEstimate(rows, 8.0 * self._width, [column] * self._width)
 
 
 def _eq(a: int, b: int) -> Expression:
@@ -120,9 +122,22 @@ def test_dense_graphs_over_the_pair_budget_fall_back_to_greedy():
     greedy_cost, greedy_tree = _graph(n, edges, rows).best_tree(dp_limit=14, pair_budget=10)
     assert greedy_cost == pytest.approx(_graph(n, edges, rows).greedy(full)[0])
     assert greedy_cost >= dp_cost * (1 - 1e-9)  # DP's optimum is never worse than greedy's tree
-    # a chain of 14 has only n(n^2-1)/6 = 455 pairs: well inside the default budget
-    chain = _graph(14, [(i, i + 1) for i in range(13)], [1000] * 14)
+    # a chain of 14 has only n(n^2-1)/6 = 455 pairs: well inside the default budget. Each input joins
+    # its next on another column (a chain of equalities on one column would be a clique: join_order
+    # closes equalities transitively).
+    region = Region(list(range(14)), [2] * 14, [_eq(2 * i + 1, 2 * i + 2) for i in range(13)], None, list(range(28)))
+    chain = JoinGraph(region, _Ctx([1000] * 14, width=2))
     chain.dpccp((1 << 14) - 1, pair_budget=455)
+
+
+def test_equalities_are_closed_transitively():
+    """``a = b AND b = c`` over three inputs also connects the first and the third: the orders that
+    join them first are considered, and each join evaluates one equality of the class."""
+    jg = _graph(3, [(0, 1), (1, 2)], [10, 1_000_000, 10])
+    assert jg.neighborhood(1 << 0, 0) & (1 << 2)
+    assert len(jg.predicates) == 3 and jg.pred_class.count(jg.pred_class[0]) == 3
+    assert len(jg._between(0b011, 0b100, one_per_class=True)) == 1
+    assert len(jg._between(0b011, 0b100)) == 2
 
 
 BAD_ORDER_Q5 = """
