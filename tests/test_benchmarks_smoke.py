@@ -23,9 +23,11 @@ def test_tpch_benchmark_runs(spark, tmp_path):
                         "--out", str(tmp_path)], spark=spark)
     summary = json.loads((tmp_path / "tpch.json").read_text())["summary"]
     for key in ("scale_factor", "geomean_optimized_vs_spark_cbo", "geomean_optimized_vs_spark_default",
-                "geomean_optimized_vs_original", "queries_equal"):
+                "geomean_optimized_vs_original", "queries_equal", "plans_costlier_by_model",
+                "producer_spread_geomean", "cost_time_spearman"):
         assert key in summary
     assert summary["scale_factor"] == 0.01
+    assert summary["plans_costlier_by_model"] == 0
     info = report["queries"][0]["plans"]["datafusion"]
     assert info.get("original_equal") is True, info
     assert report["queries"][0]["spark_cbo_equal"] is True
