@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import json_format
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from optimizer.difftest.fuzz import Fuzzer
+from optimizer.difftest.fuzz import Fuzzer, _OutOfTime
 from optimizer.difftest.harness import DiffResult
 from optimizer.difftest.mutate import MUTANTS, Mutant, MutantError, check_all
 from optimizer.difftest.strategies import _references, cases
@@ -67,36 +67,43 @@ SHAPES = {
     "left anti join": "JOIN_TYPE_LEFT_ANTI",
     "right anti join": "JOIN_TYPE_RIGHT_ANTI",
     "right single join": "JOIN_TYPE_RIGHT_SINGLE",
-    # Not listed: SET_OP_MINUS_PRIMARY_ALL. The generator's set() draws it but no generated plan keeps it
-    # (600 plans of seed 5: 0, against 14 of INTERSECTION_MULTISET_ALL); found late, not yet explained.
+    "MINUS_PRIMARY_ALL": "SET_OP_MINUS_PRIMARY_ALL",
+    "INTERSECTION_MULTISET_ALL": "SET_OP_INTERSECTION_MULTISET_ALL",
     "ROWS frame": "BOUNDS_TYPE_ROWS",
     "window function": '"windowFunction"',
     "correlated subquery": '"outerReference"',
 }
+FUNCTIONS = ("lead", "lag", "is_not_distinct_from")
+
+
+class _AllFound(_OutOfTime):
+    """Every shape was seen: the campaign stops there."""
+
+
+class _ShapeRecorder(_Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: Counter = Counter()
+
+    def check(self, case) -> DiffResult:
+        text = json_format.MessageToJson(case.plan)
+        self.found.update(name for name, needle in SHAPES.items() if needle in text)
+        names = {e.extension_function.name for e in case.plan.extensions}
+        self.found.update(n for n in FUNCTIONS if n in names)
+        if all(self.found[n] for n in [*SHAPES, *FUNCTIONS]):
+            raise _AllFound
+        return super().check(case)
 
 
 def test_the_shapes_that_find_bugs_are_generated():
-    """Each shape appears within 600 generated plans (generation stops once all have)."""
-    found: Counter = Counter()
-    wanted = [*SHAPES, "lead", "lag"]
-
-    class AllFound(Exception):
-        pass
-
-    @settings(max_examples=600, database=None, deadline=None, suppress_health_check=list(HealthCheck),
-              phases=[Phase.generate])
-    @seed(5)
-    @given(cases(max_depth=3, max_relations=6))
-    def collect(case):
-        text = json_format.MessageToJson(case.plan)
-        found.update(name for name, needle in SHAPES.items() if needle in text)
-        names = {e.extension_function.name for e in case.plan.extensions}
-        found.update(n for n in ("lead", "lag") if n in names)
-        if all(found[n] for n in wanted):
-            raise AllFound
-
-    with pytest.raises(AllFound):
-        collect()
+    """Each shape appears within the first 600 plans of a campaign (seed 5: three Hypothesis runs of 200,
+    as the fuzzer makes them). One run's plans are far from independent draws -- Hypothesis builds many
+    examples by changing earlier ones -- so a run of 200 may draw only a few distinct set operations:
+    a single run is not enough to see each of eight."""
+    recorder = _ShapeRecorder()
+    recorder.run(600, 5.0, 5)
+    missing = [n for n in [*SHAPES, *FUNCTIONS] if not recorder.found[n]]
+    assert not missing, f"not generated in {len(recorder.seen)} plans: {missing}"
 
 
 def test_generated_data_gives_answers(generated):

@@ -220,7 +220,7 @@ def _is_pool_value(spec: str, value) -> bool:
 def tables(draw, name: str = "t0", *, types: Sequence[str] | None = None, max_columns: int = 4,
            max_rows: int = 8, pooled: bool = False) -> TableSpec:
     """A small table: 1..``max_columns`` columns of ``types`` (type specs; default: every type, with
-    ``decimal(9,2)``), 3..``max_rows`` rows plus duplicates (rarely none), nulls in the nullable
+    ``decimal(9,2)``), 3..``max_rows`` rows plus duplicates (none in 1 %), nulls in the nullable
     columns; ``pooled``: every value from the small shared pool (joins match, float sums are exact)."""
     palette = list(types) if types else [t if t != "decimal" else "decimal(9,2)" for t in TYPE_SPECS]
     n = draw(st.integers(1, max_columns))
@@ -228,7 +228,7 @@ def tables(draw, name: str = "t0", *, types: Sequence[str] | None = None, max_co
         ColumnSpec(f"c{i}", _pick(draw, palette), nullable=not _maybe(draw, 25)) for i in range(n)
     ]
     row = st.tuples(*[_column_values(c.type, c.nullable, pooled) for c in columns])
-    rows = draw(st.lists(row, min_size=0 if _maybe(draw, 3) else min(3, max_rows), max_size=max_rows))
+    rows = draw(st.lists(row, min_size=0 if _maybe(draw, 1) else min(3, max_rows), max_size=max_rows))
     if rows and _maybe(draw, 30):  # duplicates
         rows += draw(st.lists(st.sampled_from(rows), min_size=1, max_size=3))
     return TableSpec(name, columns, rows)
@@ -238,9 +238,9 @@ def tables(draw, name: str = "t0", *, types: Sequence[str] | None = None, max_co
 def databases(draw, *, max_tables: int = 3, max_columns: int = 4, max_rows: int = 8,
               types: Sequence[str] = TYPE_SPECS) -> Database:
     """1..``max_tables`` tables ``t0``, ``t1``...; their columns share a palette of 1..4 types (one
-    decimal type), so that columns of different tables can be compared and joined. Half the
+    decimal type), so that columns of different tables can be compared and joined. Three in five
     databases hold pool values only (see :func:`tables`)."""
-    pooled = _maybe(draw, 50)
+    pooled = _maybe(draw, 60)
     p, s = _pick(draw, DECIMAL_TYPES)
     palette = draw(st.lists(st.sampled_from(list(types)), min_size=1, max_size=4, unique=True))
     palette = [f"decimal({p},{s})" if t == "decimal" else t for t in palette]
@@ -361,13 +361,22 @@ class _Gen:
         self.shared: list[tuple[int, Schema]] = []
         #: the non-null values the tables hold, by column type (in a stable order)
         self.data_values: dict[str, list] = {}
+        #: the non-null values of the columns of each name and type (``c0`` of ``t0`` and of ``t1``...):
+        #: a literal compared with a column whose name is a table column's is mostly one of its values
+        self.column_values: dict[tuple[str, str], list] = {}
         for table in db.tables.values():
             for i, c in enumerate(table.columns):
                 bucket = self.data_values.setdefault(c.type, [])
+                own = self.column_values.setdefault((c.name, c.type), [])
                 for row in table.rows:
                     v = row[i]
                     if v is not None and not any(_same_value(v, w) for w in bucket):
                         bucket.append(v)
+                    if v is not None and not any(_same_value(v, w) for w in own):
+                        own.append(v)
+        #: the table whose columns the predicates being built read directly (a read's filters): its
+        #: own values are preferred for literals
+        self.reading: TableSpec | None = None
         #: every value is a small pool value: float sums are exact in any order (and no float division
         #: is generated), so sums and averages over floats have one answer
         self.exact_floats = all(_is_pool_value(c.type, row[i]) for table in db.tables.values()
@@ -406,11 +415,20 @@ class _Gen:
     def cols(self, schema: Schema, pred=lambda t: True) -> list[int]:
         return [i for i, t in enumerate(schema.types) if spec_of_type(t) is not None and pred(t)]
 
-    def lit_for(self, t: Type, null_percent: int = 0) -> tuple[Expression, Type]:
-        """A literal of ``t``'s type: often a value the tables hold (so that filters keep some rows)."""
+    def lit_for(self, t: Type, null_percent: int = 0, name: str | None = None) -> tuple[Expression, Type]:
+        """A literal of ``t``'s type: often a value the tables hold (so that filters keep some rows);
+        ``name``: the column it is compared with, whose own values are preferred."""
         spec = _spec(t)
         if null_percent and _maybe(self.draw, null_percent):
             return literal(spec, None), spec_type(spec, True)
+        own = self.column_values.get((name, spec)) if name is not None else None
+        if name is not None and self.reading is not None:
+            k = next((k for k, c in enumerate(self.reading.columns) if c.name == name and c.type == spec), None)
+            if k is not None:
+                mine = [row[k] for row in self.reading.rows if row[k] is not None]
+                own = mine or own
+        if own and not _maybe(self.draw, 25):
+            return literal(spec, _pick(self.draw, own)), spec_type(spec, False)
         seen = self.data_values.get(spec)
         if seen and not _maybe(self.draw, 15):
             return literal(spec, _pick(self.draw, seen)), spec_type(spec, False)
@@ -458,12 +476,15 @@ class _Gen:
             options += [("and", 2), ("or", 2), ("not", 1)]
         kind = _weighted(draw, options)
         if kind == "const":  # mostly true: a false or NULL condition empties the answer
-            return _bool_literal(_pick(draw, [True, True, True, False, None]))
+            return _bool_literal(_pick(draw, [True, True, True, True, True, True, False, None]))
         if kind in ("and", "or"):
             n = 2 if kind == "and" or not _maybe(draw, 30) else 3
             args = [(self._predicate_or_true(schema, depth + 1), _NULLABLE_BOOL) for _ in range(n)]
-            if _maybe(draw, 25):  # a constant operand, as constant folding by a producer leaves them
-                args.insert(draw(st.integers(0, len(args))), (_bool_literal(_pick(draw, [False, True, None])), _NULLABLE_BOOL))
+            if _maybe(draw, 25):  # a constant operand, as constant folding by a producer leaves them;
+                # mostly the one that keeps rows (true in an AND, false in an OR)
+                keeps = kind == "and"
+                constant = _pick(draw, [keeps, keeps, not keeps, None])
+                args.insert(draw(st.integers(0, len(args))), (_bool_literal(constant), _NULLABLE_BOOL))
             return self.call(kind, args, _NULLABLE_BOOL)[0]
         if kind == "not":
             return self.call("not", [(self._predicate_or_true(schema, depth + 1), _NULLABLE_BOOL)], _NULLABLE_BOOL)[0]
@@ -472,9 +493,11 @@ class _Gen:
         if kind == "cmp_lit":
             i = _pick(draw, any_cols)
             c = self.col(schema, i)
-            lit = self.lit_for(c[1], null_percent=5)
+            lit = self.lit_for(c[1], null_percent=5, name=schema.names[i])
             a, b = (c, lit) if not _maybe(draw, 20) else (lit, c)
-            return self.call(_pick(draw, _CMP), [a, b])[0]
+            # every comparison, those that keep a row equal to the literal (one of the column's
+            # values, mostly) twice as often
+            return self.call(_pick(draw, _CMP + ("lte", "gte", "not_equal")), [a, b])[0]
         if kind == "cmp_col":
             i = _pick(draw, any_cols)
             same = [j for j in any_cols if _class(schema.types[j]) == _class(schema.types[i]) and j != i]
@@ -490,17 +513,19 @@ class _Gen:
             e = Expression()
             e.singular_or_list.value.CopyFrom(field(i))
             for _ in range(draw(st.integers(1, 3))):
-                e.singular_or_list.options.append(self.lit_for(schema.types[i], null_percent=5)[0])
+                e.singular_or_list.options.append(self.lit_for(schema.types[i], null_percent=5,
+                                                               name=schema.names[i])[0])
             return e
         if kind == "distinct":
             i = _pick(draw, any_cols)
-            other = self.lit_for(schema.types[i], null_percent=30)
+            other = self.lit_for(schema.types[i], null_percent=30, name=schema.names[i])
             return self.call(_pick(draw, ["is_not_distinct_from", "is_distinct_from"]), [self.col(schema, i), other])[0]
         if kind == "between":
             i = _pick(draw, self.cols(schema, lambda t: _spec(t) != "bool") or [None])
             if i is None:
                 raise _Skip("nothing to range over")
-            lo, hi = self.lit_for(schema.types[i]), self.lit_for(schema.types[i])
+            lo, hi = (self.lit_for(schema.types[i], name=schema.names[i]),
+                      self.lit_for(schema.types[i], name=schema.names[i]))
             if _literal_value(hi[0]) < _literal_value(lo[0]):  # mostly a non-empty range
                 lo, hi = hi, lo
             return self.call("between", [self.col(schema, i), lo, hi])[0]
@@ -647,7 +672,8 @@ class _Gen:
         wf = e.window_function
         wf.phase = AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT
         wf.invocation = AggregateFunction.AGGREGATION_INVOCATION_ALL
-        for i in draw(st.lists(st.sampled_from(cols), max_size=2, unique=True)):
+        n_keys = min(len(cols), _pick(draw, [0, 1, 2, 2]))  # two keys in half the windows
+        for i in draw(st.lists(st.sampled_from(cols), min_size=n_keys, max_size=n_keys, unique=True)):
             wf.partitions.append(field(i))
         ranking = fn in ("rank", "dense_rank", "row_number", "percent_rank", "cume_dist", "lead", "lag")
         if fn in ("row_number", "lead", "lag") or rows_frame:  # ties would make it nondeterministic: order by every column
@@ -755,7 +781,7 @@ class _Gen:
     def _relation(self, depth: int) -> tuple[Rel, Schema]:
         draw = self.draw
         self.budget -= 1
-        leaf = depth >= self.max_depth or self.budget <= 0
+        leaf = depth > 0 and (depth >= self.max_depth or self.budget <= 0)  # the root: an operator always
         options = []
         if depth > 0 or leaf:  # the root is an operator: a plan that only reads gives the rules nothing
             options = [("read", 6 if leaf else 2), ("virtual", 1)]
@@ -763,7 +789,7 @@ class _Gen:
                 options.append(("reference", 2))
         if not leaf:
             options += [("filter", 4), ("project", 2), ("aggregate", 2), ("join", 4), ("sort", 1), ("fetch", 3),
-                        ("cross", 1), ("set", 2), ("region", 3), ("outer_filter", 4)]
+                        ("cross", 1), ("set", 3), ("region", 3), ("outer_filter", 4)]
             if self.allow_windows:
                 options.append(("window_project", 3))
             if self.allow_shared:
@@ -806,6 +832,15 @@ class _Gen:
             r.base_schema.names.append(c.name)
             r.base_schema.struct.types.append(c.substrait_type())
         base = Schema([c.name for c in table.columns], [c.substrait_type() for c in table.columns])
+        self.reading = table
+        try:
+            return self._read(table, rel, base)
+        finally:
+            self.reading = None
+
+    def _read(self, table: TableSpec, rel: Rel, base: Schema) -> tuple[Rel, Schema]:
+        draw = self.draw
+        r = rel.read
         if _maybe(draw, 20):
             r.filter.CopyFrom(self.predicate(base))
         positions = list(range(len(base)))
@@ -853,7 +888,8 @@ class _Gen:
     def child_of_filter(self, depth: int) -> tuple[Rel, Schema]:
         """Mostly any relation; often one a filter can be pushed through or into (the logical rules)."""
         if depth + 1 < self.max_depth and self.budget > 1 and _maybe(self.draw, 50):
-            kind = _pick(self.draw, ["join", "project", "aggregate", "join", "set", "region", "cross", "join", "sort"])
+            kind = _pick(self.draw, ["join", "project", "aggregate", "join", "set", "region", "cross", "join", "sort",
+                                     "set"])
             try:
                 self.budget -= 1
                 return getattr(self, kind)(depth + 1)
@@ -1035,11 +1071,12 @@ class _Gen:
         return rel, self.hint_and_emit(rel, [schema])
 
     def fetch_bounds(self, rel: Rel) -> None:
-        """A fetch's count (1..6, rarely 0) and, mostly, an offset of 1..2."""
+        """A fetch's count (1..6, rarely 0) and, in half of them, an offset (mostly 1: the inputs are
+        small, and an offset past the end empties the answer)."""
         draw = self.draw
-        rel.fetch.count_expr.literal.i64 = 0 if _maybe(draw, 5) else draw(st.integers(1, 6))
-        if _maybe(draw, 70):
-            rel.fetch.offset_expr.literal.i64 = draw(st.integers(1, 2))
+        rel.fetch.count_expr.literal.i64 = 0 if _maybe(draw, 3) else draw(st.integers(1, 6))
+        if _maybe(draw, 50):
+            rel.fetch.offset_expr.literal.i64 = _pick(draw, [1, 1, 1, 2])
 
     def outer_filter(self, depth: int) -> tuple[Rel, Schema]:
         """A filter over a LEFT/RIGHT/OUTER join with a conjunct on the null-supplying side's columns
@@ -1053,6 +1090,9 @@ class _Gen:
         parts = []
         for positions in (null_side, kept_side):
             if positions and (positions is null_side or _maybe(draw, 60)):
+                if positions is null_side and _maybe(draw, 50):
+                    parts.append(self.null_side_predicate(cs, positions))
+                    continue
                 inner = self.predicate(cs.select(positions), 1)
                 parts.append(remap_fields(inner, dict(enumerate(positions))))
         if not parts:
@@ -1062,6 +1102,19 @@ class _Gen:
         cond = parts[0] if len(parts) == 1 else self.call("and", [(c, _NULLABLE_BOOL) for c in parts], _NULLABLE_BOOL)[0]
         rel.filter.condition.CopyFrom(cond)
         return rel, self.hint_and_emit(rel, [cs])
+
+    def null_side_predicate(self, schema: Schema, positions: list[int]) -> Expression:
+        """A condition on a null-supplying side's columns that the rows padded with NULLs pass or
+        fail on purpose: ``c IS NULL`` (the unmatched rows: an anti join), ``c IS NOT NULL``, or
+        ``p(c) OR c IS NULL``."""
+        draw = self.draw
+        i = _pick(draw, positions)
+        how = _pick(draw, ["is_null", "or_null", "is_not_null"])
+        if how != "or_null":
+            return self.call(how, [self.col(schema, i)])[0]
+        inner = remap_fields(self.predicate(schema.select(positions), 1), dict(enumerate(positions)))
+        return self.call("or", [(inner, _NULLABLE_BOOL),
+                                (self.call("is_null", [self.col(schema, i)])[0], _REQUIRED_BOOL)], _NULLABLE_BOOL)[0]
 
     def join(self, depth: int, jt: int | None = None):
         """A join of two relations (``jt``: its type, else a random one). Called with ``jt``, returns
@@ -1126,9 +1179,13 @@ class _Gen:
                      if _class(ls.types[a]) == _class(rs.types[b])]
             if not pairs:
                 break
+            named = [(a, b) for a, b in pairs if both.names[a] == both.names[b]]
+            if named and _maybe(draw, 50):  # the same column of two tables (or of one twice): keys match
+                pairs = named
             a, b = _pick(draw, pairs)
-            op = "equal" if not _maybe(draw, 25) else _pick(draw, ["is_not_distinct_from", "is_not_distinct_from",
-                                                                   "lt", "not_equal"])
+            # null-safe keys often: with NULL keys on both sides they match (and an `=` would not)
+            op = "equal" if not _maybe(draw, 35) else _pick(draw, ["is_not_distinct_from", "is_not_distinct_from",
+                                                                   "is_not_distinct_from", "lt", "not_equal"])
             conjuncts.append(self.call(op, [self.col(both, a), self.col(both, b)])[0])
             if op == "equal" and first_key is None:
                 first_key = (a, b - len(ls))
@@ -1139,7 +1196,10 @@ class _Gen:
                 wrapped.sort.input.CopyFrom(side)
                 wrapped.sort.sorts.add(expr=field(key), direction=direction)
                 side.CopyFrom(wrapped)
-        if _maybe(draw, 35):  # a conjunct on one side only
+        # a conjunct on one side only; often in outer joins, where one on the preserved side must
+        # stay in the ON clause (it pads rows instead of removing them)
+        outer = jt in (JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT, JoinRel.JOIN_TYPE_OUTER)
+        if _maybe(draw, 60 if outer else 35):
             side, offset = (ls, 0) if _maybe(draw, 50) else (rs, len(ls))
             conjuncts.append(shift_fields(self.predicate(side, 1), offset))
         if _maybe(draw, 10):
@@ -1194,17 +1254,22 @@ class _Gen:
             rel, schema = top, self.schema(top, [schema, ps])
         conjuncts = []
         ranges = [range(o, o + len(ps)) for o, (_, ps) in zip(offsets, parts, strict=True)]
-        for _ in range(draw(st.integers(0 if not comma else 1, 3))):
+        for _ in range(draw(st.integers(0 if not comma else 1, 2))):
             a = _pick(draw, self.cols(schema) or [None])
             if a is None:
                 break
             others = [b for b in self.cols(schema) if _class(schema.types[b]) == _class(schema.types[a])
                       and not any(a in r and b in r for r in ranges)]
+            # mostly a column of the same name (the same column of two tables, or of one table twice:
+            # the equality holds for some rows)
+            named = [b for b in others if schema.names[b] == schema.names[a]]
+            if named and _maybe(draw, 60):
+                others = named
             if not others:
                 continue
             b = _pick(draw, others)
             conjuncts.append(self.call("equal", [self.col(schema, a), self.col(schema, b)])[0])
-            if _maybe(draw, 70):  # a second equality between the same two inputs
+            if _maybe(draw, 50):  # a second equality between the same two inputs
                 ra = next(r for r in ranges if a in r)
                 rb = next(r for r in ranges if b in r)
                 more = [(x, y) for x in self.cols(schema) if x in ra for y in self.cols(schema) if y in rb
@@ -1212,7 +1277,7 @@ class _Gen:
                 if more:
                     x, y = _pick(draw, more)
                     conjuncts.append(self.call("equal", [self.col(schema, x), self.col(schema, y)])[0])
-        if _maybe(draw, 40):
+        if _maybe(draw, 30):
             conjuncts.append(self.predicate(schema, 1))
         if conjuncts:
             top = Rel()
@@ -1256,7 +1321,12 @@ class _Gen:
             first = self.share(first, fs)
         inputs = [(first, fs)]
         for _ in range(draw(st.integers(1, 2))):
-            how = _pick(draw, ["filtered", "same", "other"])
+            # A minus of an unfiltered copy is empty, an intersection with another relation mostly:
+            # those take a filtered copy more often.
+            union = op in (5, 6)
+            how = _pick(draw, ["filtered", "same", "other"] if union else ["filtered", "filtered", "same", "other"])
+            if not union and how == "same" and op in (1, 2, 7):
+                how = "filtered"
             if how == "other":
                 other, os_ = self.relation(depth + 1)
                 rel = self.conform(other, os_, fs)
