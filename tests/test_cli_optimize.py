@@ -23,7 +23,9 @@ def test_optimize_without_statistics_runs_on_defaults(tmp_path, capsys):
     plan = load_plan(out)
     assert not check_plan(plan)
     kinds = _kinds(plan)
-    assert "hash_join" in kinds and "join" not in kinds and "cross" not in kinds
+    # The comma joins became keyed joins; a join may stay logical where the model prices Spark's own
+    # choice (broadcast or sort-merge) as cheap as binding one (docs/cost-model.md).
+    assert "hash_join" in kinds and "cross" not in kinds
     # Estimates are written into every relation's hint for downstream consumers.
     root = plan.relations[0].root.input
     assert root.sort.common.hint.stats.row_count > 0
