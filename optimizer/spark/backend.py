@@ -77,8 +77,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as _spark_functions
 from pyspark.sql import types as T
+from sqlglot import exp
 from substrait.proto import (
     AggregateFunction,
     ComparisonJoinKey,
@@ -98,9 +101,9 @@ from optimizer.errors import ExecutionError, OptimizerError, PlanError, Unsuppor
 from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
 from optimizer.functions import FunctionTable, function_table
 from optimizer.plan_io import check_expanded_size, deep_messages
-from optimizer.spark import sqlframe, sqltext
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
-from optimizer.spark.sqltext import functions as F
+from optimizer.spark.sql import Col, Context, Frame, Window, render
+from optimizer.spark.sql import functions as F
 from optimizer.spark.tables import TableResolver
 
 __all__ = ["Relation", "SparkBackend"]
@@ -131,16 +134,26 @@ _NULL_IGNORING = frozenset(
     }
 )
 
-# SQL words of a query that is more than a filtered, projected table.
-_NOT_A_SCAN = re.compile(
-    r" JOIN |GROUP BY|DISTINCT| UNION | INTERSECT | EXCEPT | IN \(SELECT|EXISTS \(|OVER \("
-    r"|\b(min|max|sum|avg|count|try_sum|any_value|first|last|collect_list|collect_set)\("
-)
+# Aggregate functions: a query that calls one is more than a filtered, projected table.
+_AGGREGATES = frozenset({"min", "max", "sum", "avg", "count", "try_sum", "any_value", "first", "last",
+                         "collect_list", "collect_set"})
+
+
+def _is_filtered_scan(frame: Frame) -> bool:
+    """Whether ``frame`` is a table, filtered and projected: no join, grouping, window, aggregate or
+    subquery expression (FROM subqueries, which have an alias, are fine)."""
+    q = frame.query()
+    if q.find(exp.Join, exp.Group, exp.Distinct, exp.SetOperation, exp.Exists, exp.Window):
+        return False
+    if any(n.args.get("alias") is None for n in q.find_all(exp.Subquery)):
+        return False
+    return not any(str(n.this).lower() in _AGGREGATES for n in q.find_all(exp.Anonymous))
+
 
 _SINGLE_MARKER = "more than one row of the other input matches"
 
 
-def _c(name: str) -> Column:
+def _c(name: str) -> Col:
     return F.col(quote(name))
 
 
@@ -162,38 +175,25 @@ def _join_type(enum, value: int, path: str) -> str:
     return name[len("JOIN_TYPE_") :].lower()
 
 
-def _and(columns: Sequence[Column]) -> Column | None:
+def _and(columns: Sequence[Col]) -> Col | None:
     out = None
     for c in columns:
         out = c if out is None else out & c
     return out
 
 
-def _or(columns: Sequence[Column]) -> Column | None:
+def _or(columns: Sequence[Col]) -> Col | None:
     out = None
     for c in columns:
         out = c if out is None else out | c
     return out
 
 
-class _LazyDataFrame:
-    """A DataFrame built on first attribute access."""
-
-    def __init__(self, build: Callable[[], DataFrame]) -> None:
-        self._build = build
-        self._df: DataFrame | None = None
-
-    def __getattr__(self, name: str):
-        if self._df is None:
-            self._df = self._build()
-        return getattr(self._df, name)
-
-
 @dataclass
 class Relation:
-    """A compiled relation: its DataFrame and its columns (unique names, Substrait order)."""
+    """A compiled relation: its query and its columns (unique names, Substrait order)."""
 
-    df: DataFrame
+    df: Frame
     columns: list[str]
     types: list[Type] | None = None  # Substrait types of the columns, when known
     broadcast: bool = False  # output of an ExchangeRel broadcast: joins broadcast this side
@@ -204,33 +204,22 @@ _SPARK_INT_MAX = 2**31 - 1  # Spark's LIMIT and OFFSET take an int
 
 
 class SparkBackend:
-    """Runs Substrait plans on Spark.
+    """Runs Substrait plans on Spark: any session, classic or Spark Connect.
 
-    ``tables``: a directory of ``<name>.parquet`` files/folders, a mapping ``{name: path | DataFrame}``,
-    a :class:`~optimizer.spark.tables.TableResolver`, or ``None`` (Spark catalog only).
-    ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`; ``None``: any).
-    ``ignore_best_effort_filter``: skip ``ReadRel.best_effort_filter`` (it may be skipped by definition).
-    ``text_plans``: build the plan as Spark SQL text where it can (:mod:`optimizer.spark.sqlframe`), so
-    that Spark analyses it once rather than once per relation; if Spark refuses the text, the plan is
-    built again relation by relation, which names the relation at fault.
+    ``tables``: a directory of ``<name>.parquet`` files/folders (a path or any URI Spark reads), a mapping
+    ``{name: path | DataFrame}``, a :class:`~optimizer.spark.tables.TableResolver`, or ``None`` (Spark
+    catalog only). ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`; ``None``:
+    any). ``ignore_best_effort_filter``: skip ``ReadRel.best_effort_filter`` (it may be skipped by
+    definition).
+
+    A plan is compiled into one Spark SQL query (:meth:`to_sql`) and run with one ``spark.sql`` call.
     """
 
-    def __init__(
-        self, spark, tables=None, *, ignore_best_effort_filter: bool = False, text_plans: bool = True,
-        files=None,
-    ) -> None:
-        from optimizer.spark.session import is_connect_session
-
-        if is_connect_session(spark):
-            raise UnsupportedError("the Spark backend needs a classic Spark session: it cannot run over "
-                                   "Spark Connect (--remote); use --master or a local session")
+    def __init__(self, spark, tables=None, *, ignore_best_effort_filter: bool = False, files=None) -> None:
         self.spark = spark
         self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables, files=files)
         self.ignore_best_effort_filter = ignore_best_effort_filter
-        self.text_plans = text_plans
         self._counter = itertools.count()
-        sqltext.install_jvm_caches()
-        sqltext.set_session(spark)
 
     def fresh(self) -> str:
         """A column name never handed out before by this backend."""
@@ -238,13 +227,16 @@ class SparkBackend:
 
     # -------------------------------------------------------------------------------- public API
 
-    @deep_messages()
-    def to_dataframe(self, plan, root: int = 0) -> DataFrame:
-        """The lazy DataFrame of the ``root``-th ``RelRoot`` of ``plan`` (``plan.relations`` entries that
-        are plain ``rel``s, i.e. shared subtrees, are not counted), columns named by ``RelRoot.names``.
+    def to_sql(self, plan, root: int = 0) -> tuple[str, dict[str, DataFrame]]:
+        """The Spark SQL text of the ``root``-th ``RelRoot`` of ``plan`` and the tables it binds: the
+        keyword arguments of ``spark.sql`` (``{t0}`` in the text is the DataFrame ``t0``). The query's
+        columns are ``_r0``, ``_r1``, ...: :meth:`to_dataframe` applies ``RelRoot.names`` afterwards with
+        the DataFrame API (in SQL text Spark would read a name such as ``${env:HOME}`` as a variable)."""
+        text, tables, _names, _width = self._compile(plan, root)
+        return text, tables
 
-        ``plan``: a ``substrait.proto.Plan`` or anything :func:`optimizer.plan_io.load_plan` reads.
-        """
+    @deep_messages()
+    def _compile(self, plan, root: int) -> tuple[str, dict[str, DataFrame], list[str], int]:
         plan = _as_plan(plan)
         check_expanded_size(plan)  # Spark works on the tree with every reference expanded
         roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
@@ -253,21 +245,30 @@ class SparkBackend:
         if not 0 <= root < len(roots):
             raise PlanError(f"root {root} requested but the plan has {len(roots)} root relation(s)", "relations")
         index = roots[root]
-        if self.text_plans and sqltext.text_mode_supported(self.spark):
-            try:
-                return self._build(plan, index, text=True)
-            except (PlanError, UnsupportedError):
-                raise  # the plan's own fault: the same either way
-            except Exception:  # noqa: BLE001 -- Spark refused the text: build it relation by relation
-                pass
-        return self._build(plan, index, text=False)
-
-    def _build(self, plan: Plan, index: int, text: bool) -> DataFrame:
-        compiler = _PlanCompiler(self, plan, text)
+        compiler = _PlanCompiler(self, plan)
         rel_root = plan.relations[index].root
         out = compiler.rel(rel_root.input, f"relations[{index}].root.input", None)
-        df = _apply_root_names(out, list(rel_root.names), f"relations[{index}].root.names")
-        return sqlframe.materialize(df)
+        names = list(rel_root.names)
+        _check_root_names(names, out, f"relations[{index}].root.names")
+        frame = out.df.select(*[_c(c).alias(f"_r{i}") for i, c in enumerate(out.columns)])
+        text, tables = render(frame)
+        return text, tables, names, len(out.columns)
+
+    def to_dataframe(self, plan, root: int = 0) -> DataFrame:
+        """The lazy DataFrame of the ``root``-th ``RelRoot`` of ``plan`` (``plan.relations`` entries that
+        are plain ``rel``s, i.e. shared subtrees, are not counted), columns named by ``RelRoot.names``.
+
+        ``plan``: a ``substrait.proto.Plan`` or anything :func:`optimizer.plan_io.load_plan` reads.
+        One ``spark.sql`` call; a query Spark refuses is an :class:`~optimizer.errors.ExecutionError`.
+        """
+        text, tables, names, width = self._compile(plan, root)
+        try:
+            df = self.spark.sql(text, **tables)
+            if width == 0:
+                df = df.select()
+            return _apply_root_names(df, names, width)
+        except PySparkException as exc:
+            raise ExecutionError(f"Spark cannot run the plan's SQL: {_first_line(exc)}") from None
 
     def execute(self, plan, root: int = 0):
         """Run the plan; a ``pyarrow.Table`` with the ``RelRoot.names`` (duplicates allowed)."""
@@ -332,38 +333,50 @@ def _nested_count(dt: T.DataType) -> int:
     return 0
 
 
-def _apply_root_names(r: Relation, names: list[str], path: str) -> DataFrame:
-    if not names:
-        return sqltext.select(r.df, [_c(c) for c in r.columns])
-    if len(names) == len(r.columns):  # one name per column (a nested field would add names): one select
-        return sqltext.select(r.df, [_c(c).alias(n) for c, n in zip(r.columns, names, strict=True)])
-    df = sqltext.select(r.df, [_c(c) for c in r.columns])
-    fields = df.schema.fields
-    if len(names) == len(fields):
-        return df.toDF(*names)
-    flat = sum(1 + _nested_count(f.dataType) for f in fields)
+def _check_root_names(names: list[str], r: Relation, path: str) -> None:
+    """``RelRoot.names``: none, one per column, or one per column and nested struct field."""
+    if not names or len(names) == len(r.columns) or r.types is None:
+        return
+    from optimizer.spark.expressions import substrait_type_to_spark
+
+    flat = sum(1 + _nested_count(substrait_type_to_spark(t)) for t in r.types)
     if len(names) != flat:
         raise PlanError(
-            f"RelRoot has {len(names)} names but its input has {len(fields)} columns ({flat} with nested fields)", path
+            f"RelRoot has {len(names)} names but its input has {len(r.columns)} columns ({flat} with nested fields)",
+            path,
         )
+
+
+def _apply_root_names(df: DataFrame, names: list[str], width: int) -> DataFrame:
+    """The query's columns ``_r0``... named by ``RelRoot.names`` (nested struct fields included), with
+    the DataFrame API, which reads no name as SQL."""
+    if not names:
+        return df
+    if len(names) == width:
+        return df.toDF(*names)
+    fields = df.schema.fields
+    flat = sum(1 + _nested_count(f.dataType) for f in fields)
+    if len(names) != flat:
+        raise PlanError(f"RelRoot has {len(names)} names but its input has {len(fields)} columns ({flat} with "
+                        "nested fields)", "relations.root.names")
     it = iter(names)
     cols = []
-    for f, c in zip(fields, r.columns, strict=True):
+    for f in fields:
         top = next(it)
+        c = _spark_functions.col(f"`{f.name}`")
         if _nested_count(f.dataType):
-            cols.append(_c(c).cast(_rename_type(f.dataType, lambda: next(it))).alias(top))
-        else:
-            cols.append(_c(c).alias(top))
-    return sqltext.select(df, cols)
+            c = c.cast(_rename_type(f.dataType, lambda: next(it)))
+        cols.append(c.alias(top))
+    return df.select(*cols)
 
 
 class _PlanCompiler:
     """Compiles the relations of one plan (keeps the plan's function table and shared subtrees)."""
 
-    def __init__(self, backend: SparkBackend, plan: Plan, text: bool = False) -> None:
+    def __init__(self, backend: SparkBackend, plan: Plan) -> None:
         self.backend = backend
-        self.text = text  # tables as SqlFrames: relations build SQL text where they can
         self.spark = backend.spark
+        self.ctx = Context(backend.spark)
         self.plan = plan
         self.functions: FunctionTable = function_table(plan)
         self.exprs = ExpressionCompiler(self.functions, self.subquery)
@@ -381,13 +394,13 @@ class _PlanCompiler:
 
     # ------------------------------------------------------------------------------------ helpers
 
-    def scope(self, r: Relation, outer: Scope | None, df: DataFrame | None = None) -> Scope:
+    def scope(self, r: Relation, outer: Scope | None, df: Frame | None = None) -> Scope:
         return Scope(df if df is not None else r.df, list(r.columns), list(r.types) if r.types else r.types, outer)
 
-    def expr(self, e: Expression, scope: Scope, path: str) -> Column:
+    def expr(self, e: Expression, scope: Scope, path: str) -> Col:
         return self.exprs.compile(e, scope, path)
 
-    def subquery(self, rel: Rel, outer: Scope, path: str) -> tuple[DataFrame, list[str]]:
+    def subquery(self, rel: Rel, outer: Scope, path: str) -> tuple[Frame, list[str]]:
         """The callback of the expression compiler: a whole ``Rel`` tree, ``outer`` for outer references."""
         r = self.rel(rel, path, outer)
         return r.df, list(r.columns)
@@ -399,8 +412,8 @@ class _PlanCompiler:
         return list(schema.types)
 
     def _positions(
-        self, columns: list[str], exprs: dict[str, Column], positions: Sequence[int], path: str, what: str
-    ) -> tuple[list[Column], list[str]]:
+        self, columns: list[str], exprs: dict[str, Col], positions: Sequence[int], path: str, what: str
+    ) -> tuple[list[Col], list[str]]:
         """The select list of the columns at ``positions`` (a repeated position gets a new name);
         ``exprs`` gives the expression of a column that is computed rather than taken from the input."""
         n = len(columns)
@@ -426,7 +439,7 @@ class _PlanCompiler:
         if names == r.columns:
             return r
         types = [r.types[p] for p in positions] if r.types is not None else None
-        return replace(r, df=sqltext.select(r.df, cols), columns=names, types=types)
+        return replace(r, df=r.df.select(*cols), columns=names, types=types)
 
     def _emit(self, r: Relation, body, bpath: str) -> Relation:
         if not body.HasField("common") or body.common.WhichOneof("emit_kind") != "emit":
@@ -439,7 +452,7 @@ class _PlanCompiler:
         if not set(left.columns) & set(right.columns):
             return right
         names = [self.fresh() for _ in right.columns]
-        df = sqltext.select(right.df, [_c(c).alias(n) for c, n in zip(right.columns, names, strict=True)])
+        df = right.df.select(*[_c(c).alias(n) for c, n in zip(right.columns, names, strict=True)])
         return replace(right, df=df, columns=names)
 
     def _const_int(self, e: Expression, path: str, what: str) -> int | None:
@@ -451,10 +464,12 @@ class _PlanCompiler:
                 return int(getattr(lit, kind))
             if kind == "null":
                 return None
-        col = self.expr(e, Scope(self.spark.range(1), [], [], None), path)
+        one = Frame.one_row(self.ctx)
+        col = self.expr(e, Scope(one, [], [], None), path)
+        text, tables = render(one.select(col.alias("v")))
         try:
-            value = self.spark.range(1).select(col.alias("v")).first()["v"]
-        except Exception as exc:  # noqa: BLE001
+            value = self.spark.sql(text, **tables).first()["v"]
+        except PySparkException as exc:
             raise PlanError(f"{what} is not a constant integer expression: {_first_line(exc)}", path) from None
         if value is None:
             return None
@@ -490,12 +505,8 @@ class _PlanCompiler:
                 out = self._emit(out, body, bpath)
         except OptimizerError:
             raise
-        except Exception as exc:
-            from pyspark.errors import PySparkException
-
-            if isinstance(exc, PySparkException):
-                raise ExecutionError(f"Spark cannot build this relation: {_first_line(exc)}", bpath) from None
-            raise
+        except PySparkException as exc:  # a table Spark cannot read, a type it cannot analyse
+            raise ExecutionError(f"Spark cannot build this relation: {_first_line(exc)}", bpath) from None
         types = self._types_at(path, len(out.columns))
         if types is not None:
             out = replace(out, types=types)
@@ -517,7 +528,7 @@ class _PlanCompiler:
         names = [self.fresh() for _ in range(width)]
         if which == "named_table":
             # One select conforms the table, names its columns and, without filters, applies the
-            # projection mask (each DataFrame costs Spark an analysis).
+            # projection mask (each Frame costs Spark an analysis).
             keep = None
             filtered = body.HasField("filter") or (
                 body.HasField("best_effort_filter") and not self.backend.ignore_best_effort_filter
@@ -530,19 +541,19 @@ class _PlanCompiler:
                     and all(0 <= f < width for f in fields)
                 ):
                     keep = fields
-            df = self.backend.tables.named_table(body, bpath, names, keep, text=self.text)
+            df = self.backend.tables.named_table(body, self.ctx, bpath, names, keep)
             if keep is not None:
                 return Relation(df, [names[f] for f in keep], [types[f] for f in keep] if types else None)
             return self._read_filters(Relation(df, names, types), body, bpath, outer)
         if which == "local_files":
-            df = self.backend.tables.local_files(body, bpath)
+            df = self.backend.tables.local_files(body, self.ctx, bpath, names)
         elif which == "virtual_table":
-            df = self._virtual_table(body, bpath, outer)
+            df = self._virtual_table(body, bpath, outer, names)
         elif which is None:
             raise PlanError("read has no source (named_table, local_files, virtual_table...)", bpath)
         else:
             raise UnsupportedError(f"unsupported read type '{which}'", f"{bpath}.{which}")
-        return self._read_filters(Relation(df.toDF(*names), names, types), body, bpath, outer)
+        return self._read_filters(Relation(df, names, types), body, bpath, outer)
 
     def _read_filters(self, r: Relation, body, bpath: str, outer: Scope | None) -> Relation:
         """A read's filter, best-effort filter and projection mask over its named columns ``r``."""
@@ -564,7 +575,8 @@ class _PlanCompiler:
             r = self.select_positions(r, positions, f"{ppath}.struct_items", "projected field")
         return r
 
-    def _virtual_table(self, body, bpath: str, outer: Scope | None) -> DataFrame:
+    def _virtual_table(self, body, bpath: str, outer: Scope | None, names: list[str]) -> Frame:
+        """The rows as ``inline(array(struct(...)))`` over one row, columns called ``names``."""
         vpath = f"{bpath}.virtual_table"
         rows = list(body.virtual_table.expressions)
         if not body.base_schema.struct.types:  # no schema (older DuckDB): the rows' own types
@@ -575,11 +587,12 @@ class _PlanCompiler:
         else:
             schema = named_struct_to_spark(body.base_schema, f"{bpath}.base_schema")
             n = len(schema.fields)
+        one = Frame.one_row(self.ctx)
         if not rows:
-            return self.spark.createDataFrame([], schema)
+            nulls = [F.lit(None).cast(f.dataType).alias(c) for f, c in zip(schema.fields, names, strict=True)]
+            return one.select(*nulls).filter(F.lit(False))
         if n == 0:
-            return self.spark.range(len(rows)).select()
-        one = self.spark.range(1)
+            return Frame.rows(self.ctx, len(rows)).select()
         scope = Scope(one, [], [], outer)
         structs = []
         for r, row in enumerate(rows):
@@ -590,7 +603,7 @@ class _PlanCompiler:
                 value = self.expr(v, scope, f"{vpath}.expressions[{r}].fields[{j}]")
                 if schema is not None:
                     value = value.cast(schema.fields[j].dataType)
-                values.append(value.alias(f"v{j}"))
+                values.append(value.alias(names[j]))
             structs.append(F.struct(*values))
         return one.select(F.inline(F.array(*structs)))
 
@@ -606,7 +619,7 @@ class _PlanCompiler:
     def _rel_project(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
         scope = self.scope(inp, outer)
-        exprs: dict[str, Column] = {}
+        exprs: dict[str, Col] = {}
         has_window = False
         for i, e in enumerate(body.expressions):
             has_window = has_window or _has_window(e)
@@ -624,8 +637,8 @@ class _PlanCompiler:
             )
             if names == inp.columns:
                 return replace(inp, ordered=ordered)
-            return Relation(sqltext.select(inp.df, cols), names, None, ordered=ordered)
-        df = sqltext.select(inp.df, [*[_c(c) for c in inp.columns], *[c.alias(n) for n, c in exprs.items()]])
+            return Relation(inp.df.select(*cols), names, None, ordered=ordered)
+        df = inp.df.select(*[_c(c) for c in inp.columns], *[c.alias(n) for n, c in exprs.items()])
         return self._emit(Relation(df, columns, None, ordered=ordered), body, bpath)
 
     def _rel_sort(self, body, bpath: str, outer: Scope | None) -> Relation:
@@ -703,7 +716,7 @@ class _PlanCompiler:
 
     def _filtered_measure(
         self, fn: AggregateFunction, filt: Expression, scope: Scope, mpath: str, extra: list, base: int
-    ) -> AggregateFunction | Column:
+    ) -> AggregateFunction | Col:
         """``fn`` rewritten to read its first argument through ``when(filter, arg)`` (a new column);
         ``count(*)`` with a filter directly as the column ``count(when(filter, 1))``."""
         info = self.functions.get(fn.function_reference, f"{mpath}.measure.function_reference")
@@ -757,12 +770,12 @@ class _PlanCompiler:
         by_text = {_c(c).sql(): c for c in inp.columns}
         used: set[str] = set()
         for i, (_n, c) in enumerate(keys):
-            same = by_text.get(c.sql()) if isinstance(c, sqltext.SqlColumn) and c._alias is None else None
+            same = by_text.get(c.sql()) if isinstance(c, Col) and c._alias is None else None
             if same is not None and same not in used:
                 keys[i] = (same, c)
                 used.add(same)
         key_names = [n for n, _ in keys]
-        extra: list[tuple[str, Column, Type | None]] = []
+        extra: list[tuple[str, Col, Type | None]] = []
         fns = []
         for j, m in enumerate(body.measures):
             mpath = f"{bpath}.measures[{j}]"
@@ -771,26 +784,23 @@ class _PlanCompiler:
             fn = m.measure
             if m.HasField("filter"):
                 fn = self._filtered_measure(fn, m.filter, scope, mpath, extra, len(inp.columns))
-            if inp.types is not None and not isinstance(fn, Column):
+            if inp.types is not None and not isinstance(fn, Col):
                 fn = self._computed_arguments(fn, scope, mpath, extra, len(inp.columns))
             fns.append(fn)
         df1 = inp.df
         computed = [(n, c) for n, c in keys if n not in used]
         if computed or extra:
-            df1 = sqltext.select(
-                inp.df,
-                [
-                    *[_c(c) for c in inp.columns],
-                    *[c.alias(n) for n, c in computed],
-                    *[c.alias(n) for n, c, _ in extra],
-                ],
+            df1 = inp.df.select(
+                *[_c(c) for c in inp.columns],
+                *[c.alias(n) for n, c in computed],
+                *[c.alias(n) for n, c, _ in extra],
             )
         types = None
         if inp.types is not None and all(t is not None for _, _, t in extra):
             types = list(inp.types) + [t for _, _, t in extra]
         mscope = Scope(df1, list(inp.columns) + [n for n, _, _ in extra], types, outer)
         measures = [
-            (self.fresh(), fn if isinstance(fn, Column) else self.exprs.aggregate(fn, mscope, f"{bpath}.measures[{j}].measure"))
+            (self.fresh(), fn if isinstance(fn, Col) else self.exprs.aggregate(fn, mscope, f"{bpath}.measures[{j}].measure"))
             for j, fn in enumerate(fns)
         ]
         sets: list[list[int]] = []
@@ -811,7 +821,7 @@ class _PlanCompiler:
         if len(sets) == 1:
             group = [key_names[i] for i in sets[0]]
             if measures and not group:
-                # select() rather than groupBy().agg(): groupBy analyses the DataFrame at once, which
+                # select() rather than groupBy().agg(): groupBy analyses the Frame at once, which
                 # fails inside a correlated subquery (its outer references resolve only later).
                 out = df1.select(*[c.alias(n) for n, c in measures])
             elif measures:
@@ -830,11 +840,11 @@ class _PlanCompiler:
                     cols.append(F.lit(None).alias(new))
                     names.append(new)
             if names != group:  # groupBy().agg() already gives the group columns, then the measures
-                out = sqltext.select(out, [*cols, *[_c(n) for n in measure_names]])
+                out = out.select(*cols, *[_c(n) for n in measure_names])
             return Relation(out, names + measure_names)
         return self._grouping_sets(df1, key_names, sets, measures, bpath)
 
-    def _grouping_sets(self, df1: DataFrame, key_names, sets, measures, bpath: str) -> Relation:
+    def _grouping_sets(self, df1: Frame, key_names, sets, measures, bpath: str) -> Relation:
         used = sorted(set().union(*map(set, sets)))
         used_names = [key_names[i] for i in used]
         distinct: dict[frozenset, list[int]] = {}
@@ -881,10 +891,9 @@ class _PlanCompiler:
 
     def _pair_scope(self, left: Relation, right: Relation, outer: Scope | None) -> Scope:
         types = left.types + right.types if left.types is not None and right.types is not None else None
-        # The pair's DataFrame is only needed to look up Spark types (nested references, nullability):
-        # built on first use, as each DataFrame costs Spark an analysis.
-        pair = _LazyDataFrame(lambda: left.df.crossJoin(right.df))
-        return Scope(pair, left.columns + right.columns, types, outer)  # type: ignore[arg-type]
+        # The pair's query serves type lookups only (nested references, nullability).
+        pair = left.df.crossJoin(right.df)
+        return Scope(pair, left.columns + right.columns, types, outer)
 
     def _equi_keys(self, e: Expression | None, nleft: int, left: Relation, right: Relation) -> list[tuple[str, str, bool]]:
         """``(left column, right column, null-safe)`` for the equality conjuncts of a join condition."""
@@ -964,7 +973,7 @@ class _PlanCompiler:
         cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
         build_left = body.build_input == HashJoinRel.BUILD_INPUT_LEFT
 
-        def hint(ldf: DataFrame, rdf: DataFrame) -> tuple[DataFrame, DataFrame]:
+        def hint(ldf: Frame, rdf: Frame) -> tuple[Frame, Frame]:
             if build_left:
                 return (F.broadcast(ldf) if left.broadcast else ldf.hint("shuffle_hash")), rdf
             return ldf, (F.broadcast(rdf) if right.broadcast else rdf.hint("shuffle_hash"))
@@ -994,7 +1003,7 @@ class _PlanCompiler:
         written = cond
         cond = F.greatest(cond if cond is not None else F.lit(True), F.lit(False))
 
-        def hint(ldf: DataFrame, rdf: DataFrame) -> tuple[DataFrame, DataFrame]:
+        def hint(ldf: Frame, rdf: Frame) -> tuple[Frame, Frame]:
             if left.broadcast:
                 return F.broadcast(ldf), rdf
             if jt == "inner" and not right.broadcast:
@@ -1016,15 +1025,15 @@ class _PlanCompiler:
         left: Relation,
         right: Relation,
         jt: str,
-        cond: Column | None,
+        cond: Col | None,
         refs: set[int],
         equi: list[tuple[str, str, bool]],
         body,
         bpath: str,
         outer: Scope | None,
-        hint: Callable[[DataFrame, DataFrame], tuple[DataFrame, DataFrame]] | None = None,
+        hint: Callable[[Frame, Frame], tuple[Frame, Frame]] | None = None,
         sides_done: bool = False,
-        unknown_cond: Column | None = None,
+        unknown_cond: Col | None = None,
         keys_only: bool = False,
     ) -> Relation:
         """``unknown_cond``: the condition whose NULL makes a mark join's mark NULL, when ``cond`` has
@@ -1103,32 +1112,31 @@ class _PlanCompiler:
             or not jt.endswith("_semi")
             or not pairs
             or any(null_safe for _, _, null_safe in equi)
-            or not (sqlframe.is_text(keep) and sqlframe.is_text(other))
         ):
             return None
-        haystack = other.select(*[_c(b) for _, b in pairs]).sql_text()
-        if _NOT_A_SCAN.search(haystack):
+        haystack = other.select(*[_c(b) for _, b in pairs])
+        if not _is_filtered_scan(haystack):
             # Spark copies an inferred IN filter to every input it reaches, and computes its subquery
             # there again: worth it for a filtered table, not for a join or an aggregate (TPC-H Q2's
             # semi join with its min() subquery ran 1.7x slower that way).
             return None
-        needles = ", ".join(_c(a).sql() for a, _ in pairs)
-        return keep.filter(sqltext.SqlColumn(f"(({needles}) IN ({haystack}))"))
+        needles = F.struct(*[_c(a) for a, _ in pairs]) if len(pairs) > 1 else _c(pairs[0][0])
+        return keep.filter(needles.isin(haystack))
 
-    def _null_safe_join_back(self, df: DataFrame, keys: list[str], other: DataFrame, other_keys: list[str]) -> DataFrame:
+    def _null_safe_join_back(self, df: Frame, keys: list[str], other: Frame, other_keys: list[str]) -> Frame:
         cond = _and([_c(a).eqNullSafe(_c(b)) for a, b in zip(keys, other_keys, strict=True)])
         return df.join(other, cond, "left")
 
     def _single(
         self,
-        ldf: DataFrame,
-        rdf: DataFrame,
+        ldf: Frame,
+        rdf: Frame,
         keep_left: bool,
-        cond: Column | None,
+        cond: Col | None,
         keep_refs: list[str],
         columns: list[str],
         bpath: str,
-    ) -> DataFrame:
+    ) -> Frame:
         """Left (right) outer join that fails when a preserved row matches more than one other row."""
         keep, other = (ldf, rdf) if keep_left else (rdf, ldf)
         c = cond if cond is not None else F.lit(True)
@@ -1152,15 +1160,15 @@ class _PlanCompiler:
 
     def _mark(
         self,
-        keep: DataFrame,
+        keep: Frame,
         keep_cols: list[str],
-        other: DataFrame,
-        cond: Column | None,
+        other: Frame,
+        cond: Col | None,
         keep_refs: list[str],
         equi: list[tuple[str, str, bool]],
         mark: str,
-        unknown_cond: Column | None = None,
-    ) -> DataFrame:
+        unknown_cond: Col | None = None,
+    ) -> Frame:
         """The preserved side plus the mark column (TRUE / NULL / FALSE, SQL three-valued)."""
         c = cond if cond is not None else F.lit(True)
         unknown = unknown_cond.isNull() if unknown_cond is not None else c.isNull()
@@ -1212,7 +1220,7 @@ class _PlanCompiler:
         secondaries = [r.df for r in inputs[1:]]
         op = body.op
 
-        def union_all(frames: list[DataFrame]) -> DataFrame:
+        def union_all(frames: list[Frame]) -> Frame:
             out = frames[0]
             for f in frames[1:]:
                 out = out.union(f)
@@ -1290,7 +1298,7 @@ class _PlanCompiler:
             default=1,
         )
         names = [self.fresh() for _ in body.fields]
-        compiled: list[list[Column | None]] = []
+        compiled: list[list[Col | None]] = []
         for i, f in enumerate(body.fields):
             fpath = f"{bpath}.fields[{i}]"
             which = f.WhichOneof("field_type")
@@ -1337,7 +1345,7 @@ class _PlanCompiler:
             name = self.fresh()
             new.append(col.alias(name))
             names.append(name)
-        df = sqltext.select(inp.df, [*[_c(c) for c in inp.columns], *new])
+        df = inp.df.select(*[_c(c) for c in inp.columns], *new)
         return Relation(df, inp.columns + names)
 
     # ---------------------------------------------------------------------------------- exchange
@@ -1367,7 +1375,9 @@ class _PlanCompiler:
         elif kind == "single_target":
             scope = self.scope(inp, outer)
             bucket = self.expr(body.single_target.expression, scope, f"{bpath}.single_target.expression")
-            df = inp.df.repartition(n, bucket)
+            b = self.fresh()  # Spark's REPARTITION hint takes column names
+            with_bucket = inp.df.select(*[_c(c) for c in inp.columns], bucket.alias(b))
+            df = with_bucket.repartition(n, _c(b)).select(*[_c(c) for c in inp.columns])
         elif kind is None:
             raise PlanError("exchange kind is not set", bpath)
         else:

@@ -1,27 +1,27 @@
-"""Substrait expressions -> PySpark ``Column`` objects (the expression half of the Spark backend).
+"""Substrait expressions -> PySpark ``Col`` objects (the expression half of the Spark backend).
 
 Interface used by the relation half (``optimizer/spark/backend.py``)
 ---------------------------------------------------------------------
 
-* :class:`Scope` -- the input of an expression: the input DataFrame, its column names (unique Spark names,
+* :class:`Scope` -- the input of an expression: the input Frame, its column names (unique Spark names,
   positionally equal to the Substrait input schema), their Substrait types when known, and the enclosing
   query's scope for outer references.
 * :class:`ExpressionCompiler` ``(functions, subquery)``:
 
-  - ``compile(expr, scope, path) -> Column``
-  - ``aggregate(fn, scope, path) -> Column`` -- an ``AggregateFunction`` (invocation DISTINCT included;
+  - ``compile(expr, scope, path) -> Col``
+  - ``aggregate(fn, scope, path) -> Col`` -- an ``AggregateFunction`` (invocation DISTINCT included;
     measure filters are applied by the caller). ``fn.sorts`` are honoured by the order-sensitive aggregates
     (``string_agg``) and ignored by the others.
   - ``window(fn_reference, arguments, options, output_type, partitions, sorts, lower_bound, upper_bound,
-    bounds_type, invocation, phase, scope, path) -> Column`` -- for ``Expression.WindowFunction`` (which
+    bounds_type, invocation, phase, scope, path) -> Col`` -- for ``Expression.WindowFunction`` (which
     ``compile`` also handles itself) and ``ConsistentPartitionWindowRel`` functions. ``output_type`` may be
     ``None`` (DataFusion leaves it unset); unset bounds (``WhichOneof("kind") is None``) mean unbounded.
-  - ``sort_order(sort, scope, path) -> Column`` -- a ``SortField`` as a Spark sort order.
+  - ``sort_order(sort, scope, path) -> Col`` -- a ``SortField`` as a Spark sort order.
   - ``type_of(expr, scope) -> Type | None`` -- the Substrait type of an expression when it can be derived
     cheaply (used by the functions, public because the relation half may find it handy).
 
-* The ``subquery(rel, scope, path)`` callback returns ``(DataFrame, columns)``; it may return
-  ``(DataFrame, columns, types)`` (the Substrait output types) instead: ``IN`` subqueries whose needles
+* The ``subquery(rel, scope, path)`` callback returns ``(Frame, columns)``; it may return
+  ``(Frame, columns, types)`` (the Substrait output types) instead: ``IN`` subqueries whose needles
   and haystack cannot be null then compile to Spark's plain (fast) IN-subquery; otherwise (SQL
   three-valued logic, which Spark's IN-subquery gets wrong in projections) to two EXISTS. Correlated
   subquery DataFrames cannot be analysed on their own in Spark Classic: build them with ``select``/
@@ -33,7 +33,7 @@ Interface used by the relation half (``optimizer/spark/backend.py``)
   the expression is not a literal); :func:`quote` -- a Spark column name quoted for ``F.col``.
 
 Columns are referenced by name (``F.col``), never by ``df[...]``: the caller may build the final
-DataFrame from the scope's DataFrame in any way as long as the names stay. Outer references compile to
+Frame from the scope's Frame in any way as long as the names stay. Outer references compile to
 ``F.col(name).outer()`` (Spark 4); Spark supports one level of correlation only, so ``steps_out > 1`` is
 an :class:`~optimizer.errors.UnsupportedError`.
 
@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.errors import PySparkException
 from pyspark.sql import types as T
 from substrait.proto import (
     AggregateFunction,
@@ -67,7 +67,8 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.functions import FunctionTable
-from optimizer.spark.sqltext import functions as F
+from optimizer.spark.sql import Col, Frame, Window
+from optimizer.spark.sql import functions as F
 
 __all__ = [
     "NOT_LITERAL",
@@ -82,14 +83,14 @@ __all__ = [
     "type_kind",
 ]
 
-SubqueryCallback = Callable[[Rel, "Scope", str], tuple[DataFrame, list[str]]]
+SubqueryCallback = Callable[[Rel, "Scope", str], tuple[Frame, list[str]]]
 
 
 @dataclass
 class Scope:
     """The input of an expression."""
 
-    df: DataFrame  # the input DataFrame
+    df: Frame  # the input Frame
     columns: list[str]  # unique Spark column names, positionally = the Substrait input schema
     types: list[Type] | None = None  # Substrait types of those columns, if known
     outer: Scope | None = None  # enclosing query's scope, for outer references (steps_out)
@@ -100,7 +101,7 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _col(name: str) -> Column:
+def _col(name: str) -> Col:
     return F.col(quote(name))
 
 
@@ -443,7 +444,7 @@ def literal_type(lit: Expression.Literal) -> Type | None:
     return None
 
 
-def _raise(message: str, path: str | None) -> Column:
+def _raise(message: str, path: str | None) -> Col:
     """A column that fails the query with ``path: message`` when evaluated."""
     text = f"{path}: {message}" if path else message
     return F.raise_error(F.lit(text))
@@ -461,7 +462,7 @@ class ExpressionCompiler:
 
     # ---------------------------------------------------------------------------------- entry points
 
-    def compile(self, expr: Expression, scope: Scope, path: str) -> Column:
+    def compile(self, expr: Expression, scope: Scope, path: str) -> Col:
         kind = expr.WhichOneof("rex_type")
         if kind == "literal":
             return self._literal(expr.literal, f"{path}.literal")
@@ -519,7 +520,7 @@ class ExpressionCompiler:
             raise PlanError("expression is empty (no rex_type set)", path)
         raise UnsupportedError(f"expression kind '{kind}' is not supported by the Spark backend", path)
 
-    def sort_order(self, sort: SortField, scope: Scope, path: str) -> Column:
+    def sort_order(self, sort: SortField, scope: Scope, path: str) -> Col:
         """A ``SortField`` as a Spark sort order (direction and null placement)."""
         col = self.compile(sort.expr, scope, f"{path}.expr")
         which = sort.WhichOneof("sort_kind")
@@ -544,7 +545,7 @@ class ExpressionCompiler:
             return col.asc_nulls_first()
         raise PlanError("sort direction is unspecified", f"{path}.direction")
 
-    def aggregate(self, fn: AggregateFunction, scope: Scope, path: str) -> Column:
+    def aggregate(self, fn: AggregateFunction, scope: Scope, path: str) -> Col:
         """An aggregate function call (invocation DISTINCT included; the caller applies measure filters)."""
         from optimizer.spark import functions as fns
 
@@ -576,7 +577,7 @@ class ExpressionCompiler:
         phase: int,
         scope: Scope,
         path: str,
-    ) -> Column:
+    ) -> Col:
         """A window function call (``Expression.WindowFunction`` or a ``ConsistentPartitionWindowRel`` function)."""
         from optimizer.spark import functions as fns
 
@@ -663,16 +664,16 @@ class ExpressionCompiler:
                 return Type(map=Type.Map(key=kt, value=vt, nullability=n))
         return None
 
-    def spark_type_of(self, col: Column, scope: Scope) -> T.DataType | None:
+    def spark_type_of(self, col: Col, scope: Scope) -> T.DataType | None:
         """The Spark type of a compiled column over ``scope`` (by analysis; None if that fails)."""
         try:
-            return scope.df.select(col).schema.fields[0].dataType
-        except Exception:  # noqa: BLE001 -- outer references and the like cannot be analysed alone
+            return scope.df.select(col.alias("v")).schema().fields[0].dataType
+        except PySparkException:  # outer references and the like cannot be analysed alone
             return None
 
     # ------------------------------------------------------------------------------------- literals
 
-    def _literal(self, lit: Expression.Literal, path: str) -> Column:
+    def _literal(self, lit: Expression.Literal, path: str) -> Col:
         lk = lit.WhichOneof("literal_type")
         if lk == "boolean":
             return F.lit(lit.boolean)
@@ -802,7 +803,7 @@ class ExpressionCompiler:
             return None, False
         raise UnsupportedError(f"field reference root '{root}' is not supported", path)
 
-    def _selection(self, ref: Expression.FieldReference, scope: Scope, path: str) -> Column:
+    def _selection(self, ref: Expression.FieldReference, scope: Scope, path: str) -> Col:
         if ref.WhichOneof("reference_type") != "direct_reference":
             raise UnsupportedError("masked field references are not supported", path)
         target, is_outer = self._root(ref, scope, path)
@@ -828,9 +829,9 @@ class ExpressionCompiler:
             spark_t, spark_t_known = None, False
             if seg.struct_field.HasField("child"):
                 try:
-                    spark_t = target.df.schema[name].dataType
+                    spark_t = target.df.select(col.alias("v")).schema().fields[0].dataType
                     spark_t_known = True
-                except Exception:  # noqa: BLE001
+                except PySparkException:  # a correlated relation cannot be analysed alone
                     spark_t = None
             seg_path = f"{seg_path}.struct_field"
             if not seg.struct_field.HasField("child"):
@@ -919,7 +920,7 @@ class ExpressionCompiler:
 
     # ------------------------------------------------------------------------------ other expressions
 
-    def _if_then(self, it: Expression.IfThen, scope: Scope, path: str) -> Column:
+    def _if_then(self, it: Expression.IfThen, scope: Scope, path: str) -> Col:
         if not it.ifs:
             raise PlanError("if_then has no clauses", path)
         result = None
@@ -931,7 +932,7 @@ class ExpressionCompiler:
             result = result.otherwise(self.compile(getattr(it, "else"), scope, f"{path}.else"))
         return result
 
-    def _switch(self, sw: Expression.SwitchExpression, scope: Scope, path: str) -> Column:
+    def _switch(self, sw: Expression.SwitchExpression, scope: Scope, path: str) -> Col:
         if not sw.ifs:
             raise PlanError("switch_expression has no clauses", path)
         match = self.compile(sw.match, scope, f"{path}.match")
@@ -945,7 +946,7 @@ class ExpressionCompiler:
             result = result.otherwise(self.compile(getattr(sw, "else"), scope, f"{path}.else"))
         return result
 
-    def _multi_or_list(self, mol: Expression.MultiOrList, scope: Scope, path: str) -> Column:
+    def _multi_or_list(self, mol: Expression.MultiOrList, scope: Scope, path: str) -> Col:
         values = [self.compile(v, scope, f"{path}.value[{i}]") for i, v in enumerate(mol.value)]
         if not mol.options:
             return F.lit(False)
@@ -963,7 +964,7 @@ class ExpressionCompiler:
             result = conj if result is None else result | conj
         return result
 
-    def _nested(self, nested: Expression.Nested, scope: Scope, path: str) -> Column:
+    def _nested(self, nested: Expression.Nested, scope: Scope, path: str) -> Col:
         nk = nested.WhichOneof("nested_type")
         if nk == "struct":
             return F.struct(
@@ -993,7 +994,7 @@ class ExpressionCompiler:
 
     # ------------------------------------------------------------------------------------------ casts
 
-    def _cast(self, cast: Expression.Cast, scope: Scope, path: str) -> Column:
+    def _cast(self, cast: Expression.Cast, scope: Scope, path: str) -> Col:
         value = self.compile(cast.input, scope, f"{path}.input")
         target = cast.type
         tk = target.WhichOneof("kind")
@@ -1018,8 +1019,8 @@ class ExpressionCompiler:
         )
 
     def _checked_cast(
-        self, value: Column, spark_t: T.DataType, src: Type | None, behavior: int, path: str
-    ) -> Column:
+        self, value: Col, spark_t: T.DataType, src: Type | None, behavior: int, path: str
+    ) -> Col:
         if behavior == Expression.Cast.FAILURE_BEHAVIOR_RETURN_NULL:
             return value.try_cast(spark_t)
         if not _cast_can_fail(src, spark_t):
@@ -1035,8 +1036,8 @@ class ExpressionCompiler:
 
     def _subquery_df(
         self, rel: Rel, scope: Scope, path: str, nullability: bool = True
-    ) -> tuple[DataFrame, list[str], list[bool] | None]:
-        """(DataFrame, columns, per-column "may be null" if known) of a subquery. ``nullability=False``:
+    ) -> tuple[Frame, list[str], list[bool] | None]:
+        """(Frame, columns, per-column "may be null" if known) of a subquery. ``nullability=False``:
         the caller does not need it (it may cost Spark an analysis of the subquery)."""
         result = self.subquery(rel, scope, path)
         df, columns = result[0], list(result[1])
@@ -1047,31 +1048,31 @@ class ExpressionCompiler:
         elif not nullability:
             nullable = None
         else:
-            try:  # an uncorrelated DataFrame can be analysed on its own
-                fields = {f.name: f.nullable for f in df.schema.fields}
+            try:  # an uncorrelated query can be analysed on its own
+                fields = {f.name: f.nullable for f in df.schema().fields}
                 nullable = [fields.get(c, True) for c in columns]
-            except Exception:  # noqa: BLE001
+            except PySparkException:
                 nullable = None
         return df, columns, nullable
 
-    def _may_be_null(self, expr: Expression, col: Column, scope: Scope) -> bool:
+    def _may_be_null(self, expr: Expression, col: Col, scope: Scope) -> bool:
         t = self.type_of(expr, scope)
         if t is not None and t.WhichOneof("kind") is not None:
             return _nullable(t)
         try:
-            return scope.df.select(col).schema.fields[0].nullable
-        except Exception:  # noqa: BLE001
+            return scope.df.select(col.alias("v")).schema().fields[0].nullable
+        except PySparkException:  # a correlated relation cannot be analysed alone
             return True
 
     def _in_subquery(
         self,
-        needles: list[Column],
+        needles: list[Col],
         needle_exprs: Sequence[Expression],
-        df: DataFrame,
+        df: Frame,
         cols: list[str],
         nullable: list[bool] | None,
         scope: Scope,
-    ) -> Column:
+    ) -> Col:
         """``(needles) IN (subquery)`` with SQL's three-valued result.
 
         Spark's own IN-subquery is only right in filters when nulls are about (in a projection it says
@@ -1112,7 +1113,7 @@ class ExpressionCompiler:
             F.when(found, F.lit(True)).when(maybe, F.lit(None).cast(T.BooleanType())).otherwise(F.lit(False))
         )
 
-    def _subquery(self, sq: Expression.Subquery, scope: Scope, path: str) -> Column:
+    def _subquery(self, sq: Expression.Subquery, scope: Scope, path: str) -> Col:
         kind = sq.WhichOneof("subquery_type")
         if kind == "scalar":
             df, cols, _ = self._subquery_df(sq.scalar.input, scope, f"{path}.scalar.input", nullability=False)
@@ -1140,7 +1141,7 @@ class ExpressionCompiler:
                 rows = df.select(*[_col(c) for c in cols])
                 for c in cols:
                     rows = rows.where(_col(c).isNotNull())
-                # (a window, not groupBy: Spark cannot group a correlated DataFrame before it is attached)
+                # (a window, not groupBy: Spark cannot group a correlated Frame before it is attached)
                 n = F.count(F.lit(1)).over(Window.partitionBy(*[_col(c) for c in cols]))
                 dups = rows.select(n.alias("__n")).where(F.col("__n") > 1)
                 return ~dups.exists()
@@ -1149,7 +1150,7 @@ class ExpressionCompiler:
             return self._set_comparison(sq.set_comparison, scope, f"{path}.set_comparison")
         raise PlanError("subquery kind is not set", path)
 
-    def _set_comparison(self, sc: Expression.Subquery.SetComparison, scope: Scope, path: str) -> Column:
+    def _set_comparison(self, sc: Expression.Subquery.SetComparison, scope: Scope, path: str) -> Col:
         SC = Expression.Subquery.SetComparison
         x = self.compile(sc.left, scope, f"{path}.left")
         df, cols, nullable = self._subquery_df(sc.right, scope, f"{path}.right")
@@ -1232,7 +1233,7 @@ class ExpressionCompiler:
         from optimizer.spark.functions import Call
 
         info = self.functions.get(fn_reference, f"{path}.function_reference")
-        values: list[Column] = []
+        values: list[Col] = []
         value_exprs: list[Expression] = []
         value_types: list[Type | None] = []
         enums: list[str] = []
@@ -1271,7 +1272,7 @@ class ExpressionCompiler:
             sorts=list(sorts),
         )
 
-    def _scalar_function(self, sf: Expression.ScalarFunction, scope: Scope, path: str) -> Column:
+    def _scalar_function(self, sf: Expression.ScalarFunction, scope: Scope, path: str) -> Col:
         from optimizer.spark import functions as fns
 
         call = self._make_call(
@@ -1346,7 +1347,7 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and v not in (Window.unboundedPreceding, Window.unboundedFollowing)
 
 
-def _compare(op: int, x: Column, y: Column) -> Column:
+def _compare(op: int, x: Col, y: Col) -> Col:
     SC = Expression.Subquery.SetComparison
     return {
         SC.COMPARISON_OP_EQ: lambda: x == y,

@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column
 from pyspark.sql import types as T
 from substrait.proto import Expression, SortField, Type
 
@@ -47,7 +46,8 @@ from optimizer.spark.expressions import (
     substrait_type_to_spark,
     type_kind,
 )
-from optimizer.spark.sqltext import functions as F
+from optimizer.spark.sql import Col
+from optimizer.spark.sql import functions as F
 
 if TYPE_CHECKING:
     from optimizer.spark.expressions import ExpressionCompiler, Scope
@@ -67,7 +67,7 @@ _INTERVALS = ("interval_year", "interval_day", "interval_compound")
 _STRINGS = ("string", "varchar", "fixed_char")
 
 
-def _identity(col: Column) -> Column:
+def _identity(col: Col) -> Col:
     return col
 
 
@@ -77,7 +77,7 @@ class Call:
 
     info: FunctionInfo
     path: str
-    values: list[Column]
+    values: list[Col]
     value_exprs: list[Expression]
     value_types: list[Type | None]
     enums: list[str]
@@ -87,7 +87,7 @@ class Call:
     scope: Scope
     distinct: bool = False
     sorts: list[SortField] = field(default_factory=list)
-    over: Callable[[Column], Column] = _identity
+    over: Callable[[Col], Col] = _identity
 
     @property
     def name(self) -> str:
@@ -96,7 +96,7 @@ class Call:
     def unsupported(self, message: str) -> UnsupportedError:
         return UnsupportedError(f"{self.info.declared_name}: {message}", self.path)
 
-    def fail(self, message: str) -> Column:
+    def fail(self, message: str) -> Col:
         """A column that fails the job with ``path: function: message``."""
         return _raise(f"{self.info.declared_name}: {message}", self.path)
 
@@ -135,7 +135,7 @@ class Call:
         except UnsupportedError:
             return None
 
-    def cast_out(self, col: Column) -> Column:
+    def cast_out(self, col: Col) -> Col:
         """``col`` cast to the declared output type (if there is one)."""
         if self.out_spark is None or isinstance(self.out_spark, T.CalendarIntervalType):
             return col
@@ -168,9 +168,9 @@ class Call:
         return self.enums[i] if i < len(self.enums) else default
 
 
-SCALAR: dict[str, Callable[[Call], Column]] = {}
-AGGREGATE: dict[str, Callable[[Call], Column]] = {}
-WINDOW: dict[str, Callable[[Call, Any, Callable[[], Any]], Column]] = {}
+SCALAR: dict[str, Callable[[Call], Col]] = {}
+AGGREGATE: dict[str, Callable[[Call], Col]] = {}
+WINDOW: dict[str, Callable[[Call, Any, Callable[[], Any]], Col]] = {}
 #: aggregate name -> how it treats DISTINCT: "ignore" (no effect), "handled"; absent: unsupported
 _AGG_DISTINCT: dict[str, str] = {}
 #: aggregates whose result depends on the order of their input (they must honour or reject sorts)
@@ -212,7 +212,7 @@ def _unknown(call: Call) -> UnsupportedError:
     return UnsupportedError(f"unsupported function '{call.info.declared_name}'", call.path)
 
 
-def scalar(call: Call) -> Column:
+def scalar(call: Call) -> Col:
     impl = SCALAR.get(call.name)
     if impl is None:
         if call.name in AGGREGATE or call.name in WINDOW:
@@ -224,7 +224,7 @@ def scalar(call: Call) -> Column:
     return impl(call)
 
 
-def aggregate(call: Call) -> Column:
+def aggregate(call: Call) -> Col:
     impl = AGGREGATE.get(call.name)
     if impl is None:
         raise _unknown(call)
@@ -239,7 +239,7 @@ def aggregate(call: Call) -> Column:
     return impl(call)
 
 
-def window(call: Call, ranking_spec, framed: Callable[[], Any]) -> Column:
+def window(call: Call, ranking_spec, framed: Callable[[], Any]) -> Col:
     """A window function: ``ranking_spec`` is the partition + order spec (no frame), ``framed()`` adds the frame."""
     impl = WINDOW.get(call.name)
     if impl is not None:
@@ -260,21 +260,21 @@ def window(call: Call, ranking_spec, framed: Callable[[], Any]) -> Column:
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def _null(dt: T.DataType | None = None) -> Column:
+def _null(dt: T.DataType | None = None) -> Col:
     return F.lit(None) if dt is None else F.lit(None).cast(dt)
 
 
-def _all_not_null(cols: Sequence[Column]) -> Column:
+def _all_not_null(cols: Sequence[Col]) -> Col:
     return functools.reduce(lambda a, b: a & b, [c.isNotNull() for c in cols])
 
 
-def _any_null(cols: Sequence[Column]) -> Column:
+def _any_null(cols: Sequence[Col]) -> Col:
     return functools.reduce(lambda a, b: a | b, [c.isNull() for c in cols])
 
 
 def _overflow(
-    call: Call, checked: Column, operands: Sequence[Column], silent: Column, saturate: Column | None
-) -> Column:
+    call: Call, checked: Col, operands: Sequence[Col], silent: Col, saturate: Col | None
+) -> Col:
     """``checked`` is null exactly on overflow (for non-null operands)."""
     mode = call.option("overflow", ("SILENT", "SATURATE", "ERROR"), "ERROR")
     if mode == "SILENT":
@@ -287,7 +287,7 @@ def _overflow(
     return F.when(over, call.fail("overflow")).otherwise(checked)
 
 
-def _int_lit(kind: str, value: int) -> Column:
+def _int_lit(kind: str, value: int) -> Col:
     return F.lit(value).cast(_INT_TYPES[kind][0]())
 
 
@@ -317,15 +317,15 @@ def _decimal_max(dt: T.DecimalType) -> decimal.Decimal:
     return decimal.Decimal(10**dt.precision - 1).scaleb(-dt.scale, decimal.Context(prec=100))
 
 
-def _ascii_lower(col: Column) -> Column:
+def _ascii_lower(col: Col) -> Col:
     return F.translate(col, "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _ascii_upper(col: Column) -> Column:
+def _ascii_upper(col: Col) -> Col:
     return F.translate(col, "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-def _case_fold(call: Call, *cols: Column) -> list[Column]:
+def _case_fold(call: Call, *cols: Col) -> list[Col]:
     mode = call.option(
         "case_sensitivity", ("CASE_SENSITIVE", "CASE_INSENSITIVE", "CASE_INSENSITIVE_ASCII"), "CASE_SENSITIVE"
     )
@@ -336,7 +336,7 @@ def _case_fold(call: Call, *cols: Column) -> list[Column]:
     return [_ascii_lower(c) for c in cols]
 
 
-def _is_nan(col: Column) -> Column:
+def _is_nan(col: Col) -> Col:
     return F.isnan(col)
 
 
@@ -347,7 +347,7 @@ _NAN = float("nan")
 # -------------------------------------------------------------------------------------- arithmetic
 
 
-def _arith(call: Call, op: str) -> Column:
+def _arith(call: Call, op: str) -> Col:
     call.arity(2)
     a, b = call.values
     ka, kb = call.kind(0), call.kind(1)
@@ -364,11 +364,11 @@ def _arith(call: Call, op: str) -> Column:
     return call.cast_out(_binop(op, a, b))
 
 
-def _binop(op: str, a: Column, b: Column) -> Column:
+def _binop(op: str, a: Col, b: Col) -> Col:
     return {"add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b}[op]()
 
 
-def _int_arith(call: Call, op: str, a: Column, b: Column, kind: str) -> Column:
+def _int_arith(call: Call, op: str, a: Col, b: Col, kind: str) -> Col:
     t, lo, hi = _INT_TYPES[kind]
     a, b = a.cast(t()), b.cast(t())
     mx, mn = _int_lit(kind, hi), _int_lit(kind, lo)
@@ -419,7 +419,7 @@ def _decimal_cannot_overflow(op: str, t1: Type | None, t2: Type | None, out: T.D
     return True
 
 
-def _decimal_arith(call: Call, op: str, a: Column, b: Column) -> Column:
+def _decimal_arith(call: Call, op: str, a: Col, b: Col) -> Col:
     r = _binop(op, a, b)
     out = call.out_spark
     if not isinstance(out, T.DecimalType):
@@ -434,26 +434,26 @@ def _decimal_arith(call: Call, op: str, a: Column, b: Column) -> Column:
 
 
 @_scalar("add", "+", "plus")
-def _add(call: Call) -> Column:
+def _add(call: Call) -> Col:
     return _arith(call, "add")
 
 
 @_scalar("subtract", "-", "minus")
-def _subtract(call: Call) -> Column:
+def _subtract(call: Call) -> Col:
     if len(call.values) == 1:  # DuckDB writes negation as a one-argument subtract
         return _negate(call)
     return _arith(call, "subtract")
 
 
 @_scalar("multiply", "*")
-def _multiply(call: Call) -> Column:
+def _multiply(call: Call) -> Col:
     if call.kind(0) in _INTERVALS or call.kind(1) in _INTERVALS:
         return _datetime_arith(call, "multiply")
     return _arith(call, "multiply")
 
 
 @_scalar("divide", "/")
-def _divide(call: Call) -> Column:
+def _divide(call: Call) -> Col:
     call.arity(2)
     a, b = call.values
     kind = _numeric_kind(call)
@@ -511,7 +511,7 @@ def _divide(call: Call) -> Column:
 
 
 @_scalar("modulus", "mod", "%", "remainder")
-def _modulus(call: Call) -> Column:
+def _modulus(call: Call) -> Col:
     call.arity(2)
     a, b = call.values
     kind = _numeric_kind(call)
@@ -530,7 +530,7 @@ def _modulus(call: Call) -> Column:
     return call.cast_out(F.when(bad & a.isNotNull(), bad_value).otherwise(r))
 
 
-def _negate(call: Call) -> Column:
+def _negate(call: Call) -> Col:
     call.arity(1)
     (a,) = call.values
     kind = _numeric_kind(call)
@@ -549,7 +549,7 @@ _scalar("negate", "negative")(_negate)
 
 
 @_scalar("abs")
-def _abs(call: Call) -> Column:
+def _abs(call: Call) -> Col:
     call.arity(1)
     (a,) = call.values
     kind = _numeric_kind(call)
@@ -564,7 +564,7 @@ def _abs(call: Call) -> Column:
 
 
 @_scalar("sign", "signum")
-def _sign(call: Call) -> Column:
+def _sign(call: Call) -> Col:
     call.arity(1)
     (a,) = call.values
     r = F.signum(a)
@@ -574,7 +574,7 @@ def _sign(call: Call) -> Column:
 
 
 @_scalar("power", "pow")
-def _power(call: Call) -> Column:
+def _power(call: Call) -> Col:
     call.arity(2)
     a, b = call.values
     kind = _numeric_kind(call)
@@ -611,8 +611,8 @@ def _power(call: Call) -> Column:
     return call.cast_out(r)
 
 
-def _float_fn(fn: Callable[[Column], Column], domain_check: Callable[[Column], Column] | None = None):
-    def impl(call: Call) -> Column:
+def _float_fn(fn: Callable[[Col], Col], domain_check: Callable[[Col], Col] | None = None):
+    def impl(call: Call) -> Col:
         call.arity(1)
         (a,) = call.values
         x = a.cast(T.DoubleType())
@@ -632,7 +632,7 @@ _sqrt_float = _float_fn(F.sqrt, lambda x: x < 0)
 
 
 @_scalar("sqrt")
-def _sqrt(call: Call) -> Column:
+def _sqrt(call: Call) -> Col:
     if call.kind(0) == "decimal":  # functions_arithmetic_decimal: no option, a negative input is an error
         call.arity(1)
         (x,) = call.values
@@ -661,24 +661,24 @@ _scalar("degrees")(_float_fn(F.degrees))
 
 
 @_scalar("atan2")
-def _atan2(call: Call) -> Column:
+def _atan2(call: Call) -> Col:
     call.arity(2)
     a, b = call.values
     return call.cast_out(F.atan2(a.cast(T.DoubleType()), b.cast(T.DoubleType())))
 
 
 @_scalar("pi")
-def _pi(call: Call) -> Column:
+def _pi(call: Call) -> Col:
     return call.cast_out(F.pi())
 
 
 @_scalar("random", "rand")
-def _random(call: Call) -> Column:
+def _random(call: Call) -> Col:
     return call.cast_out(F.rand())
 
 
 @_scalar("factorial")
-def _factorial(call: Call) -> Column:
+def _factorial(call: Call) -> Col:
     call.arity(1)
     (a,) = call.values
     kind = call.out_kind or call.kind(0) or "i64"
@@ -709,7 +709,7 @@ def _factorial(call: Call) -> Column:
 _TWO64 = decimal.Decimal(2**64)
 
 
-def _int128_halves(x: Column) -> tuple[Column, Column]:
+def _int128_halves(x: Col) -> tuple[Col, Col]:
     """A DECIMAL(P,0) value as the two signed 64-bit halves of its 128-bit two's complement (exact:
     ``div`` truncates to a long, the remainder ``d - q * 2^64`` is exact and no larger than ``d``)."""
     d = x.cast(T.DecimalType(38, 0))
@@ -722,7 +722,7 @@ def _int128_halves(x: Column) -> tuple[Column, Column]:
     return hi, lo_signed.cast(T.LongType())
 
 
-def _int128_value(hi: Column, lo: Column) -> Column:
+def _int128_value(hi: Col, lo: Col) -> Col:
     """The DECIMAL(38,0) value of 64-bit halves (null if it does not fit 38 digits). Both terms have
     the sign of the result, so an intermediate cannot overflow where the result does not."""
     two64 = F.lit(_TWO64)
@@ -732,10 +732,10 @@ def _int128_value(hi: Column, lo: Column) -> Column:
     return value.cast(T.DecimalType(38, 0))
 
 
-def _bitwise128(fn: Callable[[Column, Column], Column]):
+def _bitwise128(fn: Callable[[Col, Col], Col]):
     """``and``/``or``/``xor`` of DECIMAL(P,0): bit by bit on the 128-bit two's complement, half by half."""
 
-    def impl(call: Call) -> Column:
+    def impl(call: Call) -> Col:
         call.arity(2)
         a, b = call.values
         if "decimal" not in call.kinds and call.out_kind != "decimal":
@@ -748,8 +748,8 @@ def _bitwise128(fn: Callable[[Column, Column], Column]):
     return impl
 
 
-def _bitwise(fn: Callable[[Column, Column], Column]):
-    def impl(call: Call) -> Column:
+def _bitwise(fn: Callable[[Col, Col], Col]):
+    def impl(call: Call) -> Col:
         call.arity(2)
         a, b = call.values
         if "decimal" in call.kinds or call.out_kind == "decimal":
@@ -777,7 +777,7 @@ _scalar("shift_right_unsigned")(
 
 
 @_scalar("bitwise_not", "~")
-def _bitwise_not(call: Call) -> Column:
+def _bitwise_not(call: Call) -> Col:
     call.arity(1)
     return call.cast_out(F.bitwise_not(call.values[0]))
 
@@ -785,8 +785,8 @@ def _bitwise_not(call: Call) -> Column:
 # ------------------------------------------------------------------------------------- comparison
 
 
-def _cmp(fn: Callable[[Column, Column], Column]):
-    def impl(call: Call) -> Column:
+def _cmp(fn: Callable[[Col, Col], Col]):
+    def impl(call: Call) -> Col:
         call.arity(2)
         a, b = call.values
         return fn(a, b)
@@ -805,14 +805,14 @@ _scalar("is_distinct_from")(_cmp(lambda a, b: ~a.eqNullSafe(b)))
 
 
 @_scalar("between")
-def _between(call: Call) -> Column:
+def _between(call: Call) -> Col:
     call.arity(3)
     x, lo, hi = call.values
     return (x >= lo) & (x <= hi)
 
 
-def _unary(fn: Callable[[Column], Column]):
-    def impl(call: Call) -> Column:
+def _unary(fn: Callable[[Col], Col]):
+    def impl(call: Call) -> Col:
         call.arity(1)
         return fn(call.values[0])
 
@@ -835,20 +835,20 @@ _scalar("is_infinite", "isinf")(_unary(lambda x: F.abs(x.cast(T.DoubleType())) =
 
 
 @_scalar("nullif")
-def _nullif(call: Call) -> Column:
+def _nullif(call: Call) -> Col:
     call.arity(2)
     return F.nullif(*call.values)
 
 
 @_scalar("coalesce", "ifnull", "nvl")
-def _coalesce(call: Call) -> Column:
+def _coalesce(call: Call) -> Col:
     if not call.values:
         raise call.unsupported("coalesce without arguments")
     return call.cast_out(F.coalesce(*call.values)) if len(call.values) > 1 else call.values[0]
 
 
 @_scalar("constant_or_null")
-def _constant_or_null(call: Call) -> Column:
+def _constant_or_null(call: Call) -> Col:
     """DuckDB's ``constant_or_null(c, x1, ...)``: null when any ``x`` is null, else ``c`` (its statistics
     propagation writes ``x > 500`` as ``constant_or_null(false, x, 500)`` when no ``x`` exceeds 500)."""
     if len(call.values) < 2:
@@ -860,8 +860,8 @@ def _constant_or_null(call: Call) -> Column:
     return call.cast_out(F.when(any_null, F.lit(None)).otherwise(first))
 
 
-def _extreme(spark_fn: Callable[..., Column], skip_nulls: bool):
-    def impl(call: Call) -> Column:
+def _extreme(spark_fn: Callable[..., Col], skip_nulls: bool):
+    def impl(call: Call) -> Col:
         if not call.values:
             raise call.unsupported("no arguments")
         r = spark_fn(*call.values) if len(call.values) > 1 else call.values[0]
@@ -881,14 +881,14 @@ _scalar("greatest_skip_null")(_extreme(F.greatest, skip_nulls=True))
 
 
 @_scalar("and")
-def _and(call: Call) -> Column:
+def _and(call: Call) -> Col:
     if not call.values:
         return F.lit(True)
     return functools.reduce(lambda a, b: a & b, call.values)
 
 
 @_scalar("or")
-def _or(call: Call) -> Column:
+def _or(call: Call) -> Col:
     if not call.values:
         return F.lit(False)
     return functools.reduce(lambda a, b: a | b, call.values)
@@ -898,14 +898,14 @@ _scalar("not", "!")(_unary(lambda x: ~x))
 
 
 @_scalar("xor")
-def _xor(call: Call) -> Column:
+def _xor(call: Call) -> Col:
     call.arity(2)
     a, b = call.values
     return a != b  # null if either is null (Kleene)
 
 
 @_scalar("and_not")
-def _and_not(call: Call) -> Column:
+def _and_not(call: Call) -> Col:
     call.arity(2)
     a, b = call.values
     return a & ~b
@@ -915,7 +915,7 @@ def _and_not(call: Call) -> Column:
 
 
 @_scalar("concat")
-def _concat(call: Call) -> Column:
+def _concat(call: Call) -> Col:
     if not call.values:
         raise call.unsupported("concat without arguments")
     mode = call.option("null_handling", ("IGNORE_NULLS", "ACCEPT_NULLS"), "IGNORE_NULLS")
@@ -925,13 +925,13 @@ def _concat(call: Call) -> Column:
 
 
 @_scalar("||", "str_concat")
-def _concat_op(call: Call) -> Column:
+def _concat_op(call: Call) -> Col:
     # The SQL || operator of DuckDB and DataFusion: null if any argument is null.
     return F.concat(*call.values)
 
 
 @_scalar("concat_ws")
-def _concat_ws(call: Call) -> Column:
+def _concat_ws(call: Call) -> Col:
     if len(call.values) < 2:
         raise call.unsupported("concat_ws needs a separator and at least one string")
     return F.call_function("concat_ws", *call.values)
@@ -942,7 +942,7 @@ _LIKE_ESCAPE = (
 )
 
 
-def _like_impl(call: Call, case_insensitive: bool, negate: bool) -> Column:
+def _like_impl(call: Call, case_insensitive: bool, negate: bool) -> Col:
     if len(call.values) not in (2, 3):
         call.arity(2, 3)
     s, pattern = call.values[0], call.values[1]
@@ -977,7 +977,7 @@ _scalar("not_ilike", "!~~*", "not_ilike_escape", "not_ilike_match")(lambda c: _l
 
 
 @_scalar("substring", "substr")
-def _substring(call: Call) -> Column:
+def _substring(call: Call) -> Col:
     call.arity(2, 3)
     s = call.values[0]
     start = call.values[1].cast(T.LongType())
@@ -1015,8 +1015,8 @@ def _substring(call: Call) -> Column:
     )
 
 
-def _case_map(utf8: Callable[[Column], Column], ascii_fn: Callable[[Column], Column]):
-    def impl(call: Call) -> Column:
+def _case_map(utf8: Callable[[Col], Col], ascii_fn: Callable[[Col], Col]):
+    def impl(call: Call) -> Col:
         call.arity(1)
         mode = call.option("char_set", ("UTF8", "ASCII_ONLY"), "UTF8")
         return (utf8 if mode == "UTF8" else ascii_fn)(call.values[0])
@@ -1039,8 +1039,8 @@ _scalar("capitalize")(
 )
 
 
-def _trim(fn: Callable[..., Column]):
-    def impl(call: Call) -> Column:
+def _trim(fn: Callable[..., Col]):
+    def impl(call: Call) -> Col:
         call.arity(1, 2)
         if len(call.values) == 1:
             return fn(call.values[0])
@@ -1054,8 +1054,8 @@ _scalar("ltrim")(_trim(F.ltrim))
 _scalar("rtrim")(_trim(F.rtrim))
 
 
-def _length(fn: Callable[[Column], Column]):
-    def impl(call: Call) -> Column:
+def _length(fn: Callable[[Col], Col]):
+    def impl(call: Call) -> Col:
         call.arity(1)
         r = fn(call.values[0])
         return call.cast_out(r) if call.out_kind else r.cast(T.LongType())
@@ -1069,15 +1069,15 @@ _scalar("octet_length", "strlen", "byte_length")(_length(F.octet_length))
 
 
 @_scalar("strpos", "position", "instr", "locate")
-def _strpos(call: Call) -> Column:
+def _strpos(call: Call) -> Col:
     call.arity(2)
     s, sub = _case_fold(call, *call.values)
     r = F.call_function("instr", s, sub)
     return call.cast_out(r) if call.out_kind else r.cast(T.LongType())
 
 
-def _string_pred(spark_fn: Callable[[Column, Column], Column]):
-    def impl(call: Call) -> Column:
+def _string_pred(spark_fn: Callable[[Col, Col], Col]):
+    def impl(call: Call) -> Col:
         call.arity(2)
         s, sub = _case_fold(call, *call.values)
         return spark_fn(s, sub)
@@ -1091,26 +1091,26 @@ _scalar("contains")(_string_pred(F.contains))
 
 
 @_scalar("replace")
-def _replace(call: Call) -> Column:
+def _replace(call: Call) -> Col:
     call.arity(3)
     call.option("case_sensitivity", ("CASE_SENSITIVE",), "CASE_SENSITIVE")  # others: UnsupportedError
     return F.replace(*call.values)
 
 
 @_scalar("repeat")
-def _repeat(call: Call) -> Column:
+def _repeat(call: Call) -> Col:
     call.arity(2)
     return F.repeat(call.values[0], call.values[1].cast(T.IntegerType()))
 
 
 @_scalar("reverse")
-def _reverse(call: Call) -> Column:
+def _reverse(call: Call) -> Col:
     call.arity(1)
     return F.reverse(call.values[0])
 
 
 @_scalar("lpad")
-def _lpad(call: Call) -> Column:
+def _lpad(call: Call) -> Col:
     call.arity(2, 3)
     s, n = call.values[0], call.values[1].cast(T.IntegerType())
     pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
@@ -1118,7 +1118,7 @@ def _lpad(call: Call) -> Column:
 
 
 @_scalar("rpad")
-def _rpad(call: Call) -> Column:
+def _rpad(call: Call) -> Col:
     call.arity(2, 3)
     s, n = call.values[0], call.values[1].cast(T.IntegerType())
     pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
@@ -1128,7 +1128,7 @@ def _rpad(call: Call) -> Column:
 
 
 @_scalar("center")
-def _center(call: Call) -> Column:
+def _center(call: Call) -> Col:
     call.arity(2, 3)
     s, n = call.values[0], call.values[1].cast(T.IntegerType())
     pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
@@ -1142,19 +1142,19 @@ def _center(call: Call) -> Column:
 
 
 @_scalar("left")
-def _left(call: Call) -> Column:
+def _left(call: Call) -> Col:
     call.arity(2)
     return F.left(call.values[0], call.values[1].cast(T.IntegerType()))
 
 
 @_scalar("right")
-def _right(call: Call) -> Column:
+def _right(call: Call) -> Col:
     call.arity(2)
     return F.right(call.values[0], call.values[1].cast(T.IntegerType()))
 
 
 @_scalar("replace_slice", "overlay")
-def _replace_slice(call: Call) -> Column:
+def _replace_slice(call: Call) -> Col:
     call.arity(4)
     s, start, length, rep = call.values
     start, length = start.cast(T.IntegerType()), length.cast(T.IntegerType())
@@ -1163,14 +1163,14 @@ def _replace_slice(call: Call) -> Column:
 
 
 @_scalar("count_substring")
-def _count_substring(call: Call) -> Column:
+def _count_substring(call: Call) -> Col:
     call.arity(2)
     s, sub = _case_fold(call, *call.values)
     n = (F.char_length(s) - F.char_length(F.replace(s, sub, F.lit("")))) / F.char_length(sub)
     return call.cast_out(F.when(F.char_length(sub) == 0, F.lit(0)).otherwise(n).cast(T.LongType()))
 
 
-def _replacement(call: Call, i: int) -> Column:
+def _replacement(call: Call, i: int) -> Col:
     """A regex replacement: ``\\N`` back-references (POSIX, RE2, DuckDB) become Java's ``$N``."""
     value = call.lit_or(i)
     if isinstance(value, str):
@@ -1178,7 +1178,7 @@ def _replacement(call: Call, i: int) -> Column:
     return call.values[i]
 
 
-def _regex_flags(call: Call, pattern: Column) -> Column:
+def _regex_flags(call: Call, pattern: Col) -> Col:
     flags = ""
     cs = call.option(
         "case_sensitivity", ("CASE_SENSITIVE", "CASE_INSENSITIVE", "CASE_INSENSITIVE_ASCII"), "CASE_SENSITIVE"
@@ -1197,7 +1197,7 @@ def _regex_flags(call: Call, pattern: Column) -> Column:
     return F.concat(F.lit(f"(?{flags})"), pattern) if flags else pattern
 
 
-def _from_position(call: Call, s: Column, i: int) -> Column:
+def _from_position(call: Call, s: Col, i: int) -> Col:
     """The input from 1-based position argument ``i`` on (the whole input if there is none)."""
     if len(call.values) <= i:
         return s
@@ -1206,7 +1206,7 @@ def _from_position(call: Call, s: Column, i: int) -> Column:
 
 
 @_scalar("regexp_replace")
-def _regexp_replace(call: Call) -> Column:
+def _regexp_replace(call: Call) -> Col:
     call.arity(3, 4, 5)
     s, pattern = call.values[:2]
     rep = _replacement(call, 2)
@@ -1237,7 +1237,7 @@ def _regexp_replace(call: Call) -> Column:
 
 
 @_scalar("regexp_match_substring", "regexp_substr", "regexp_extract")
-def _regexp_match_substring(call: Call) -> Column:
+def _regexp_match_substring(call: Call) -> Col:
     call.arity(2, 3, 4, 5)
     s, pattern = call.values[:2]
     pattern = _regex_flags(call, pattern)
@@ -1251,7 +1251,7 @@ def _regexp_match_substring(call: Call) -> Column:
 
 
 @_scalar("regexp_match_substring_all", "regexp_extract_all")
-def _regexp_match_substring_all(call: Call) -> Column:
+def _regexp_match_substring_all(call: Call) -> Col:
     call.arity(2, 3, 4)
     s, pattern = call.values[:2]
     pattern = _regex_flags(call, pattern)
@@ -1261,7 +1261,7 @@ def _regexp_match_substring_all(call: Call) -> Column:
 
 
 @_scalar("regexp_strpos", "regexp_instr")
-def _regexp_strpos(call: Call) -> Column:
+def _regexp_strpos(call: Call) -> Col:
     call.arity(2, 3, 4)
     s, pattern = call.values[:2]
     pattern = _regex_flags(call, pattern)
@@ -1274,7 +1274,7 @@ def _regexp_strpos(call: Call) -> Column:
 
 
 @_scalar("regexp_count_substring", "regexp_count")
-def _regexp_count(call: Call) -> Column:
+def _regexp_count(call: Call) -> Col:
     call.arity(2, 3)
     s, pattern = call.values[:2]
     r = F.regexp_count(_from_position(call, s, 2), _regex_flags(call, pattern))
@@ -1282,37 +1282,37 @@ def _regexp_count(call: Call) -> Column:
 
 
 @_scalar("regexp_like", "regex_match", "regexp_matches")
-def _regexp_like(call: Call) -> Column:
+def _regexp_like(call: Call) -> Col:
     call.arity(2)
     return F.regexp_like(call.values[0], _regex_flags(call, call.values[1]))
 
 
 @_scalar("regex_imatch")
-def _regex_imatch(call: Call) -> Column:
+def _regex_imatch(call: Call) -> Col:
     call.arity(2)
     return F.regexp_like(call.values[0], F.concat(F.lit("(?i)"), call.values[1]))
 
 
 @_scalar("regex_not_match")
-def _regex_not_match(call: Call) -> Column:
+def _regex_not_match(call: Call) -> Col:
     call.arity(2)
     return ~F.regexp_like(call.values[0], call.values[1])
 
 
 @_scalar("regex_not_imatch")
-def _regex_not_imatch(call: Call) -> Column:
+def _regex_not_imatch(call: Call) -> Col:
     call.arity(2)
     return ~F.regexp_like(call.values[0], F.concat(F.lit("(?i)"), call.values[1]))
 
 
 @_scalar("regexp_string_split", "regexp_split_to_array")
-def _regexp_split(call: Call) -> Column:
+def _regexp_split(call: Call) -> Col:
     call.arity(2)
     return F.split(call.values[0], _regex_flags(call, call.values[1]), -1)
 
 
 @_scalar("string_split", "string_to_array", "str_split")
-def _string_split(call: Call) -> Column:
+def _string_split(call: Call) -> Col:
     call.arity(2)
     s, sep = call.values
     value = call.lit_or(1)
@@ -1327,32 +1327,32 @@ def _string_split(call: Call) -> Column:
 
 
 @_scalar("split_part")
-def _split_part(call: Call) -> Column:
+def _split_part(call: Call) -> Col:
     call.arity(3)
     return F.split_part(call.values[0], call.values[1], call.values[2].cast(T.IntegerType()))
 
 
 @_scalar("md5")
-def _md5(call: Call) -> Column:
+def _md5(call: Call) -> Col:
     call.arity(1)
     return F.md5(call.values[0])
 
 
 @_scalar("translate")
-def _translate(call: Call) -> Column:
+def _translate(call: Call) -> Col:
     call.arity(3)
     s, frm, to = call.values
     return F.call_function("translate", s, frm, to)
 
 
 @_scalar("ascii")
-def _ascii(call: Call) -> Column:
+def _ascii(call: Call) -> Col:
     call.arity(1)
     return call.cast_out(F.ascii(call.values[0]))
 
 
 @_scalar("chr")
-def _chr(call: Call) -> Column:
+def _chr(call: Call) -> Col:
     call.arity(1)
     return F.chr(call.values[0])
 
@@ -1360,14 +1360,14 @@ def _chr(call: Call) -> Column:
 # ---------------------------------------------------------------------------------------- datetime
 
 
-def _local(x: Column, kind: str | None, tz: Column | None) -> Column:
+def _local(x: Col, kind: str | None, tz: Col | None) -> Col:
     """A date/time value as local wall-clock time (NTZ or date) in ``tz`` (instants only)."""
     if kind == "precision_timestamp_tz" and tz is not None:
         return F.convert_timezone(F.current_timezone(), tz, x.cast(T.TimestampNTZType()))
     return x
 
 
-def _epoch_micros(x: Column, kind: str | None) -> Column:
+def _epoch_micros(x: Col, kind: str | None) -> Col:
     if kind == "date":
         return F.unix_date(x).cast(T.LongType()) * 86_400_000_000
     if kind == "precision_timestamp_tz":
@@ -1375,7 +1375,7 @@ def _epoch_micros(x: Column, kind: str | None) -> Column:
     return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast(T.TimestampNTZType()), x)
 
 
-def _component(call: Call, comp: str, x: Column, kind: str | None, zero_based: bool = False) -> Column:
+def _component(call: Call, comp: str, x: Col, kind: str | None, zero_based: bool = False) -> Col:
     """One date/time component with Substrait's meaning (``comp`` as in the extract enum)."""
     c = comp.upper()
     shift = 1 if zero_based else 0
@@ -1432,7 +1432,7 @@ def _component(call: Call, comp: str, x: Column, kind: str | None, zero_based: b
 
 
 @_scalar("extract")
-def _extract(call: Call) -> Column:
+def _extract(call: Call) -> Col:
     if not call.enums:
         raise call.unsupported("extract without a component")
     comp = call.enums[0]
@@ -1451,7 +1451,7 @@ def _extract(call: Call) -> Column:
 
 
 @_scalar("extract_boolean")
-def _extract_boolean(call: Call) -> Column:
+def _extract_boolean(call: Call) -> Col:
     comp = call.enum(0)
     if comp != "IS_LEAP_YEAR":
         raise call.unsupported(f"extract_boolean component {comp}")
@@ -1500,7 +1500,7 @@ _ENGINE_ONLY_PARTS = {
 }
 
 
-def _engine_part(call: Call, part: str, x: Column, kind: str | None) -> Column:
+def _engine_part(call: Call, part: str, x: Col, kind: str | None) -> Col:
     p = part.lower()
     if p in _PART_ALIASES:
         return _component(call, _PART_ALIASES[p], x, kind)
@@ -1522,7 +1522,7 @@ def _engine_part(call: Call, part: str, x: Column, kind: str | None) -> Column:
 
 
 @_scalar("date_part", "datepart")
-def _date_part(call: Call) -> Column:
+def _date_part(call: Call) -> Col:
     call.arity(2)
     part = call.lit(0, "date part")
     if not isinstance(part, str):
@@ -1532,7 +1532,7 @@ def _date_part(call: Call) -> Column:
 
 
 def _named_part(part: str):
-    def impl(call: Call) -> Column:
+    def impl(call: Call) -> Col:
         call.arity(1)
         return call.cast_out(_engine_part(call, part, call.values[0], call.kind(0)))
 
@@ -1564,7 +1564,7 @@ for _p in (
 
 
 @_scalar("date_trunc", "datetrunc")
-def _date_trunc(call: Call) -> Column:
+def _date_trunc(call: Call) -> Col:
     call.arity(2)
     unit = call.lit(0, "unit")
     if not isinstance(unit, str):
@@ -1590,7 +1590,7 @@ def _date_trunc(call: Call) -> Column:
     return call.cast_out(F.date_trunc(u, x))
 
 
-def _datetime_arith(call: Call, op: str) -> Column:
+def _datetime_arith(call: Call, op: str) -> Col:
     if len(call.values) not in (2, 3):
         call.arity(2, 3)
     a, b = call.values[0], call.values[1]
@@ -1627,7 +1627,7 @@ def _datetime_arith(call: Call, op: str) -> Column:
 
 
 @_scalar("add_intervals")
-def _add_intervals(call: Call) -> Column:
+def _add_intervals(call: Call) -> Col:
     call.arity(2)
     return call.cast_out(call.values[0] + call.values[1])
 
@@ -1690,7 +1690,7 @@ def _strftime_to_java(fmt: str, call: Call) -> str:
 
 
 @_scalar("strftime", "to_char")
-def _strftime(call: Call) -> Column:
+def _strftime(call: Call) -> Col:
     call.arity(2, 3)
     fmt = call.lit(1, "format")
     if not isinstance(fmt, str):
@@ -1702,14 +1702,14 @@ def _strftime(call: Call) -> Column:
 
 
 @_scalar("strptime_date")
-def _strptime_date(call: Call) -> Column:
+def _strptime_date(call: Call) -> Col:
     call.arity(2)
     fmt = call.lit(1, "format")
     return F.to_date(call.values[0], _strftime_to_java(fmt, call))
 
 
 @_scalar("strptime_timestamp")
-def _strptime_timestamp(call: Call) -> Column:
+def _strptime_timestamp(call: Call) -> Col:
     call.arity(2, 3)
     fmt = call.lit(1, "format")
     r = F.to_timestamp_ntz(call.values[0], F.lit(_strftime_to_java(fmt, call)))
@@ -1718,7 +1718,7 @@ def _strptime_timestamp(call: Call) -> Column:
 
 
 @_scalar("assume_timezone")
-def _assume_timezone(call: Call) -> Column:
+def _assume_timezone(call: Call) -> Col:
     call.arity(2)
     x, tz = call.values
     if call.kind(0) == "date":
@@ -1727,7 +1727,7 @@ def _assume_timezone(call: Call) -> Column:
 
 
 @_scalar("local_timestamp")
-def _local_timestamp(call: Call) -> Column:
+def _local_timestamp(call: Call) -> Col:
     call.arity(2)
     return _local(call.values[0], "precision_timestamp_tz", call.values[1])
 
@@ -1737,15 +1737,15 @@ def _local_timestamp(call: Call) -> Column:
 _TWO_52 = float(2**52)
 
 
-def _float_round_to_int(fn: Callable[[Column], Column], x: Column) -> Column:
+def _float_round_to_int(fn: Callable[[Col], Col], x: Col) -> Col:
     """ceil/floor of a double as a double (Spark's return a bigint, which overflows beyond 2^63)."""
     r = fn(x).cast(T.DoubleType())
     # (x < 0: the result is <= 0 and a zero must be -0.0, as IEEE 754 says)
     return F.when(F.isnan(x) | (F.abs(x) >= _TWO_52), x).when(x < 0, -F.abs(r)).otherwise(r)
 
 
-def _ceil_floor(spark_fn: Callable[..., Column]):
-    def impl(call: Call) -> Column:
+def _ceil_floor(spark_fn: Callable[..., Col]):
+    def impl(call: Call) -> Col:
         call.arity(1)
         (x,) = call.values
         kind = call.kind(0)
@@ -1767,7 +1767,7 @@ _scalar("ceil", "ceiling")(_ceil_floor(F.ceil))
 _scalar("floor")(_ceil_floor(F.floor))
 
 
-def _scaled_round(mode: str, x: Column, s: int, call: Call) -> Column:
+def _scaled_round(mode: str, x: Col, s: int, call: Call) -> Col:
     if mode == "TIE_AWAY_FROM_ZERO":
         return F.round(x, s)
     if mode == "TIE_TO_EVEN":
@@ -1784,7 +1784,7 @@ def _scaled_round(mode: str, x: Column, s: int, call: Call) -> Column:
 
 
 @_scalar("round")
-def _round(call: Call) -> Column:
+def _round(call: Call) -> Col:
     call.arity(1, 2)
     x = call.values[0]
     kind = call.kind(0)
@@ -1814,7 +1814,7 @@ def _round(call: Call) -> Column:
 
 
 @_scalar("trunc", "truncate")
-def _trunc(call: Call) -> Column:
+def _trunc(call: Call) -> Col:
     call.arity(1, 2)
     x = call.values[0]
     kind = call.kind(0)
@@ -1834,7 +1834,7 @@ def _trunc(call: Call) -> Column:
 # ------------------------------------------------------------------------------------- logarithmic
 
 
-def _log_guard(call: Call, x: Column, value: Column, boundary: float = 0.0) -> Column:
+def _log_guard(call: Call, x: Col, value: Col, boundary: float = 0.0) -> Col:
     domain = call.option("on_domain_error", ("NAN", "NULL", "ERROR"), "NAN")
     zero = call.option("on_log_zero", ("MINUS_INFINITY", "NAN", "ERROR"), "MINUS_INFINITY")
     d = {
@@ -1851,8 +1851,8 @@ def _log_guard(call: Call, x: Column, value: Column, boundary: float = 0.0) -> C
     )
 
 
-def _log_fn(spark_fn: Callable[[Column], Column], boundary: float = 0.0):
-    def impl(call: Call) -> Column:
+def _log_fn(spark_fn: Callable[[Col], Col], boundary: float = 0.0):
+    def impl(call: Call) -> Col:
         call.arity(1)
         x = call.values[0].cast(T.DoubleType())
         return _log_guard(call, x, spark_fn(x), boundary)
@@ -1866,7 +1866,7 @@ _scalar("log2")(_log_fn(F.log2))
 _scalar("log1p")(_log_fn(F.log1p, -1.0))
 
 
-def _logb_impl(call: Call, x: Column, base: Column) -> Column:
+def _logb_impl(call: Call, x: Col, base: Col) -> Col:
     x, base = x.cast(T.DoubleType()), base.cast(T.DoubleType())
     value = F.ln(x) / F.ln(base)
     bad_base = (base <= 0) | (base == 1)
@@ -1883,7 +1883,7 @@ def _logb_impl(call: Call, x: Column, base: Column) -> Column:
 
 
 @_scalar("logb")
-def _logb(call: Call) -> Column:
+def _logb(call: Call) -> Col:
     call.arity(1, 2)
     if len(call.values) == 1:  # DataFusion's one-argument log: base 10
         return _log_fn(F.log10)(call)
@@ -1891,7 +1891,7 @@ def _logb(call: Call) -> Column:
 
 
 @_scalar("log")
-def _log(call: Call) -> Column:
+def _log(call: Call) -> Col:
     call.arity(1, 2)
     if len(call.values) == 1:  # DuckDB's and PostgreSQL's log(x): base 10
         return _log_fn(F.log10)(call)
@@ -1902,7 +1902,7 @@ def _log(call: Call) -> Column:
 
 
 @_scalar("index_in")
-def _index_in(call: Call) -> Column:
+def _index_in(call: Call) -> Col:
     call.arity(2)
     needle, haystack = call.values
     nan = call.option("nan_equality", ("NAN_IS_NAN", "NAN_IS_NOT_NAN"), "NAN_IS_NAN")
@@ -1914,14 +1914,14 @@ def _index_in(call: Call) -> Column:
 
 
 @_scalar("cardinality", "array_length", "array_size")
-def _cardinality(call: Call) -> Column:
+def _cardinality(call: Call) -> Col:
     call.arity(1)
     x = call.values[0]
     return call.cast_out(F.when(x.isNull(), _null(T.LongType())).otherwise(F.size(x).cast(T.LongType())))
 
 
 @_scalar("sort")
-def _sort(call: Call) -> Column:
+def _sort(call: Call) -> Col:
     call.arity(1)
     d = call.option(
         "direction",
@@ -1945,7 +1945,7 @@ def _agg_value(call: Call, n: int = 1) -> None:
 
 
 @_aggregate("count", "count_star", distinct="handled")
-def _count(call: Call) -> Column:
+def _count(call: Call) -> Col:
     A = call.over
     if not call.values:
         return call.cast_out(A(F.count(F.lit(1))))
@@ -1970,7 +1970,7 @@ def _wide_decimal(t: Type | None) -> T.DecimalType | None:
     return T.DecimalType(38, s)
 
 
-def _sum_core(call: Call) -> tuple[Column, str | None]:
+def _sum_core(call: Call) -> tuple[Col, str | None]:
     """(sum with overflow handling, input kind)."""
     call.arity(1)
     A = call.over
@@ -2006,20 +2006,20 @@ def _sum_core(call: Call) -> tuple[Column, str | None]:
 
 
 @_aggregate("sum", "sum_no_overflow", distinct="handled")
-def _sum(call: Call) -> Column:
+def _sum(call: Call) -> Col:
     s, _ = _sum_core(call)
     return call.cast_out(s)
 
 
 @_aggregate("sum0", distinct="handled")
-def _sum0(call: Call) -> Column:
+def _sum0(call: Call) -> Col:
     s, kind = _sum_core(call)
     zero = F.lit(0.0) if kind in _FLOATS else F.lit(0)
     return call.cast_out(F.coalesce(s, zero))
 
 
 @_aggregate("avg", "mean", distinct="handled")
-def _avg(call: Call) -> Column:
+def _avg(call: Call) -> Col:
     call.arity(1)
     A = call.over
     x = call.values[0]
@@ -2042,8 +2042,8 @@ def _avg(call: Call) -> Column:
     return call.cast_out(A(F.avg(x)))
 
 
-def _simple_agg(spark_fn: Callable[[Column], Column]):
-    def impl(call: Call) -> Column:
+def _simple_agg(spark_fn: Callable[[Col], Col]):
+    def impl(call: Call) -> Col:
         call.arity(1)
         return call.cast_out(call.over(spark_fn(call.values[0])))
 
@@ -2062,21 +2062,21 @@ _aggregate("first", ordered=True, distinct="ignore")(_simple_agg(lambda x: F.fir
 
 
 @_aggregate("any_value", "arbitrary", distinct="ignore")
-def _any_value(call: Call) -> Column:
+def _any_value(call: Call) -> Col:
     call.arity(1)
     ignore = call.option("ignore_nulls", ("TRUE", "FALSE"), "TRUE") == "TRUE"
     return call.cast_out(call.over(F.any_value(call.values[0], F.lit(ignore))))
 
 
 @_aggregate("approx_count_distinct", "approx_distinct", distinct="ignore")
-def _approx_count_distinct(call: Call) -> Column:
+def _approx_count_distinct(call: Call) -> Col:
     # Exact: a correct answer is always an acceptable approximation, and it is deterministic.
     call.arity(1)
     return call.cast_out(call.over(F.count_distinct(call.values[0])))
 
 
 @_aggregate("product")
-def _product(call: Call) -> Column:
+def _product(call: Call) -> Col:
     call.arity(1)
     A = call.over
     x = call.values[0]
@@ -2106,8 +2106,8 @@ def _distribution(call: Call, default: str) -> str:
     return call.option("distribution", ("SAMPLE", "POPULATION"), default)
 
 
-def _stat(samp: Callable[[Column], Column], pop: Callable[[Column], Column], fixed: str | None = None):
-    def impl(call: Call) -> Column:
+def _stat(samp: Callable[[Col], Col], pop: Callable[[Col], Col], fixed: str | None = None):
+    def impl(call: Call) -> Col:
         call.arity(1)
         dist = fixed or _distribution(call, "SAMPLE")
         fn = samp if dist == "SAMPLE" else pop
@@ -2125,20 +2125,20 @@ _aggregate("var_pop")(_stat(F.var_samp, F.var_pop, "POPULATION"))
 
 
 @_aggregate("corr")
-def _corr(call: Call) -> Column:
+def _corr(call: Call) -> Col:
     call.arity(2)
     a, b = call.values
     return call.cast_out(call.over(F.corr(a.cast(T.DoubleType()), b.cast(T.DoubleType()))))
 
 
 @_aggregate("mode", distinct="ignore")
-def _mode(call: Call) -> Column:
+def _mode(call: Call) -> Col:
     call.arity(1)
     return call.cast_out(call.over(F.mode(call.values[0], deterministic=True)))
 
 
 @_aggregate("median", distinct="ignore")
-def _median(call: Call) -> Column:
+def _median(call: Call) -> Col:
     if call.distinct:
         raise call.unsupported("DISTINCT")
     call.arity(1)
@@ -2155,7 +2155,7 @@ def _median(call: Call) -> Column:
 
 
 @_aggregate("string_agg", "listagg", "group_concat", distinct="handled", ordered=True)
-def _string_agg(call: Call) -> Column:
+def _string_agg(call: Call) -> Col:
     call.arity(1, 2)
     x = call.values[0]
     sep_value = call.lit_or(1, NOT_LITERAL) if len(call.values) == 2 else ","
@@ -2181,7 +2181,7 @@ def _string_agg(call: Call) -> Column:
             raise call.unsupported("aggregate sorts need a direction")
         directions.append(s.direction)
 
-    def comparator(a: Column, b: Column) -> Column:
+    def comparator(a: Col, b: Col) -> Col:
         result = F.lit(0)
         for i in reversed(range(len(keys))):
             d = directions[i]
@@ -2217,8 +2217,8 @@ def _string_agg(call: Call) -> Column:
 # ---------------------------------------------------------------------------------- window functions
 
 
-def _ranking(spark_fn: Callable[[], Column], out_default: T.DataType):
-    def impl(call: Call, spec, framed) -> Column:
+def _ranking(spark_fn: Callable[[], Col], out_default: T.DataType):
+    def impl(call: Call, spec, framed) -> Col:
         r = spark_fn().over(spec)
         return call.cast_out(r) if call.out_kind else r.cast(out_default)
 
@@ -2233,7 +2233,7 @@ _window("cume_dist")(_ranking(F.cume_dist, T.DoubleType()))
 
 
 @_window("ntile")
-def _ntile(call: Call, spec, framed) -> Column:
+def _ntile(call: Call, spec, framed) -> Col:
     call.arity(1)
     n = call.lit(0, "bucket count")
     if not isinstance(n, int) or n <= 0:
@@ -2243,7 +2243,7 @@ def _ntile(call: Call, spec, framed) -> Column:
 
 
 def _lead_lag(name: str):
-    def impl(call: Call, spec, framed) -> Column:
+    def impl(call: Call, spec, framed) -> Col:
         call.arity(1, 2, 3)
         x = call.values[0]
         offset = call.lit(1, "offset") if len(call.values) >= 2 else 1
@@ -2263,19 +2263,19 @@ _window("lag")(_lead_lag("lag"))
 
 
 @_window("first_value")
-def _first_value(call: Call, spec, framed) -> Column:
+def _first_value(call: Call, spec, framed) -> Col:
     call.arity(1)
     return call.cast_out(F.first(call.values[0], ignorenulls=False).over(framed()))
 
 
 @_window("last_value")
-def _last_value(call: Call, spec, framed) -> Column:
+def _last_value(call: Call, spec, framed) -> Col:
     call.arity(1)
     return call.cast_out(F.last(call.values[0], ignorenulls=False).over(framed()))
 
 
 @_window("nth_value")
-def _nth_value(call: Call, spec, framed) -> Column:
+def _nth_value(call: Call, spec, framed) -> Col:
     call.arity(2)
     n = call.lit(1, "offset")
     if not isinstance(n, int):

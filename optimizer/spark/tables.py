@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-import re
 import urllib.parse
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,9 +53,11 @@ from substrait.proto import NamedStruct, ReadRel, Type
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess
-from optimizer.spark.expressions import named_struct_to_spark, substrait_type_to_spark
+from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
 from optimizer.spark.paths import join_location
 from optimizer.spark.paths import local_path as _location_path
+from optimizer.spark.sql import Context, Frame
+from optimizer.spark.sql import functions as F
 
 __all__ = ["TableResolver", "top_level_names"]
 
@@ -119,7 +119,6 @@ def _type_text(dt: T.DataType) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-_PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def _local_path(uri: str) -> str:
@@ -154,9 +153,6 @@ class TableResolver:
         # table lists its files and reads a footer (~50 ms), once per backend rather than per read.
         self._parquet: dict[tuple[str, tuple[int, int] | None], DataFrame] = {}
         self._schemas: dict[int, tuple[DataFrame, Any]] = {}
-        # Text sources (SqlFrame): a kept table's temporary view, a catalog table's identifier.
-        self._views: dict[int, tuple[DataFrame, str]] = {}
-        self._catalog_names: dict[int, tuple[DataFrame, str]] = {}
         if isinstance(tables, Mapping):
             self.mapping = {str(k).lower(): v for k, v in tables.items()}
         elif tables is not None:
@@ -231,10 +227,7 @@ class TableResolver:
                     continue
             except AnalysisException:  # not an identifier Spark parses: not in the catalog
                 continue
-            df = self.spark.table(candidate)
-            if _PLAIN_IDENTIFIER.match(candidate):  # the same text spark.table parsed
-                self._catalog_names[id(df)] = (df, candidate)
-            return df
+            return self.spark.table(candidate)
         return None
 
     def raw_table(self, names: Sequence[str], path: str | None = None) -> DataFrame:
@@ -285,44 +278,24 @@ class TableResolver:
             self._schemas[id(df)] = (df, schema)
         return schema
 
-    def text_source(self, df: DataFrame) -> DataFrame:
-        """``df`` as a :class:`~optimizer.spark.sqlframe.SqlFrame` when it has a name SQL can use: a
-        kept table (parquet read once, or a DataFrame bound by the caller) becomes a temporary view,
-        registered once per resolver; a catalog table keeps its identifier. Otherwise ``df`` itself."""
-        from optimizer.spark.sqlframe import SqlFrame
-
-        named = self._catalog_names.get(id(df))
-        if named is not None and named[0] is df:
-            return SqlFrame.table(named[1], self.spark)
-        hit = self._views.get(id(df))
-        if hit is None or hit[0] is not df:
-            kept = any(df is v for v in self._parquet.values()) or any(df is v for v in self.mapping.values())
-            if not kept:
-                return df
-            name = f"__substrait_opt_{uuid.uuid4().hex[:16]}"
-            df.createOrReplaceTempView(name)
-            hit = (df, name)
-            self._views[id(df)] = hit
-        return SqlFrame.table(f"`{hit[1]}`", self.spark)
-
     def named_table(
         self,
         read: ReadRel,
+        ctx: Context,
         path: str | None = None,
         columns: Sequence[str] | None = None,
         keep: Sequence[int] | None = None,
-        text: bool = False,
-    ) -> DataFrame:
-        """The table of a ``named_table`` read, conformed to its ``base_schema`` (see :meth:`conform`);
-        ``text``: as a :class:`~optimizer.spark.sqlframe.SqlFrame` where the table allows it."""
+    ) -> Frame:
+        """The table of a ``named_table`` read, conformed to its ``base_schema`` (see :meth:`conform`),
+        as a query of ``ctx`` (the table's DataFrame is bound to it)."""
         names = list(read.named_table.names)
         df = self.raw_table(names, f"{path}.named_table" if path else None)
-        frame = self.text_source(df) if text else df
-        return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", path, columns, keep, frame=frame)
+        return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", ctx, path, columns, keep)
 
     # -- local files ---------------------------------------------------------------------------
 
-    def local_files(self, read: ReadRel, path: str | None = None) -> DataFrame:
+    def local_files(self, read: ReadRel, ctx: Context, path: str | None = None,
+                    columns: Sequence[str] | None = None) -> Frame:
         """The union of a ``local_files`` read's items, conformed to its ``base_schema``."""
         items = list(read.local_files.items)
         lpath = f"{path}.local_files" if path else None
@@ -356,7 +329,7 @@ class TableResolver:
                 frames.append(reader(*paths))
             except Exception as exc:  # missing files, unreadable data
                 raise PlanError(f"cannot read {fmt} files {paths}: {_first_line(exc)}", lpath) from None
-        conformed = [self.conform(f, read.base_schema, "local files", path) for f in frames]
+        conformed = [self.conform(f, read.base_schema, "local files", ctx, path, columns) for f in frames]
         out = conformed[0]
         for other in conformed[1:]:
             out = out.union(other)
@@ -433,20 +406,16 @@ class TableResolver:
         df: DataFrame,
         base: NamedStruct,
         what: str,
+        ctx: Context,
         path: str | None = None,
         columns: Sequence[str] | None = None,
         keep: Sequence[int] | None = None,
-        frame: DataFrame | None = None,
-    ) -> DataFrame:
-        """``df`` with exactly the base schema's columns, in its order, cast to its types.
+    ) -> Frame:
+        """``df`` (bound to ``ctx``) with exactly the base schema's columns, in its order, cast to its types.
 
         The columns are called ``columns`` (default ``_b0``, ``_b1``, ...); ``keep`` (distinct
         positions) selects only those columns, in that order: a projection mask in the same select.
         """
-        from optimizer.spark import sqltext
-
-        F = sqltext.functions
-
         spath = f"{path}.base_schema" if path else None
         names = top_level_names(base, spath)
         fields = self._schema(df).fields
@@ -483,7 +452,7 @@ class TableResolver:
                 continue
             name = columns[k] if columns is not None else f"_b{k}"
             field = fields[i]
-            column = F.col(f"`{field.name}`") if "`" not in field.name else df[field.name]
+            column = F.col(quote(field.name))
             if t is None:
                 by_position[k] = column.alias(name)
                 continue
@@ -498,7 +467,7 @@ class TableResolver:
                 column = column.cast(target)
             by_position[k] = column.alias(name)
         out = [by_position[k] for k in (range(len(chosen)) if keep is None else keep)]
-        return sqltext.select(df if frame is None else frame, out)
+        return Frame.table(ctx, ctx.bind(df)).select(*out)
 
 
 def _java_failure(exc: BaseException) -> str:
