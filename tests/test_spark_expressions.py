@@ -9,8 +9,6 @@ import math
 import uuid
 
 import pytest
-from pyspark.sql import Window
-from pyspark.sql import functions as F
 from substrait.proto import (
     AggregateFunction,
     AggregationPhase,
@@ -25,6 +23,8 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.functions import FunctionTable, resolve
+from optimizer.spark.sql import Context, Frame, Window
+from optimizer.spark.sql import functions as F
 
 pytestmark = pytest.mark.spark
 
@@ -261,8 +261,9 @@ SCHEMA = (
 def env(spark):
     from optimizer.spark.expressions import ExpressionCompiler, Scope
 
-    df = spark.createDataFrame(ROWS, SCHEMA)
-    other = spark.createDataFrame([(1, 10), (1, 20), (2, None), (5, 30)], "k int, v int")
+    ctx = Context(spark)
+    df = _frame(ctx, spark.createDataFrame(ROWS, SCHEMA))
+    other = _frame(ctx, spark.createDataFrame([(1, 10), (1, 20), (2, None), (5, 30)], "k int, v int"))
     tables = {"other": (other, ["k", "v"], [ty("i32"), ty("i32")])}
 
     def subquery(rel: Rel, scope, path):
@@ -271,6 +272,11 @@ def env(spark):
     compiler = ExpressionCompiler(FNS.table(), subquery)
     scope = Scope(df, COLUMNS, TYPES)
     return compiler, scope, tables
+
+
+def _frame(ctx: Context, df) -> Frame:
+    """A DataFrame as a query of ``ctx`` (what the backend compiles expressions over)."""
+    return Frame.table(ctx, ctx.bind(df))
 
 
 def _mini_rel(compiler, rel: Rel, outer_scope, path, tables):
@@ -520,9 +526,9 @@ def test_field_references_nested_and_expression_rooted(env):
 def test_struct_column_field_reference(spark):
     from optimizer.spark.expressions import ExpressionCompiler, Scope
 
-    df = spark.createDataFrame(
+    df = _frame(Context(spark), spark.createDataFrame(
         [(1, (2, ("x", 3.5)))], "id int, st struct<a:int, b:struct<c:string, d:double>>"
-    )
+    ))
     st = Type(
         struct=Type.Struct(types=[ty("i32"), Type(struct=Type.Struct(types=[ty("string"), ty("fp64")]))])
     )

@@ -667,7 +667,7 @@ class ExpressionCompiler:
     def spark_type_of(self, col: Col, scope: Scope) -> T.DataType | None:
         """The Spark type of a compiled column over ``scope`` (by analysis; None if that fails)."""
         try:
-            return scope.df.select(col.alias("v")).schema().fields[0].dataType
+            return scope.df.select(col.alias("v")).schema.fields[0].dataType
         except PySparkException:  # outer references and the like cannot be analysed alone
             return None
 
@@ -829,7 +829,7 @@ class ExpressionCompiler:
             spark_t, spark_t_known = None, False
             if seg.struct_field.HasField("child"):
                 try:
-                    spark_t = target.df.select(col.alias("v")).schema().fields[0].dataType
+                    spark_t = target.df.select(col.alias("v")).schema.fields[0].dataType
                     spark_t_known = True
                 except PySparkException:  # a correlated relation cannot be analysed alone
                     spark_t = None
@@ -1049,7 +1049,7 @@ class ExpressionCompiler:
             nullable = None
         else:
             try:  # an uncorrelated query can be analysed on its own
-                fields = {f.name: f.nullable for f in df.schema().fields}
+                fields = {f.name: f.nullable for f in df.schema.fields}
                 nullable = [fields.get(c, True) for c in columns]
             except PySparkException:
                 nullable = None
@@ -1060,7 +1060,7 @@ class ExpressionCompiler:
         if t is not None and t.WhichOneof("kind") is not None:
             return _nullable(t)
         try:
-            return scope.df.select(col.alias("v")).schema().fields[0].nullable
+            return scope.df.select(col.alias("v")).schema.fields[0].nullable
         except PySparkException:  # a correlated relation cannot be analysed alone
             return True
 

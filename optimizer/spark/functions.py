@@ -2082,7 +2082,9 @@ def _product(call: Call) -> Col:
     x = call.values[0]
     kind = call.kind(0)
     if kind in _FLOATS:
-        return call.cast_out(F.coalesce(A(F.product(x)), F.lit(1.0)))
+        # (Spark's Product aggregate has no SQL name: a fold over the collected values, nulls skipped.)
+        values = A(F.collect_list(x.cast(T.DoubleType())))
+        return call.cast_out(F.aggregate(values, F.lit(1.0), lambda acc, v: acc * v))
     if kind in _INT_TYPES:
         out = call.out_kind if call.out_kind in _INT_TYPES else kind
         t, lo, hi = _INT_TYPES[out]

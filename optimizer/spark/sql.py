@@ -123,16 +123,20 @@ def _data_type(dt: T.DataType | str) -> exp.DataType:
 
 # ---------------------------------------------------------------------------------------- columns
 
-# Nodes that print as one operand (no parentheses needed around them inside an operator).
-_ATOMIC = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Func, exp.Paren, exp.Subquery, exp.Dot,
-           exp.Window, exp.Identifier, exp.Star, exp.Bracket)
+# Nodes that print as one operand (no parentheses needed around them inside an operator). A whitelist:
+# sqlglot's AND, OR and several operators are also function nodes (``exp.Func``).
+_ATOMIC = (exp.Column, exp.Literal, exp.Null, exp.Boolean, exp.Anonymous, exp.Cast, exp.Case, exp.Paren,
+           exp.Subquery, exp.Dot, exp.Window, exp.Exists, exp.Identifier, exp.Star)
 
 
 def _w(e: exp.Expression) -> exp.Expression:
     """``e`` as an operand: parenthesised unless it prints as one unit."""
     if isinstance(e, exp.Literal) and not e.is_string and e.this.startswith("-"):
         return exp.Paren(this=e)
-    return e if isinstance(e, _ATOMIC) else exp.Paren(this=e)
+    return e if type(e) in _ATOMIC_TYPES else exp.Paren(this=e)
+
+
+_ATOMIC_TYPES = frozenset(_ATOMIC) | {exp.TryCast}
 
 
 class Col:
@@ -576,6 +580,19 @@ class _Functions:
         return Col(exp.Anonymous(this="timestampdiff", expressions=[exp.Var(this=unit.upper()), _operand(start),
                                                                      _operand(end)]))
 
+    # Spark SQL's two-argument trim, ltrim and rtrim take the characters first (PySpark's take them second).
+    @staticmethod
+    def trim(c: Any, chars: Any = None) -> Col:
+        return _call("trim", c) if chars is None else _call("btrim", c, chars)
+
+    @staticmethod
+    def ltrim(c: Any, chars: Any = None) -> Col:
+        return _call("ltrim", c) if chars is None else _call("ltrim", chars, c)
+
+    @staticmethod
+    def rtrim(c: Any, chars: Any = None) -> Col:
+        return _call("rtrim", c) if chars is None else _call("rtrim", chars, c)
+
     @staticmethod
     def bitwise_not(c: Any) -> Col:
         return Col(exp.BitwiseNot(this=_w(_operand(c))))
@@ -720,6 +737,8 @@ def _flat(cols: Sequence[Any]) -> list[Any]:
 def _sort_order(c: Any) -> SortOrder:
     if isinstance(c, SortOrder):
         return c
+    if isinstance(c, str):
+        return SortOrder(col(c), False, True)
     return SortOrder(c if isinstance(c, Col) else lit(c), False, True)
 
 
@@ -1018,11 +1037,26 @@ class Frame:
     def agg(self, *exprs: Col) -> Frame:
         return self.select(*exprs)
 
-    def schema(self) -> T.StructType:
-        """The query's Spark schema: Spark analyses the query (a correlated subquery alone fails with a
-        ``PySparkException``)."""
+    # ------------------------------------------------------------------------------------ Spark
+
+    def to_spark(self):
+        """The query as a Spark DataFrame: one ``spark.sql`` call (Spark analyses the query; a
+        correlated subquery alone fails with a ``PySparkException``)."""
         text, tables = render(self)
-        return self.ctx.spark.sql(text, **tables).schema
+        return self.ctx.spark.sql(text, **tables)
+
+    @property
+    def schema(self) -> T.StructType:
+        return self.to_spark().schema
+
+    def collect(self) -> list:
+        return self.to_spark().collect()
+
+    def first(self):
+        return self.to_spark().first()
+
+    def toArrow(self):  # noqa: N802
+        return self.to_spark().toArrow()
 
     # ------------------------------------------------------------------------------- subqueries
 
