@@ -166,16 +166,21 @@ def test_chains_of_operations_mean_what_the_dataframe_calls_mean(frames, steps):
 
 
 def test_clauses_join_the_select_below_only_where_sql_applies_them_later():
-    t = Frame.table(Context(None), "t")
+    ctx = Context(None)
+    t = Frame.table(ctx, ctx.bind("t"))
     a = S.col("`a`")
-    assert t.filter(a > 1).filter(a < 5).sql() == "SELECT * FROM t WHERE (`a` > 1) AND (`a` < 5)"
-    assert t.offset(2).limit(3).sql() == "SELECT * FROM t LIMIT 3 OFFSET 2"  # skip 2, then take 3
-    assert t.limit(3).offset(2).sql().startswith("SELECT * FROM (SELECT * FROM t LIMIT 3) AS _q")
-    assert "GROUP BY" not in t.groupBy().agg(S.count(a).alias("n")).sql()  # one group
-    assert t.select(a).distinct().sql() == "SELECT DISTINCT `a` FROM t"
+
+    def sql(frame: Frame) -> str:
+        return render(frame)[0]
+
+    assert sql(t.filter(a > 1).filter(a < 5)) == "SELECT * FROM {t0} WHERE (`a` > 1) AND (`a` < 5)"
+    assert sql(t.offset(2).limit(3)) == "SELECT * FROM {t0} LIMIT 3 OFFSET 2"  # skip 2, then take 3
+    assert sql(t.limit(3).offset(2)).startswith("SELECT * FROM (SELECT * FROM {t0} LIMIT 3) AS _q")
+    assert "GROUP BY" not in sql(t.groupBy().agg(S.count(a).alias("n")))  # one group
+    assert sql(t.select(a).distinct()) == "SELECT DISTINCT `a` FROM {t0}"
     # A join hint names the input's alias in the SELECT of the join, as SQL users write it.
-    joined = t.hint("shuffle_hash").join(t, a == S.col("`b`"), "inner").sql()
-    assert joined.startswith("SELECT /*+ SHUFFLE_HASH(_q") and " JOIN t AS _q" in joined
+    joined = sql(t.hint("shuffle_hash").join(t, a == S.col("`b`"), "inner"))
+    assert joined.startswith("SELECT /*+ SHUFFLE_HASH(_q") and " JOIN {t0} AS _q" in joined
 
 
 def test_integer_literals_are_no_positions_in_order_by_and_group_by(frames):

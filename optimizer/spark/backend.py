@@ -219,11 +219,6 @@ class SparkBackend:
         self.spark = spark
         self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables, files=files)
         self.ignore_best_effort_filter = ignore_best_effort_filter
-        self._counter = itertools.count()
-
-    def fresh(self) -> str:
-        """A column name never handed out before by this backend."""
-        return f"_c{next(self._counter)}"
 
     # -------------------------------------------------------------------------------- public API
 
@@ -377,6 +372,7 @@ class _PlanCompiler:
         self.backend = backend
         self.spark = backend.spark
         self.ctx = Context(backend.spark)
+        self._counter = itertools.count()
         self.plan = plan
         self.functions: FunctionTable = function_table(plan)
         self.exprs = ExpressionCompiler(self.functions, self.subquery)
@@ -390,7 +386,9 @@ class _PlanCompiler:
         except Exception:  # noqa: BLE001 -- any failure only means "types unknown"
             self.schemas = {}
 
-    fresh = property(lambda self: self.backend.fresh)
+    def fresh(self) -> str:
+        """A column name never handed out before in this plan's query."""
+        return f"_c{next(self._counter)}"
 
     # ------------------------------------------------------------------------------------ helpers
 
@@ -400,9 +398,11 @@ class _PlanCompiler:
     def expr(self, e: Expression, scope: Scope, path: str) -> Col:
         return self.exprs.compile(e, scope, path)
 
-    def subquery(self, rel: Rel, outer: Scope, path: str) -> tuple[Frame, list[str]]:
+    def subquery(self, rel: Rel, outer: Scope, path: str) -> tuple:
         """The callback of the expression compiler: a whole ``Rel`` tree, ``outer`` for outer references."""
         r = self.rel(rel, path, outer)
+        if r.types is not None:  # known types spare Spark an analysis of the subquery
+            return r.df, list(r.columns), list(r.types)
         return r.df, list(r.columns)
 
     def _types_at(self, path: str, n: int) -> list[Type] | None:

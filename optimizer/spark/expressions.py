@@ -1000,6 +1000,8 @@ class ExpressionCompiler:
         tk = target.WhichOneof("kind")
         spark_t = substrait_type_to_spark(target, path=f"{path}.type")
         src = self.type_of(cast.input, scope)
+        if src is None:
+            src = value.stype
         src_kind = type_kind(src)
         if src_kind is None:
             src_kind = spark_type_to_kind(self.spark_type_of(value, scope))
@@ -1116,12 +1118,16 @@ class ExpressionCompiler:
     def _subquery(self, sq: Expression.Subquery, scope: Scope, path: str) -> Col:
         kind = sq.WhichOneof("subquery_type")
         if kind == "scalar":
-            df, cols, _ = self._subquery_df(sq.scalar.input, scope, f"{path}.scalar.input", nullability=False)
+            result = self.subquery(sq.scalar.input, scope, f"{path}.scalar.input")
+            df, cols = result[0], list(result[1])
             if len(cols) != 1:
                 raise PlanError(
                     f"a scalar subquery must return one column, not {len(cols)}", f"{path}.scalar"
                 )
-            return df.select(_col(cols[0])).scalar()
+            out = df.select(_col(cols[0])).scalar()
+            if len(result) > 2 and result[2]:  # its Substrait type, for casts of it (no Spark analysis)
+                out.stype = result[2][0]
+            return out
         if kind == "in_predicate":
             ip = sq.in_predicate
             p = f"{path}.in_predicate"

@@ -31,12 +31,13 @@ default): every ``$`` in a string literal is written ``\\u0024``, which Spark un
 and a name that contains ``${`` is refused (:func:`render`). With tables bound, Spark formats the text
 with Python's ``str.format``, so braces are doubled.
 
->>> t = Frame.table(Context(None), "lineitem")
+>>> ctx = Context(None)
+>>> t = Frame.table(ctx, ctx.bind("a DataFrame"))
 >>> x = col("`a`")
->>> t.filter(x > 1).select(x.alias("b")).sql()
-'SELECT `a` AS `b` FROM lineitem WHERE `a` > 1'
->>> t.orderBy(x.desc_nulls_last()).limit(5).sql()
-'SELECT * FROM lineitem ORDER BY `a` DESC NULLS LAST LIMIT 5'
+>>> render(t.filter(x > 1).select(x.alias("b")))
+('SELECT `a` AS `b` FROM {t0} WHERE `a` > 1', {'t0': 'a DataFrame'})
+>>> render(t.orderBy(x.desc_nulls_last()).limit(5))[0]  # Spark's DESC puts nulls last
+'SELECT * FROM {t0} ORDER BY `a` DESC NULLS LAST LIMIT 5'
 >>> functions.when(x.isNull(), "none").otherwise(x.cast("string")).alias("b").sql()
 "CASE WHEN `a` IS NULL THEN 'none' ELSE CAST(`a` AS STRING) END AS `b`"
 >>> lit("${env:HOME}").sql()
@@ -142,11 +143,12 @@ _ATOMIC_TYPES = frozenset(_ATOMIC) | {exp.TryCast}
 class Col:
     """A column expression (sqlglot node) and its alias, with PySpark ``Column``'s operators."""
 
-    __slots__ = ("e", "_alias")
+    __slots__ = ("e", "_alias", "stype")
 
     def __init__(self, e: exp.Expression, alias: str | None = None) -> None:
         self.e = e
         self._alias = alias
+        self.stype: Any = None  # the Substrait type, where the compiler knows it and cannot derive it again
 
     def named(self) -> exp.Expression:
         """The expression as a select-list item (``AS`` its alias when it has one)."""
@@ -859,8 +861,7 @@ class Frame:
     @classmethod
     def table(cls, ctx: Context, name: str) -> Frame:
         """All columns of the bound table ``name`` (a placeholder from :meth:`Context.bind`)."""
-        return cls(ctx, _Query(exp.Table(this=exp.to_identifier(ctx.placeholder(name) if ctx.spark is not None
-                                                                 else name))))
+        return cls(ctx, _Query(exp.Table(this=exp.to_identifier(ctx.placeholder(name)))))
 
     @classmethod
     def one_row(cls, ctx: Context) -> Frame:

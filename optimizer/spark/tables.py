@@ -133,7 +133,8 @@ class TableResolver:
     """Binds the tables and files of ``ReadRel`` leaves to Spark DataFrames.
 
     ``tables``: ``None``, a directory (a path, ``file://`` or any URI Spark reads) or a mapping
-    ``{name: path | DataFrame}``. ``database``: the catalog database of unqualified names.
+    ``{name: path | DataFrame | StructType}`` (a ``StructType`` describes a table for
+    :meth:`~optimizer.spark.SparkBackend.to_sql` alone: the SQL text is built without Spark). ``database``: the catalog database of unqualified names.
     ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`, see docs/security.md);
     ``None`` reads any file (the CLI always confines, to ``--tables`` unless ``--allow-any-path``).
     """
@@ -238,7 +239,7 @@ class TableResolver:
         for key in (".".join(names).lower(), last.lower()):
             if key in self.mapping:
                 value = self.mapping[key]
-                if isinstance(value, DataFrame):
+                if isinstance(value, DataFrame | T.StructType):
                     return value
                 return self._read_parquet(self.files.check(_local_path(os.fspath(value)), path))
         found = self._from_directory(last)
@@ -270,6 +271,8 @@ class TableResolver:
 
     def _schema(self, df: DataFrame):
         """``df.schema`` (a JVM round trip and a JSON parse), remembered for the cached tables."""
+        if isinstance(df, T.StructType):  # a table described by its schema only (to_sql without Spark)
+            return df
         cached = self._schemas.get(id(df))
         if cached is not None and cached[0] is df:
             return cached[1]
