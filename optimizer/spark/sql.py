@@ -37,7 +37,7 @@ with Python's ``str.format``, so braces are doubled.
 >>> render(t.filter(x > 1).select(x.alias("b")))
 ('SELECT `a` AS `b` FROM {t0} WHERE `a` > 1', {'t0': 'a DataFrame'})
 >>> render(t.orderBy(x.desc_nulls_last()).limit(5))[0]  # Spark's DESC puts nulls last
-'SELECT * FROM {t0} ORDER BY `a` DESC NULLS LAST LIMIT 5'
+'SELECT * FROM {t0} ORDER BY `a` DESC LIMIT 5'
 >>> functions.when(x.isNull(), "none").otherwise(x.cast("string")).alias("b").sql()
 "CASE WHEN `a` IS NULL THEN 'none' ELSE CAST(`a` AS STRING) END AS `b`"
 >>> lit("${env:HOME}").sql()
