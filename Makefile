@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install java demo test lint fuzz fuzz-hostile mutate bench clean
+.PHONY: install java demo test test-connect lint fuzz fuzz-hostile mutate bench clean
 
 # System packages: Java for Spark, Graphviz's dot for `explain --format svg`.
 java:
@@ -30,6 +30,10 @@ install: java $(STAMP)
 test: install
 	$(VENV)/bin/ruff check optimizer rules cost tests benchmarks
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# Every Spark test of the suite on a Spark Connect session (a server the tests start on 127.0.0.1).
+test-connect: install
+	SUBSTRAIT_OPT_TEST_SPARK=connect $(PY) -m pytest -q -p no:cacheprovider -m spark
 
 demo: install
 	$(PY) -m optimizer.demo

@@ -1,5 +1,8 @@
 """Session-wide fixtures: one SparkSession for the whole test session, and the shared ground truth.
 
+* ``spark``: the session-wide SparkSession (classic, or Spark Connect with ``SUBSTRAIT_OPT_TEST_SPARK=connect``);
+  ``connect_url`` / ``connect_spark``: a Spark Connect server on 127.0.0.1 started for the session, and
+  a client of it.
 * ``tpch_dir``: TPC-H SF 0.01 parquet files (+ table ``t``), generated once under ``.cache/tpch/sf0.01``
   (or ``$SUBSTRAIT_OPT_DATA/sf0.01``) and reused across runs; ``tpch_tables``: ``{name: parquet path}``;
   ``tpch_small_dir``: SF 0.0001, for the corpus' ``X_small.parquet`` tables (``optimizer.corpus.sql_for``).
@@ -12,15 +15,41 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(request):
+    """The session of the Spark tests: classic ``local[2]``; with ``SUBSTRAIT_OPT_TEST_SPARK=connect``
+    (``make test-connect``) a Spark Connect client of the server the tests start."""
+    if os.environ.get("SUBSTRAIT_OPT_TEST_SPARK") == "connect":
+        yield request.getfixturevalue("connect_spark")
+        return
     from optimizer.spark.session import get_spark
 
     session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
     yield session
+
+
+@pytest.fixture(scope="session")
+def connect_url():
+    """``sc://127.0.0.1:PORT`` of a Spark Connect server started for the session (tests/spark_servers.py)."""
+    from spark_servers import connect_server
+
+    with connect_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_url):
+    """A Spark Connect client session of :func:`connect_url`'s server."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(connect_url).getOrCreate()
+    yield session
+    session.stop()
 
 
 @pytest.fixture(scope="session")

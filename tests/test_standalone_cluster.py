@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from spark_servers import free_ports, processes_mentioning, spark_env, stop
 
 from optimizer.compare import compare_tables
 from optimizer.spark.session import java_executable, spark_home
@@ -33,24 +33,6 @@ REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 180.0
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _cluster_env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp / "logs"), SPARK_PID_DIR=str(tmp),
-               SPARK_DAEMON_MEMORY="256m", SPARK_HOME=spark_home())
-    return env
-
-
 def _master_state(ui_port: int) -> dict:
     """The master's JSON status page (``aliveworkers``, ``completedapps``...); ``{}`` while it is not up."""
     try:
@@ -60,43 +42,15 @@ def _master_state(ui_port: int) -> dict:
         return {}
 
 
-def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the process group (the daemon and the executors it launched), SIGKILL if it lingers."""
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture(scope="module")
 def standalone_cluster(tmp_path_factory):
     """``(spark://127.0.0.1:PORT, master UI port)`` of a master with one registered worker; stopped at the end."""
     if java_executable() is None:
         pytest.fail("a standalone cluster needs java (see README: make install puts Java 17)")
     tmp = tmp_path_factory.mktemp("cluster")
-    master_port, master_ui, worker_port, worker_ui = _free_ports(4)
+    master_port, master_ui, worker_port, worker_ui = free_ports(4)
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
-    env = _cluster_env(tmp)
+    env = spark_env(tmp)
     procs: list[subprocess.Popen] = []
     marker = f"127.0.0.1:{master_port}"
     started = time.perf_counter()
@@ -124,8 +78,8 @@ def standalone_cluster(tmp_path_factory):
         yield f"spark://{marker}", master_ui
     finally:
         for proc in reversed(procs):
-            _stop(proc)
-        left = _processes_mentioning(marker) + _processes_mentioning(f"127.0.0.1:{worker_port}")
+            stop(proc)
+        left = processes_mentioning(marker) + processes_mentioning(f"127.0.0.1:{worker_port}")
         for pid in left:  # not expected: each process group was stopped above
             os.kill(pid, signal.SIGKILL)
         assert not left, f"processes of the cluster left running: {left}"
