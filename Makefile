@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install java demo test test-connect lint fuzz fuzz-hostile mutate bench clean
+.PHONY: install java demo test test-connect lint fuzz fuzz-hostile mutate bench bench-backend clean
 
 # System packages: Java for Spark, Graphviz's dot for `explain --format svg`.
 java:
@@ -48,6 +48,10 @@ mutate: install
 # e.g. make bench ARGS='--scale 0.01 --queries 3,5'
 bench: install
 	$(PY) benchmarks/tpch.py $(ARGS)
+
+# The backend against Spark SQL (overhead and execution), e.g. make bench-backend ARGS='--scale 1'
+bench-backend: install
+	$(PY) benchmarks/backend.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .cache

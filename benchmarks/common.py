@@ -210,10 +210,17 @@ one_line = _one_line
 
 
 def machine() -> dict[str, Any]:
+    import datetime
     import os
+    import subprocess
 
-    info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(),
-                            "platform": platform.platform()}
+    info: dict[str, Any] = {"date": datetime.date.today().isoformat(), "python": platform.python_version(),
+                            "cpus": os.cpu_count(), "platform": platform.platform()}
+    try:  # the commit measured (a benchmark states the date and the commit)
+        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                        cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
     try:  # other work on the machine distorts timings: say how busy it was when the report was made
         info["load_average_1_5_15min"] = [round(x, 1) for x in os.getloadavg()]
     except OSError:
