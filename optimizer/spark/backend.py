@@ -767,11 +767,11 @@ class _PlanCompiler:
             for i, e in enumerate(body.grouping_expressions)
         ]
         # A key that is an input column keeps that column's name: no projection before grouping.
-        by_text = {_c(c).sql(): c for c in inp.columns}
+        inputs = set(inp.columns)
         used: set[str] = set()
         for i, (_n, c) in enumerate(keys):
-            same = by_text.get(c.sql()) if isinstance(c, Col) and c._alias is None else None
-            if same is not None and same not in used:
+            same = c.e.name if c._alias is None and isinstance(c.e, exp.Column) else None
+            if same in inputs and same not in used:
                 keys[i] = (same, c)
                 used.add(same)
         key_names = [n for n, _ in keys]
