@@ -189,7 +189,7 @@ def test_integer_literals_are_no_positions_in_order_by_and_group_by(frames):
     spark, t, u = frames
     x, _ = _sql_side(spark, t, u)
     out = x.t.orderBy(S.lit(1).asc(), x.c("k").desc())
-    assert "ORDER BY CAST(1 AS INT)" in out.sql()
+    assert "ORDER BY CAST(1 AS int)" in out.sql()
     assert [r["k"] for r in _run_sql(spark, out).collect()] == list(range(10, 0, -1))
     grouped = x.t.groupBy(S.lit(2)).agg(S.count(x.c("k")).alias("n"))
     assert [r["n"] for r in _run_sql(spark, grouped).collect()] == [10]
