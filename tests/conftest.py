@@ -44,8 +44,9 @@ def connect_url():
 
 @pytest.fixture(scope="session")
 def connect_spark(connect_url):
-    """A Spark Connect client session of :func:`connect_url`'s server."""
-    from pyspark.sql import SparkSession
+    """A Spark Connect client session of :func:`connect_url`'s server (beside the classic session: the
+    Connect client's own builder, which pyspark.sql.SparkSession's refuses while a classic one runs)."""
+    from pyspark.sql.connect.session import SparkSession
 
     session = SparkSession.builder.remote(connect_url).getOrCreate()
     yield session

@@ -154,4 +154,5 @@ def test_packaging_metadata():
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
     assert "Apache License" in (REPO / "LICENSE").read_text()[:200]
     declared = {dep.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip() for dep in project["dependencies"]}
-    assert declared == {"substrait", "protobuf", "networkx", "pyspark", "pyarrow", "numpy", "py4j"}
+    assert declared == {"substrait", "protobuf", "networkx", "pyspark", "pyarrow", "numpy", "py4j",
+                        "sqlglot"}

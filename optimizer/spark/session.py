@@ -192,9 +192,11 @@ def get_spark(
 
 
 def _connect_session(remote: str, conf: Mapping[str, str]):
-    from pyspark.sql import SparkSession
-
     try:
+        # The Connect client's builder: pyspark.sql.SparkSession's refuses a remote session while a
+        # classic one runs in the process (a notebook's, say).
+        from pyspark.sql.connect.session import SparkSession
+
         builder = SparkSession.builder.remote(remote)
         for key, value in conf.items():
             builder = builder.config(key, value)

@@ -154,6 +154,7 @@ class TableResolver:
         # table lists its files and reads a footer (~50 ms), once per backend rather than per read.
         self._parquet: dict[tuple[str, tuple[int, int] | None], DataFrame] = {}
         self._schemas: dict[int, tuple[DataFrame, Any]] = {}
+        self._safe: dict[int, tuple[DataFrame, DataFrame]] = {}  # tables whose names hold "${", renamed
         if isinstance(tables, Mapping):
             self.mapping = {str(k).lower(): v for k, v in tables.items()}
         elif tables is not None:
@@ -295,6 +296,14 @@ class TableResolver:
         df = self.raw_table(names, f"{path}.named_table" if path else None)
         return self.conform(df, read.base_schema, f"table '{'.'.join(names)}'", ctx, path, columns, keep)
 
+    def _renamed(self, df: DataFrame, n: int) -> DataFrame:
+        """``df`` with its columns called ``_s0``, ``_s1``... (once per DataFrame)."""
+        hit = self._safe.get(id(df))
+        if hit is None or hit[0] is not df:
+            hit = (df, df.toDF(*[f"_s{i}" for i in range(n)]))
+            self._safe[id(df)] = hit
+        return hit[1]
+
     # -- local files ---------------------------------------------------------------------------
 
     def local_files(self, read: ReadRel, ctx: Context, path: str | None = None,
@@ -422,6 +431,11 @@ class TableResolver:
         spath = f"{path}.base_schema" if path else None
         names = top_level_names(base, spath)
         fields = self._schema(df).fields
+        bound = df
+        if isinstance(df, DataFrame) and any("${" in f.name for f in fields):
+            # Spark would substitute ${...} in the SQL text: such a table's columns are renamed by
+            # position with the DataFrame API, which no SQL parser reads.
+            bound = self._renamed(df, len(fields))
         if not any(names):
             if len(fields) < len(names):
                 raise PlanError(f"{what} has {len(fields)} columns, the plan declares {len(names)}", spath)
@@ -455,7 +469,7 @@ class TableResolver:
                 continue
             name = columns[k] if columns is not None else f"_b{k}"
             field = fields[i]
-            column = F.col(quote(field.name))
+            column = F.col(quote(field.name) if bound is df else f"`_s{i}`")
             if t is None:
                 by_position[k] = column.alias(name)
                 continue
@@ -470,7 +484,7 @@ class TableResolver:
                 column = column.cast(target)
             by_position[k] = column.alias(name)
         out = [by_position[k] for k in (range(len(chosen)) if keep is None else keep)]
-        return Frame.table(ctx, ctx.bind(df)).select(*out)
+        return Frame.table(ctx, ctx.bind(bound)).select(*out)
 
 
 def _java_failure(exc: BaseException) -> str:
