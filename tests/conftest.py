@@ -34,6 +34,16 @@ def spark(request):
 
 
 @pytest.fixture(scope="session")
+def session_args(request) -> list[str]:
+    """CLI arguments that reach the ``spark`` fixture's session from ``main([...])`` in this process:
+    ``--remote URL`` under ``SUBSTRAIT_OPT_TEST_SPARK=connect``, none for the classic session (the CLI
+    takes the process's active session)."""
+    if os.environ.get("SUBSTRAIT_OPT_TEST_SPARK") == "connect":
+        return ["--remote", request.getfixturevalue("connect_url")]
+    return []
+
+
+@pytest.fixture(scope="session")
 def connect_url():
     """``sc://127.0.0.1:PORT`` of a Spark Connect server started for the session (tests/spark_servers.py)."""
     from spark_servers import connect_server

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from optimizer.spark.session import java_executable, spark_home
+from optimizer.spark.session import SESSION_DEFAULTS, java_executable, spark_home
 
 START_TIMEOUT = 180.0
 
@@ -79,7 +79,8 @@ def _accepts(port: int) -> bool:
 
 @contextlib.contextmanager
 def connect_server(memory: str | None = None) -> Iterator[str]:
-    """A Spark Connect server (``local[2]``, 4 shuffle partitions) bound to 127.0.0.1 on a free port;
+    """A Spark Connect server (``local[2]``, 4 shuffle partitions, the SQL settings the tool gives a session
+    it starts: UTC, ANSI off...) bound to 127.0.0.1 on a free port;
     yields its ``sc://127.0.0.1:PORT`` URL and stops it, with every process it started, on exit."""
     if java_executable() is None:
         raise RuntimeError("a Spark Connect server needs java (make install puts Java 17)")
@@ -93,6 +94,8 @@ def connect_server(memory: str | None = None) -> Iterator[str]:
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
         "--conf", f"spark.connect.grpc.binding.port={port}",
         "--conf", f"spark.ui.port={ui}",
+        *[arg for key, value in SESSION_DEFAULTS.items() if key != "spark.sql.shuffle.partitions"
+          for arg in ("--conf", f"{key}={value}")],
         "--conf", "spark.sql.shuffle.partitions=4",
         "--conf", f"spark.sql.warehouse.dir={tmp / 'warehouse'}",
         "--conf", f"spark.driver.extraJavaOptions=-Djava.io.tmpdir={tmp}",

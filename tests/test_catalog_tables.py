@@ -50,8 +50,9 @@ def _databases(spark) -> set[str]:
     return {d.name for d in spark.catalog.listDatabases()}
 
 
-def test_catalog_tables_run_without_tables(spark, tpch_catalog, plan_files, duckdb_oracle, tmp_path, capsys):
-    code = main(["run", str(plan_files[3]), str(plan_files[5]), "--catalog", tpch_catalog, "--out", str(tmp_path),
+def test_catalog_tables_run_without_tables(spark, tpch_catalog, plan_files, duckdb_oracle, tmp_path, capsys,
+                                          session_args):
+    code = main(["run", *session_args, str(plan_files[3]), str(plan_files[5]), "--catalog", tpch_catalog, "--out", str(tmp_path),
                  "--show", "0"])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -60,7 +61,7 @@ def test_catalog_tables_run_without_tables(spark, tpch_catalog, plan_files, duck
         assert compare_tables(got, duckdb_oracle(tpch_query(q))).equal, q
 
 
-def test_catalog_statistics_and_diff(spark, tpch_catalog, plan_files, duckdb_oracle, tmp_path, capsys):
+def test_catalog_statistics_and_diff(spark, tpch_catalog, plan_files, duckdb_oracle, tmp_path, capsys, session_args):
     from cost.statistics import CatalogStatistics
     from optimizer.cli import build_parser
     from optimizer.cli_optimize import statistics_from_args
@@ -71,19 +72,19 @@ def test_catalog_statistics_and_diff(spark, tpch_catalog, plan_files, duckdb_ora
 
     # Never analysed: the catalog has no row counts, and reading it creates nothing.
     assert CatalogStatistics(spark, tpch_catalog).table("lineitem").row_count is None
-    code = main(["explain", str(plan_files[3]), "--catalog", tpch_catalog, "--format", "json",
+    code = main(["explain", *session_args, str(plan_files[3]), "--catalog", tpch_catalog, "--format", "json",
                  "-o", str(tmp_path / "before.json")])
     assert code == 0 and _databases(spark) == before
 
     # --analyze-tables writes statistics into the catalog; the optimizer's reads see its row counts.
-    code = main(["explain", str(plan_files[3]), "--catalog", tpch_catalog, "--analyze-tables", "--format", "json",
+    code = main(["explain", *session_args, str(plan_files[3]), "--catalog", tpch_catalog, "--analyze-tables", "--format", "json",
                  "-o", str(tmp_path / "after.json")])
     assert code == 0
     def read_estimates(name):
         return [r["estimated_rows"] for r in json.loads((tmp_path / name).read_text()) if r["kind"] == "read"]
 
     assert read_estimates("after.json") != read_estimates("before.json")  # the reads' filters estimated
-    args = build_parser().parse_args(["optimize", str(plan_files[3]), "--catalog", tpch_catalog])
+    args = build_parser().parse_args(["optimize", *session_args, str(plan_files[3]), "--catalog", tpch_catalog])
     seen = statistics_from_args(args)  # what `optimize --catalog` gives the optimizer
     assert {name: seen.table([name]).row_count for name in expected} == expected
     stats = CatalogStatistics(spark, tpch_catalog)
@@ -95,7 +96,7 @@ def test_catalog_statistics_and_diff(spark, tpch_catalog, plan_files, duckdb_ora
 
     # diff: optimized with the catalog's statistics, both plans run on the catalog's tables.
     capsys.readouterr()
-    code = main(["diff", str(plan_files[3]), "--catalog", tpch_catalog, "--out", str(tmp_path / "diff")])
+    code = main(["diff", *session_args, str(plan_files[3]), "--catalog", tpch_catalog, "--out", str(tmp_path / "diff")])
     out = capsys.readouterr().out
     assert code == 0 and "1 passed, 0 failed" in out, out
 

@@ -170,10 +170,16 @@ def srt(items) -> list:
 
 
 def executed_plan(df) -> str:
-    """Spark's physical plan after running ``df`` (with AQE: the final plan only)."""
+    """Spark's physical plan of ``df`` after running it, as ``DataFrame.explain`` prints it (classic: the
+    final adaptive plan of the query that ran; Spark Connect: the plan of the query analysed again)."""
+    import contextlib
+    import io
+
     df.collect()
-    text = df._jdf.queryExecution().executedPlan().toString()
-    return text.split("== Initial Plan ==")[0]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain()
+    return out.getvalue().split("== Initial Plan ==")[0]
 
 
 def join_nodes(plan_text: str) -> list[str]:
@@ -771,10 +777,12 @@ def test_exchange_repartitions_without_changing_the_result(backend):
     b = Builder()
     scatter = ExchangeRel(input=G(), partition_count=3, scatter_by_fields=ExchangeRel.ScatterFields(fields=[fref(0)]))
     df = backend.to_dataframe(b.plan(Rel(exchange=scatter), ["g", "x"]))
-    assert df.rdd.getNumPartitions() == 3 and srt(rows(df.toArrow())) == srt(G_ROWS)
+    assert re.search(r"Exchange hashpartitioning\([^)]*, 3\)", executed_plan(df)), executed_plan(df)
+    assert srt(rows(df.toArrow())) == srt(G_ROWS)
     rr = ExchangeRel(input=G(), partition_count=2, round_robin=ExchangeRel.RoundRobin())
     df = backend.to_dataframe(b.plan(Rel(exchange=rr), ["g", "x"]))
-    assert df.rdd.getNumPartitions() == 2 and srt(rows(df.toArrow())) == srt(G_ROWS)
+    assert "Exchange RoundRobinPartitioning(2)" in executed_plan(df), executed_plan(df)
+    assert srt(rows(df.toArrow())) == srt(G_ROWS)
     ordered = ExchangeRel(input=sort(G(), (1, ASC_NL)), partition_count=2, round_robin=ExchangeRel.RoundRobin())
     assert [r[1] for r in run(backend, b.plan(Rel(exchange=ordered), ["g", "x"]))] == [1, 2, 3, 5, None]
 

@@ -79,7 +79,6 @@ from dataclasses import dataclass, replace
 
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as _spark_functions
 from pyspark.sql import types as T
 from sqlglot import exp
 from substrait.proto import (
@@ -358,7 +357,7 @@ def _apply_root_names(df: DataFrame, names: list[str], width: int) -> DataFrame:
     cols = []
     for f in fields:
         top = next(it)
-        c = _spark_functions.col(f"`{f.name}`")
+        c = df[f.name]  # (the DataFrame's own column: classic or Connect, as the session is)
         if _nested_count(f.dataType):
             c = c.cast(_rename_type(f.dataType, lambda: next(it)))
         cols.append(c.alias(top))

@@ -204,6 +204,7 @@ class TableResolver:
                 uri = join_location(self.location, candidate)
                 try:
                     df = self.spark.read.parquet(uri)
+                    df.schema  # noqa: B018 -- Spark resolves the path here (a Connect reader is lazy)
                 except AnalysisException as exc:
                     if exc.getCondition() == "PATH_NOT_FOUND":
                         continue
