@@ -60,6 +60,10 @@ def _check_session_args(args: argparse.Namespace) -> None:
     remote = getattr(args, "remote", None)
     if remote and not remote.startswith("sc://"):
         raise PlanError(f"--remote must be a Spark Connect URL sc://HOST:PORT, got {remote!r}")
+    if remote:
+        from optimizer.spark.session import connect_address
+
+        connect_address(remote)  # a malformed port is a usage error, before any session starts
 
 
 def spark_from_args(args: argparse.Namespace):

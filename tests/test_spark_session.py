@@ -124,16 +124,20 @@ def test_commands_without_spark_start_no_jvm(tmp_path):
 
 
 def test_spark_options_errors(tmp_path):
-    """A malformed --conf and --master with --remote are usage errors (2); --remote is one line, exit 3."""
+    """A malformed --conf or --remote port and --master with --remote are usage errors (2); a server that
+    does not answer is one line, exit 3."""
     env = _env()
     bad = _cli(["run", str(Q3), "--conf", "spark.sql.shuffle.partitions"], env)
     assert bad.returncode == 2 and "expected KEY=VALUE" in bad.stderr and len(bad.stderr.splitlines()) == 1
     both = _cli(["run", str(Q3), "--master", "local[1]", "--remote", "sc://127.0.0.1:1"], env)
     assert both.returncode == 2 and "exclude each other" in both.stderr
-    remote = _cli(["run", str(Q3), "--remote", "sc://127.0.0.1:1", "--tables", str(tmp_path)], env)
+    port = _cli(["run", str(Q3), "--remote", "sc://127.0.0.1:99999"], env, timeout=60)
+    assert port.returncode == 2 and "not a TCP port" in port.stderr, port.stderr
+    # Nothing listens on port 1: one line at once, not the Connect client's minutes of retries.
+    remote = _cli(["run", str(Q3), "--remote", "sc://127.0.0.1:1", "--tables", str(tmp_path)], env, timeout=60)
     assert remote.returncode == 3, remote.stderr
     lines = remote.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Spark Connect" in lines[0], remote.stderr
+    assert len(lines) == 1 and "Spark Connect server sc://127.0.0.1:1 is not reachable" in lines[0], remote.stderr
 
 
 def test_version_and_python_m(tmp_path):

@@ -3,7 +3,9 @@
 :func:`get_spark` returns the active session when there is one, untouched. Otherwise it starts one:
 
 * ``remote="sc://host:port"``: a Spark Connect client session (``SparkSession.builder.remote``), with
-  the caller's ``conf`` and nothing else (the server's settings belong to whoever runs it).
+  the caller's ``conf`` and nothing else (the server's settings belong to whoever runs it). The
+  server's port is tried first: the Connect client retries an unreachable server for minutes, a
+  closed port is one error at once.
 * otherwise a classic session: ``master`` only when given (else whatever the user's Spark settings
   say, ``local[*]`` when they say nothing), the caller's ``conf``, and the tool's defaults
   (:data:`LAUNCH_DEFAULTS`, :data:`SESSION_DEFAULTS`: quiet, no UI, UTC, a small machine's memory and
@@ -24,10 +26,12 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import socket
 import sys
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
-from optimizer.errors import ExecutionError, UnsupportedError
+from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 
 # Read when the JVM starts (the SparkContext's configuration).
 LAUNCH_DEFAULTS = {
@@ -191,7 +195,39 @@ def get_spark(
     return spark
 
 
+CONNECT_PROBE_SECONDS = 10.0
+
+
+def connect_address(remote: str) -> tuple[str, int]:
+    """Host and port of a Spark Connect URL ``sc://host[:port][/;param=value...]`` (port 15002 by default).
+
+    >>> connect_address("sc://127.0.0.1:1")
+    ('127.0.0.1', 1)
+    >>> connect_address("sc://spark.example.com/;token=abc")
+    ('spark.example.com', 15002)
+    """
+    parts = urlsplit(remote)
+    if parts.scheme != "sc" or not parts.hostname:
+        raise PlanError(f"Spark Connect URL must be sc://HOST[:PORT], got {remote!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise PlanError(f"Spark Connect URL {remote!r}: the port is not a TCP port") from None
+    return parts.hostname, port or 15002
+
+
+def _probe_connect_server(remote: str) -> None:
+    host, port = connect_address(remote)
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_PROBE_SECONDS):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ExecutionError(f"Spark Connect server {remote} is not reachable: {reason}") from None
+
+
 def _connect_session(remote: str, conf: Mapping[str, str]):
+    _probe_connect_server(remote)
     try:
         # The Connect client's builder: pyspark.sql.SparkSession's refuses a remote session while a
         # classic one runs in the process (a notebook's, say).
