@@ -487,7 +487,7 @@ class Runner:
         todo = list(cases)
         while todo:
             try:
-                self.backend.to_dataframe(self._plan(todo))
+                self.backend.to_sql(self._plan(todo))  # the compiler's errors; Spark's come when it runs
                 return todo
             except (UnsupportedError, PlanError) as exc:
                 i = _fragment_index(exc.path)
@@ -515,7 +515,7 @@ class Runner:
         while todo:
             plan = self._plan(todo)
             try:
-                self.backend.to_dataframe(plan)
+                self.backend.to_sql(plan)
             except (UnsupportedError, PlanError) as exc:
                 i = _fragment_index(exc.path)
                 if i is None and len(todo) > 1:  # cannot tell which: one at a time

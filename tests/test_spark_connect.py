@@ -1,7 +1,8 @@
 """The Spark backend over Spark Connect: a server started on 127.0.0.1 by the tests
-(tests/spark_servers.py), the TPC-H plans of the three producers run through a Connect client session,
-judged against DuckDB as on a classic session (tests/test_backend_acceptance.py), and the CLI's
-``run --remote``. ``make test-connect`` runs every Spark test of the suite on Connect.
+(tests/spark_servers.py), DataFusion's 22 TPC-H plans run through a Connect client session, judged
+against DuckDB as on a classic session (tests/test_backend_acceptance.py), and the CLI's ``run
+--remote``. ``make test-connect`` runs every Spark test of the suite on Connect, the TPC-H plans of
+DuckDB and Isthmus (test_backend_acceptance.py) and the TPC-DS plans (test_tpcds.py) among them.
 """
 
 from __future__ import annotations
@@ -12,17 +13,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_backend_acceptance import (
-    ISTHMUS_TPCH,
-    Acceptance,
-    _assert_outcome,
-    _duckdb_tpch_job,
-    _isthmus_tpch_job,
-    evaluate,
-)
+from test_backend_acceptance import Acceptance, _assert_outcome, evaluate
 
 from optimizer.compare import compare_tables
-from optimizer.producers import DUCKDB_TPCH_PRODUCIBLE
 from optimizer.spark import SparkBackend
 from optimizer.spark.session import is_connect_session
 from optimizer.tpch import TPCH_ORDER_BY, tpch_query
@@ -48,17 +41,6 @@ def test_datafusion_tpch_plan_on_connect(connect_acceptance, datafusion_tpch_pla
     outcome = evaluate(connect_acceptance, f"datafusion-tpch/q{q:02d}", lambda: datafusion_tpch_plans[q],
                        tpch_query(q), lambda: TPCH_ORDER_BY[q])
     _assert_outcome(f"datafusion q{q}", outcome)
-
-
-@pytest.mark.parametrize("q", DUCKDB_TPCH_PRODUCIBLE)
-def test_duckdb_tpch_plan_on_connect(connect_acceptance, duckdb_tpch_plans, q):
-    _assert_outcome(f"duckdb q{q}", _duckdb_tpch_job(connect_acceptance, q, duckdb_tpch_plans))
-
-
-@pytest.mark.parametrize("plan_id", [p.id for p in ISTHMUS_TPCH], ids=lambda i: i.split("/")[-1])
-def test_isthmus_tpch_plan_on_connect(connect_acceptance, plan_id):
-    plan = next(p for p in ISTHMUS_TPCH if p.id == plan_id)
-    _assert_outcome(plan_id, _isthmus_tpch_job(connect_acceptance, plan))
 
 
 def test_cli_run_remote(connect_url, tpch_dir, datafusion_tpch_plans, duckdb_oracle, tmp_path):

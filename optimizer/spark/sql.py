@@ -91,7 +91,8 @@ _DIALECT = _SparkSQL()
 
 
 def _sql(e: exp.Expression) -> str:
-    return _DIALECT.generate(e)
+    # Each tree is printed once and dropped: no defensive deep copy (half of the printing time)
+    return _DIALECT.generate(e, copy=False)
 
 
 # ------------------------------------------------------------------------------------------ types
