@@ -74,6 +74,7 @@ from optimizer.difftest.harness import (
     spec_of_type,
     spec_type,
 )
+from optimizer.difftest.rows import RowEvaluator, rows_share_value
 from optimizer.expr_utils import FunctionRegistrar, field, referenced_fields, remap_fields, shift_fields
 from optimizer.schema import (
     Schema,
@@ -358,6 +359,8 @@ class _Gen:
         self.plan.version.minor_number = 75
         self.plan.version.producer = "substrait-opt difftest"
         self.reg = FunctionRegistrar(self.plan)
+        #: the rows of the relations built so far, where it can tell (filters aimed at keeping rows)
+        self.evaluator = RowEvaluator(self.plan, db, self.function_name)
         self.shared: list[tuple[int, Schema]] = []
         #: the non-null values the tables hold, by column type (in a stable order)
         self.data_values: dict[str, list] = {}
@@ -383,6 +386,37 @@ class _Gen:
                                 for i, c in enumerate(table.columns) for row in table.rows)
 
     # -------------------------------------------------------------------------------- helpers
+
+    def function_name(self, anchor: int) -> str:
+        table = self.reg.table
+        return table.get(anchor).name if anchor in table else ""
+
+    def aimed(self, rows: list[tuple] | None, make) -> Expression:
+        """A condition from ``make()`` that keeps some of ``rows`` (the input's, when the evaluator
+        knows them): up to six draws, the first that keeps some rows and drops others, else the
+        first that keeps some. A filter that empties its input hides most wrong plans above it; one
+        that drops nothing hides a lost conjunct."""
+        first = kept_some = None
+        for _ in range(6):
+            cond = make()
+            if not rows:
+                return cond
+            kept, dropped = self.evaluator.keeps(cond, rows)
+            if kept and dropped:
+                return cond
+            first = first or cond
+            kept_some = kept_some or (cond if kept else None)
+        return kept_some or first
+
+    def matching(self, pairs: list[tuple[int, int]], left: list[tuple] | None, right: list[tuple] | None,
+                 right_offset: int) -> list[tuple[int, int]]:
+        """The key pairs ``(a, b)`` (``b`` counted from ``right_offset``) whose columns share a value in
+        the inputs' rows (so an equality between them keeps rows); all of them when the rows are
+        not known, or none share a value."""
+        if not left or not right:
+            return pairs
+        out = [(a, b) for a, b in pairs if rows_share_value(left, a, right, b - right_offset)]
+        return out or pairs
 
     def summable(self, t: Type) -> bool:
         """Sums of this type have one answer: small integers, decimals, floats of exact (pool) data."""
@@ -842,7 +876,8 @@ class _Gen:
         draw = self.draw
         r = rel.read
         if _maybe(draw, 20):
-            r.filter.CopyFrom(self.predicate(base))
+            r.filter.CopyFrom(self.aimed(table.rows, lambda: self.predicate(base)))
+        base_rows = self.evaluator.rows(rel)  # the base columns' rows (no projection yet)
         positions = list(range(len(base)))
         if _maybe(draw, 25):
             positions = draw(st.lists(st.integers(0, len(base) - 1), min_size=1, max_size=len(base), unique=True))
@@ -853,7 +888,7 @@ class _Gen:
                 r.projection.select.struct_items.add().field = i
         best_effort = None
         if _maybe(draw, 20):
-            best_effort = self.predicate(base)
+            best_effort = self.aimed(base_rows, lambda: self.predicate(base))
             if referenced_fields(best_effort) <= set(positions):
                 r.best_effort_filter.CopyFrom(best_effort)
                 best_effort = remap_fields(best_effort, {p: k for k, p in enumerate(positions)})
@@ -912,7 +947,7 @@ class _Gen:
         child, cs = self.child_of_filter(depth)
         rel = Rel()
         rel.filter.input.CopyFrom(child)
-        cond = self.focused_predicate(cs)
+        cond = self.aimed(self.evaluator.rows(child), lambda: self.focused_predicate(cs))
         if _maybe(self.draw, 15):
             try:
                 cond = self.call("and", [(cond, _NULLABLE_BOOL), (self.exists(cs), _REQUIRED_BOOL)], _NULLABLE_BOOL)[0]
@@ -1076,7 +1111,12 @@ class _Gen:
         draw = self.draw
         rel.fetch.count_expr.literal.i64 = 0 if _maybe(draw, 3) else draw(st.integers(1, 6))
         if _maybe(draw, 50):
-            rel.fetch.offset_expr.literal.i64 = _pick(draw, [1, 1, 1, 2])
+            offset = _pick(draw, [1, 1, 1, 2])
+            rows = self.evaluator.rows(rel.fetch.input)
+            if rows is not None:  # an offset inside the input (past its end: no rows)
+                offset = min(offset, max(len(rows) - 1, 0))
+            if offset:
+                rel.fetch.offset_expr.literal.i64 = offset
 
     def outer_filter(self, depth: int) -> tuple[Rel, Schema]:
         """A filter over a LEFT/RIGHT/OUTER join with a conjunct on the null-supplying side's columns
@@ -1087,19 +1127,26 @@ class _Gen:
         left_cols, right_cols = list(range(n_left)), list(range(n_left, len(cs)))
         null_side = right_cols if jt == JoinRel.JOIN_TYPE_LEFT else left_cols
         kept_side = left_cols if jt == JoinRel.JOIN_TYPE_LEFT else right_cols
-        parts = []
-        for positions in (null_side, kept_side):
-            if positions and (positions is null_side or _maybe(draw, 60)):
-                if positions is null_side and _maybe(draw, 50):
-                    parts.append(self.null_side_predicate(cs, positions))
-                    continue
-                inner = self.predicate(cs.select(positions), 1)
-                parts.append(remap_fields(inner, dict(enumerate(positions))))
-        if not parts:
+        if not null_side and not kept_side:
             raise _Skip("no columns")
+
+        def condition() -> Expression:
+            parts = []
+            for positions in (null_side, kept_side):
+                if positions and (positions is null_side or _maybe(draw, 60)):
+                    if positions is null_side and _maybe(draw, 50):
+                        parts.append(self.null_side_predicate(cs, positions))
+                        continue
+                    inner = self.predicate(cs.select(positions), 1)
+                    parts.append(remap_fields(inner, dict(enumerate(positions))))
+            if not parts:
+                return _bool_literal(True)
+            return parts[0] if len(parts) == 1 else self.call(
+                "and", [(c, _NULLABLE_BOOL) for c in parts], _NULLABLE_BOOL)[0]
+
         rel = Rel()
         rel.filter.input.CopyFrom(child)
-        cond = parts[0] if len(parts) == 1 else self.call("and", [(c, _NULLABLE_BOOL) for c in parts], _NULLABLE_BOOL)[0]
+        cond = self.aimed(self.evaluator.rows(child), condition)
         rel.filter.condition.CopyFrom(cond)
         return rel, self.hint_and_emit(rel, [cs])
 
@@ -1174,11 +1221,15 @@ class _Gen:
             conjuncts.append(self.call("equal", list(key))[0])
         n_eq = (2 if _maybe(draw, 30) else draw(st.integers(0, 2))) if not _maybe(draw, 10) else 0
         first_key = None
+        left_rows = self.evaluator.rows(left) if n_eq else None
+        right_rows = self.evaluator.rows(right) if n_eq else None
         for _ in range(n_eq):
             pairs = [(a, len(ls) + b) for a in self.cols(ls) for b in self.cols(rs)
                      if _class(ls.types[a]) == _class(rs.types[b])]
             if not pairs:
                 break
+            if not _maybe(draw, 20):  # mostly keys whose columns share a value: the join keeps rows
+                pairs = self.matching(pairs, left_rows, right_rows, len(ls))
             named = [(a, b) for a, b in pairs if both.names[a] == both.names[b]]
             if named and _maybe(draw, 50):  # the same column of two tables (or of one twice): keys match
                 pairs = named
@@ -1200,8 +1251,9 @@ class _Gen:
         # stay in the ON clause (it pads rows instead of removing them)
         outer = jt in (JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT, JoinRel.JOIN_TYPE_OUTER)
         if _maybe(draw, 60 if outer else 35):
-            side, offset = (ls, 0) if _maybe(draw, 50) else (rs, len(ls))
-            conjuncts.append(shift_fields(self.predicate(side, 1), offset))
+            side, offset, rows = (ls, 0, left) if _maybe(draw, 50) else (rs, len(ls), right)
+            conjuncts.append(shift_fields(self.aimed(self.evaluator.rows(rows), lambda: self.predicate(side, 1)),
+                                          offset))
         if _maybe(draw, 10):
             conjuncts.append(self.predicate(both, 1))
         if len(conjuncts) > 1:
@@ -1233,6 +1285,7 @@ class _Gen:
         comma = _maybe(draw, 50)
         rel, schema = parts[0]
         offsets = [0]
+        part_rows = [self.evaluator.rows(part) for part, _ in parts]
         for part, ps in parts[1:]:
             offsets.append(len(schema))
             both = schema.concat(ps)
@@ -1247,6 +1300,12 @@ class _Gen:
                 pairs = [(a, len(schema) + b) for a in self.cols(schema) for b in self.cols(ps)
                          if _class(schema.types[a]) == _class(ps.types[b])]
                 if pairs and not _maybe(draw, 10):
+                    if not _maybe(draw, 20):
+                        # mostly keys that share a value with the part just joined (rows of the
+                        # parts before it: the part where column a lies)
+                        k = len(offsets) - 1
+                        pairs = [(a, b) for a, b in pairs
+                                 if self._share(part_rows, offsets, a, k, b - len(schema))] or pairs
                     a, b = _pick(draw, pairs)
                     top.join.expression.CopyFrom(self.call("equal", [self.col(both, a), self.col(both, b)])[0])
                 else:
@@ -1265,6 +1324,8 @@ class _Gen:
             named = [b for b in others if schema.names[b] == schema.names[a]]
             if named and _maybe(draw, 60):
                 others = named
+            if not _maybe(draw, 20):  # mostly columns that share a value: the equality keeps rows
+                others = [b for b in others if self._share(part_rows, offsets, a, None, b)] or others
             if not others:
                 continue
             b = _pick(draw, others)
@@ -1287,6 +1348,19 @@ class _Gen:
             top.filter.condition.CopyFrom(cond)
             return top, self.hint_and_emit(top, [schema])
         return rel, schema
+
+    @staticmethod
+    def _share(part_rows: list, offsets: list[int], a: int, part_b: int | None, b: int) -> bool:
+        """Whether column ``a`` (a position in the region) shares a value with column ``b`` (a
+        position in part ``part_b``, or in the region when ``part_b`` is None)."""
+        def locate(pos: int) -> tuple[int, int]:
+            k = max(i for i, o in enumerate(offsets) if o <= pos)
+            return k, pos - offsets[k]
+        ka, ia = locate(a)
+        kb, ib = (part_b, b) if part_b is not None else locate(b)
+        if ka >= len(part_rows) or kb >= len(part_rows) or not part_rows[ka] or not part_rows[kb]:
+            return True
+        return rows_share_value(part_rows[ka], ia, part_rows[kb], ib)
 
     def cross(self, depth: int) -> tuple[Rel, Schema]:
         left, ls = self.relation(depth + 1)
