@@ -29,7 +29,7 @@ install: java $(STAMP)
 
 test: install
 	$(VENV)/bin/ruff check optimizer rules cost tests benchmarks
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 # Every Spark test of the suite on a Spark Connect session (a server the tests start on 127.0.0.1).
 test-connect: install
