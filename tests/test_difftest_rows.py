@@ -106,3 +106,50 @@ def test_shared_values():
     assert rows_share_value([(1,), (None,)], 0, [(None,), (1,)], 0)
     assert not rows_share_value([(None,)], 0, [(None,)], 0)
     assert not rows_share_value([("1",)], 0, [(1,)], 0)
+
+
+def _children(rel: Rel) -> list[Rel]:
+    kind = rel.WhichOneof("rel_type")
+    body = getattr(rel, kind)
+    out = [getattr(body, f) for f in ("input", "left", "right")
+           if f in body.DESCRIPTOR.fields_by_name and body.HasField(f)]
+    return out + (list(body.inputs) if kind == "set" else [])
+
+
+def test_rows_have_the_width_of_the_relation_on_generated_plans():
+    """Every relation of generated plans: the rows the evaluator tells have the relation's columns (a
+    row of another width would point the generator's conditions at the wrong values)."""
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+
+    from optimizer.difftest.strategies import cases
+    from optimizer.functions import function_table
+    from optimizer.schema import rel_schema
+
+    told = []
+
+    @settings(max_examples=120, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seed(3)
+    @given(cases(max_depth=3, max_relations=6, max_rows=6))
+    def check(case):
+        plan = case.plan
+        table = function_table(plan)
+        ev = RowEvaluator(plan, case.database)
+
+        def walk(rel: Rel):
+            if rel.WhichOneof("rel_type") == "reference":
+                schema = walk(plan.relations[rel.reference.subtree_ordinal].rel)
+                inputs = [schema]
+            else:
+                inputs = [walk(c) for c in _children(rel)]
+            schema = rel_schema(rel, inputs, table)
+            rows = ev.rows(rel)
+            if rows:
+                told.append(rel.WhichOneof("rel_type"))
+                assert {len(r) for r in rows} == {len(schema)}, (rel.WhichOneof("rel_type"), rows[0], str(schema))
+            return schema
+
+        walk(plan.relations[-1].root.input)
+
+    check()
+    assert len(told) > 300 and {"join", "aggregate", "set", "project", "filter", "read"} <= set(told)
