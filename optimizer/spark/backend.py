@@ -844,11 +844,13 @@ class _PlanCompiler:
         return self._grouping_sets(df1, key_names, sets, measures, bpath)
 
     def _grouping_sets(self, df1: Frame, key_names, sets, measures, bpath: str) -> Relation:
-        used = sorted(set().union(*map(set, sets)))
-        used_names = [key_names[i] for i in used]
         distinct: dict[frozenset, list[int]] = {}
         for ordinal, s in enumerate(sets):
             distinct.setdefault(frozenset(s), []).append(ordinal)
+        # Spark's grouping columns are the sets' columns in order of first appearance, and
+        # grouping_id() must name them in that order (else GROUPING_ID_COLUMN_MISMATCH)
+        used = list(dict.fromkeys(i for fs in distinct for i in sorted(fs)))
+        used_names = [key_names[i] for i in used]
         gid, idx = self.fresh(), self.fresh()
         grouped = df1.groupingSets(
             [[_c(key_names[i]) for i in sorted(fs)] for fs in distinct], *[_c(n) for n in used_names]
