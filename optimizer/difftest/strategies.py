@@ -391,17 +391,20 @@ class _Gen:
         table = self.reg.table
         return table.get(anchor).name if anchor in table else ""
 
-    def aimed(self, rows: list[tuple] | None, make) -> Expression:
+    def aimed(self, rows: list[tuple] | None, make, drop_from: list[tuple] | None = None) -> Expression:
         """A condition from ``make()`` that keeps some of ``rows`` (the input's, when the evaluator
-        knows them): up to six draws, the first that keeps some rows and drops others, else the
-        first that keeps some. A filter that empties its input hides most wrong plans above it; one
-        that drops nothing hides a lost conjunct."""
+        knows them): up to six draws, the first that keeps some rows and drops others (others of
+        ``drop_from`` when given: the last input of a set operation, which a filter pushed into the
+        first input only would not filter), else the first that keeps some. A filter that empties
+        its input hides most wrong plans above it; one that drops nothing hides a lost conjunct."""
         first = kept_some = None
         for _ in range(6):
             cond = make()
             if not rows:
                 return cond
             kept, dropped = self.evaluator.keeps(cond, rows)
+            if drop_from:
+                dropped = self.evaluator.keeps(cond, drop_from)[1]
             if kept and dropped:
                 return cond
             first = first or cond
@@ -947,7 +950,9 @@ class _Gen:
         child, cs = self.child_of_filter(depth)
         rel = Rel()
         rel.filter.input.CopyFrom(child)
-        cond = self.aimed(self.evaluator.rows(child), lambda: self.focused_predicate(cs))
+        last_input = (self.evaluator.rows(child.set.inputs[-1])
+                      if child.HasField("set") and not child.set.common.HasField("emit") else None)
+        cond = self.aimed(self.evaluator.rows(child), lambda: self.focused_predicate(cs), drop_from=last_input)
         if _maybe(self.draw, 15):
             try:
                 cond = self.call("and", [(cond, _NULLABLE_BOOL), (self.exists(cs), _REQUIRED_BOOL)], _NULLABLE_BOOL)[0]
@@ -1228,15 +1233,19 @@ class _Gen:
                      if _class(ls.types[a]) == _class(rs.types[b])]
             if not pairs:
                 break
+            # null-safe keys often: with NULL keys on both sides they match (and an `=` would not)
+            op = "equal" if not _maybe(draw, 35) else _pick(draw, ["is_not_distinct_from", "is_not_distinct_from",
+                                                                   "is_not_distinct_from", "lt", "not_equal"])
             if not _maybe(draw, 20):  # mostly keys whose columns share a value: the join keeps rows
-                pairs = self.matching(pairs, left_rows, right_rows, len(ls))
+                null_pairs = []
+                if op == "is_not_distinct_from" and left_rows and right_rows:  # ... a NULL, for null-safe keys
+                    null_pairs = [(a, b) for a, b in pairs if any(r[a] is None for r in left_rows)
+                                  and any(r[b - len(ls)] is None for r in right_rows)]
+                pairs = null_pairs or self.matching(pairs, left_rows, right_rows, len(ls))
             named = [(a, b) for a, b in pairs if both.names[a] == both.names[b]]
             if named and _maybe(draw, 50):  # the same column of two tables (or of one twice): keys match
                 pairs = named
             a, b = _pick(draw, pairs)
-            # null-safe keys often: with NULL keys on both sides they match (and an `=` would not)
-            op = "equal" if not _maybe(draw, 35) else _pick(draw, ["is_not_distinct_from", "is_not_distinct_from",
-                                                                   "is_not_distinct_from", "lt", "not_equal"])
             conjuncts.append(self.call(op, [self.col(both, a), self.col(both, b)])[0])
             if op == "equal" and first_key is None:
                 first_key = (a, b - len(ls))
