@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -109,6 +110,26 @@ def rows_share_value(left: Sequence[Row], i: int, right: Sequence[Row], j: int) 
     return False
 
 
+def _like(pattern: str) -> re.Pattern:
+    r"""A SQL ``LIKE`` pattern (``%``, ``_``, ``\`` escapes) as a regular expression.
+
+    >>> bool(_like("a%c_").fullmatch("abbcd")), bool(_like("a\\%").fullmatch("ab"))
+    (True, False)
+    """
+    out = []
+    chars = iter(pattern)
+    for ch in chars:
+        if ch == "\\":
+            out.append(re.escape(next(chars, "\\")))
+        elif ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return re.compile("".join(out), re.S)
+
+
 def _comparable(a, b) -> bool:
     numbers = (int, float, decimal.Decimal)
     if isinstance(a, bool) or isinstance(b, bool):
@@ -121,10 +142,16 @@ def _comparable(a, b) -> bool:
 class RowEvaluator:
     """Rows of relations and values of expressions of one plan over one :class:`Database`."""
 
-    def __init__(self, plan: Plan, database: Database, function_name: Callable[[int], str] | None = None) -> None:
+    def __init__(self, plan: Plan, database: Database, function_name: Callable[[int], str] | None = None,
+                 *, sure: bool = False) -> None:
         """``function_name``: an anchor's function name (default: read from the plan's declarations as
-        they are now; a generator that declares functions as it goes passes its own)."""
+        they are now; a generator that declares functions as it goes passes its own).
+
+        ``sure``: a row whose predicate is ``UNKNOWN`` is dropped, so that every row told is one the
+        relation outputs (a value may be ``UNKNOWN``): ``[]`` then means "no row is sure", not "empty".
+        By default such a row is kept: the rows told are the ones the relation may output."""
         self.plan = plan
+        self.sure = sure
         self.database = database
         table = function_table(plan) if function_name is None else None
 
@@ -215,6 +242,12 @@ class RowEvaluator:
             a, b = args[:2]
             out = a + b if name == "add" else a - b if name == "subtract" else a * b
             return out if -(2**31) <= out < 2**31 else UNKNOWN  # saturation depends on the width
+        if name in ("add", "subtract", "multiply") and all(isinstance(a, float) for a in args[:2]):
+            # fp64 arithmetic as Spark's double (an fp32 column may round differently: a guess)
+            a, b = args[:2]
+            return a + b if name == "add" else a - b if name == "subtract" else a * b
+        if name == "like" and all(isinstance(a, str) for a in args[:2]):
+            return _like(args[1]).fullmatch(args[0]) is not None
         if name == "char_length" and isinstance(args[0], str):
             return len(args[0])
         if name == "concat" and all(isinstance(a, str) for a in args):
@@ -267,6 +300,8 @@ class RowEvaluator:
     def _filtered(self, rows: Rows, condition: Expression) -> Rows:
         if rows is None:
             return None
+        if self.sure:
+            return [row for row in rows if truth(self.value(condition, row)) is True]
         return [row for row in rows if truth(self.value(condition, row)) is not False]
 
     def _read(self, r) -> Rows:
@@ -283,6 +318,8 @@ class RowEvaluator:
             return None
         if r.HasField("filter"):
             rows = self._filtered(rows, r.filter)
+        if self.sure and r.HasField("best_effort_filter"):  # it may drop what it rejects
+            rows = self._filtered(rows, r.best_effort_filter)
         if r.HasField("projection"):
             positions = [item.field for item in r.projection.select.struct_items]
             rows = [tuple(row[i] for i in positions) for row in rows]
@@ -315,6 +352,8 @@ class RowEvaluator:
         if not isinstance(offset, int) or (count is not None and not isinstance(count, int)):
             return None
         end = None if count is None or count < 0 else offset + count
+        if offset <= 0 and (end is None or end >= len(rows)):
+            return rows  # every row, whatever the order
         # the order is the sort's; the evaluator keeps the input's order, so the values are a guess,
         # the number of rows is right
         return [tuple(UNKNOWN for _ in row) for row in rows[offset:end]]
@@ -335,8 +374,6 @@ class RowEvaluator:
         if left is None or right is None or len(left) * len(right) > MAX_PAIRS:
             return None
         jt = JoinRel.JoinType.Name(r.type).removeprefix("JOIN_TYPE_")
-        if jt.startswith("RIGHT") and jt != "RIGHT":  # RIGHT_SEMI/ANTI/SINGLE/MARK: the left's mirror
-            return None
         width_left = len(left[0]) if left else None
         width_right = len(right[0]) if right else None
         has_condition = r.HasField("expression")
@@ -344,37 +381,59 @@ class RowEvaluator:
         def match(a: Row, b: Row) -> bool | None:
             return truth(self.value(r.expression, a + b)) if has_condition else True
 
-        out: list[Row] = []
-        matched_right: set[int] = set()
-        for a in left:
-            hits = [(k, match(a, b)) for k, b in enumerate(right)]
-            sure = [k for k, t in hits if t is True]
-            maybe = [k for k, t in hits if t is not False]
-            if jt in ("INNER", "LEFT", "OUTER", "RIGHT", "LEFT_SINGLE"):
-                out += [a + right[k] for k in maybe]
-                matched_right.update(maybe)
-                if not maybe and jt in ("LEFT", "OUTER", "LEFT_SINGLE"):
-                    if width_right is None:
-                        return None
-                    out.append(a + (None,) * width_right)
-            elif jt == "LEFT_SEMI":
-                if maybe:
-                    out.append(a)
-            elif jt == "LEFT_ANTI":
-                if not sure:
-                    out.append(a)
-            elif jt == "LEFT_MARK":
-                out.append(a + (True if sure else UNKNOWN if maybe else False,))
-            else:
+        if jt in ("RIGHT_SEMI", "RIGHT_ANTI", "RIGHT_SINGLE", "RIGHT_MARK"):  # the left's mirror
+            out = self._one_side(right, left, lambda b, a: match(a, b), "LEFT" + jt[len("RIGHT"):], width_left)
+            if out is None or jt != "RIGHT_SINGLE":
+                return out
+            out = [row[len(row) - (width_left or 0):] + row[:len(row) - (width_left or 0)] for row in out]
+        elif jt in ("INNER", "LEFT", "OUTER", "RIGHT", "LEFT_SINGLE", "LEFT_SEMI", "LEFT_ANTI", "LEFT_MARK"):
+            out = self._one_side(left, right, match, jt, width_right)
+            if out is None:
                 return None
+        else:
+            return None
         if jt in ("RIGHT", "OUTER"):
+            matched = {k for a in left for k, b in enumerate(right) if match(a, b) is not False}
             for k, b in enumerate(right):
-                if k not in matched_right:
+                if k not in matched:
                     if width_left is None:
                         return None
                     out.append((None,) * width_left + b)
+                elif self.sure and not any(match(a, b) is True for a in left):
+                    if width_left is None:
+                        return None
+                    out.append((UNKNOWN,) * width_left + b)  # matched or padded: a row either way
         if r.HasField("post_join_filter"):
             out = self._filtered(out, r.post_join_filter)
+        return out
+
+    def _one_side(self, rows: list[Row], other: list[Row], match, jt: str, width_other: int | None) -> Rows:
+        """The rows of a join that keeps each of ``rows`` (``INNER`` keeps the matching pairs; ``LEFT``,
+        ``OUTER``, ``RIGHT``, ``LEFT_SINGLE``, ``LEFT_SEMI``, ``LEFT_ANTI``, ``LEFT_MARK``), ``match(row,
+        other_row)`` telling whether two rows match."""
+        out: list[Row] = []
+        for a in rows:
+            hits = [(k, match(a, b)) for k, b in enumerate(other)]
+            sure = [k for k, t in hits if t is True]
+            maybe = [k for k, t in hits if t is not False]
+            if jt in ("INNER", "LEFT", "OUTER", "RIGHT", "LEFT_SINGLE"):
+                out += [a + other[k] for k in (sure if self.sure else maybe)]
+                if not maybe and jt in ("LEFT", "OUTER", "LEFT_SINGLE"):
+                    if width_other is None:
+                        return None
+                    out.append(a + (None,) * width_other)
+                elif self.sure and maybe and not sure and jt in ("LEFT", "OUTER", "LEFT_SINGLE"):
+                    if width_other is None:
+                        return None
+                    out.append(a + (UNKNOWN,) * width_other)  # matched or padded: a row either way
+            elif jt == "LEFT_SEMI":
+                if sure if self.sure else maybe:
+                    out.append(a)
+            elif jt == "LEFT_ANTI":
+                if not (maybe if self.sure else sure):
+                    out.append(a)
+            elif jt == "LEFT_MARK":
+                out.append(a + (True if sure else UNKNOWN if maybe else False,))
         return out
 
     def _aggregate(self, r) -> Rows:
@@ -392,7 +451,10 @@ class RowEvaluator:
             for row in rows:
                 key = tuple(self.value(keys[i], row) if i in refs else None for i in range(len(keys)))
                 if any(v is UNKNOWN for v in key):
-                    return None
+                    if not self.sure:
+                        return None
+                    groups = {(UNKNOWN,) * len(keys): None}  # at least one group
+                    break
                 groups.setdefault(key, None)
             if not refs and not groups:
                 groups[(None,) * len(keys)] = None  # a grouping set of no keys: one row even over no rows
@@ -401,13 +463,19 @@ class RowEvaluator:
         return out
 
     def _set(self, r) -> Rows:
-        inputs = [self.rows(i) for i in r.inputs]
+        op = SetRel.SetOp.Name(r.op).removeprefix("SET_OP_")
+        inputs = [self.rows(i) for i in r.inputs[:1]]
+        # a minus removes the rows the other inputs may hold: sure rows of the first, maybe rows of the rest
+        rest = self if not (self.sure and op.startswith("MINUS")) else \
+            RowEvaluator(self.plan, self.database, self.function_name)
+        inputs += [rest.rows(i) for i in r.inputs[1:]]
         if any(i is None for i in inputs) or not inputs:
             return None
-        op = SetRel.SetOp.Name(r.op).removeprefix("SET_OP_")
         if op == "UNION_ALL":
             return [row for i in inputs for row in i]
         if any(v is UNKNOWN for i in inputs for row in i for v in row):
+            if self.sure and op == "UNION_DISTINCT":
+                return [row for i in inputs for row in i][:1]
             return None
         counts = [Counter(i) for i in inputs]
         first, rest = counts[0], counts[1:]
