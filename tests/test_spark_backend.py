@@ -305,6 +305,40 @@ def test_tables_directory_case_insensitive_cast_and_errors(spark, tmp_path):
         backend.to_dataframe(b.plan(read("lineitem", [("id", "i64"), ("name", "i64")]), ["a", "b"]))
 
 
+def _views(spark) -> set[str]:
+    return {t.name for t in spark.catalog.listTables() if t.name.startswith("substrait_opt_")}
+
+
+def test_tables_are_named_in_the_text_not_bound_per_call(spark, tmp_path):
+    """A table read from a path is a temporary view registered once per backend (spark.sql(text, t0=df)
+    would create and drop a view per call); the text names it, spark.sql gets no DataFrame; close()
+    drops the views, and so does a backend collected unclosed."""
+    import gc
+
+    from optimizer.spark import SparkBackend
+
+    pq.write_table(pa.table({"a": pa.array([1, 2], pa.int64())}), tmp_path / "t.parquet")
+    before = _views(spark)
+    b = Builder()
+    plan = b.plan(join(read("t", [("a", "i64")]), read("t", [("a", "i64")]), JoinRel.JOIN_TYPE_INNER,
+                       b.call("equal", ref(0), ref(1))), ["x", "y"])
+    with SparkBackend(spark, tables=str(tmp_path)) as backend:
+        text, bound = backend.to_sql(plan)
+        assert bound == {}
+        views = _views(spark) - before
+        assert len(views) == 1 and all(v in text for v in views)
+        for _ in range(3):
+            assert srt(rows(backend.to_dataframe(plan).toArrow())) == [(1, 1), (2, 2)]
+        assert _views(spark) - before == views  # registered once
+    assert _views(spark) == before
+    backend = SparkBackend(spark, tables=str(tmp_path))
+    backend.to_dataframe(plan)
+    assert len(_views(spark) - before) == 1
+    del backend
+    gc.collect()
+    assert _views(spark) == before
+
+
 def test_tables_from_the_spark_catalog(spark):
     from optimizer.spark import SparkBackend
 

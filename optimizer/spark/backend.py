@@ -212,6 +212,8 @@ class SparkBackend:
     definition).
 
     A plan is compiled into one Spark SQL query (:meth:`to_sql`) and run with one ``spark.sql`` call.
+    Tables read from paths are temporary views of the session, registered once per backend:
+    :meth:`close` (or ``with``) drops them.
     """
 
     def __init__(self, spark, tables=None, *, ignore_best_effort_filter: bool = False, files=None) -> None:
@@ -221,9 +223,21 @@ class SparkBackend:
 
     # -------------------------------------------------------------------------------- public API
 
+    def close(self) -> None:
+        """Drop the temporary views the backend registered for its tables (see
+        :meth:`~optimizer.spark.tables.TableResolver.close`); a backend collected unclosed drops them too."""
+        self.tables.close()
+
+    def __enter__(self) -> SparkBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def to_sql(self, plan, root: int = 0) -> tuple[str, dict[str, DataFrame]]:
         """The Spark SQL text of the ``root``-th ``RelRoot`` of ``plan`` and the tables it binds: the
-        keyword arguments of ``spark.sql`` (``{t0}`` in the text is the DataFrame ``t0``). The query's
+        keyword arguments of ``spark.sql`` (``{t0}`` in the text is the DataFrame ``t0``; tables the
+        text names, catalog tables and the backend's temporary views, are not among them). The query's
         columns are ``_r0``, ``_r1``, ...: :meth:`to_dataframe` applies ``RelRoot.names`` afterwards with
         the DataFrame API (in SQL text Spark would read a name such as ``${env:HOME}`` as a variable)."""
         text, tables, _names, _width = self._compile(plan, root)

@@ -1,7 +1,9 @@
 """Columns and relations as one Spark SQL query: the builders the Spark backend compiles a plan with.
 
 The backend compiles a whole Substrait plan into **one** Spark SQL text and runs it with one
-``spark.sql(text, t0=df0, ...)`` call (the tables are DataFrames bound to ``{t0}``...). The text is built
+``spark.sql`` call. A table is a name in the text (:meth:`Frame.named`: a catalog table, a temporary view)
+or a DataFrame bound to the call (:meth:`Frame.table`: ``spark.sql(text, t0=df0, ...)``, ``{t0}`` in the
+text). The text is built
 with sqlglot's expression tree and printed in its Spark dialect, which quotes identifiers, escapes string
 literals and places parentheses; nothing is pasted together from strings.
 
@@ -868,6 +870,11 @@ class Frame:
     def table(cls, ctx: Context, name: str) -> Frame:
         """All columns of the bound table ``name`` (a placeholder from :meth:`Context.bind`)."""
         return cls(ctx, _Query(exp.Table(this=exp.to_identifier(ctx.placeholder(name)))))
+
+    @classmethod
+    def named(cls, ctx: Context, table: exp.Table) -> Frame:
+        """All columns of a table the query text names: a catalog table, or ``parquet.`path```."""
+        return cls(ctx, _Query(table.copy()))
 
     @classmethod
     def one_row(cls, ctx: Context) -> Frame:

@@ -41,14 +41,18 @@ from __future__ import annotations
 import glob as _glob
 import os
 import urllib.parse
+import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
+from sqlglot import exp
+from sqlglot.errors import ParseError
 from substrait.proto import NamedStruct, ReadRel, Type
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
@@ -155,6 +159,15 @@ class TableResolver:
         self._parquet: dict[tuple[str, tuple[int, int] | None], DataFrame] = {}
         self._schemas: dict[int, tuple[DataFrame, Any]] = {}
         self._safe: dict[int, tuple[DataFrame, DataFrame]] = {}  # tables whose names hold "${", renamed
+        # how the query text names a table DataFrame (by id(df)): a catalog table by its name, any other
+        # by a temporary view this resolver registers once (spark.sql(text, t0=df) would create and
+        # drop a view on every call: 3-10 ms per table); close() drops the views
+        self._names: dict[int, tuple[DataFrame, exp.Table]] = {}
+        self._views: list[str] = []
+        self._token = uuid.uuid4().hex[:12]
+        # a resolver dropped without close() drops its views when collected (not at exit: the session
+        # ends with the process)
+        weakref.finalize(self, _drop_views, spark, self._views).atexit = False
         if isinstance(tables, Mapping):
             self.mapping = {str(k).lower(): v for k, v in tables.items()}
         elif tables is not None:
@@ -230,7 +243,12 @@ class TableResolver:
                     continue
             except AnalysisException:  # not an identifier Spark parses: not in the catalog
                 continue
-            return self.spark.table(candidate)
+            df = self.spark.table(candidate)
+            try:
+                self._names[id(df)] = (df, exp.to_table(candidate, dialect="spark"))
+            except ParseError:  # Spark parsed it, sqlglot does not: the DataFrame is bound instead
+                pass
+            return df
         return None
 
     def raw_table(self, names: Sequence[str], path: str | None = None) -> DataFrame:
@@ -271,6 +289,36 @@ class TableResolver:
                 self._parquet[key] = df
         return df
 
+    def _kept(self, df: DataFrame) -> bool:
+        """Whether the resolver reuses ``df`` from call to call (a table it read, given or renamed)."""
+        return (any(df is v for v in self._parquet.values()) or any(df is v for v in self.mapping.values())
+                or any(df is v[1] for v in self._safe.values()))
+
+    def table_name(self, df: DataFrame) -> exp.Table | None:
+        """How the query text names the table DataFrame ``df``: a catalog table by its own name, a table
+        the resolver reuses by a temporary view of the session registered on first use (see
+        :meth:`close`); ``None`` for a DataFrame of one call (files of a ``local_files`` read), which
+        is bound to the ``spark.sql`` call."""
+        hit = self._names.get(id(df))
+        if hit is not None and hit[0] is df:
+            return hit[1]
+        if not self._kept(df):
+            return None
+        view = f"substrait_opt_{self._token}_{len(self._views)}"
+        try:
+            df.createOrReplaceTempView(view)
+        except PySparkException as exc:
+            raise ExecutionError(f"Spark cannot register a table as a temporary view: {_first_line(exc)}") from None
+        self._views.append(view)
+        self._names[id(df)] = (df, exp.Table(this=exp.to_identifier(view)))
+        return self._names[id(df)][1]
+
+    def close(self) -> None:
+        """Drop the temporary views this resolver registered in the session (it registers them again
+        when used after that)."""
+        _drop_views(self.spark, self._views)
+        self._names.clear()
+
     def _schema(self, df: DataFrame):
         """``df.schema`` (a JVM round trip and a JSON parse), remembered for the cached tables."""
         if isinstance(df, T.StructType):  # a table described by its schema only (to_sql without Spark)
@@ -279,7 +327,7 @@ class TableResolver:
         if cached is not None and cached[0] is df:
             return cached[1]
         schema = df.schema
-        if any(df is v for v in self._parquet.values()) or any(df is v for v in self.mapping.values()):
+        if self._kept(df):
             self._schemas[id(df)] = (df, schema)
         return schema
 
@@ -485,7 +533,20 @@ class TableResolver:
                 column = column.cast(target)
             by_position[k] = column.alias(name)
         out = [by_position[k] for k in (range(len(chosen)) if keep is None else keep)]
-        return Frame.table(ctx, ctx.bind(bound)).select(*out)
+        # a table described by its schema only (to_sql without Spark) is bound to a placeholder
+        named = self.table_name(bound) if isinstance(bound, DataFrame) else None
+        source = Frame.named(ctx, named) if named is not None else Frame.table(ctx, ctx.bind(bound))
+        return source.select(*out)
+
+
+def _drop_views(spark, views: list[str]) -> None:
+    """Drop the temporary ``views`` of ``spark`` (nothing when the session has stopped)."""
+    while views:
+        view = views.pop()
+        try:
+            spark.catalog.dropTempView(view)
+        except (PySparkException, Py4JError):  # the session or its JVM is gone: so are its views
+            views.clear()
 
 
 def _java_failure(exc: BaseException) -> str:
