@@ -930,6 +930,8 @@ class _Gen:
                                      "set"])
             try:
                 self.budget -= 1
+                if kind == "set":  # half of them unions: a filter pushed into one input only is wrong there
+                    return self.set(depth + 1, union=_maybe(self.draw, 50))
                 return getattr(self, kind)(depth + 1)
             except _Skip:
                 pass
@@ -1396,9 +1398,10 @@ class _Gen:
         out.project.common.emit.output_mapping.extend(range(len(schema), len(schema) + len(target)))
         return out
 
-    def set(self, depth: int) -> tuple[Rel, Schema]:
+    def set(self, depth: int, union: bool = False) -> tuple[Rel, Schema]:
+        """A set operation (``union``: a union, which a filter above must filter in every input)."""
         draw = self.draw
-        op = _pick(draw, [6, 5, 1, 7, 2, 3, 4, 8, 6, 5])  # every operation; unions twice
+        op = _pick(draw, [6, 5] if union else [6, 5, 1, 7, 2, 3, 4, 8, 6, 5])  # every operation; unions twice
         first, fs = self.relation(depth + 1)
         if self.allow_shared and _maybe(draw, 30):
             first = self.share(first, fs)
