@@ -39,7 +39,9 @@ Substrait types map to Spark types with :func:`optimizer.spark.expressions.subst
 from __future__ import annotations
 
 import glob as _glob
+import itertools
 import os
+import threading
 import urllib.parse
 import uuid
 import weakref
@@ -165,6 +167,10 @@ class TableResolver:
         self._names: dict[int, tuple[DataFrame, exp.Table]] = {}
         self._views: list[str] = []
         self._token = uuid.uuid4().hex[:12]
+        # one backend serves several threads (a view name taken twice would let one table replace
+        # another): names come from a counter, registration holds a lock
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
         # a resolver dropped without close() drops its views when collected (not at exit: the session
         # ends with the process)
         weakref.finalize(self, _drop_views, spark, self._views).atexit = False
@@ -299,25 +305,29 @@ class TableResolver:
         the resolver reuses by a temporary view of the session registered on first use (see
         :meth:`close`); ``None`` for a DataFrame of one call (files of a ``local_files`` read), which
         is bound to the ``spark.sql`` call."""
-        hit = self._names.get(id(df))
-        if hit is not None and hit[0] is df:
-            return hit[1]
-        if not self._kept(df):
-            return None
-        view = f"substrait_opt_{self._token}_{len(self._views)}"
-        try:
-            df.createOrReplaceTempView(view)
-        except PySparkException as exc:
-            raise ExecutionError(f"Spark cannot register a table as a temporary view: {_first_line(exc)}") from None
-        self._views.append(view)
-        self._names[id(df)] = (df, exp.Table(this=exp.to_identifier(view)))
-        return self._names[id(df)][1]
+        with self._lock:
+            hit = self._names.get(id(df))
+            if hit is not None and hit[0] is df:
+                return hit[1]
+            if not self._kept(df):
+                return None
+            view = f"substrait_opt_{self._token}_{next(self._numbers)}"
+            try:
+                df.createOrReplaceTempView(view)
+            except PySparkException as exc:
+                raise ExecutionError(
+                    f"Spark cannot register a table as a temporary view: {_first_line(exc)}"
+                ) from None
+            self._views.append(view)
+            self._names[id(df)] = (df, exp.Table(this=exp.to_identifier(view)))
+            return self._names[id(df)][1]
 
     def close(self) -> None:
         """Drop the temporary views this resolver registered in the session (it registers them again
         when used after that)."""
-        _drop_views(self.spark, self._views)
-        self._names.clear()
+        with self._lock:
+            _drop_views(self.spark, self._views)
+            self._names.clear()
 
     def _schema(self, df: DataFrame):
         """``df.schema`` (a JVM round trip and a JSON parse), remembered for the cached tables."""
