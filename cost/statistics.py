@@ -60,6 +60,17 @@ from optimizer.errors import PlanError
 
 log = logging.getLogger(__name__)
 
+
+def spark_errors() -> tuple[type[Exception], ...]:
+    """What a failing Spark call raises: PySpark's errors (Classic and Connect) and the Py4J bridge's
+    (a JVM error PySpark does not convert, a session whose JVM is gone). Imported on call: reading
+    statistics from files needs no Spark."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError)
+
+
 FORMAT_VERSION = 1
 DEFAULT_DATABASE = "substrait_opt_stats"
 HISTOGRAM_CONF = "spark.sql.statistics.histogram.enabled"
@@ -796,7 +807,7 @@ class SparkStatistics(StatisticsProvider):
                 return cached
         try:
             stats = self.analyze(name, path)
-        except Exception as e:  # statistics are advisory: fall back to the next provider
+        except spark_errors() as e:  # statistics are advisory: fall back to the next provider
             if self.strict:
                 raise
             log.warning("statistics: ANALYZE of %s (%s) failed: %s", name, path, e)
@@ -895,7 +906,7 @@ class SparkStatistics(StatisticsProvider):
         for f in spark.table(ident).schema.fields:
             try:
                 rows = spark.sql(f"DESCRIBE EXTENDED {ident} {_quote_ident(f.name)}").collect()
-            except Exception as e:  # e.g. a nested column
+            except spark_errors() as e:  # e.g. a nested column
                 log.debug("statistics: no column statistics for %s.%s: %s", name, f.name, e)
                 continue
             stats.columns[f.name] = _column_from_describe(rows, f.dataType.simpleString())
@@ -988,7 +999,11 @@ class CatalogStatistics(StatisticsProvider):
             return None
         if key not in self._memo:
             found = self._find(name)
-            self._memo[key] = None if found is None else self.describe(found)
+            try:
+                self._memo[key] = None if found is None else self.describe(found)
+            except spark_errors() as e:  # statistics are advisory: unknown, like a table not analysed
+                log.warning("statistics: cannot describe %s: %s", found, e)
+                self._memo[key] = None
             if found is not None:
                 self._seen.setdefault(table_key(found), found)
         return self._memo[key]
@@ -1153,9 +1168,11 @@ class ParquetStatistics(StatisticsProvider):
             return None
         if key not in self._memo:
             table_name = self._keys[key]
+            import pyarrow as pa
+
             try:
                 self._memo[key] = read_parquet_statistics(self.paths[table_name])
-            except Exception as e:
+            except (OSError, pa.ArrowException) as e:  # a file pyarrow cannot read: unknown
                 log.warning("statistics: cannot read Parquet footers of %s: %s", table_name, e)
                 self._memo[key] = None
         return self._memo[key]
