@@ -56,20 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optimizer.errors import PlanError
+from optimizer.errors import PlanError, spark_errors
 
 log = logging.getLogger(__name__)
-
-
-def spark_errors() -> tuple[type[Exception], ...]:
-    """What a failing Spark call raises: PySpark's errors (Classic and Connect) and the Py4J bridge's
-    (a JVM error PySpark does not convert, a session whose JVM is gone). Imported on call: reading
-    statistics from files needs no Spark."""
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
-    return (PySparkException, Py4JError)
-
 
 FORMAT_VERSION = 1
 DEFAULT_DATABASE = "substrait_opt_stats"

@@ -34,7 +34,7 @@ import networkx as nx
 from substrait.proto import Plan
 
 from optimizer.dag import from_dag, input_fields, inputs, to_dag
-from optimizer.errors import OptimizerError, PlanError
+from optimizer.errors import OptimizerError, PlanError, spark_errors
 from optimizer.paths import file_access
 
 # --------------------------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def _names(g: nx.DiGraph, node: int) -> list[str]:
             sub.graph = dict(g.graph)
             annotate_schemas(sub)
             schema = sub.nodes[node].get("schema")
-        except Exception:
+        except OptimizerError:  # types that cannot be derived: names from the estimate's width
             schema = None
     if schema is not None:
         return schema.depth_first_names()
@@ -85,9 +85,7 @@ def count_rows(backend, plan: Plan) -> int:
 
     try:
         return int(backend.to_dataframe(plan).count())
-    except OptimizerError:
-        raise
-    except Exception as exc:  # Spark job failures
+    except spark_errors() as exc:  # the Spark job failed
         raise _execution_error(exc) from None
 
 
@@ -110,7 +108,7 @@ def actual_rows(g: nx.DiGraph, backend, nodes: list[int] | None = None,
     for node in nodes if nodes is not None else tree_order(g):
         try:
             out[node] = count_rows(backend, subtree_plan(g, node))
-        except Exception as exc:
+        except OptimizerError as exc:  # a subtree Spark cannot run alone (or fails on): no count
             out[node] = None
             if on_error is not None:
                 on_error(node, exc)
@@ -192,7 +190,7 @@ def _relation_title(g: nx.DiGraph, node: int, functions) -> str:
 
     try:
         return describe_rel(g, node, functions, max_len=80)
-    except Exception:
+    except OptimizerError:  # an expression explain cannot render: the kind alone
         return g.nodes[node]["kind"]
 
 
@@ -217,7 +215,7 @@ class _Annotator:
     def cost(self, node: int) -> float | None:
         try:
             return self.model.total(self.g, node, self.estimator)
-        except Exception:
+        except OptimizerError:  # a relation the model cannot price
             return None
 
     def q(self, node: int) -> float | None:

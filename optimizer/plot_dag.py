@@ -81,7 +81,7 @@ def _node_label(g: nx.DiGraph, node: int, functions, annotate: Annotate | None) 
     kind = g.nodes[node]["kind"]
     try:
         described = describe_rel(g, node, functions, max_len=_WRAP * _MAX_DETAIL_LINES)
-    except Exception:  # noqa: BLE001 - a picture never fails on a relation explain cannot describe
+    except OptimizerError:  # a picture never fails on a relation explain cannot describe
         described = f"{_title(kind)}()"
     title = _title(kind)
     detail = described[len(title) + 1 : -1] if described.startswith(title + "(") else described
@@ -271,17 +271,13 @@ def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any 
             try:
                 est_rows = float(ctx.estimate(node).rows)
                 parts.append(f"est {_human(est_rows)} rows")
-            except Exception:  # noqa: BLE001 - estimator missing or unable: fall back on the hint
+            except OptimizerError:  # a relation the estimator refuses: the hint, if any
                 est_rows = None
             if est_rows is not None:
                 try:
-                    text = f"cost {_human(ctx.cost(node))}"
-                    try:
-                        text += f" (self {_human(ctx.cost_model.node_cost(graph, node, ctx.estimator).total)})"
-                    except Exception:  # noqa: BLE001 - a cost model without per-node costs
-                        pass
-                    parts.append(text)
-                except Exception:  # noqa: BLE001
+                    own = ctx.cost_model.node_cost(graph, node, ctx.estimator).total
+                    parts.append(f"cost {_human(ctx.cost(node))} (self {_human(own)})")
+                except OptimizerError:  # a relation the model cannot price
                     pass
         if est_rows is None:
             hint = _hint_rows(graph, node)
