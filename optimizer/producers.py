@@ -106,7 +106,8 @@ def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
     try:
         plan = ctx.sql(sql).optimized_logical_plan()
         return Producer.to_substrait_plan(plan, ctx).encode()
-    except Exception as exc:  # DataFusion raises plain Exceptions
+    # DataFusion's Python bindings raise its planning and Substrait errors as plain Exception
+    except Exception as exc:  # noqa: BLE001
         raise ProducerError(f"datafusion: {exc}") from exc
 
 
@@ -159,19 +160,23 @@ def duckdb_producer_connection(tables: TableSpec, *, data_independent: bool = Tr
 
 def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -> bytes:
     """DuckDB's Substrait plan (binary protobuf, old encoding: use ``load_plan``) of ``sql`` over ``tables``."""
+    import duckdb
+
     con = duckdb_producer_connection(tables, data_independent=data_independent)
     try:
         return con.get_substrait(sql).fetchone()[0]
-    except Exception as exc:  # duckdb.Error and its NotImplementedException
+    except duckdb.Error as exc:  # also its NotImplementedException
         raise ProducerError(f"duckdb: {exc}") from exc
 
 
 def duckdb_plan_json(sql: str, tables: TableSpec, *, data_independent: bool = True) -> str:
     """DuckDB's Substrait plan of ``sql`` as its JSON text (old encoding, camelCase field names)."""
+    import duckdb
+
     con = duckdb_producer_connection(tables, data_independent=data_independent)
     try:
         text = con.get_substrait_json(sql).fetchone()[0]
-    except Exception as exc:
+    except duckdb.Error as exc:
         raise ProducerError(f"duckdb: {exc}") from exc
     return json.dumps(json.loads(text), indent=1)
 
