@@ -202,34 +202,3 @@ DUCKDB_TPCDS_WRONG: dict[int, str] = {
     # (fields 1, 2, 3, ...) land on r_reason_id, r_reason_desc and the wrong subqueries.
     9: "wrong plan: ReadRel of reason without its column mask (field references off by two)",
 }
-
-
-def _tpcds_plans(produce, data_dir: Path | str, queries) -> dict[int, bytes | ProducerError]:
-    from optimizer.tpcds import tpcds_queries, tpcds_table_paths
-
-    tables = tpcds_table_paths(data_dir)
-    texts = tpcds_queries()
-    plans: dict[int, bytes | ProducerError] = {}
-    for n in queries if queries is not None else sorted(texts):
-        try:
-            plans[n] = produce(texts[n], tables)
-        except ProducerError as exc:
-            plans[n] = exc
-    return plans
-
-
-def datafusion_tpcds_plans(
-    data_dir: Path | str, queries: tuple[int, ...] | None = None
-) -> dict[int, bytes | ProducerError]:
-    """DataFusion's plans of the TPC-DS ``queries`` (default all 99; DataFusion 55 writes every one) over the
-    tables in ``data_dir``; a query it cannot write maps to its :class:`ProducerError`."""
-    return _tpcds_plans(datafusion_plan, data_dir, queries)
-
-
-def duckdb_tpcds_plans(
-    data_dir: Path | str, queries: tuple[int, ...] | None = None
-) -> dict[int, bytes | ProducerError]:
-    """DuckDB 1.1.3's plans of the TPC-DS ``queries`` (default all 99; it writes about half: correlated
-    subqueries become DELIM_JOIN, which has no translation); a query it cannot write maps to its
-    :class:`ProducerError`."""
-    return _tpcds_plans(duckdb_plan, data_dir, queries)

@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from optimizer.producers import ProducerError, datafusion_plan, duckdb_plan
 from optimizer.tpch import _locked, repo_root
 
 TPCDS_TABLES: tuple[str, ...] = (
@@ -226,7 +227,6 @@ def run_tpcds(spark, data_dir: Path | str, queries=None, *, workers: int = 2, lo
     from concurrent.futures import ThreadPoolExecutor
 
     from cost.statistics import default_statistics
-    from optimizer.producers import datafusion_tpcds_plans, duckdb_tpcds_plans
     from optimizer.spark import SparkBackend
 
     queries = tuple(queries) if queries is not None else tuple(range(1, 100))
@@ -263,3 +263,35 @@ def run_tpcds(spark, data_dir: Path | str, queries=None, *, workers: int = 2, lo
         for (n, producer), outcomes in pool.map(one, jobs):
             results[n][producer] = outcomes
     return results
+
+
+# ------------------------------------------------------------------------------------- produced plans
+
+
+def _tpcds_plans(produce, data_dir: Path | str, queries) -> dict[int, bytes | ProducerError]:
+    tables = tpcds_table_paths(data_dir)
+    texts = tpcds_queries()
+    plans: dict[int, bytes | ProducerError] = {}
+    for n in queries if queries is not None else sorted(texts):
+        try:
+            plans[n] = produce(texts[n], tables)
+        except ProducerError as exc:
+            plans[n] = exc
+    return plans
+
+
+def datafusion_tpcds_plans(
+    data_dir: Path | str, queries: tuple[int, ...] | None = None
+) -> dict[int, bytes | ProducerError]:
+    """DataFusion's plans of the TPC-DS ``queries`` (default all 99; DataFusion 55 writes every one) over the
+    tables in ``data_dir``; a query it cannot write maps to its :class:`~optimizer.producers.ProducerError`."""
+    return _tpcds_plans(datafusion_plan, data_dir, queries)
+
+
+def duckdb_tpcds_plans(
+    data_dir: Path | str, queries: tuple[int, ...] | None = None
+) -> dict[int, bytes | ProducerError]:
+    """DuckDB 1.1.3's plans of the TPC-DS ``queries`` (default all 99; it writes about half: correlated
+    subqueries become DELIM_JOIN, which has no translation); a query it cannot write maps to its
+    :class:`~optimizer.producers.ProducerError`."""
+    return _tpcds_plans(duckdb_plan, data_dir, queries)
