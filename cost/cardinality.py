@@ -55,6 +55,7 @@ from cost.statistics import (
     to_numeric,
 )
 from optimizer.dag import inputs
+from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import call_args, conjuncts, disjuncts, field_index, remap_fields
 from optimizer.functions import FunctionTable, function_table
 
@@ -347,11 +348,13 @@ def _local_path(uri: str) -> str | None:
 
 @lru_cache(maxsize=256)
 def _parquet_stats(path: str, mtime: float) -> TableStatistics | None:
+    import pyarrow as pa
+
     from cost.statistics import read_parquet_statistics
 
     try:
         return read_parquet_statistics(path)
-    except Exception as e:  # unreadable footers: unknown
+    except (OSError, pa.ArrowException) as e:  # unreadable footers: unknown
         log.debug("cardinality: cannot read %s: %s", path, e)
         return None
 
@@ -393,9 +396,10 @@ class CardinalityEstimator:
         self.g = g
         self.statistics = statistics
         if functions is None:
+            plan = g.graph.get("plan")
             try:
-                functions = function_table(g.graph["plan"])
-            except Exception:
+                functions = function_table(plan) if plan is not None else FunctionTable([])
+            except PlanError:  # an undeclared extension URN: the functions are unknown, not the rows
                 functions = FunctionTable([])
         self.functions = functions
         self._memo: dict[int, RelEstimate] = {}
@@ -441,7 +445,7 @@ class CardinalityEstimator:
             handler = getattr(self, f"_rel_{kind}", None)
             est = handler(node, getattr(rel, kind), children) if handler is not None else self._default(node, children)
             est = self._emit(rel, kind, est)
-        except Exception as e:  # never crash on a plan we do not understand
+        except OptimizerError as e:  # a relation the schema or function rules refuse: default estimate
             log.debug("cardinality: default estimate for node %s (%s): %s", node, kind, e, exc_info=True)
             est = self._default(node, children)
         est = self._hinted(rel, est)
@@ -460,10 +464,7 @@ class CardinalityEstimator:
     def _hinted(self, rel: Rel, est: RelEstimate) -> RelEstimate:
         hint = None
         if self.statistics is not None:
-            try:
-                hint = self.statistics.relation_hint(rel)
-            except Exception:
-                hint = None
+            hint = self.statistics.relation_hint(rel)
         if hint is None:
             hint = read_hint(rel)
         if hint is None:
@@ -508,7 +509,7 @@ class CardinalityEstimator:
                     else:
                         data = self.g.nodes[node]
                         schema = rel_schema(data["rel"], child_schemas, self.functions)
-                except Exception:
+                except OptimizerError:  # a relation whose type cannot be derived: types unknown
                     schema = None
             self._schemas[node] = schema
         return list(schema.types) if schema is not None else None
@@ -535,7 +536,7 @@ class CardinalityEstimator:
 
                 schema = Schema.from_named_struct(body.base_schema)
                 names, base_types = list(schema.names), list(schema.types)
-            except Exception:
+            except PlanError:  # names that do not match the types: keep the first ones
                 names = names[: len(base_types)]
         which = body.WhichOneof("read_type")
         table: TableStatistics | None = None
@@ -544,11 +545,7 @@ class CardinalityEstimator:
         if which == "virtual_table":
             return self._virtual_table(node, body, names, base_types)
         if which == "named_table" and self.statistics is not None:
-            try:
-                table = self.statistics.table(list(body.named_table.names))
-            except Exception as e:
-                log.debug("cardinality: statistics of %s: %s", list(body.named_table.names), e)
-                table = None
+            table = self.statistics.table(list(body.named_table.names))
         elif which == "local_files":
             table = self._local_files(body.local_files)
         if table is not None:
@@ -1222,7 +1219,7 @@ class CardinalityEstimator:
                         value = col.moments[0]
                     elif col.numeric and col.min == col.max:
                         value = float(col.min)
-        except Exception as exc:
+        except OptimizerError as exc:  # a subquery the DAG or the estimator refuses: value unknown
             log.debug("cardinality: scalar subquery not estimated: %s", exc)
             value = None
         cache[key] = value
@@ -1262,7 +1259,7 @@ class CardinalityEstimator:
             # AND/OR nesting does not make two predicates different (simplify_predicates flattens a
             # FilterRel's copy of what DataFusion also wrote, nested, into the ReadRel's filter).
             return fold(remap_fields(e, mapping), self.functions).SerializeToString(deterministic=True)
-        except Exception:
+        except PlanError:  # an undeclared function anchor: no fingerprint
             return None
 
     def _conjunction(self, parts: Iterable[Expression], est: RelEstimate

@@ -53,6 +53,7 @@ from cost import properties
 from cost.cardinality import CardinalityEstimator, RelEstimate
 from cost.spark_joins import LEFT, choose_build, join_type_name
 from optimizer.dag import inputs
+from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field_index
 
 
@@ -173,9 +174,9 @@ class CostModel:
         out = estimator.estimate(node)
         ins = [estimator.estimate(c) for c in inputs(g, node)]
         handler = getattr(self, f"_cost_{kind}", None)
-        if handler is not None:
-            return handler(g, node, body, out, ins, estimator)
-        return self._cpu(sum(i.rows for i in ins) + out.rows)
+        if handler is None:  # a relation kind newer than this model
+            raise UnsupportedError(f"the cost model has no cost for a {kind} relation", f"node {node}")
+        return handler(g, node, body, out, ins, estimator)
 
     # -- building blocks ----------------------------------------------------------------------------
 
@@ -238,12 +239,10 @@ class CostModel:
         from cost.cardinality import type_width
 
         stats_rows = None
+        table = None
         if body.WhichOneof("read_type") == "named_table" and estimator.statistics is not None:
-            try:
-                t = estimator.statistics.table(list(body.named_table.names))
-                stats_rows = t.row_count if t is not None else None
-            except Exception:
-                stats_rows = None
+            table = estimator.statistics.table(list(body.named_table.names))
+            stats_rows = table.row_count if table is not None else None
         if body.WhichOneof("read_type") == "virtual_table":
             stats_rows = float(len(body.virtual_table.expressions))
         base_rows = stats_rows if stats_rows is not None else out.rows
@@ -260,12 +259,6 @@ class CostModel:
                     used |= referenced_fields(getattr(body, name))
         width = 0.0
         names = list(body.base_schema.names)
-        table = None
-        if estimator.statistics is not None and body.WhichOneof("read_type") == "named_table":
-            try:
-                table = estimator.statistics.table(list(body.named_table.names))
-            except Exception:
-                table = None
         for i in used:
             if i >= len(types):
                 continue
@@ -516,6 +509,16 @@ class CostModel:
 
     def _cost_extension_single(self, g, node, body, out, ins, estimator) -> Cost:
         return self._cpu((ins[0].rows if ins else 0.0) + out.rows)
+
+    def _cost_rows(self, g, node, body, out, ins, estimator) -> Cost:
+        """A relation whose work is unknown to the model: a row of CPU per row in and out."""
+        return self._cpu(sum(i.rows for i in ins) + out.rows)
+
+    _cost_extension_multi = _cost_rows
+    _cost_extension_leaf = _cost_rows
+    _cost_write = _cost_rows
+    _cost_update = _cost_rows
+    _cost_ddl = _cost_rows
 
 
 _WINDOW = "substrait.Expression"

@@ -65,6 +65,7 @@ import networkx as nx
 from substrait.proto import Expression, SortField
 
 from optimizer.dag import inputs
+from optimizer.errors import OptimizerError
 from optimizer.expr_utils import field_index
 
 ASC_NULLS_FIRST = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
@@ -123,11 +124,11 @@ def output_width(g: nx.DiGraph, node: int) -> int | None:
     schema = g.nodes[node].get("schema")
     if schema is not None:
         return len(schema.types)
-    try:
-        from cost.cardinality import CardinalityEstimator
+    from cost.cardinality import CardinalityEstimator
 
+    try:
         return len(CardinalityEstimator(g).estimate(node).columns)
-    except Exception:
+    except OptimizerError:  # a plan the estimator refuses (undeclared function anchors): width unknown
         return None
 
 
@@ -253,10 +254,7 @@ def ordering(g: nx.DiGraph, node: int, *, strict: bool = False) -> Ordering:
     docstring); ``strict=True`` claims only what the Substrait specification guarantees."""
     memo: dict[int, Ordering] = {}
     for n in nx.dfs_postorder_nodes(g, node):
-        try:
-            memo[n] = _ordering(g, n, memo, strict)
-        except Exception:  # an ordering we cannot derive is no ordering
-            memo[n] = []
+        memo[n] = _ordering(g, n, memo, strict)
     return memo[node]
 
 
@@ -374,10 +372,7 @@ def distribution(g: nx.DiGraph, node: int) -> Distribution:
     """How the relation's output rows are partitioned (see the module docstring)."""
     memo: dict[int, Distribution] = {}
     for n in nx.dfs_postorder_nodes(g, node):
-        try:
-            memo[n] = _distribution(g, n, memo)
-        except Exception:
-            memo[n] = ANY
+        memo[n] = _distribution(g, n, memo)
     return memo[node]
 
 

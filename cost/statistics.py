@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optimizer.errors import PlanError
+from optimizer.errors import PlanError, spark_errors
 
 log = logging.getLogger(__name__)
 
@@ -796,7 +796,7 @@ class SparkStatistics(StatisticsProvider):
                 return cached
         try:
             stats = self.analyze(name, path)
-        except Exception as e:  # statistics are advisory: fall back to the next provider
+        except spark_errors() as e:  # statistics are advisory: fall back to the next provider
             if self.strict:
                 raise
             log.warning("statistics: ANALYZE of %s (%s) failed: %s", name, path, e)
@@ -895,7 +895,7 @@ class SparkStatistics(StatisticsProvider):
         for f in spark.table(ident).schema.fields:
             try:
                 rows = spark.sql(f"DESCRIBE EXTENDED {ident} {_quote_ident(f.name)}").collect()
-            except Exception as e:  # e.g. a nested column
+            except spark_errors() as e:  # e.g. a nested column
                 log.debug("statistics: no column statistics for %s.%s: %s", name, f.name, e)
                 continue
             stats.columns[f.name] = _column_from_describe(rows, f.dataType.simpleString())
@@ -988,7 +988,11 @@ class CatalogStatistics(StatisticsProvider):
             return None
         if key not in self._memo:
             found = self._find(name)
-            self._memo[key] = None if found is None else self.describe(found)
+            try:
+                self._memo[key] = None if found is None else self.describe(found)
+            except spark_errors() as e:  # statistics are advisory: unknown, like a table not analysed
+                log.warning("statistics: cannot describe %s: %s", found, e)
+                self._memo[key] = None
             if found is not None:
                 self._seen.setdefault(table_key(found), found)
         return self._memo[key]
@@ -1153,9 +1157,11 @@ class ParquetStatistics(StatisticsProvider):
             return None
         if key not in self._memo:
             table_name = self._keys[key]
+            import pyarrow as pa
+
             try:
                 self._memo[key] = read_parquet_statistics(self.paths[table_name])
-            except Exception as e:
+            except (OSError, pa.ArrowException) as e:  # a file pyarrow cannot read: unknown
                 log.warning("statistics: cannot read Parquet footers of %s: %s", table_name, e)
                 self._memo[key] = None
         return self._memo[key]

@@ -64,7 +64,7 @@ from typing import Any
 
 from substrait.proto import Expression, Type
 
-from optimizer.errors import PlanError
+from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import field_index, has_subquery, is_deterministic
 
 FULL, BEST_EFFORT, NONE = "full", "best_effort", "none"
@@ -223,7 +223,7 @@ class Capabilities:
         for a in args:
             try:
                 kinds.append(expression_type(a, schema, functions).WhichOneof("kind"))
-            except Exception:  # an expression the type deriver does not know: no rule can match it safely
+            except OptimizerError:  # an expression the type deriver does not know: no rule can match it safely
                 return None
         return kinds
 

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from optimizer.cli_args import write_text
 from optimizer.errors import OptimizerError
 from optimizer.interrupt import Interrupted, restore_signals, stop_on_signals, stop_spark
 from optimizer.paths import add_path_argument
@@ -55,29 +56,34 @@ def cmd_explain(args: argparse.Namespace) -> int:
     check_output(args.output)
     plan = load_plan(args.input)
     raise_for_problems(plan)
-    annotate = None
     if args.format in ("dot", "svg"):
+        from optimizer.cli_args import statistics_from_args
         from optimizer.plot_dag import explain_dot, picture
 
-        _write_text(args.output, picture(explain_dot(plan, args), args.format))
+        statistics = statistics_from_args(args) if args.tables or args.stats or getattr(args, "catalog", None) else None
+        backend = None
+        if args.analyze:
+            from optimizer.cli_spark import backend_from_args
+
+            backend = backend_from_args(args)
+        write_text(args.output, picture(explain_dot(plan, statistics, backend, title=args.input), args.format))
         return 0
     if args.tables or args.stats or args.analyze or args.format == "json":
+        from optimizer.cli_args import explain_statistics
         from optimizer.explain_estimates import explain_with_estimates
 
-        return explain_with_estimates(plan, args)
-    text = explain_plan(plan, annotate)
-    _write_text(args.output, text + "\n")
+        spark = backend = None
+        if args.analyze:
+            from optimizer.cli_spark import backend_from_args, spark_from_args
+
+            spark = spark_from_args(args)
+        statistics = explain_statistics(args, spark)
+        if spark is not None:
+            backend = backend_from_args(args, spark)
+        write_text(args.output, explain_with_estimates(plan, statistics, backend, args.format))
+        return 0
+    write_text(args.output, explain_plan(plan) + "\n")
     return 0
-
-
-def _write_text(dest: str, text: str) -> None:
-    if dest == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        from optimizer.plan_io import write_file
-
-        write_file(dest, text.encode("utf-8"))
 
 
 def package_version() -> str:

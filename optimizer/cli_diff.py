@@ -34,7 +34,7 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
-    from optimizer.cli_optimize import statistics_from_args
+    from optimizer.cli_args import statistics_from_args
     from optimizer.cli_run import plan_name
     from optimizer.difftest.harness import compare
     from optimizer.plan_io import load_plan

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from optimizer.cli_args import statistics_from_args
 from optimizer.errors import PlanError
-from optimizer.paths import add_path_argument, file_access
+from optimizer.paths import add_path_argument
 
 
 def add_statistics_args(p: argparse.ArgumentParser) -> None:
@@ -20,26 +21,6 @@ def add_statistics_args(p: argparse.ArgumentParser) -> None:
 
     add_spark_args(p)
     add_path_argument(p)
-
-
-def statistics_from_args(args: argparse.Namespace):
-    """The statistics stack the CLI options ask for (hints always; file; Spark; Parquet)."""
-    from cost.statistics import default_statistics
-    from optimizer.cli_spark import check_tables_arg, lazy_spark_from_args
-
-    if getattr(args, "stats", None):
-        import os
-
-        if not os.path.exists(args.stats):
-            raise PlanError("no such statistics file", args.stats)
-    tables = getattr(args, "tables", None)
-    check_tables_arg(tables)
-    catalog = getattr(args, "catalog", None)
-    wants_spark = catalog or (tables and not getattr(args, "no_spark_stats", False))
-    spark = lazy_spark_from_args(args) if wants_spark else None
-    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None),
-                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
-                              files=file_access(args))
 
 
 def warn_unknown_tables(plan, statistics) -> None:

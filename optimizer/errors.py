@@ -38,3 +38,13 @@ class ExecutionError(OptimizerError):
     """Running a plan failed."""
 
     exit_code = 3
+
+
+def spark_errors() -> tuple[type[Exception], ...]:
+    """What a failing Spark call raises: PySpark's errors (Classic and Connect) and the Py4J bridge's
+    (a JVM error PySpark does not convert, a session whose JVM is gone). Imported on call: the
+    optimizer without Spark never imports PySpark."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError)

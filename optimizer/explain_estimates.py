@@ -24,7 +24,6 @@ footers; hints in the plan override both for their relation.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections.abc import Callable
@@ -34,8 +33,7 @@ import networkx as nx
 from substrait.proto import Plan
 
 from optimizer.dag import from_dag, input_fields, inputs, to_dag
-from optimizer.errors import OptimizerError, PlanError
-from optimizer.paths import file_access
+from optimizer.errors import OptimizerError, spark_errors
 
 # --------------------------------------------------------------------------------------------------
 # Subtrees and actual rows
@@ -69,7 +67,7 @@ def _names(g: nx.DiGraph, node: int) -> list[str]:
             sub.graph = dict(g.graph)
             annotate_schemas(sub)
             schema = sub.nodes[node].get("schema")
-        except Exception:
+        except OptimizerError:  # types that cannot be derived: names from the estimate's width
             schema = None
     if schema is not None:
         return schema.depth_first_names()
@@ -85,9 +83,7 @@ def count_rows(backend, plan: Plan) -> int:
 
     try:
         return int(backend.to_dataframe(plan).count())
-    except OptimizerError:
-        raise
-    except Exception as exc:  # Spark job failures
+    except spark_errors() as exc:  # the Spark job failed
         raise _execution_error(exc) from None
 
 
@@ -110,7 +106,7 @@ def actual_rows(g: nx.DiGraph, backend, nodes: list[int] | None = None,
     for node in nodes if nodes is not None else tree_order(g):
         try:
             out[node] = count_rows(backend, subtree_plan(g, node))
-        except Exception as exc:
+        except OptimizerError as exc:  # a subtree Spark cannot run alone (or fails on): no count
             out[node] = None
             if on_error is not None:
                 on_error(node, exc)
@@ -192,7 +188,7 @@ def _relation_title(g: nx.DiGraph, node: int, functions) -> str:
 
     try:
         return describe_rel(g, node, functions, max_len=80)
-    except Exception:
+    except OptimizerError:  # an expression explain cannot render: the kind alone
         return g.nodes[node]["kind"]
 
 
@@ -217,7 +213,7 @@ class _Annotator:
     def cost(self, node: int) -> float | None:
         try:
             return self.model.total(self.g, node, self.estimator)
-        except Exception:
+        except OptimizerError:  # a relation the model cannot price
             return None
 
     def q(self, node: int) -> float | None:
@@ -264,47 +260,15 @@ def _prepare(plan: Plan) -> nx.DiGraph:
     return g
 
 
-def _statistics(args: argparse.Namespace, spark: Any) -> Any:
-    import os
-
-    from cost.statistics import default_statistics
-
-    stats_file = getattr(args, "stats", None)
-    tables = getattr(args, "tables", None)
-    if stats_file and not os.path.exists(stats_file):
-        raise PlanError("no such statistics file", stats_file)
-    from optimizer.cli_spark import check_tables_arg
-
-    check_tables_arg(tables)
-    catalog = getattr(args, "catalog", None)
-    if catalog and spark is None:
-        from optimizer.cli_spark import lazy_spark_from_args
-
-        spark = lazy_spark_from_args(args)
-    return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
-                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
-                              files=file_access(args))
-
-
-def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
-    """``explain`` with estimates (and ``--analyze`` actual rows); writes to ``args.output``."""
-    from optimizer.cli import _write_text
-
-    spark = None
-    if getattr(args, "analyze", False):
-        from optimizer.cli_spark import spark_from_args
-
-        spark = spark_from_args(args)
-    statistics = _statistics(args, spark)
+def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, format: str = "text") -> str:
+    """``explain`` with estimates over ``statistics``, and with a ``backend`` the actual rows of every
+    subtree; ``format`` ``text`` (the tree) or ``json`` (one record per relation)."""
     g = _prepare(plan)
     ann = _Annotator(g, statistics)
-    if spark is not None:
-        from optimizer.cli_spark import backend_from_args
-
-        ann.actual = actual_rows(g, backend_from_args(args, spark))
-    if getattr(args, "format", "text") == "json":
-        _write_text(args.output, json.dumps(_finite(ann.records()), indent=1, allow_nan=False) + "\n")
-        return 0
+    if backend is not None:
+        ann.actual = actual_rows(g, backend)
+    if format == "json":
+        return json.dumps(_finite(ann.records()), indent=1, allow_nan=False) + "\n"
     from optimizer.explain import explain_dag
 
     text = explain_dag(g, ann)
@@ -313,8 +277,7 @@ def explain_with_estimates(plan: Plan, args: argparse.Namespace) -> int:
         if qs:
             text += (f"\n\nq-error over {len(qs)} relations: median {qs[len(qs) // 2]:.2f}, "
                      f"max {qs[-1]:.2f}")
-    _write_text(args.output, text + "\n")
-    return 0
+    return text + "\n"
 
 
 def explain_before_after(plan: Plan, result: Any, statistics: Any = None) -> str:

@@ -19,7 +19,7 @@ _received: list[int] = []
 
 
 class Interrupted(BaseException):
-    """A signal asked the command to stop (a BaseException: no ``except Exception`` swallows it)."""
+    """A signal asked the command to stop (a BaseException: no handler of ``Exception`` swallows it)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)

@@ -30,7 +30,6 @@ digraph plan {
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import textwrap
@@ -81,7 +80,7 @@ def _node_label(g: nx.DiGraph, node: int, functions, annotate: Annotate | None) 
     kind = g.nodes[node]["kind"]
     try:
         described = describe_rel(g, node, functions, max_len=_WRAP * _MAX_DETAIL_LINES)
-    except Exception:  # noqa: BLE001 - a picture never fails on a relation explain cannot describe
+    except OptimizerError:  # a picture never fails on a relation explain cannot describe
         described = f"{_title(kind)}()"
     title = _title(kind)
     detail = described[len(title) + 1 : -1] if described.startswith(title + "(") else described
@@ -271,17 +270,13 @@ def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any 
             try:
                 est_rows = float(ctx.estimate(node).rows)
                 parts.append(f"est {_human(est_rows)} rows")
-            except Exception:  # noqa: BLE001 - estimator missing or unable: fall back on the hint
+            except OptimizerError:  # a relation the estimator refuses: the hint, if any
                 est_rows = None
             if est_rows is not None:
                 try:
-                    text = f"cost {_human(ctx.cost(node))}"
-                    try:
-                        text += f" (self {_human(ctx.cost_model.node_cost(graph, node, ctx.estimator).total)})"
-                    except Exception:  # noqa: BLE001 - a cost model without per-node costs
-                        pass
-                    parts.append(text)
-                except Exception:  # noqa: BLE001
+                    own = ctx.cost_model.node_cost(graph, node, ctx.estimator).total
+                    parts.append(f"cost {_human(ctx.cost(node))} (self {_human(own)})")
+                except OptimizerError:  # a relation the model cannot price
                     pass
         if est_rows is None:
             hint = _hint_rows(graph, node)
@@ -360,12 +355,12 @@ def actual_rows(g: nx.DiGraph, backend: Any) -> dict[int, int]:
 # ------------------------------------------------------------------------------------------ CLI entries
 
 
-def explain_dot(plan: Plan, args: argparse.Namespace) -> str:
+def explain_dot(plan: Plan, statistics: Any = None, backend: Any = None, title: str | None = None) -> str:
     """What ``substrait-opt explain IN --format dot|svg`` draws, as DOT text (see :func:`picture`).
 
-    With ``args.tables`` / ``args.stats`` every node shows estimated rows and subtree cost, with
-    ``args.analyze`` also the actual rows (each subtree runs on Spark; needs ``args.tables``);
-    without any, the plan's own ``hint.stats`` when it has them.
+    With ``statistics`` every node shows estimated rows and subtree cost, with a Spark ``backend``
+    also the actual rows (each subtree runs on it); without either, the plan's own ``hint.stats``
+    when it has them.
     """
     g = to_dag(plan)
     try:
@@ -374,25 +369,12 @@ def explain_dot(plan: Plan, args: argparse.Namespace) -> str:
         annotate_schemas(g)
     except OptimizerError:
         pass  # drawn without column names
-    tables = getattr(args, "tables", None)
-    stats = getattr(args, "stats", None)
-    analyze = bool(getattr(args, "analyze", False))
-    statistics = None
-    if tables or stats or getattr(args, "catalog", None):
-        from optimizer.cli_optimize import statistics_from_args
-
-        statistics = statistics_from_args(args)
-    actual = None
-    if analyze:
-        from optimizer.cli_spark import backend_from_args
-
-        backend = backend_from_args(args)
-        actual = actual_rows(g, backend)
-    if statistics is None and not analyze:
+    actual = actual_rows(g, backend) if backend is not None else None
+    if statistics is None and backend is None:
         annotate: Annotate = hint_annotator
     else:
         annotate = estimate_annotator(g, statistics, actual=actual)
-    return dag_to_dot(g, annotate, title=getattr(args, "input", None))
+    return dag_to_dot(g, annotate, title=title)
 
 
 def before_after_dot(before_plan: Plan, after_plan: Plan, statistics: Any = None, title: str | None = None) -> str:

@@ -106,7 +106,8 @@ def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
     try:
         plan = ctx.sql(sql).optimized_logical_plan()
         return Producer.to_substrait_plan(plan, ctx).encode()
-    except Exception as exc:  # DataFusion raises plain Exceptions
+    # DataFusion's Python bindings raise its planning and Substrait errors as plain Exception
+    except Exception as exc:  # noqa: BLE001
         raise ProducerError(f"datafusion: {exc}") from exc
 
 
@@ -159,19 +160,23 @@ def duckdb_producer_connection(tables: TableSpec, *, data_independent: bool = Tr
 
 def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -> bytes:
     """DuckDB's Substrait plan (binary protobuf, old encoding: use ``load_plan``) of ``sql`` over ``tables``."""
+    import duckdb
+
     con = duckdb_producer_connection(tables, data_independent=data_independent)
     try:
         return con.get_substrait(sql).fetchone()[0]
-    except Exception as exc:  # duckdb.Error and its NotImplementedException
+    except duckdb.Error as exc:  # also its NotImplementedException
         raise ProducerError(f"duckdb: {exc}") from exc
 
 
 def duckdb_plan_json(sql: str, tables: TableSpec, *, data_independent: bool = True) -> str:
     """DuckDB's Substrait plan of ``sql`` as its JSON text (old encoding, camelCase field names)."""
+    import duckdb
+
     con = duckdb_producer_connection(tables, data_independent=data_independent)
     try:
         text = con.get_substrait_json(sql).fetchone()[0]
-    except Exception as exc:
+    except duckdb.Error as exc:
         raise ProducerError(f"duckdb: {exc}") from exc
     return json.dumps(json.loads(text), indent=1)
 
@@ -197,34 +202,3 @@ DUCKDB_TPCDS_WRONG: dict[int, str] = {
     # (fields 1, 2, 3, ...) land on r_reason_id, r_reason_desc and the wrong subqueries.
     9: "wrong plan: ReadRel of reason without its column mask (field references off by two)",
 }
-
-
-def _tpcds_plans(produce, data_dir: Path | str, queries) -> dict[int, bytes | ProducerError]:
-    from optimizer.tpcds import tpcds_queries, tpcds_table_paths
-
-    tables = tpcds_table_paths(data_dir)
-    texts = tpcds_queries()
-    plans: dict[int, bytes | ProducerError] = {}
-    for n in queries if queries is not None else sorted(texts):
-        try:
-            plans[n] = produce(texts[n], tables)
-        except ProducerError as exc:
-            plans[n] = exc
-    return plans
-
-
-def datafusion_tpcds_plans(
-    data_dir: Path | str, queries: tuple[int, ...] | None = None
-) -> dict[int, bytes | ProducerError]:
-    """DataFusion's plans of the TPC-DS ``queries`` (default all 99; DataFusion 55 writes every one) over the
-    tables in ``data_dir``; a query it cannot write maps to its :class:`ProducerError`."""
-    return _tpcds_plans(datafusion_plan, data_dir, queries)
-
-
-def duckdb_tpcds_plans(
-    data_dir: Path | str, queries: tuple[int, ...] | None = None
-) -> dict[int, bytes | ProducerError]:
-    """DuckDB 1.1.3's plans of the TPC-DS ``queries`` (default all 99; it writes about half: correlated
-    subqueries become DELIM_JOIN, which has no translation); a query it cannot write maps to its
-    :class:`ProducerError`."""
-    return _tpcds_plans(duckdb_plan, data_dir, queries)

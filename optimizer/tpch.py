@@ -352,9 +352,11 @@ def generate_tpch(scale: float = 0.01, dest: Path | str | None = None, *, force:
             except (OSError, subprocess.SubprocessError, pa.ArrowException) as exc:
                 errors.append(f"tpchgen-cli: {exc}")
         if generator is None:
+            import duckdb  # a dependency of the test extra, like tpchgen-cli
+
             try:
                 generator = _generate_duckdb(scale, dest)
-            except Exception as exc:  # report both failures together
+            except (duckdb.Error, OSError, pa.ArrowException) as exc:  # report both failures together
                 errors.append(f"duckdb dbgen: {exc}")
                 raise RuntimeError("cannot generate TPC-H data: " + "; ".join(errors)) from exc
         write_table_t(dest)

@@ -638,9 +638,9 @@ def _walk_binary(msg: Message, path: str, ctx: _Context, top: bool = False) -> N
 
 
 def _parse_upgraded(cls: type[Message], raw: bytes, path: str, ctx: _Context) -> Message:
-    from optimizer.plan_io import check_depth
+    from optimizer.protobuf_depth import check_depth
 
-    check_depth(raw, cls.DESCRIPTOR, path)  # protobuf's own limit may be lifted (plan_io.deep_messages)
+    check_depth(raw, cls.DESCRIPTOR, path)  # protobuf's own limit may be lifted (protobuf_depth.deep_messages)
     sub = cls()
     try:
         sub.ParseFromString(raw)

@@ -373,7 +373,7 @@ def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: New
         estimator = CardinalityEstimator(scratch, ctx.statistics, ctx.functions)
         try:
             costs.append(ctx.cost_model.total(scratch, root, estimator))
-        except Exception:
+        except OptimizerError:  # an alternative the model cannot price is not chosen
             return False
     return costs[1] < costs[0]
 

@@ -203,6 +203,16 @@ def test_every_relation_kind_has_a_cost():
         assert c >= base and c < float("inf"), rel
 
 
+def test_every_rel_type_has_a_cost_and_an_estimate():
+    """A plan relation resolves to one of the Rel oneof's kinds (references are resolved by to_dag):
+    the model and the estimator each have a handler for every one."""
+    from substrait.proto import Rel
+
+    kinds = {f.name for f in Rel.DESCRIPTOR.oneofs_by_name["rel_type"].fields} - {"reference"}
+    assert sorted(k for k in kinds if not hasattr(CostModel, f"_cost_{k}")) == []
+    assert sorted(k for k in kinds if not hasattr(CardinalityEstimator, f"_rel_{k}")) == []
+
+
 # --------------------------------------------------------------------------------------------------
 # explain with estimates
 # --------------------------------------------------------------------------------------------------

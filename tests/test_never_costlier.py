@@ -87,8 +87,7 @@ def test_tpch_plans_of_datafusion_and_duckdb(datafusion_tpch_plans, tpch_dir, fu
 
 
 def test_tpcds_plans_of_datafusion(capsys):
-    from optimizer.producers import datafusion_tpcds_plans
-    from optimizer.tpcds import generate_tpcds, tpcds_table_paths
+    from optimizer.tpcds import datafusion_tpcds_plans, generate_tpcds, tpcds_table_paths
 
     data_dir = Path(generate_tpcds(0.01))
     produced = datafusion_tpcds_plans(data_dir)

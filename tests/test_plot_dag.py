@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 from collections import Counter
-from types import SimpleNamespace
 
 import pytest
 
@@ -112,8 +111,7 @@ def test_before_after_is_two_clusters(q5_plan, shared_plan):
 
 
 def test_explain_dot_entry_without_statistics(q5_plan):
-    args = SimpleNamespace(input="q5.json", tables=None, stats=None, analyze=False, format="dot")
-    dot = explain_dot(q5_plan, args)
+    dot = explain_dot(q5_plan, title="q5.json")
     assert dot.startswith("digraph plan {") and picture(dot, "dot") == dot
 
 

@@ -2,7 +2,7 @@
 
 The data comes from DuckDB's ``CALL dsdgen(sf=0.01)`` (generated once, cached beside the TPC-H data), the
 queries from DuckDB's ``tpcds_queries()``; DataFusion 55 writes a plan for all 99 and DuckDB 1.1.3 for
-about half (:func:`optimizer.producers.duckdb_tpcds_plans`), both produced live. Each plan runs through the
+about half (:func:`optimizer.tpcds.duckdb_tpcds_plans`), both produced live. Each plan runs through the
 Spark backend as written and after ``optimize``; each answer is compared with DuckDB's answer to the SQL
 as a multiset (floats to 1e-9, decimals within one unit of their last place).
 

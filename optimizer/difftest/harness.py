@@ -45,16 +45,18 @@ import math
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from substrait.proto import Plan, Type
 
 from optimizer.compare import Comparison, compare_tables
 from optimizer.errors import OptimizerError, UnsupportedError
 from optimizer.schema import make_type
+
+T = TypeVar("T")
 
 __all__ = [
     "TYPE_SPECS",
@@ -558,6 +560,16 @@ def _run(backend, plan: Plan):
     return table, time.perf_counter() - start
 
 
+def _attempt(step: Callable[[], T]) -> tuple[T | None, Exception | None]:
+    """``(step(), None)``, or ``(None, error)`` if it raised."""
+    try:
+        return step(), None
+    # Any error of the optimizer or the backend is a finding to report with its stage (the mutation
+    # score counts planted bugs that raise IndexError, KeyError, ... as found), never to raise.
+    except Exception as exc:  # noqa: BLE001
+        return None, exc
+
+
 def _message(exc: BaseException) -> str:
     if isinstance(exc, OptimizerError):
         return _one_line(str(exc))
@@ -590,38 +602,33 @@ def compare(
 
     # 1. Optimize (cheap: a crash of the optimizer is found without running anything).
     start = time.perf_counter()
-    try:
-        to_optimize = Plan()
-        to_optimize.CopyFrom(original)
-        optimizer = Optimizer(statistics=statistics, capabilities=capabilities, config=config,
-                              rules=list(rules) if rules is not None else None)
-        run = optimizer.run(to_optimize)
-    except Exception as exc:  # noqa: BLE001 - reported, never raised
-        result.optimize_seconds = time.perf_counter() - start
+    to_optimize = Plan()
+    to_optimize.CopyFrom(original)
+    run, exc = _attempt(lambda: Optimizer(statistics=statistics, capabilities=capabilities, config=config,
+                                          rules=list(rules) if rules is not None else None).run(to_optimize))
+    result.optimize_seconds = time.perf_counter() - start
+    if run is None:
         result.status, result.stage, result.reason, result.error = ERROR, "optimize", _message(exc), exc
         return result
-    result.optimize_seconds = time.perf_counter() - start
     result.optimized_plan = run.plan
     result.rules_fired = [e.rule for e in run.events]
 
     # 2. The original plan: the expected answer. Unsupported is not the optimizer's fault.
-    try:
-        expected, result.original_seconds = _run(backend, original)
-    except UnsupportedError as exc:
-        result.status, result.stage, result.reason, result.error = SKIPPED, "original", _message(exc), exc
+    ran, exc = _attempt(lambda: _run(backend, original))
+    if ran is None:
+        status = SKIPPED if isinstance(exc, UnsupportedError) else ERROR
+        result.status, result.stage, result.reason, result.error = status, "original", _message(exc), exc
         return result
-    except Exception as exc:  # noqa: BLE001
-        result.status, result.stage, result.reason, result.error = ERROR, "original", _message(exc), exc
-        return result
+    expected, result.original_seconds = ran
     result.original_table, result.original_rows = expected, expected.num_rows
 
     # 3. The optimized plan, best-effort filters ignored.
     runner = optimized_backend if optimized_backend is not None else ignoring_best_effort(backend)
-    try:
-        actual, result.optimized_seconds = _run(runner, run.plan)
-    except Exception as exc:  # noqa: BLE001
+    ran, exc = _attempt(lambda: _run(runner, run.plan))
+    if ran is None:
         result.status, result.stage, result.reason, result.error = ERROR, "optimized", _message(exc), exc
         return result
+    actual, result.optimized_seconds = ran
     result.optimized_table, result.optimized_rows = actual, actual.num_rows
 
     # 4. Compare: row counts first (cheap), then the rows as multisets, then the order.

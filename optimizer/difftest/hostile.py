@@ -41,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from optimizer.errors import OptimizerError, PlanError
+
 _REQ = {"nullability": "NULLABILITY_REQUIRED"}
 _NULLABLE = {"nullability": "NULLABILITY_NULLABLE"}
 _GT = "extension:io.substrait:functions_comparison"
@@ -193,7 +195,7 @@ def _names(rng: random.Random) -> Input:
         if what == "vt-binary" and not surrogate:
             try:
                 return Input("names", _binary(doc), ".binpb", expected=[value])
-            except Exception:  # noqa: BLE001 -- our own loader refused it: send the JSON, it must say why
+            except PlanError:  # our own loader refused it: send the JSON, it must say why
                 pass
         return Input("names", json.dumps(doc).encode(), ".json", expected=[value])
     if what == "filter":
@@ -381,7 +383,7 @@ def _judge(code: int, out: str, err: str, output: Path | None, command: list[str
                 json.loads(out, parse_constant=refuse)
             elif not out.strip() and command[0] != "run":
                 return "FAIL: exit 0 without output"
-        except Exception as exc:  # noqa: BLE001 -- the output is what is being judged
+        except (OptimizerError, ValueError, RecursionError) as exc:  # the output is what is being judged
             return f"FAIL: the output does not load: {type(exc).__name__}: {str(exc)[:200]}"
         if check_answer is not None:
             wrong = check_answer()

@@ -77,6 +77,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -96,7 +97,7 @@ from substrait.proto import (
     Type,
 )
 
-from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
+from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError, spark_errors
 from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
 from optimizer.functions import FunctionTable, function_table
 from optimizer.plan_io import check_expanded_size, deep_messages
@@ -284,9 +285,7 @@ class SparkBackend:
         names = df.columns
         try:
             table = df.toDF(*[f"_r{i}" for i in range(len(names))]).toArrow()
-        except OptimizerError:
-            raise
-        except Exception as exc:  # Spark job failures
+        except (*spark_errors(), pa.ArrowException) as exc:  # the job failed, or its rows do not convert
             raise _execution_error(exc) from None
         return table.rename_columns(names)
 
@@ -396,7 +395,7 @@ class _PlanCompiler:
             from optimizer.schema import plan_schemas
 
             self.schemas = plan_schemas(plan)
-        except Exception:  # noqa: BLE001 -- any failure only means "types unknown"
+        except OptimizerError:  # a plan whose types cannot be derived: types unknown
             self.schemas = {}
 
     def fresh(self) -> str:

@@ -38,16 +38,16 @@ from substrait.proto import Expression, SortField, Type
 
 from optimizer.errors import UnsupportedError
 from optimizer.functions import FunctionInfo
-from optimizer.spark.expressions import (
+from optimizer.spark.sql import Col
+from optimizer.spark.sql import functions as F
+from optimizer.spark.types import (
     NOT_LITERAL,
-    _raise,
     literal_value,
+    raise_at,
     spark_type_to_kind,
     substrait_type_to_spark,
     type_kind,
 )
-from optimizer.spark.sql import Col
-from optimizer.spark.sql import functions as F
 
 if TYPE_CHECKING:
     from optimizer.spark.expressions import ExpressionCompiler, Scope
@@ -98,7 +98,7 @@ class Call:
 
     def fail(self, message: str) -> Col:
         """A column that fails the job with ``path: function: message``."""
-        return _raise(f"{self.info.declared_name}: {message}", self.path)
+        return raise_at(f"{self.info.declared_name}: {message}", self.path)
 
     def arity(self, *allowed: int) -> None:
         if len(self.values) not in allowed:

@@ -398,7 +398,7 @@ class TableResolver:
             reader = self.spark.read.parquet if fmt == "parquet" else self.spark.read.orc
             try:
                 frames.append(reader(*paths))
-            except Exception as exc:  # missing files, unreadable data
+            except (PySparkException, Py4JError) as exc:  # missing files, unreadable data
                 raise PlanError(f"cannot read {fmt} files {paths}: {_first_line(exc)}", lpath) from None
         conformed = [self.conform(f, read.base_schema, "local files", ctx, path, columns) for f in frames]
         out = conformed[0]

@@ -1,0 +1,64 @@
+"""Helpers the subcommands share: the statistics their options ask for, and writing text output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from optimizer.errors import PlanError
+from optimizer.paths import file_access
+
+
+def write_text(dest: str, text: str) -> None:
+    """``text`` to the file ``dest``, or to stdout for ``-``."""
+    if dest == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        from optimizer.plan_io import write_file
+
+        write_file(dest, text.encode("utf-8"))
+
+
+def statistics_from_args(args: argparse.Namespace):
+    """The statistics stack the CLI options ask for (hints always; file; Spark; Parquet)."""
+    from cost.statistics import default_statistics
+    from optimizer.cli_spark import check_tables_arg, lazy_spark_from_args
+
+    if getattr(args, "stats", None):
+        import os
+
+        if not os.path.exists(args.stats):
+            raise PlanError("no such statistics file", args.stats)
+    tables = getattr(args, "tables", None)
+    check_tables_arg(tables)
+    catalog = getattr(args, "catalog", None)
+    wants_spark = catalog or (tables and not getattr(args, "no_spark_stats", False))
+    spark = lazy_spark_from_args(args) if wants_spark else None
+    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None),
+                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
+                              files=file_access(args))
+
+
+def explain_statistics(args: argparse.Namespace, spark: Any = None) -> Any:
+    """The statistics ``explain`` asks for: Spark's only on ``spark`` (``--analyze``) or for ``--catalog``."""
+    import os
+
+    from cost.statistics import default_statistics
+
+    stats_file = getattr(args, "stats", None)
+    tables = getattr(args, "tables", None)
+    if stats_file and not os.path.exists(stats_file):
+        raise PlanError("no such statistics file", stats_file)
+    from optimizer.cli_spark import check_tables_arg
+
+    check_tables_arg(tables)
+    catalog = getattr(args, "catalog", None)
+    if catalog and spark is None:
+        from optimizer.cli_spark import lazy_spark_from_args
+
+        spark = lazy_spark_from_args(args)
+    return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
+                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
+                              files=file_access(args))

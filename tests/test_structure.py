@@ -1,0 +1,91 @@
+"""The package's structure: no import cycles between its modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("optimizer", "rules", "cost")
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the packages (``pkg/__init__.py`` is ``pkg``)."""
+    out: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _walk(tree: ast.AST):
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` (imports that never run)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _imported(module: str, path: Path, known: set[str]) -> set[str]:
+    """The package modules ``module`` imports anywhere in its file (module level or in functions)."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names} & known
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the module's package, one level up per extra dot
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                # ``from pkg import sub`` imports the submodule; ``from pkg import name``, pkg itself
+                # (``import pkg.sub`` runs pkg's __init__ too, but that is a cycle only if the
+                # __init__ needs names of a module that is still being imported: not counted).
+                target = f"{source}.{alias.name}"
+                found.add(target if target in known else source)
+    found &= known
+    found.discard(module)
+    return found
+
+
+def import_graph() -> nx.DiGraph:
+    modules = _modules()
+    g = nx.DiGraph()
+    g.add_nodes_from(modules)
+    for module, path in modules.items():
+        g.add_edges_from((module, target) for target in _imported(module, path, set(modules)))
+    return g
+
+
+def test_the_graph_sees_the_modules_and_their_imports():
+    g = import_graph()
+    assert {"optimizer", "optimizer.cli", "optimizer.spark.backend", "rules", "cost.model"} <= set(g)
+    assert g.has_edge("cost.model", "cost.cardinality")  # from cost.cardinality import ...
+    assert g.has_edge("optimizer", "optimizer.plan_io")  # the package re-exports load_plan
+    assert g.has_edge("optimizer.cli", "optimizer.explain")  # imported inside a function
+    assert not g.has_edge("optimizer.spark.functions", "optimizer.spark.expressions")  # TYPE_CHECKING only
+
+
+def test_no_import_cycles():
+    g = import_graph()
+    cycles = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
+    shown = []
+    for component in cycles:
+        sub = g.subgraph(component)
+        for cycle in nx.simple_cycles(sub):
+            shown.append(" -> ".join([*cycle, cycle[0]]))
+            if len(shown) >= 40:
+                break
+    assert not cycles, f"{len(cycles)} groups of modules import each other:\n" + "\n".join(shown)
