@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 install: java $(STAMP)
 
 test: install
-	$(VENV)/bin/ruff check optimizer rules cost tests benchmarks
+	$(VENV)/bin/ruff check optimizer rules cost workloads tests benchmarks
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 # Every Spark test of the suite on a Spark Connect session (a server the tests start on 127.0.0.1).
@@ -36,7 +36,7 @@ test-connect: install
 	SUBSTRAIT_OPT_TEST_SPARK=connect $(PY) -m pytest -q -p no:cacheprovider -m spark
 
 demo: install
-	$(PY) -m optimizer.demo
+	$(PY) -m workloads.demo
 
 fuzz: install fuzz-hostile
 	$(PY) -m optimizer.difftest.fuzz --long

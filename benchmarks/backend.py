@@ -72,9 +72,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "datafusion", reps: int = 9,
         warmup: int = 1, overhead_reps: int = 10, spark: Any = None, out_dir: Path | str | None = REPORT_DIR,
         name: str = "backend", progress: bool = True) -> dict:
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
-    from optimizer.tpch import TPCH_ORDER_BY, tpch_queries
+    from workloads.tpch import TPCH_ORDER_BY, tpch_queries
 
     queries = queries or list(range(1, 23))
     spark = get_session(spark)

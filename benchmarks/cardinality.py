@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/cardinality.py [--scale 1] [--queries 1,3,5] [--out docs/benchmarks]
 
-TPC-H data comes from ``tpchgen-cli`` (:func:`optimizer.tpch.generate_tpch`, generated once per scale);
-the plans from DataFusion (:func:`optimizer.producers.datafusion_plan`); statistics from Spark
+TPC-H data comes from ``tpchgen-cli`` (:func:`workloads.tpch.generate_tpch`, generated once per scale);
+the plans from DataFusion (:func:`workloads.producers.datafusion_plan`); statistics from Spark
 ``ANALYZE`` (cached) and the Parquet footers (:func:`cost.statistics.default_statistics`). Every subtree
 of every plan is run on Spark (:class:`optimizer.spark.SparkBackend`) and its rows counted; the counts
 are cached in ``<data dir>/_cardinality_actuals.json`` keyed by the subtree's plan bytes, so a second
@@ -67,13 +67,13 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
     from cost.cardinality import CardinalityEstimator, q_error
     from cost.statistics import default_statistics
     from optimizer.dag import annotate_schemas, to_dag
-    from optimizer.explain_estimates import count_rows, join_depth, relation_paths, subtree_plan
+    from optimizer.explain.estimates import count_rows, join_depth, relation_paths, subtree_plan
     from optimizer.functions import function_table
     from optimizer.plan_io import load_plan
-    from optimizer.producers import datafusion_plan
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
-    from optimizer.tpch import generate_tpch, table_paths, tpch_query
+    from workloads.producers import datafusion_plan
+    from workloads.tpch import generate_tpch, table_paths, tpch_query
 
     data_dir = generate_tpch(scale)
     tables = {k: str(v) for k, v in table_paths(data_dir, include_t=False).items()}

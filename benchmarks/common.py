@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python benchmarks/x.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from optimizer.tpch import TPCH_TABLES, generate_tpch, table_paths, tpch_queries  # noqa: E402
+from workloads.tpch import TPCH_TABLES, generate_tpch, table_paths, tpch_queries  # noqa: E402
 
 REPORT_DIR = ROOT / "docs" / "benchmarks"
 PRODUCERS = ("datafusion", "duckdb", "isthmus")
@@ -67,7 +67,7 @@ def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Se
     errors = errors if errors is not None else {}
     texts = tpch_queries()
     if "datafusion" in producers:
-        from optimizer.producers import datafusion_plan
+        from workloads.producers import datafusion_plan
 
         for q in queries:
             try:
@@ -75,7 +75,7 @@ def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Se
             except Exception as exc:  # noqa: BLE001 - reported, not fatal
                 errors[("datafusion", q)] = _one_line(exc)
     if "duckdb" in producers:
-        from optimizer.producers import DUCKDB_TPCH_EXCLUDED, DUCKDB_TPCH_QUERIES, duckdb_plan
+        from workloads.producers import DUCKDB_TPCH_EXCLUDED, DUCKDB_TPCH_QUERIES, duckdb_plan
 
         for q in queries:
             if q not in DUCKDB_TPCH_QUERIES:
@@ -86,7 +86,7 @@ def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Se
             except Exception as exc:  # noqa: BLE001
                 errors[("duckdb", q)] = _one_line(exc)
     if "isthmus" in producers:
-        from optimizer.corpus import corpus_plans
+        from workloads.corpus import corpus_plans
 
         found = {p.tpch_query: p for p in corpus_plans(producer="isthmus", category="integration/tpch")}
         for q in queries:

@@ -99,10 +99,10 @@ def join_graph(plan, statistics) -> list[dict]:
 
 def main(argv=None) -> dict:
     from cost.statistics import default_statistics
-    from optimizer.corpus import corpus_plans
     from optimizer.plan_io import load_plan
-    from optimizer.producers import DUCKDB_TPCH_QUERIES, datafusion_tpch_plans, duckdb_tpch_plans
-    from optimizer.tpch import generate_tpch, table_paths
+    from workloads.corpus import corpus_plans
+    from workloads.producers import DUCKDB_TPCH_QUERIES, datafusion_tpch_plans, duckdb_tpch_plans
+    from workloads.tpch import generate_tpch, table_paths
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scale", type=float, default=0.01)

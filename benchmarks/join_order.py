@@ -98,7 +98,7 @@ def produce_plan(tables) -> tuple[Any, str]:
     from datafusion.substrait import Producer
 
     from optimizer.plan_io import load_plan
-    from optimizer.producers import datafusion_context
+    from workloads.producers import datafusion_context
 
     ctx = datafusion_context(tables)
     df = ctx.sql(SQL)
@@ -125,7 +125,7 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         out_dir: Path | str | None = REPORT_DIR, name: str = "join_order", progress: bool = True) -> dict:
     from cost.statistics import default_statistics
     from optimizer.capabilities import default_capabilities
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.driver import Optimizer, OptimizerConfig
     from optimizer.spark import SparkBackend
 
@@ -215,7 +215,7 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         write_json(out / f"{name}.json", report)
         (out / f"{name}.md").write_text(markdown(report))
         try:
-            from optimizer.plot_dag import before_after_dot, render_svg
+            from optimizer.explain.dot import before_after_dot, render_svg
 
             svg = render_svg(before_after_dot(plan, full.plan, statistics,
                                               title="Q5 joins written lineitem, orders, customer, supplier, "

@@ -30,8 +30,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import get_session, parse_queries  # noqa: E402
-from optimizer.producers import DUCKDB_TPCDS_WRONG  # noqa: E402
-from optimizer.tpcds import PRODUCERS, Outcome, generate_tpcds, run_tpcds, tpcds_queries  # noqa: E402
+from workloads.producers import DUCKDB_TPCDS_WRONG  # noqa: E402
+from workloads.tpcds import PRODUCERS, Outcome, generate_tpcds, run_tpcds, tpcds_queries  # noqa: E402
 
 
 def _commit() -> str:

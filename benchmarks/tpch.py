@@ -11,7 +11,7 @@ corpus), in one Spark session, with interleaved repetitions (a warm-up, then the
   through the backend.
 
 Every run is timed to a full result on the driver (``DataFrame.toArrow()``, the same sink for all four).
-The answers of (b), (c) and (d) are checked against (a) with :func:`optimizer.compare.compare_tables`;
+The answers of (b), (c) and (d) are checked against (a) with :func:`optimizer.difftest.results.compare_tables`;
 a corpus plan made from other SQL (Isthmus' plans have their own substitution parameters) is checked
 against DuckDB's answer to that SQL.
 Writes ``docs/benchmarks/tpch.json`` (``summary``: scale factor, geometric means of d/b, d/a, d/c and the
@@ -164,7 +164,7 @@ def _own_sql(plans: dict, texts: dict[int, str]) -> dict[tuple[str, int], str]:
     """``{(producer, query): SQL}`` for the plans made from another text than the benchmark's own
     query (Isthmus' corpus plans: their SQL has its own substitution parameters, e.g. Q1's 120-day
     delta and Q11's fraction). Their answers are checked against that SQL, run by DuckDB."""
-    from optimizer.corpus import corpus_plans, sql_for
+    from workloads.corpus import corpus_plans, sql_for
 
     def norm(text: str) -> str:
         return " ".join(text.lower().replace(";", " ").split())
@@ -185,9 +185,9 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
     """Run the benchmark; return the report (also written to ``out_dir`` unless it is None)."""
     from cost.statistics import default_statistics
     from optimizer.capabilities import default_capabilities
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
-    from optimizer.tpch import TPCH_ORDER_BY, tpch_queries
+    from workloads.tpch import TPCH_ORDER_BY, tpch_queries
 
     queries = queries or list(range(1, 23))
     producers = producers or list(PRODUCERS)
@@ -206,7 +206,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
     own_sql = _own_sql(plans, texts)
     oracle = None
     if own_sql:  # Isthmus' corpus plans were made from the corpus SQL (other parameters): DuckDB answers it
-        from optimizer.tpch import DuckDBOracle
+        from workloads.tpch import DuckDBOracle
 
         oracle = DuckDBOracle(data_dir)
 

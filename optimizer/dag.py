@@ -40,7 +40,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from substrait.proto import Plan, PlanRel, Rel
 
 from optimizer.errors import PlanError
-from optimizer.protobuf_depth import deep_messages
+from optimizer.load.protobuf_depth import deep_messages
 
 _REL = Rel.DESCRIPTOR.full_name
 

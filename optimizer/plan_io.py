@@ -1,6 +1,6 @@
 """Reading and writing Substrait plans: JSON or binary protobuf, detected automatically.
 
-Older encodings are upgraded losslessly on the way in (see :mod:`optimizer.upgrade`).
+Older encodings are upgraded losslessly on the way in (see :mod:`optimizer.load.upgrade`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from google.protobuf.message import DecodeError
 from substrait.proto import Plan
 
 from optimizer.errors import ExecutionError, PlanError
-from optimizer.protobuf_depth import (  # noqa: F401 - MAX_PLAN_DEPTH, deep_messages: the API documents them here
+from optimizer.load.protobuf_depth import (  # noqa: F401 - MAX_PLAN_DEPTH, deep_messages: the API documents them here
     MAX_PLAN_DEPTH,
     deep_messages,
     merge_pieces,
     message_depths,
 )
-from optimizer.upgrade import parse_json_plan, upgrade_binary_plan
+from optimizer.load.upgrade import parse_json_plan, upgrade_binary_plan
 
 FORMATS = ("json", "binpb", "text")
 
@@ -237,11 +237,11 @@ def _conform_producer_quirks(plan: Plan, name: str) -> None:
     expressions"; Substrait reads it as "input columns, then expressions". See
     :func:`optimizer.schema.conform_legacy_projects`. DataFusion's simple CASE (an ``IfThen`` whose first
     clause is the operand, without ``then``) becomes the spec's searched CASE: see
-    :mod:`optimizer.producer_quirks`. DataFusion numbers the output of an aggregate with several grouping
-    sets its own way: see :func:`optimizer.grouping_sets.conform_grouping_sets`.
+    :mod:`optimizer.load.producer_quirks`. DataFusion numbers the output of an aggregate with several grouping
+    sets its own way: see :func:`optimizer.load.grouping_sets.conform_grouping_sets`.
     """
-    from optimizer.grouping_sets import conform_grouping_sets
-    from optimizer.producer_quirks import conform_simple_case
+    from optimizer.load.grouping_sets import conform_grouping_sets
+    from optimizer.load.producer_quirks import conform_simple_case
     from optimizer.schema import conform_legacy_projects
 
     try:

@@ -5,11 +5,11 @@
   a client of it.
 * ``tpch_dir``: TPC-H SF 0.01 parquet files (+ table ``t``), generated once under ``.cache/tpch/sf0.01``
   (or ``$SUBSTRAIT_OPT_DATA/sf0.01``) and reused across runs; ``tpch_tables``: ``{name: parquet path}``;
-  ``tpch_small_dir``: SF 0.0001, for the corpus' ``X_small.parquet`` tables (``optimizer.corpus.sql_for``).
+  ``tpch_small_dir``: SF 0.0001, for the corpus' ``X_small.parquet`` tables (``workloads.corpus.sql_for``).
 * ``duckdb_oracle``: ``sql -> pyarrow.Table`` run by DuckDB on those tables (views ``lineitem``..., ``t``).
 * ``datafusion_tpch_plans`` / ``duckdb_tpch_plans``: ``{query number: plan bytes}`` produced live
-  (22 DataFusion plans; DuckDB's usable 14, see ``optimizer.producers.DUCKDB_TPCH_QUERIES``).
-* ``corpus_plans``: the consumer-testing corpus plans (``optimizer.corpus.CorpusPlan``), without the
+  (22 DataFusion plans; DuckDB's usable 14, see ``workloads.producers.DUCKDB_TPCH_QUERIES``).
+* ``corpus_plans``: the consumer-testing corpus plans (``workloads.corpus.CorpusPlan``), without the
   substrait-java "validate" copies.
 """
 
@@ -65,7 +65,7 @@ def connect_spark(connect_url):
 
 @pytest.fixture(scope="session")
 def tpch_dir():
-    from optimizer.tpch import generate_tpch
+    from workloads.tpch import generate_tpch
 
     return generate_tpch(0.01)
 
@@ -73,21 +73,21 @@ def tpch_dir():
 @pytest.fixture(scope="session")
 def tpch_small_dir():
     """TPC-H SF 0.0001 (15 customers, 150 orders), for the corpus tests that read ``X_small.parquet``."""
-    from optimizer.tpch import generate_tpch
+    from workloads.tpch import generate_tpch
 
     return generate_tpch(0.0001)
 
 
 @pytest.fixture(scope="session")
 def tpch_tables(tpch_dir):
-    from optimizer.tpch import table_paths
+    from workloads.tpch import table_paths
 
     return table_paths(tpch_dir)
 
 
 @pytest.fixture(scope="session")
 def duckdb_oracle(tpch_dir):
-    from optimizer.tpch import DuckDBOracle
+    from workloads.tpch import DuckDBOracle
 
     oracle = DuckDBOracle(tpch_dir)
     yield oracle
@@ -96,20 +96,20 @@ def duckdb_oracle(tpch_dir):
 
 @pytest.fixture(scope="session")
 def datafusion_tpch_plans(tpch_dir):
-    from optimizer.producers import datafusion_tpch_plans as produce
+    from workloads.producers import datafusion_tpch_plans as produce
 
     return produce(tpch_dir)
 
 
 @pytest.fixture(scope="session")
 def duckdb_tpch_plans(tpch_dir):
-    from optimizer.producers import duckdb_tpch_plans as produce
+    from workloads.producers import duckdb_tpch_plans as produce
 
     return produce(tpch_dir)
 
 
 @pytest.fixture(scope="session")
 def corpus_plans():
-    from optimizer.corpus import corpus_plans as load
+    from workloads.corpus import corpus_plans as load
 
     return load()  # a missing corpus raises, naming the folder: missing data fails, never skips

@@ -2,7 +2,7 @@
 
 1. TPC-H at SF 0.01 (generated in the session): DuckDB 1.1.3's plans (produced live, the supported set
    and Q13) and Isthmus' 21 corpus plans run on Spark and equal DuckDB's answers (multiset, floats to
-   1e-9 relative, order checked on the query's ORDER BY columns, :data:`optimizer.tpch.TPCH_ORDER_BY`).
+   1e-9 relative, order checked on the query's ORDER BY columns, :data:`workloads.tpch.TPCH_ORDER_BY`).
    The 22 DataFusion plans are in ``tests/test_spark_backend.py``.
 2. Every plan of the consumer-testing corpus that reads TPC-H tables or ``t`` (the substrait-java
    "validate" copies left out) runs and equals DuckDB's answer to its SQL, or fails with the one-line
@@ -43,13 +43,13 @@ import pyarrow as pa
 import pytest
 from substrait.proto import Plan, Rel
 
-from optimizer.compare import compare_tables
-from optimizer.corpus import CorpusPlan, corpus_plans, sql_for, table_map
+from optimizer.difftest.results import compare_tables
 from optimizer.errors import OptimizerError, PlanError, UnsupportedError
 from optimizer.expr_utils import field_index
 from optimizer.plan_io import load_plan
-from optimizer.producers import DUCKDB_TPCH_EXCLUDED, DUCKDB_TPCH_PRODUCIBLE, duckdb_plan
-from optimizer.tpch import TPCH_ORDER_BY, table_paths, tpch_query
+from workloads.corpus import CorpusPlan, corpus_plans, sql_for, table_map
+from workloads.producers import DUCKDB_TPCH_EXCLUDED, DUCKDB_TPCH_PRODUCIBLE, duckdb_plan
+from workloads.tpch import TPCH_ORDER_BY, table_paths, tpch_query
 
 pytestmark = pytest.mark.spark
 

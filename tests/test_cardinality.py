@@ -504,7 +504,7 @@ def test_distribution_from_exchanges():
 @pytest.fixture(scope="module")
 def tpch_statistics(spark, tpch_dir):
     from cost.statistics import default_statistics
-    from optimizer.tpch import table_paths
+    from workloads.tpch import table_paths
 
     tables = {k: str(v) for k, v in table_paths(tpch_dir, include_t=False).items()}
     return default_statistics(spark=spark, tables=tables), tables
@@ -513,10 +513,10 @@ def tpch_statistics(spark, tpch_dir):
 @pytest.mark.spark
 @pytest.mark.parametrize("query", [10, 14])
 def test_q_error_against_spark(spark, tpch_dir, tpch_statistics, query):
-    from optimizer.explain_estimates import count_rows, subtree_plan, tree_order
-    from optimizer.producers import datafusion_plan
+    from optimizer.explain.estimates import count_rows, subtree_plan, tree_order
     from optimizer.spark import SparkBackend
-    from optimizer.tpch import tpch_query
+    from workloads.producers import datafusion_plan
+    from workloads.tpch import tpch_query
 
     statistics, tables = tpch_statistics
     plan = load_plan(datafusion_plan(tpch_query(query), tables))
@@ -534,11 +534,11 @@ def test_q_error_against_spark(spark, tpch_dir, tpch_statistics, query):
 @pytest.mark.spark
 def test_lying_hints_change_estimates_not_results(spark, tpch_dir, tpch_statistics):
     """Hints that lie (every relation 'has 1 row') change the plan the optimizer picks, never its answer."""
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.driver import Optimizer
-    from optimizer.producers import datafusion_plan
     from optimizer.spark import SparkBackend
-    from optimizer.tpch import tpch_query
+    from workloads.producers import datafusion_plan
+    from workloads.tpch import tpch_query
 
     statistics, tables = tpch_statistics
     plan = load_plan(datafusion_plan(tpch_query(3), tables))

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from optimizer.cli import main
-from optimizer.compare import compare_tables
-from optimizer.tpch import tpch_query
+from optimizer.difftest.results import compare_tables
+from workloads.tpch import tpch_query
 
 pytestmark = pytest.mark.spark
 
@@ -64,7 +64,7 @@ def test_catalog_tables_run_without_tables(spark, tpch_catalog, plan_files, duck
 def test_catalog_statistics_and_diff(spark, tpch_catalog, plan_files, duckdb_oracle, tmp_path, capsys, session_args):
     from cost.statistics import CatalogStatistics
     from optimizer.cli import build_parser
-    from optimizer.cli_optimize import statistics_from_args
+    from optimizer.cli.optimize import statistics_from_args
 
     before = _databases(spark)
     lineitem_rows = duckdb_oracle("select count(*) from lineitem").column(0)[0].as_py()

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from optimizer.cli import main
-from optimizer.corpus import corpus_root
+from workloads.corpus import corpus_root
 
 CORPUS = corpus_root()
 Q3 = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"
@@ -140,7 +140,7 @@ def test_explain_shows_a_tree(capsys):
 
 def test_real_entry_point_stdin_and_exit_codes():
     """The installed console script: '-' is stdin, errors are one line, help works."""
-    exe = [sys.executable, "-m", "optimizer.cli"]
+    exe = [sys.executable, "-m", "optimizer"]
     ok = subprocess.run([*exe, "convert", "-", "--format", "binpb"], input=Q3.read_bytes(), capture_output=True)
     assert ok.returncode == 0 and ok.stdout[:1] != b"{"
     back = subprocess.run([*exe, "explain", "-"], input=ok.stdout, capture_output=True)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from optimizer.cli import main
-from optimizer.corpus import corpus_root
 from optimizer.dag import to_dag
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
+from workloads.corpus import corpus_root
 
 CORPUS = corpus_root()
 Q5 = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch/q05-isthmus_plan.json"

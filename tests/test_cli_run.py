@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from optimizer.cli import main
-from optimizer.compare import compare_tables
-from optimizer.corpus import corpus_root
+from optimizer.difftest.results import compare_tables
+from workloads.corpus import corpus_root
 
 CORPUS = corpus_root()
 TPCH = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch"
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.spark
 
 
 def _corpus_sql(path: Path) -> str:
-    from optimizer.corpus import corpus_plans, sql_for
+    from workloads.corpus import corpus_plans, sql_for
 
     (plan,) = [p for p in corpus_plans() if Path(p.path).name == path.name]
     return sql_for(plan)

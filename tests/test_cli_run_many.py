@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from optimizer.cli import main
-from optimizer.cli_run import result_names
-from optimizer.compare import compare_tables
-from optimizer.corpus import corpus_root
+from optimizer.cli.run import result_names
+from optimizer.difftest.results import compare_tables
+from workloads.corpus import corpus_root
 
 TPCH = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch"
 Q6_SQL = """select sum(l_extendedprice * l_discount) as revenue from lineitem

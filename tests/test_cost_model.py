@@ -251,8 +251,8 @@ def test_explain_with_stats_file_text_and_json(tmp_path):
 def test_explain_analyze_counts_rows_on_spark(spark, tpch_dir, tmp_path):
     from optimizer.cli import main
     from optimizer.plan_io import save_plan
-    from optimizer.producers import datafusion_plan
-    from optimizer.tpch import table_paths, tpch_query
+    from workloads.producers import datafusion_plan
+    from workloads.tpch import table_paths, tpch_query
 
     tables = {k: str(v) for k, v in table_paths(tpch_dir, include_t=False).items()}
     path = tmp_path / "q6.json"

@@ -158,7 +158,7 @@ def test_generated_cases_are_valid_and_survive_json(case):
 def test_diff_rejects_bad_input_before_spark(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"relations": [')
-    proc = subprocess.run([sys.executable, "-m", "optimizer.cli", "diff", str(bad), str(tmp_path / "missing.json")],
+    proc = subprocess.run([sys.executable, "-m", "optimizer", "diff", str(bad), str(tmp_path / "missing.json")],
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "bad.json" in proc.stderr and "Traceback" not in proc.stderr

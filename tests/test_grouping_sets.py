@@ -17,9 +17,9 @@ import json
 import pyarrow as pa
 import pytest
 
-from optimizer.compare import compare_tables
+from optimizer.difftest.results import compare_tables
 from optimizer.driver import optimize
-from optimizer.grouping_sets import conform_grouping_sets, grouping_set_convention
+from optimizer.load.grouping_sets import conform_grouping_sets, grouping_set_convention
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
 
@@ -166,7 +166,7 @@ def test_conformed_datafusion_aggregate_is_spec_shaped(datafusion_ctx):
 def test_duckdb_grouping_sets_plan_keeps_one_set(backend, duck, tmp_path, table):
     import pyarrow.parquet as pq
 
-    from optimizer.producers import duckdb_plan
+    from workloads.producers import duckdb_plan
 
     path = tmp_path / "t.parquet"
     pq.write_table(table, path)
@@ -179,6 +179,6 @@ def test_duckdb_grouping_sets_plan_keeps_one_set(backend, duck, tmp_path, table)
 
 
 def _aggregates(plan):
-    from optimizer.grouping_sets import _iter_aggregates
+    from optimizer.load.grouping_sets import _iter_aggregates
 
     return [rel for rel, _ in _iter_aggregates(plan, "")]

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from substrait.proto import Plan
 
-from optimizer import producers, tpch
-from optimizer.compare import assert_tables_equal, compare_tables
-from optimizer.corpus import our_table, plan_tables, sql_for, table_map
+from optimizer.difftest.results import assert_tables_equal, compare_tables
+from workloads import producers, tpch
+from workloads.corpus import our_table, plan_tables, sql_for, table_map
 
 # ------------------------------------------------------------------------------------------ TPC-H data
 
@@ -398,8 +398,8 @@ def test_compare_decimal_against_double(values):
 def test_the_repository_reads_nothing_beside_itself():
     """The corpus is the repository's copy, and no code or test names a path beside the repository
     (a user's clone has no ``../shared``)."""
-    from optimizer.corpus import corpus_root
-    from optimizer.tpch import repo_root
+    from workloads.corpus import corpus_root
+    from workloads.tpch import repo_root
 
     root = repo_root()
     if "SUBSTRAIT_OPT_CORPUS" not in os.environ:
@@ -417,7 +417,7 @@ def test_the_repository_reads_nothing_beside_itself():
 
 
 def test_missing_corpus_is_an_error_naming_the_folder(tmp_path):
-    from optimizer.corpus import corpus_plans
+    from workloads.corpus import corpus_plans
 
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         corpus_plans(tmp_path)

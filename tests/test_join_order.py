@@ -162,9 +162,9 @@ def _estimated_cost(plan, statistics) -> float:
 def test_bad_written_order_gets_a_cheaper_one(tpch_dir):
     """Q5 written lineitem, orders, customer, supplier, nation, region: the chosen order costs less."""
     from cost.statistics import default_statistics
-    from optimizer.producers import duckdb_plan
-    from optimizer.tpch import table_paths
     from rules import RULES
+    from workloads.producers import duckdb_plan
+    from workloads.tpch import table_paths
 
     tables = {k: str(v) for k, v in table_paths(tpch_dir).items()}
     plan = load_plan(duckdb_plan(BAD_ORDER_Q5, tables))
@@ -182,9 +182,9 @@ def test_bad_written_order_gets_a_cheaper_one(tpch_dir):
 @pytest.mark.parametrize("query", [2, 7, 8, 9, 10, 11, 18, 21])
 def test_reordered_tpch_gives_the_same_answer(spark, tpch_dir, datafusion_tpch_plans, query):
     from cost.statistics import default_statistics
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
-    from optimizer.tpch import TPCH_ORDER_BY
+    from workloads.tpch import TPCH_ORDER_BY
 
     plan = load_plan(datafusion_tpch_plans[query])
     result = Optimizer(statistics=default_statistics(tables=str(tpch_dir)), rules=[join_order.RULE]).run(plan)

@@ -10,9 +10,9 @@ import pytest
 from substrait.proto import Plan
 
 from optimizer.cli import main
-from optimizer.corpus import corpus_root
 from optimizer.errors import PlanError
 from optimizer.plan_io import load_plan
+from workloads.corpus import corpus_root
 
 CORPUS = corpus_root()
 ISTHMUS = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch/q09-isthmus_plan.json"

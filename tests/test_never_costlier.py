@@ -23,8 +23,8 @@ from test_backend_acceptance import CORPUS, _data_set
 from optimizer.driver import COST_TOLERANCE, Optimizer, estimated_cost
 from optimizer.errors import OptimizerError
 from optimizer.plan_io import load_plan
-from optimizer.producers import DUCKDB_TPCH_PRODUCIBLE, ProducerError, duckdb_plan
-from optimizer.tpch import table_paths, tpch_query
+from workloads.producers import DUCKDB_TPCH_PRODUCIBLE, ProducerError, duckdb_plan
+from workloads.tpch import table_paths, tpch_query
 
 
 def _statistics(paths):
@@ -87,7 +87,7 @@ def test_tpch_plans_of_datafusion_and_duckdb(datafusion_tpch_plans, tpch_dir, fu
 
 
 def test_tpcds_plans_of_datafusion(capsys):
-    from optimizer.tpcds import datafusion_tpcds_plans, generate_tpcds, tpcds_table_paths
+    from workloads.tpcds import datafusion_tpcds_plans, generate_tpcds, tpcds_table_paths
 
     data_dir = Path(generate_tpcds(0.01))
     produced = datafusion_tpcds_plans(data_dir)

@@ -7,7 +7,7 @@ usual statistics (plan hints, Spark ``ANALYZE`` of the SF 0.01 tables, Parquet f
 * the optimized plan passes :func:`optimizer.schema.check_plan` and comes back from binary protobuf
   as the same plan;
 * run on Spark with ``best_effort_filter`` ignored (a consumer may), it gives the original plan's answer
-  (:func:`optimizer.difftest.compare`: multiset equality, floats to 1e-9, order where the root is sorted);
+  (:func:`optimizer.difftest.results`: multiset equality, floats to 1e-9, order where the root is sorted);
 * by the optimizer's own cost model and the same statistics, it is never estimated costlier than the
   plan that went in.
 
@@ -36,9 +36,9 @@ from optimizer.difftest.harness import DIFFERENT, EQUAL, ERROR, SKIPPED
 from optimizer.driver import COST_TOLERANCE, estimated_cost
 from optimizer.errors import PlanError
 from optimizer.plan_io import dump_plan, load_plan
-from optimizer.producers import DUCKDB_TPCH_PRODUCIBLE, duckdb_plan
 from optimizer.schema import check_plan
-from optimizer.tpch import table_paths, tpch_query
+from workloads.producers import DUCKDB_TPCH_PRODUCIBLE, duckdb_plan
+from workloads.tpch import table_paths, tpch_query
 
 pytestmark = pytest.mark.spark
 

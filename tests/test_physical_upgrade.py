@@ -8,7 +8,7 @@ import json
 import pytest
 from substrait.proto import ComparisonJoinKey, Plan
 
-from optimizer.compare import compare_tables
+from optimizer.difftest.results import compare_tables
 from optimizer.errors import PlanError
 from optimizer.plan_io import load_plan
 from optimizer.schema import raise_for_problems

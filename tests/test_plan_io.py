@@ -11,10 +11,10 @@ import pytest
 from google.protobuf import json_format
 from substrait.proto import Expression, Plan
 
-from optimizer.corpus import corpus_root
 from optimizer.errors import PlanError
+from optimizer.load.upgrade import upgrade_json
 from optimizer.plan_io import dump_plan, load_plan, save_plan
-from optimizer.upgrade import upgrade_json
+from workloads.corpus import corpus_root
 
 CORPUS = corpus_root()
 PLAN_FILES = sorted(glob.glob(str(CORPUS / "substrait_consumer" / "snapshots" / "producer" / "**" / "*_plan.json"), recursive=True))

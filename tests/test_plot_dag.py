@@ -1,4 +1,4 @@
-"""Plan pictures (optimizer/plot_dag.py): DOT text of real plans, shared subtrees drawn once, SVG via dot."""
+"""Plan pictures (optimizer/explain/dot.py): DOT text of real plans, shared subtrees drawn once, SVG via dot."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 
 from optimizer.dag import from_dag, inputs, to_dag
 from optimizer.errors import UnsupportedError
-from optimizer.plan_io import load_plan
-from optimizer.plot_dag import (
+from optimizer.explain.dot import (
     before_after_dot,
     dag_to_dot,
     estimate_annotator,
@@ -19,6 +18,7 @@ from optimizer.plot_dag import (
     picture,
     render_svg,
 )
+from optimizer.plan_io import load_plan
 
 _NODE = re.compile(r'^\s*"([^"]+)" \[label="((?:[^"\\]|\\.)*)"', re.M)
 _EDGE = re.compile(r'^\s*"([^"]+)" -> "([^"]+)"', re.M)
@@ -34,8 +34,8 @@ def _edges(dot: str) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def q5_plan(tpch_tables):
-    from optimizer.producers import datafusion_plan
-    from optimizer.tpch import tpch_query
+    from workloads.producers import datafusion_plan
+    from workloads.tpch import tpch_query
 
     return load_plan(datafusion_plan(tpch_query(5), tpch_tables))
 
@@ -43,7 +43,7 @@ def q5_plan(tpch_tables):
 @pytest.fixture(scope="module")
 def shared_plan(tpch_tables):
     """A real self-join plan whose two identical nation scans are made one shared subtree."""
-    from optimizer.producers import datafusion_plan
+    from workloads.producers import datafusion_plan
 
     sql = ("select n1.n_name, n2.n_name from nation n1 join nation n2 "
            "on n1.n_regionkey = n2.n_regionkey where n1.n_nationkey < n2.n_nationkey")
@@ -124,14 +124,14 @@ def test_svg(q5_plan, shared_plan):
 
 
 def test_svg_without_dot_names_the_package(monkeypatch):
-    monkeypatch.setattr("optimizer.plot_dag.shutil.which", lambda name: None)
+    monkeypatch.setattr("optimizer.explain.dot.shutil.which", lambda name: None)
     with pytest.raises(UnsupportedError, match="apt-get install graphviz"):
         render_svg("digraph { a }")
 
 
 def test_subplans_for_actual_rows_are_valid_plans(q5_plan, shared_plan):
     from optimizer.dag import annotate_schemas
-    from optimizer.plot_dag import subplan
+    from optimizer.explain.dot import subplan
     from optimizer.schema import check_plan
 
     for plan in (q5_plan, shared_plan):

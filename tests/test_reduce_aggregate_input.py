@@ -165,7 +165,7 @@ def backend(spark, tpch_dir):
 
 
 def _check_on_spark(backend, plan, result, label):
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
 
     assert any(e.rule == RULE.name for e in result.events), f"{label}: the rule did not fire"
     assert check_plan(result.plan) == []
@@ -177,7 +177,7 @@ def _check_on_spark(backend, plan, result, label):
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_same_answer_on_spark(backend, tpch_tables, tpch_statistics, monkeypatch, name):
     """Forced to fire (the cost gate aside), the reduced plan gives the original's rows."""
-    from optimizer.producers import datafusion_plan
+    from workloads.producers import datafusion_plan
 
     monkeypatch.setattr(reduce_aggregate_input, "_pays", lambda *args: True)
     plan = load_plan(datafusion_plan(QUERIES[name], tpch_tables))

@@ -13,15 +13,15 @@ import json
 import pytest
 
 from optimizer.capabilities import as_capabilities, default_capabilities, from_dict, load_capabilities
-from optimizer.compare import compare_tables
 from optimizer.dag import inputs, to_dag
+from optimizer.difftest.results import compare_tables
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.errors import PlanError
 from optimizer.explain import explain_plan
 from optimizer.expr_utils import conjuncts
 from optimizer.functions import function_table
 from optimizer.plan_io import load_plan
-from optimizer.tpch import TPCH_SCHEMAS
+from workloads.tpch import TPCH_SCHEMAS
 
 MY_RULES = ("simplify_predicates", "extract_join_conditions", "push_filters", "filter_into_read")
 
@@ -160,14 +160,14 @@ def datafusion_unoptimised_plan(sql: str, tables):
     without an expression under one FilterRel (the optimised plans already have their join conditions)."""
     from datafusion.substrait import Producer
 
-    from optimizer.producers import datafusion_context
+    from workloads.producers import datafusion_context
 
     ctx = datafusion_context(tables)
     return load_plan(Producer.to_substrait_plan(ctx.sql(sql).logical_plan(), ctx).encode())
 
 
 def corpus_plan(name: str):
-    from optimizer.corpus import corpus_root
+    from workloads.corpus import corpus_root
 
     path = corpus_root() / "substrait_consumer" / "snapshots" / "producer" / "integration" / "tpch" / name
     return load_plan(path)
@@ -328,7 +328,7 @@ def test_extract_on_datafusion_unoptimised_q5_comma_joins(tpch_tables):
     """DataFusion's optimised Q5 already has its join conditions (nothing to extract: checked below);
     its unoptimised plan is the comma-join shape: five inner JoinRels without an expression under one
     filter. One application puts each equality at the lowest join that pairs its tables."""
-    from optimizer.tpch import tpch_query
+    from workloads.tpch import tpch_query
 
     before = datafusion_unoptimised_plan(tpch_query(5), tpch_tables)
     assert all(not j.HasField("expression") for j in nodes_of(before, "join"))
@@ -512,7 +512,7 @@ def test_push_never_moves_subqueries_or_nondeterminism():
 def test_push_on_datafusion_unoptimised_q19(backend, tpch_tables):
     """Q19's three ORed blocks share ``p_partkey = l_partkey`` and the l_shipmode/l_shipinstruct tests:
     factored out, they become an equi-join key and filters on lineitem."""
-    from optimizer.tpch import tpch_query
+    from workloads.tpch import tpch_query
 
     before = datafusion_unoptimised_plan(tpch_query(19), tpch_tables)
     result = optimize(before, *MY_RULES)
@@ -672,7 +672,7 @@ def test_all_filter_rules_on_datafusion_plans_on_spark(backend, datafusion_tpch_
 def test_filter_into_read_on_a_names_only_base_schema():
     """Older DataFusion plans give the read's column names without types: no conjunct can be classified,
     so nothing moves (and nothing breaks)."""
-    from optimizer.corpus import corpus_root
+    from workloads.corpus import corpus_root
 
     path = corpus_root() / "substrait_consumer/snapshots/producer/relation/filter/where_and-datafusion_plan.json"
     before = load_plan(path)

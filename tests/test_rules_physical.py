@@ -548,7 +548,7 @@ def backend(spark, tpch_dir):
 
 
 def _same_answer(backend, plan, rewritten, label: str) -> tuple[float, float]:
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
 
     t0 = time.perf_counter()
     expected = backend.execute(plan)
@@ -593,7 +593,7 @@ JOIN_QUERIES = {
 @pytest.mark.parametrize("name", sorted(JOIN_QUERIES))
 @pytest.mark.parametrize("threshold", [0, 10 * 1024 * 1024])
 def test_join_types_same_answer_on_spark(backend, tpch_tables, tpch_statistics, name, threshold):
-    from optimizer.producers import datafusion_plan
+    from workloads.producers import datafusion_plan
 
     plan = load_plan(datafusion_plan(JOIN_QUERIES[name], tpch_tables))
     config = OptimizerConfig(broadcast_threshold_bytes=threshold)
@@ -631,7 +631,7 @@ WINDOW_QUERIES = {
 @pytest.mark.spark
 @pytest.mark.parametrize("name", sorted(WINDOW_QUERIES))
 def test_window_queries_same_answer_on_spark(backend, tpch_tables, name):
-    from optimizer.producers import datafusion_plan
+    from workloads.producers import datafusion_plan
 
     plan = load_plan(datafusion_plan(WINDOW_QUERIES[name], tpch_tables))
     result = Optimizer(rules=PHYSICAL, config=QUIET).run(plan)

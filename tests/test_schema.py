@@ -43,7 +43,6 @@ from substrait.proto import (
     WriteRel,
 )
 
-from optimizer.corpus import corpus_root
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.functions import function_table
@@ -61,7 +60,8 @@ from optimizer.schema import (
     tree_schema,
     type_name,
 )
-from optimizer.tpch import TPCH_SCHEMAS, tpch_queries
+from workloads.corpus import corpus_root
+from workloads.tpch import TPCH_SCHEMAS, tpch_queries
 
 CORPUS = corpus_root()
 

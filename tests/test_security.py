@@ -69,7 +69,7 @@ def _nested_filters(n: int) -> bytes:
 
 
 def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "optimizer.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "optimizer", *args], input=stdin, capture_output=True,
                           timeout=120)
 
 
@@ -158,7 +158,7 @@ def test_item2_files_are_confined_to_the_tables(spark, tmp_path, capsys):
 def test_item4_a_failed_write_leaves_the_old_file(tmp_path):
     import resource
 
-    from optimizer.corpus import corpus_root
+    from workloads.corpus import corpus_root
 
     plan = tmp_path / "q3.json"
     original = (corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"
@@ -169,7 +169,7 @@ def test_item4_a_failed_write_leaves_the_old_file(tmp_path):
     def small_files():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    proc = subprocess.run([sys.executable, "-m", "optimizer.cli", "optimize", str(plan), "-o", str(plan)],
+    proc = subprocess.run([sys.executable, "-m", "optimizer", "optimize", str(plan), "-o", str(plan)],
                           capture_output=True, timeout=120, preexec_fn=small_files)
     err = proc.stderr.decode().strip().splitlines()
     assert proc.returncode == 3 and len(err) == 1 and "cannot write" in err[0] and str(plan) in err[0], err
@@ -181,7 +181,7 @@ def test_item4_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def _with_hints(rows: float) -> dict:
-    from optimizer.corpus import corpus_root
+    from workloads.corpus import corpus_root
 
     doc = json.loads((corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/"
                       "q03-isthmus_plan.json").read_text())
@@ -388,7 +388,7 @@ def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
            "ON a.l_orderkey + b.l_orderkey = -1 OR a.l_partkey = -b.l_partkey")
     plan = tmp_path / "slow.binpb"
     plan.write_bytes(Producer.to_substrait_plan(ctx.sql(sql).logical_plan(), ctx).encode())
-    proc = subprocess.Popen([sys.executable, "-m", "optimizer.cli", "run", str(plan), "--tables", str(tpch_dir)],
+    proc = subprocess.Popen([sys.executable, "-m", "optimizer", "run", str(plan), "--tables", str(tpch_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     start = time.monotonic()
     while not _children(proc.pid) and time.monotonic() - start < 60:
@@ -429,7 +429,7 @@ def test_item3_old_fields_are_depth_checked_too():
 from substrait.proto import Expression
 from optimizer.errors import PlanError
 from optimizer.plan_io import deep_messages
-from optimizer.upgrade import _Context, _parse_upgraded
+from optimizer.load.upgrade import _Context, _parse_upgraded
 e = Expression(); x = e
 for _ in range(20000):
     x = x.cast.input

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from substrait.proto import Plan
 
-from optimizer.compare import compare_tables
+from optimizer.difftest.results import compare_tables
 from optimizer.driver import optimize
 from optimizer.plan_io import load_plan
-from optimizer.producers import datafusion_context, datafusion_plan
 from optimizer.schema import check_plan
+from workloads.producers import datafusion_context, datafusion_plan
 
 pytestmark = pytest.mark.spark
 

@@ -931,9 +931,9 @@ def tpch_backend(spark, tpch_dir):
 
 @pytest.mark.parametrize("q", range(1, 23))
 def test_datafusion_tpch_plans_match_duckdb(tpch_backend, datafusion_tpch_plans, duckdb_oracle, q):
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.plan_io import load_plan
-    from optimizer.tpch import tpch_query
+    from workloads.tpch import tpch_query
 
     actual = tpch_backend.execute(load_plan(datafusion_tpch_plans[q]))
     expected = duckdb_oracle(tpch_query(q))

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_backend_acceptance import Acceptance, _assert_outcome, evaluate
 
-from optimizer.compare import compare_tables
+from optimizer.difftest.results import compare_tables
 from optimizer.spark import SparkBackend
 from optimizer.spark.session import is_connect_session
-from optimizer.tpch import TPCH_ORDER_BY, tpch_query
+from workloads.tpch import TPCH_ORDER_BY, tpch_query
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.corpus import corpus_root
+from workloads.corpus import corpus_root
 
 REPO = Path(__file__).resolve().parent.parent
 Q3 = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optimizer.compare import compare_tables
+from optimizer.difftest.results import compare_tables
 from optimizer.plan_io import load_plan
 from optimizer.spark import SparkBackend
 from optimizer.spark.sql import Context, Frame, Window, render
@@ -246,7 +246,7 @@ def test_variable_substitution_cannot_reach_the_text(frames):
 
 
 def test_every_tpch_plan_is_one_spark_sql_call(spark, tpch_tables, datafusion_tpch_plans, duckdb_oracle):
-    from optimizer.tpch import tpch_query
+    from workloads.tpch import tpch_query
 
     backend = SparkBackend(spark, tables={k: v for k, v in tpch_tables.items() if k != "t"})
     for q, raw in sorted(datafusion_tpch_plans.items()):

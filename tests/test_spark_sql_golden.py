@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
-from optimizer.corpus import corpus_root
 from optimizer.plan_io import load_plan
 from optimizer.spark import SparkBackend
+from workloads.corpus import corpus_root
 
 GOLDEN = Path(__file__).parent / "golden" / "spark_sql"
 TPCH = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch"
 PLANS = sorted(p for p in TPCH.glob("q*_plan.json") if "validate" not in p.name)
 
-# The TPC-H tables as tests/conftest.py's generator writes them (optimizer.tpch).
+# The TPC-H tables as tests/conftest.py's generator writes them (workloads.tpch).
 _TABLES = {
     "customer": "c_custkey bigint, c_name string, c_address string, c_nationkey int, c_phone string, "
     "c_acctbal decimal(15,2), c_mktsegment string, c_comment string",

@@ -23,9 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 from spark_servers import free_ports, processes_mentioning, spark_env, stop
 
-from optimizer.compare import compare_tables
+from optimizer.difftest.results import compare_tables
 from optimizer.spark.session import java_executable, spark_home
-from optimizer.tpch import tpch_query
+from workloads.tpch import tpch_query
 
 pytestmark = pytest.mark.spark
 

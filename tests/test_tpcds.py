@@ -2,7 +2,7 @@
 
 The data comes from DuckDB's ``CALL dsdgen(sf=0.01)`` (generated once, cached beside the TPC-H data), the
 queries from DuckDB's ``tpcds_queries()``; DataFusion 55 writes a plan for all 99 and DuckDB 1.1.3 for
-about half (:func:`optimizer.tpcds.duckdb_tpcds_plans`), both produced live. Each plan runs through the
+about half (:func:`workloads.tpcds.duckdb_tpcds_plans`), both produced live. Each plan runs through the
 Spark backend as written and after ``optimize``; each answer is compared with DuckDB's answer to the SQL
 as a multiset (floats to 1e-9, decimals within one unit of their last place).
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.producers import DUCKDB_TPCDS_WRONG
-from optimizer.tpcds import PRODUCERS, generate_tpcds, run_tpcds, tpcds_queries
+from workloads.producers import DUCKDB_TPCDS_WRONG
+from workloads.tpcds import PRODUCERS, generate_tpcds, run_tpcds, tpcds_queries
 
 pytestmark = pytest.mark.spark
 
@@ -77,9 +77,9 @@ def test_duckdb_constant_or_null(query, spark):
     """With DuckDB's default ``statistics_propagation`` its plans carry ``constant_or_null``: supported."""
     from cost.statistics import default_statistics
     from optimizer.plan_io import load_plan
-    from optimizer.producers import duckdb_plan
     from optimizer.spark import SparkBackend
-    from optimizer.tpcds import TPCDSOracle, judge_plan, tpcds_table_paths
+    from workloads.producers import duckdb_plan
+    from workloads.tpcds import TPCDSOracle, judge_plan, tpcds_table_paths
 
     data = generate_tpcds(0.01)
     paths = tpcds_table_paths(data)

@@ -6,7 +6,7 @@
   them, lying statistics and reader-capability profiles (needs ``hypothesis``).
 * :mod:`optimizer.difftest.fuzz`: ``python -m optimizer.difftest.fuzz [--long]`` generates plans, runs
   :func:`compare` on each and saves shrunk failing cases as regressions.
-* ``substrait-opt diff`` (:mod:`optimizer.cli_diff`): the same comparison for plan files.
+* ``substrait-opt diff`` (:mod:`optimizer.cli.diff`): the same comparison for plan files.
 
 See ``docs/difftest.md``.
 """

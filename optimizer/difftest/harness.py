@@ -6,7 +6,7 @@ anything runs), runs the original plan through ``backend``, runs the optimized p
 backend **in the mode that ignores
 ``ReadRel.best_effort_filter``** (a consumer may skip a best-effort filter, so a rewrite that relies on
 it being applied is wrong, and this mode catches it), and compares the two results with
-:func:`optimizer.compare.compare_tables`: as multisets of rows, and, where the original plan's root is
+:func:`optimizer.difftest.results.compare_tables`: as multisets of rows, and, where the original plan's root is
 a sort (``SortRel``, ``TopNRel``, or a ``FetchRel``/``ProjectRel`` chain over one), also the order of
 the rows on the sort keys that are plain columns of the output (:func:`ordered_by`).
 
@@ -52,7 +52,7 @@ from typing import Any, TypeVar
 
 from substrait.proto import Plan, Type
 
-from optimizer.compare import Comparison, compare_tables
+from optimizer.difftest.results import Comparison, compare_tables
 from optimizer.errors import OptimizerError, UnsupportedError
 from optimizer.schema import make_type
 

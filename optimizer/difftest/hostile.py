@@ -255,7 +255,7 @@ def _json(rng: random.Random) -> Input:
 
 
 def _hints(rng: random.Random) -> Input:
-    from optimizer.corpus import corpus_root
+    from workloads.corpus import corpus_root
 
     q3 = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q03-isthmus_plan.json"
     doc = json.loads(q3.read_text())
@@ -430,7 +430,7 @@ def run_subprocess(index: int, item: Input, command: list[str], workdir: Path) -
     path = workdir / f"sub{index}{item.suffix}"
     path.write_bytes(item.data)
     output = workdir / f"subout{index}.json" if command[0] in ("convert", "optimize") else None
-    argv = [sys.executable, "-m", "optimizer.cli", *command, str(path)] + (["-o", str(output)] if output else [])
+    argv = [sys.executable, "-m", "optimizer", *command, str(path)] + (["-o", str(output)] if output else [])
     start = time.perf_counter()
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=_TIME_LIMIT)

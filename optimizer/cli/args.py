@@ -24,7 +24,7 @@ def write_text(dest: str, text: str) -> None:
 def statistics_from_args(args: argparse.Namespace):
     """The statistics stack the CLI options ask for (hints always; file; Spark; Parquet)."""
     from cost.statistics import default_statistics
-    from optimizer.cli_spark import check_tables_arg, lazy_spark_from_args
+    from optimizer.cli.spark import check_tables_arg, lazy_spark_from_args
 
     if getattr(args, "stats", None):
         import os
@@ -51,12 +51,12 @@ def explain_statistics(args: argparse.Namespace, spark: Any = None) -> Any:
     tables = getattr(args, "tables", None)
     if stats_file and not os.path.exists(stats_file):
         raise PlanError("no such statistics file", stats_file)
-    from optimizer.cli_spark import check_tables_arg
+    from optimizer.cli.spark import check_tables_arg
 
     check_tables_arg(tables)
     catalog = getattr(args, "catalog", None)
     if catalog and spark is None:
-        from optimizer.cli_spark import lazy_spark_from_args
+        from optimizer.cli.spark import lazy_spark_from_args
 
         spark = lazy_spark_from_args(args)
     return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from optimizer.tpch import table_paths, tpch_queries
+from workloads.tpch import table_paths, tpch_queries
 
 #: TPC-H queries whose DuckDB 1.1.3 plan is produced and semantically right.
 DUCKDB_TPCH_QUERIES: tuple[int, ...] = (1, 3, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 18, 19)

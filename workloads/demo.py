@@ -22,7 +22,7 @@ def _banner(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m optimizer.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m workloads.demo", description=__doc__)
     parser.add_argument("--scale", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
     parser.add_argument("--queries", default=",".join(map(str, DEMO_QUERIES)), help="TPC-H query numbers")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
@@ -31,14 +31,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from cost.statistics import default_statistics
     from optimizer.capabilities import default_capabilities
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.driver import Optimizer
-    from optimizer.explain_estimates import explain_before_after
+    from optimizer.explain.estimates import explain_before_after
     from optimizer.plan_io import load_plan
-    from optimizer.producers import datafusion_plan
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
-    from optimizer.tpch import generate_tpch, table_paths, tpch_query
+    from workloads.producers import datafusion_plan
+    from workloads.tpch import generate_tpch, table_paths, tpch_query
 
     started = time.perf_counter()
     _banner(f"TPC-H SF {args.scale}: data")

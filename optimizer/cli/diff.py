@@ -34,8 +34,8 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
-    from optimizer.cli_args import statistics_from_args
-    from optimizer.cli_run import plan_name
+    from optimizer.cli.args import statistics_from_args
+    from optimizer.cli.run import plan_name
     from optimizer.difftest.harness import compare
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
@@ -52,7 +52,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise PlanError("not a directory", args.out)
 
-    from optimizer.cli_spark import backend_from_args
+    from optimizer.cli.spark import backend_from_args
 
     backend = backend_from_args(args)
     passed = failed = skipped = 0
@@ -76,7 +76,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def register(sub, name: str, help_text: str) -> None:
-    from optimizer.cli_optimize import add_statistics_args
+    from optimizer.cli.optimize import add_statistics_args
 
     p = sub.add_parser(
         name, help=help_text,

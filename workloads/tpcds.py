@@ -6,7 +6,7 @@
   same rows. Column types are DuckDB's (``INTEGER`` keys, ``DECIMAL(7,2)`` money, ``DATE``, ``VARCHAR`` for
   both ``char`` and ``varchar``), nullable as DuckDB declares them.
 * :func:`tpcds_queries` returns the 99 query texts of DuckDB 1.1.3's ``tpcds_queries()``, stored as package
-  data ``optimizer/data/tpcds/qNN.sql``. They read the tables by their plain names (``store_sales``...).
+  data ``workloads/data/tpcds/qNN.sql``. They read the tables by their plain names (``store_sales``...).
 * The data lives in ``$SUBSTRAIT_OPT_DATA/tpcds-sf<scale>`` (beside TPC-H's ``sf<scale>``), else in
   ``<repo>/.cache/tpch/tpcds-sf<scale>``.
 
@@ -26,8 +26,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from optimizer.producers import ProducerError, datafusion_plan, duckdb_plan
-from optimizer.tpch import _locked, repo_root
+from workloads.producers import ProducerError, datafusion_plan, duckdb_plan
+from workloads.tpch import _locked, repo_root
 
 TPCDS_TABLES: tuple[str, ...] = (
     "call_center",
@@ -183,7 +183,7 @@ def _one_line(text, limit: int = 240) -> str:
 
 
 def _answer(run, expected: pa.Table) -> Outcome:
-    from optimizer.compare import compare_tables
+    from optimizer.difftest.results import compare_tables
     from optimizer.errors import OptimizerError, UnsupportedError
 
     try:
@@ -284,7 +284,7 @@ def datafusion_tpcds_plans(
     data_dir: Path | str, queries: tuple[int, ...] | None = None
 ) -> dict[int, bytes | ProducerError]:
     """DataFusion's plans of the TPC-DS ``queries`` (default all 99; DataFusion 55 writes every one) over the
-    tables in ``data_dir``; a query it cannot write maps to its :class:`~optimizer.producers.ProducerError`."""
+    tables in ``data_dir``; a query it cannot write maps to its :class:`~workloads.producers.ProducerError`."""
     return _tpcds_plans(datafusion_plan, data_dir, queries)
 
 
@@ -293,5 +293,5 @@ def duckdb_tpcds_plans(
 ) -> dict[int, bytes | ProducerError]:
     """DuckDB 1.1.3's plans of the TPC-DS ``queries`` (default all 99; it writes about half: correlated
     subqueries become DELIM_JOIN, which has no translation); a query it cannot write maps to its
-    :class:`~optimizer.producers.ProducerError`."""
+    :class:`~workloads.producers.ProducerError`."""
     return _tpcds_plans(duckdb_plan, data_dir, queries)

@@ -10,7 +10,7 @@ it was taken from are beside it; ``$SUBSTRAIT_OPT_CORPUS`` may point at another 
 * ``substrait_consumer/testdata/<category>[/scalar|/aggregate]/<test>.json``: the test definition, with
   ``sql_query.query`` (or ``query_path``, the TPC-H ``qNN.sql``) using ``'{table}'`` placeholders,
   ``named_tables`` ``{placeholder: "lineitem.parquet" | "lineitem_small.parquet"}`` and ``local_files``.
-  The function tests read ``FROM 't'``, the small table of :func:`optimizer.tpch.write_table_t`.
+  The function tests read ``FROM 't'``, the small table of :func:`workloads.tpch.write_table_t`.
 
 :func:`sql_for` turns the SQL into something DuckDB runs on our generated data: every TPC-H file (the SF 0.1
 ``X.parquet`` and the SF 0.0001 ``X_small.parquet`` alike) maps to our table ``X``.
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from optimizer.tpch import TPCH_TABLES, default_data_dir, repo_root
+from workloads.tpch import TPCH_TABLES, default_data_dir, repo_root
 
 PRODUCERS: tuple[str, ...] = ("isthmus", "duckdb", "datafusion", "ibis")
 _NAME = re.compile(
@@ -245,7 +245,7 @@ def sql_for(
 
     With ``table_dir`` the tables become quoted parquet paths (``'<table_dir>/lineitem.parquet'``, which
     DuckDB scans under the alias ``lineitem``); without, bare table names (``lineitem``, ``t``) for a
-    connection that has them as views (:class:`optimizer.tpch.DuckDBOracle`). With ``small_dir`` the corpus'
+    connection that has them as views (:class:`workloads.tpch.DuckDBOracle`). With ``small_dir`` the corpus'
     ``X_small.parquet`` tables become paths into that folder instead (e.g. TPC-H SF 0.0001, as in the corpus:
     ``relation/join/cross_join`` crosses customer and orders, 22.5M rows at SF 0.01). Three queries written in
     another engine's dialect are rewritten (``negate(``, ``approx_distinct(``, ``FROM VALUES``). ``plan`` may

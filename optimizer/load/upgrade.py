@@ -638,7 +638,7 @@ def _walk_binary(msg: Message, path: str, ctx: _Context, top: bool = False) -> N
 
 
 def _parse_upgraded(cls: type[Message], raw: bytes, path: str, ctx: _Context) -> Message:
-    from optimizer.protobuf_depth import check_depth
+    from optimizer.load.protobuf_depth import check_depth
 
     check_depth(raw, cls.DESCRIPTOR, path)  # protobuf's own limit may be lifted (protobuf_depth.deep_messages)
     sub = cls()

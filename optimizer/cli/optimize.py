@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from optimizer.cli_args import statistics_from_args
+from optimizer.cli.args import statistics_from_args
 from optimizer.errors import PlanError
 from optimizer.paths import add_path_argument
 
@@ -17,7 +17,7 @@ def add_statistics_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats", help="statistics JSON file (see docs/statistics.md); wins over --tables")
     p.add_argument("--no-spark-stats", action="store_true",
                    help="with --tables, read only the Parquet footers (no Spark ANALYZE)")
-    from optimizer.cli_spark import add_spark_args
+    from optimizer.cli.spark import add_spark_args
 
     add_spark_args(p)
     add_path_argument(p)
@@ -59,7 +59,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     result = Optimizer(statistics=statistics, capabilities=capabilities).run(plan)
     if args.explain and args.format in ("dot", "svg"):
         # The picture is the output: before and after side by side.
-        from optimizer.plot_dag import before_after_dot, picture
+        from optimizer.explain.dot import before_after_dot, picture
 
         text = picture(before_after_dot(plan, result.plan, statistics), args.format)
         if args.output == "-":
@@ -70,7 +70,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.format in ("dot", "svg"):
         raise PlanError(f"--format {args.format} draws the plans: use it with --explain")
     if args.explain:
-        from optimizer.explain_estimates import explain_before_after
+        from optimizer.explain.estimates import explain_before_after
 
         sys.stderr.write(explain_before_after(plan, result, statistics) + "\n")
     save_plan(result.plan, args.output, format=args.format)

@@ -72,8 +72,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run every plan; a plan that fails (to load or to run) is one line on stderr naming its file, and the
     others still run. The last line is ``N ok, M failed``. Exit 0 when all ran; otherwise the worst failure's
     code: 3 when any plan was unsupported or failed to execute, else 2 (bad input)."""
-    from optimizer.cli_spark import backend_from_args, check_tables_arg
-    from optimizer.interrupt import check_interrupted, stop_on_signals
+    from optimizer.cli.interrupt import check_interrupted, stop_on_signals
+    from optimizer.cli.spark import backend_from_args, check_tables_arg
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
 
@@ -160,7 +160,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--out", help="write each result as OUT/<plan name>.parquet (inputs of the same file name "
                                  "are told apart by their folders: OUT/a-q1.parquet, OUT/b-q1.parquet)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="rows to print per plan (default 5; 0 for none)")
-    from optimizer.cli_spark import add_spark_args
+    from optimizer.cli.spark import add_spark_args
 
     add_spark_args(p, ui=True, statistics=False)
     p.set_defaults(func=cmd_run)

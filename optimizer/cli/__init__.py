@@ -1,0 +1,105 @@
+"""``substrait-opt``: convert, explain, optimize, run and diff Substrait plans.
+
+Exit codes: 0 success; 1 ``diff`` found a difference; 2 bad input or usage (one line on stderr
+naming the problem and where in the plan); 3 unsupported relation/function or execution failure.
+No traceback reaches the user (set ``SUBSTRAIT_OPT_DEBUG=1`` to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from optimizer.cli.interrupt import Interrupted, restore_signals, stop_on_signals, stop_spark
+from optimizer.errors import OptimizerError
+
+PROG = "substrait-opt"
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def package_version() -> str:
+    """The installed package's version (its metadata); ``unknown`` when run from a tree not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("substrait-optimizer")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Cost-based optimizer for Substrait plans, with a PySpark backend.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    # One module per command, each with register(subparsers, name, help).
+    from optimizer.cli import convert, diff, explain, optimize, run
+
+    commands = (
+        (convert, "read a plan (JSON or binary, any Substrait version) and write it out"),
+        (explain, "print the plan as an indented tree of relations"),
+        (optimize, "rewrite a logical plan into a cheaper physical one"),
+        (run, "run plans on Spark and print/write their results"),
+        (diff, "run original and optimized plans on Spark and compare"),
+    )
+    for module, help_text in commands:
+        module.register(sub, module.__name__.rpartition(".")[2], help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    stop_on_signals(None)  # SIGTERM: exit 143 with one line (commands that start Spark also cancel its jobs)
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help(sys.stderr)
+            return 2
+        func: Callable[[argparse.Namespace], int] = args.func
+        from optimizer.plan_io import deep_messages
+
+        with deep_messages():
+            return func(args)
+    except UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except OptimizerError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0
+    except RecursionError:
+        print(f"{PROG}: error: the plan is nested too deeply for this tool (Python's recursion limit)", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        stop_spark()
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Interrupted as exc:
+        stop_spark()
+        print(f"{PROG}: interrupted by {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - a traceback never reaches the user
+        if os.environ.get("SUBSTRAIT_OPT_DEBUG"):
+            raise
+        text = " ".join(str(exc).split())[:300]
+        print(f"{PROG}: internal error: {type(exc).__name__}: {text} (set SUBSTRAIT_OPT_DEBUG=1 for details)", file=sys.stderr)
+        return 3
+    finally:
+        restore_signals()
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""``substrait-opt explain``: the plan as a tree (text), a JSON list, or a picture (dot/svg), with
+estimates when statistics are given and actual rows with ``--analyze``."""
+
+from __future__ import annotations
+
+import argparse
+
+from optimizer.cli.args import write_text
+from optimizer.paths import add_path_argument
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from optimizer.explain import explain_plan
+    from optimizer.plan_io import check_output, load_plan
+    from optimizer.schema import raise_for_problems
+
+    check_output(args.output)
+    plan = load_plan(args.input)
+    raise_for_problems(plan)
+    if args.format in ("dot", "svg"):
+        from optimizer.cli.args import statistics_from_args
+        from optimizer.explain.dot import explain_dot, picture
+
+        statistics = statistics_from_args(args) if args.tables or args.stats or getattr(args, "catalog", None) else None
+        backend = None
+        if args.analyze:
+            from optimizer.cli.spark import backend_from_args
+
+            backend = backend_from_args(args)
+        write_text(args.output, picture(explain_dot(plan, statistics, backend, title=args.input), args.format))
+        return 0
+    if args.tables or args.stats or args.analyze or args.format == "json":
+        from optimizer.cli.args import explain_statistics
+        from optimizer.explain.estimates import explain_with_estimates
+
+        spark = backend = None
+        if args.analyze:
+            from optimizer.cli.spark import backend_from_args, spark_from_args
+
+            spark = spark_from_args(args)
+        statistics = explain_statistics(args, spark)
+        if spark is not None:
+            backend = backend_from_args(args, spark)
+        write_text(args.output, explain_with_estimates(plan, statistics, backend, args.format))
+        return 0
+    write_text(args.output, explain_plan(plan) + "\n")
+    return 0
+
+
+def register(sub, name: str, help_text: str) -> None:
+    from optimizer.cli.spark import add_spark_args
+
+    p = sub.add_parser(name, help=help_text,
+                       description="Print the plan as an indented tree, one line per relation with its key "
+                                   "properties and output columns.")
+    p.add_argument("input", help="plan file, or '-' for stdin")
+    p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
+    p.add_argument("--format", choices=["text", "json", "dot", "svg"], default="text",
+                   help="text tree (default), JSON list, or a picture of the DAG (Graphviz dot / svg)")
+    p.add_argument("--tables", help="directory of the tables, a path or any URI Spark reads (for statistics and "
+                                   "--analyze)")
+    p.add_argument("--stats", help="statistics JSON file")
+    p.add_argument("--analyze", action="store_true", help="also run every subtree on Spark and show actual rows")
+    add_spark_args(p)
+    add_path_argument(p)
+    p.set_defaults(func=cmd_explain)
