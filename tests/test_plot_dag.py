@@ -94,7 +94,7 @@ def test_labels_show_estimates_when_given(q5_plan):
             g.nodes[n]["rel"].read.common.hint.stats.row_count = 1234.0
     dot = dag_to_dot(g, estimate_annotator(g))
     read_labels = [label for label in _nodes(dot).values() if label.startswith("Read")]
-    assert read_labels and all(re.search(r"(est|hint) 1\.23k rows", label) for label in read_labels)
+    assert read_labels and all(re.search(r"(est|hint) 1\.2K rows", label) for label in read_labels)
     custom = dag_to_dot(g, lambda graph, node: f"node {node}\nsecond line")
     assert all("\\nsecond line" in label for label in _nodes(custom).values())
     assert "est" not in dag_to_dot(g)
@@ -131,13 +131,13 @@ def test_svg_without_dot_names_the_package(monkeypatch):
 
 def test_subplans_for_actual_rows_are_valid_plans(q5_plan, shared_plan):
     from optimizer.dag import annotate_schemas
-    from optimizer.explain.dot import subplan
+    from optimizer.explain.estimates import subtree_plan
     from optimizer.schema import check_plan
 
     for plan in (q5_plan, shared_plan):
         g = annotate_schemas(to_dag(plan))
         for node in g:
-            sub = subplan(g, node)
+            sub = subtree_plan(g, node)
             assert check_plan(sub) == [], (node, g.nodes[node]["kind"])
             roots = [r.root for r in sub.relations if r.WhichOneof("rel_type") == "root"]
             assert len(roots) == 1 and len(roots[0].names) == len(g.nodes[node]["schema"].names)

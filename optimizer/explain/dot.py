@@ -11,7 +11,8 @@ incoming edge per use. Output columns are drawn as the plan's roots (``Root(name
 * :func:`render_svg` -- DOT to SVG with Graphviz's ``dot`` (``apt-get install graphviz``);
 * :func:`explain_dot` -- what ``substrait-opt explain IN --format dot|svg`` prints (estimates with
   ``--tables``/``--stats``, actual rows with ``--analyze``);
-* :func:`estimate_annotator`, :func:`actual_rows` -- the per-node annotations.
+* :func:`estimate_annotator`, :func:`hint_annotator` -- the per-node annotations (actual rows from
+  :func:`optimizer.explain.estimates.actual_rows`).
 
 >>> from optimizer.plan_io import load_plan
 >>> plan = load_plan('{"relations": [{"root": {"input": {"read": {"namedTable": {"names": ["nation"]},'
@@ -42,6 +43,7 @@ from substrait.proto import Plan
 from optimizer.dag import inputs, to_dag
 from optimizer.errors import ExecutionError, OptimizerError, UnsupportedError
 from optimizer.explain import _title, describe_rel
+from optimizer.explain.estimates import actual_rows, human
 from optimizer.functions import function_table
 
 Annotate = Callable[[nx.DiGraph, int], str]
@@ -223,15 +225,6 @@ def picture(dot_text: str, fmt: str) -> str:
 # ------------------------------------------------------------------------------------------ annotations
 
 
-def _human(n: float) -> str:
-    """``1234567`` -> ``1.23M``."""
-    n = float(n)
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g}{unit}"
-    return f"{n:.3g}" if n != int(n) else str(int(n))
-
-
 def _hint_rows(g: nx.DiGraph, node: int) -> float | None:
     data = g.nodes[node]
     body = getattr(data["rel"], data["kind"])
@@ -243,15 +236,17 @@ def _hint_rows(g: nx.DiGraph, node: int) -> float | None:
 
 
 def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any = None, config: Any = None,
-                       *, actual: Mapping[int, int] | None = None) -> Annotate:
+                       *, actual: Mapping[int, int | None] | None = None) -> Annotate:
     """An annotation per node: estimated rows (``est``), the estimated cost of the subtree (``cost``; the
     cost model's unit, nanoseconds of one core) and of the node alone (``self``) and,
-    when ``actual`` is given (:func:`actual_rows`), the actual rows and the q-error.
+    when ``actual`` is given (:func:`~optimizer.explain.estimates.actual_rows`), the actual rows and the q-error.
 
     Estimates come from the cardinality estimator and cost model (:class:`optimizer.driver.RuleContext`)
     over ``statistics``; when these are not available (or fail on a relation), the relation's own
     ``hint.stats.row_count`` is shown instead (``hint``).
     """
+    from cost.cardinality import q_error
+
     ctx = None
     try:
         from optimizer.dag import annotate_schemas
@@ -269,27 +264,26 @@ def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any 
         if ctx is not None:
             try:
                 est_rows = float(ctx.estimate(node).rows)
-                parts.append(f"est {_human(est_rows)} rows")
+                parts.append(f"est {human(est_rows)} rows")
             except OptimizerError:  # a relation the estimator refuses: the hint, if any
                 est_rows = None
             if est_rows is not None:
                 try:
                     own = ctx.cost_model.node_cost(graph, node, ctx.estimator).total
-                    parts.append(f"cost {_human(ctx.cost(node))} (self {_human(own)})")
+                    parts.append(f"cost {human(ctx.cost(node))} (self {human(own)})")
                 except OptimizerError:  # a relation the model cannot price
                     pass
         if est_rows is None:
             hint = _hint_rows(graph, node)
             if hint is not None:
                 est_rows = hint
-                parts.append(f"hint {_human(hint)} rows")
+                parts.append(f"hint {human(hint)} rows")
         line = ", ".join(parts)
-        if actual is not None and node in actual:
+        if actual is not None and actual.get(node) is not None:
             act = actual[node]
-            extra = f"actual {_human(act)} rows"
+            extra = f"actual {human(act)} rows"
             if est_rows is not None:
-                q = max(est_rows, 1.0) / max(act, 1.0)
-                extra += f" (q-error {max(q, 1 / q):.2g})"
+                extra += f" (q-error {q_error(est_rows, act):.2g})"
             line = f"{line}\n{extra}" if line else extra
         return line
 
@@ -304,52 +298,10 @@ def hint_annotator(g: nx.DiGraph, node: int) -> str:
     if common is None or not common.HasField("hint") or not common.hint.HasField("stats"):
         return ""
     stats = common.hint.stats
-    text = f"est {_human(stats.row_count)} rows"
+    text = f"est {human(stats.row_count)} rows"
     if stats.record_size:
-        text += f", {_human(stats.record_size)} B/row"
+        text += f", {human(stats.record_size)} B/row"
     return text
-
-
-def subplan(g: nx.DiGraph, node: int) -> Plan:
-    """A plan whose one root is the subtree at ``node`` (columns named ``c0, c1, ...``)."""
-    from optimizer.dag import annotate_schemas, from_dag
-
-    if "schema" not in g.nodes[node]:
-        annotate_schemas(g)
-    keep = nx.descendants(g, node) | {node}
-    sub = g.subgraph(keep).copy()
-    for n in sub.nodes:
-        sub.nodes[n].pop("plan_rel", None)
-    for edge in sub.edges:
-        sub.edges[edge]["via"] = {}
-    sub.graph = {"plan": g.graph["plan"],
-                 "roots": [{"node": node, "kind": "root", "via": None,
-                            "names": [f"c{i}" for i in range(_flat_width(g.nodes[node]["schema"].types))]}]}
-    return from_dag(sub)
-
-
-def _flat_width(types) -> int:
-    """The number of names a RelRoot needs for ``types`` (struct fields are named too)."""
-    total = 0
-    for t in types:
-        total += 1
-        if t.WhichOneof("kind") == "struct":
-            total += _flat_width(t.struct.types)
-    return total
-
-
-def actual_rows(g: nx.DiGraph, backend: Any) -> dict[int, int]:
-    """Run every relation's subtree on ``backend`` (a :class:`optimizer.spark.SparkBackend`): its row count.
-
-    A subtree that cannot run is left out (the picture then shows no actual rows for it).
-    """
-    counts: dict[int, int] = {}
-    for node in g.nodes:
-        try:
-            counts[node] = int(backend.to_dataframe(subplan(g, node)).count())
-        except OptimizerError:
-            continue
-    return counts
 
 
 # ------------------------------------------------------------------------------------------ CLI entries
