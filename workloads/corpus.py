@@ -1,7 +1,7 @@
 """Index of the real-world plans of the Substrait consumer-testing corpus, joined with their SQL.
 
 The corpus is kept in the repository at ``tests/data/corpus/consumer-testing`` (its licence and the commit
-it was taken from are beside it; ``$SUBSTRAIT_OPT_CORPUS`` may point at another copy):
+it was taken from are beside it), and only that copy is read:
 
 * ``substrait_consumer/snapshots/producer/<category>/<test>-<producer>_plan.json``: plans by ``isthmus``,
   ``duckdb``, ``datafusion`` and ``ibis``; ``<test>-validate-<producer>_plan.json`` is the same plan after a
@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -41,10 +40,7 @@ _TPCH = re.compile(r"^q(\d\d)$")
 
 
 def corpus_root() -> Path:
-    """The consumer-testing corpus folder: ``$SUBSTRAIT_OPT_CORPUS``, else the repository's copy."""
-    env = os.environ.get("SUBSTRAIT_OPT_CORPUS")
-    if env:
-        return Path(env)
+    """The consumer-testing corpus folder: the repository's copy."""
     return repo_root() / "tests" / "data" / "corpus" / "consumer-testing"
 
 

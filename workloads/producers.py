@@ -107,7 +107,7 @@ def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
         plan = ctx.sql(sql).optimized_logical_plan()
         return Producer.to_substrait_plan(plan, ctx).encode()
     # DataFusion's Python bindings raise its planning and Substrait errors as plain Exception
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ProducerError(f"datafusion: {exc}") from exc
 
 

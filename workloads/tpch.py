@@ -181,7 +181,7 @@ _DATA_DIR = Path(__file__).resolve().parent / "data" / "tpch"
 
 
 def repo_root() -> Path:
-    """The project's root directory (the parent of the ``optimizer`` package)."""
+    """The repository's root directory (the parent of the ``workloads`` package)."""
     return Path(__file__).resolve().parent.parent
 
 

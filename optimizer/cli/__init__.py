@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_spark()
         print(f"{PROG}: interrupted by {exc}", file=sys.stderr)
         return exc.exit_code
-    except Exception as exc:  # noqa: BLE001 - a traceback never reaches the user
+    except Exception as exc:  # any bug: a traceback never reaches the user
         if os.environ.get("SUBSTRAIT_OPT_DEBUG"):
             raise
         text = " ".join(str(exc).split())[:300]

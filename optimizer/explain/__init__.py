@@ -44,7 +44,7 @@ def _title(kind: str) -> str:
     return special.get(kind, kind.replace("_", " ").title().replace(" ", ""))
 
 
-def describe_rel(g: nx.DiGraph, node: int, functions, max_len: int = 160) -> str:  # noqa: C901
+def describe_rel(g: nx.DiGraph, node: int, functions, max_len: int = 160) -> str:
     """``Kind(properties)`` for one node."""
     data = g.nodes[node]
     kind = data["kind"]

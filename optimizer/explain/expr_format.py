@@ -110,7 +110,7 @@ class ExpressionFormatter:
                 out.append(format_type(a.type))
         return out
 
-    def __call__(self, e: Expression) -> str:  # noqa: C901 - one branch per expression kind
+    def __call__(self, e: Expression) -> str:  # one branch per expression kind
         kind = e.WhichOneof("rex_type")
         if kind == "literal":
             return format_literal(e.literal)
