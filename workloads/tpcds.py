@@ -5,8 +5,8 @@
   built-in ``CALL dsdgen(sf=...)``, which is deterministic (dsdgen's fixed seeds): the same scale gives the
   same rows. Column types are DuckDB's (``INTEGER`` keys, ``DECIMAL(7,2)`` money, ``DATE``, ``VARCHAR`` for
   both ``char`` and ``varchar``), nullable as DuckDB declares them.
-* :func:`tpcds_queries` returns the 99 query texts of DuckDB 1.1.3's ``tpcds_queries()``, stored as package
-  data ``workloads/data/tpcds/qNN.sql``. They read the tables by their plain names (``store_sales``...).
+* :func:`tpcds_queries` returns the 99 query texts of DuckDB 1.1.3's ``tpcds_queries()``, stored as
+  ``workloads/data/tpcds/qNN.sql``. They read the tables by their plain names (``store_sales``...).
 * The data lives in ``$SUBSTRAIT_OPT_DATA/tpcds-sf<scale>`` (beside TPC-H's ``sf<scale>``), else in
   ``<repo>/.cache/tpch/tpcds-sf<scale>``.
 

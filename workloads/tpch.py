@@ -10,7 +10,7 @@
   ``BIGINT`` keys except the ``INTEGER`` nation/region keys, plain ``string`` (never ``string_view``),
   every column NOT NULL). DuckDB, DataFusion, Spark and pyarrow therefore read identical types.
 * :func:`tpch_queries` returns the 22 query texts of DuckDB 1.1.3's ``tpch_queries()`` (standard TPC-H
-  with the usual validation substitution parameters), stored as package data ``workloads/data/tpch/qNN.sql``
+  with the usual validation substitution parameters), stored as ``workloads/data/tpch/qNN.sql``
   so no DuckDB is needed at run time. They read the tables by their plain names (``lineitem``...).
 
 >>> sorted(TPCH_TABLES) == sorted(TPCH_SCHEMAS)
