@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCES = sorted(p for folder in ("optimizer", "rules", "cost") for p in (REPO / folder).rglob("*.py"))
+SOURCES = sorted(p for folder in ("optimizer", "rules", "cost", "workloads") for p in (REPO / folder).rglob("*.py"))
 PRIVATE = re.compile(r"\.(_jdf|_jvm|_jc|_jsc|_jsparkSession|_jconf|_gateway|_sc|_jreader|_jwrite)\b")
 
 
