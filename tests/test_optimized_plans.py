@@ -7,7 +7,7 @@ usual statistics (plan hints, Spark ``ANALYZE`` of the SF 0.01 tables, Parquet f
 * the optimized plan passes :func:`optimizer.schema.check_plan` and comes back from binary protobuf
   as the same plan;
 * run on Spark with ``best_effort_filter`` ignored (a consumer may), it gives the original plan's answer
-  (:func:`optimizer.difftest.results`: multiset equality, floats to 1e-9, order where the root is sorted);
+  (:func:`optimizer.difftest.compare`: multiset equality, floats to 1e-9, order where the root is sorted);
 * by the optimizer's own cost model and the same statistics, it is never estimated costlier than the
   plan that went in.
 

@@ -1,5 +1,5 @@
 """Fuzz the optimizer: generate plans (:mod:`optimizer.difftest.strategies`), compare each optimized
-plan's answer with the original's on Spark (:func:`optimizer.difftest.results`), shrink what fails.
+plan's answer with the original's on Spark (:func:`optimizer.difftest.compare`), shrink what fails.
 
 ::
 
@@ -212,7 +212,7 @@ class _CachedBackend:
 
 
 class Fuzzer:
-    """Runs generated cases through :func:`~optimizer.difftest.results` on one SparkSession."""
+    """Runs generated cases through :func:`~optimizer.difftest.compare` on one SparkSession."""
 
     def __init__(self, spark, *, workdir: str | Path | None = None, save_dir: str | Path | None = None,
                  max_depth: int = 3, max_relations: int = 6, max_rows: int = 8, progress: bool = True,
