@@ -20,7 +20,7 @@ which compiles a whole ``Rel`` tree with the enclosing scope available for outer
 ``(DataFrame, column names)``. The Substrait types of the scope columns come from
 :func:`optimizer.schema.plan_schemas` when it can derive them (else ``None``).
 
-Notes on the expression interface (no change to it, only how the relation half uses it):
+Notes on how the relation half uses the expression interface:
 
 * The scope of a join condition (``JoinRel.expression``, ``residual_expression``, nested-loop
   expressions) has ``columns`` = left columns + right columns and ``df`` = ``left.crossJoin(right)``
