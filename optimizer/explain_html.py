@@ -11,8 +11,9 @@ Policy forbids it) and no script at all. It shows:
 * per plan, a table of its relations (:func:`optimizer.explain_estimates.explain_with_estimates`'s
   records): estimated rows, row width, the cost of the subtree and, with actual rows, the actual rows and
   the q-error (``max(est/act, act/est)``, both floored at 1 row). With actual rows the table is sorted
-  by q-error, worst first, and the :data:`WORST` worst relations with a q-error of at least
-  :data:`WORST_Q` have the CSS class ``worst``; without them it is in the order of the explain tree.
+  by q-error, worst first, the :data:`WORST` worst relations with a q-error above :data:`WORST_Q`
+  have the CSS class ``worst``, and q-errors of at least :data:`Q_WARN` and :data:`Q_BAD` are coloured
+  (``q-warn``, ``q-bad``); without them it is in the order of the explain tree.
 
 Every string taken from a plan (table names, literals, column names) is escaped with
 :func:`html.escape`; the SVG's labels are escaped by ``dot``.
@@ -37,8 +38,10 @@ from optimizer.errors import OptimizerError
 
 WORST = 3
 """How many relations, at most, the table marks as the worst estimates."""
-WORST_Q = 2.0
-"""The q-error from which a relation may be marked as one of the worst estimates."""
+WORST_Q = 1.25
+"""The q-error above which a relation may be marked as one of the worst estimates (within 25% it is not)."""
+Q_WARN, Q_BAD = 2.0, 10.0
+"""q-errors from which the cell has the CSS class ``q-warn`` and ``q-bad``."""
 
 ActualRows = Mapping[str, int | None]
 """Actual rows per relation path (``relations[0].root.input.join.left``...); ``None``: it could not run."""
@@ -137,7 +140,9 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 td.rel { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; word-break: break-word; }
 td.path { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 11px; color: #666; word-break: break-all; }
 tr.worst td { background: #fde2e1; }
-tr.worst td.q { font-weight: bold; color: #b00020; }
+tr.worst td.q { font-weight: bold; }
+td.q-warn { color: #a15c00; }
+td.q-bad { color: #b00020; font-weight: bold; }
 pre { background: #fff; border: 1px solid #ddd; padding: 8px; overflow: auto; }
 """
 
@@ -151,12 +156,15 @@ def _num(value: float | None) -> str:
     return html.escape(human(value))
 
 
-def _q(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
+def _q_cell(value: float | None) -> str:
+    if value is None:
+        return '<td class="num q"></td>'
+    grade = " q-bad" if value >= Q_BAD else " q-warn" if value >= Q_WARN else ""
+    return f'<td class="num q{grade}">{value:.2f}</td>'
 
 
 def _worst_paths(records: Sequence[Mapping[str, Any]]) -> set[str]:
-    ranked = sorted((r for r in records if r["q_error"] is not None and r["q_error"] >= WORST_Q),
+    ranked = sorted((r for r in records if r["q_error"] is not None and r["q_error"] > WORST_Q),
                     key=lambda r: -r["q_error"])
     return {r["path"] for r in ranked[:WORST]}
 
@@ -182,7 +190,7 @@ def _table(records: list[dict[str, Any]]) -> str:
         ]
         if has_actual:
             cells.append(f'<td class="num">{_num(r["actual_rows"]) if r["actual_rows"] is not None else ""}</td>')
-            cells.append(f'<td class="num q">{_q(r["q_error"])}</td>')
+            cells.append(_q_cell(r["q_error"]))
         out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
@@ -257,6 +265,8 @@ def optimize_html(plan: Plan, result: Any, statistics: Any = None, title: str | 
 
 
 __all__ = [
+    "Q_BAD",
+    "Q_WARN",
     "WORST",
     "WORST_Q",
     "PlanPart",
