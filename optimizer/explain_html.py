@@ -244,16 +244,24 @@ _COST_NOTE = ("Estimated rows per relation and the cost of its subtree (the cost
 
 def explain_html(plan: Plan, statistics: Any = None, backend: Any = None, title: str | None = None) -> str:
     """What ``explain IN --format html`` writes: the plan and its optimized form over ``statistics``;
-    with a Spark ``backend`` every subtree of both runs on it for actual rows and q-errors."""
+    with a Spark ``backend`` every subtree of both runs on it for actual rows and q-errors. A plan the
+    optimizer refuses is shown alone, with the reason."""
     from optimizer.driver import Optimizer
 
-    result = Optimizer(statistics=statistics).run(plan)
-    parts = [PlanPart("plan", plan), PlanPart("optimized", result.plan)]
+    note = _COST_NOTE + (" Actual rows: every subtree run on Spark." if backend is not None else "")
+    parts = [PlanPart("plan", plan)]
+    summary = None
+    try:
+        result = Optimizer(statistics=statistics).run(plan)
+    except OptimizerError as exc:
+        note += f" Not optimized: {exc}"
+    else:
+        parts.append(PlanPart("optimized", result.plan))
+        summary = result.summary()
     if backend is not None:
         for part in parts:
             part.actual = actual_rows_by_path(part.plan, backend)
-    note = _COST_NOTE + (" Actual rows: every subtree run on Spark." if backend is not None else "")
-    return plans_html(parts, statistics, title=title or "Substrait plan", note=note, summary=result.summary())
+    return plans_html(parts, statistics, title=title or "Substrait plan", note=note, summary=summary)
 
 
 def optimize_html(plan: Plan, result: Any, statistics: Any = None, title: str | None = None) -> str:
