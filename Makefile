@@ -5,13 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install java demo test test-connect lint fuzz fuzz-hostile mutate bench bench-backend clean
+.PHONY: install java demo test test-connect lint fuzz fuzz-hostile mutate bench bench-backend explain-screenshot clean
 
-# System packages: Java for Spark, Graphviz's dot for `explain --format svg`.
+# System packages: Java for Spark, Graphviz's dot for `explain --format svg|html`, Chromium for the tests
+# that open the HTML page in a browser.
 java:
 	@missing=""; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -52,6 +54,10 @@ bench: install
 # The backend against Spark SQL (overhead and execution), e.g. make bench-backend ARGS='--scale 1'
 bench-backend: install
 	$(PY) benchmarks/backend.py $(ARGS)
+
+# docs/explain-q5.png: `explain --format html --analyze` of TPC-H Q5 (SF 0.01) in headless Chromium.
+explain-screenshot: install
+	$(PY) -m workloads.browser --out docs/explain-q5.png
 
 clean:
 	rm -rf $(VENV) .cache

@@ -29,7 +29,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             backend = backend_from_args(args)
         write_text(args.output, picture(explain_dot(plan, statistics, backend, title=args.input), args.format))
         return 0
-    if args.tables or args.stats or args.analyze or args.format == "json":
+    if args.tables or args.stats or args.analyze or args.format in ("json", "html"):
         from optimizer.cli.args import explain_statistics
         from optimizer.explain.estimates import explain_with_estimates
 
@@ -41,6 +41,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         statistics = explain_statistics(args, spark)
         if spark is not None:
             backend = backend_from_args(args, spark)
+        if args.format == "html":
+            from optimizer.explain.html import explain_html
+
+            write_text(args.output, explain_html(plan, statistics, backend, title=args.input))
+            return 0
         write_text(args.output, explain_with_estimates(plan, statistics, backend, args.format))
         return 0
     write_text(args.output, explain_plan(plan) + "\n")
@@ -55,8 +60,9 @@ def register(sub, name: str, help_text: str) -> None:
                                    "properties and output columns.")
     p.add_argument("input", help="plan file, or '-' for stdin")
     p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
-    p.add_argument("--format", choices=["text", "json", "dot", "svg"], default="text",
-                   help="text tree (default), JSON list, or a picture of the DAG (Graphviz dot / svg)")
+    p.add_argument("--format", choices=["text", "json", "dot", "svg", "html"], default="text",
+                   help="text tree (default), JSON list, a picture of the DAG (Graphviz dot / svg), or an HTML "
+                        "page: the plan and its optimized form, with estimates per relation")
     p.add_argument("--tables", help="directory of the tables, a path or any URI Spark reads (for statistics and "
                                    "--analyze)")
     p.add_argument("--stats", help="statistics JSON file")

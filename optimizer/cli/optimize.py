@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from optimizer.cli.args import statistics_from_args
+from optimizer.cli.args import statistics_from_args, write_text
 from optimizer.errors import PlanError
 from optimizer.paths import add_path_argument
 
@@ -57,6 +57,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     warn_unknown_tables(plan, statistics)
     capabilities = load_capabilities(args.capabilities) if args.capabilities else default_capabilities()
     result = Optimizer(statistics=statistics, capabilities=capabilities).run(plan)
+    if args.explain and args.format == "html":
+        from optimizer.explain.html import optimize_html
+
+        write_text(args.output, optimize_html(plan, result, statistics, title=args.input))
+        return 0
     if args.explain and args.format in ("dot", "svg"):
         # The picture is the output: before and after side by side.
         from optimizer.explain.dot import before_after_dot, picture
@@ -67,7 +72,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         else:
             write_file(args.output, text.encode("utf-8"))
         return 0
-    if args.format in ("dot", "svg"):
+    if args.format in ("dot", "svg", "html"):
         raise PlanError(f"--format {args.format} draws the plans: use it with --explain")
     if args.explain:
         from optimizer.explain.estimates import explain_before_after
@@ -84,9 +89,9 @@ def register(sub, name: str, help_text: str) -> None:
                                    "into reads, join order). Without statistics it runs on defaults and hints.")
     p.add_argument("input", help="plan file, or '-' for stdin")
     p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
-    p.add_argument("--format", choices=["json", "binpb", "text", "dot", "svg"], default=None,
+    p.add_argument("--format", choices=["json", "binpb", "text", "dot", "svg", "html"], default=None,
                    help="output format (default: from the file name; json on stdout); with --explain, "
-                        "dot/svg draw the plan before and after side by side")
+                        "dot/svg draw the plan before and after side by side, html adds their estimates")
     add_statistics_args(p)
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
     p.add_argument("--explain", action="store_true",
