@@ -10,6 +10,7 @@ keeps its own handlers).
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 
@@ -36,6 +37,9 @@ def stop_on_signals(spark) -> None:
         return
 
     def handler(signum, frame):
+        # The command ends here. Py4J calls cut short by the stop log "Exception while sending command."
+        # with a traceback through the root logger; the user gets one line instead.
+        logging.disable(logging.CRITICAL)
         if not _received and spark is not None:
             with contextlib.suppress(Exception):  # the JVM may already be going away
                 spark.sparkContext.cancelAllJobs()
@@ -58,6 +62,8 @@ def restore_signals() -> None:
     for s, old in _previous.items():
         signal.signal(s, old)  # type: ignore[arg-type]
     _previous.clear()
+    if _received:
+        logging.disable(logging.NOTSET)
     _received.clear()
 
 

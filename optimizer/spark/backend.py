@@ -239,8 +239,9 @@ class SparkBackend:
         """The Spark SQL text of the ``root``-th ``RelRoot`` of ``plan`` and the tables it binds: the
         keyword arguments of ``spark.sql`` (``{t0}`` in the text is the DataFrame ``t0``; tables the
         text names, catalog tables and the backend's temporary views, are not among them). The query's
-        columns are ``_r0``, ``_r1``, ...: :meth:`to_dataframe` applies ``RelRoot.names`` afterwards with
-        the DataFrame API (in SQL text Spark would read a name such as ``${env:HOME}`` as a variable)."""
+        columns are named by ``RelRoot.names``; where a name cannot stand in the text (Spark would read
+        ``${env:HOME}`` as a variable, and names of nested fields are not columns) they are ``_r0``,
+        ``_r1``, ... and :meth:`to_dataframe` applies the names with the DataFrame API."""
         text, tables, _names, _width = self._compile(plan, root)
         return text, tables
 
@@ -259,9 +260,13 @@ class SparkBackend:
         out = compiler.rel(rel_root.input, f"relations[{index}].root.input", None)
         names = list(rel_root.names)
         _check_root_names(names, out, f"relations[{index}].root.names")
+        width = len(out.columns)
+        if _names_in_text(names, width):
+            frame = out.df.select(*[_c(c).alias(n) for c, n in zip(out.columns, names, strict=True)])
+            return *render(frame), [], width
         frame = out.df.select(*[_c(c).alias(f"_r{i}") for i, c in enumerate(out.columns)])
         text, tables = render(frame)
-        return text, tables, names, len(out.columns)
+        return text, tables, names, width
 
     def to_dataframe(self, plan, root: int = 0) -> DataFrame:
         """The lazy DataFrame of the ``root``-th ``RelRoot`` of ``plan`` (``plan.relations`` entries that
@@ -352,6 +357,13 @@ def _check_root_names(names: list[str], r: Relation, path: str) -> None:
             f"RelRoot has {len(names)} names but its input has {len(r.columns)} columns ({flat} with nested fields)",
             path,
         )
+
+
+def _names_in_text(names: list[str], width: int) -> bool:
+    """Whether the query text itself can name its columns: one name per column (no nested fields), none
+    empty, none that Spark's variable substitution would read (``${``). Then no second analysis (a
+    ``toDF`` over the query: 3-7 ms a plan) renames them."""
+    return len(names) == width > 0 and all(n and "${" not in n for n in names)
 
 
 def _apply_root_names(df: DataFrame, names: list[str], width: int) -> DataFrame:
