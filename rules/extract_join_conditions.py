@@ -60,7 +60,7 @@ import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import bool_literal, conjuncts, make_and, referenced_fields, shift_fields
 from rules.simplify_predicates import apply_emit, emit_of, filter_rel, movable, through_emit, width
 
@@ -96,7 +96,7 @@ def as_inner_join(rel: Rel, conds: list[Expression], registrar) -> Rel:
     return out
 
 
-def extract_join_conditions(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def extract_join_conditions(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Move the filter's conjuncts that join two inputs into the joins below (see the module doc)."""
     rel = g.nodes[node]["rel"]
     top = inputs(g, node)[0]

@@ -66,17 +66,17 @@ Root(names=[my_int, my_string])
 from __future__ import annotations
 
 import networkx as nx
-from substrait.proto import Expression, Type
+from substrait.proto import Expression, ReadRel, Type
 
 from optimizer.capabilities import BEST_EFFORT, FULL, as_capabilities
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import bool_literal, conjuncts, make_and, referenced_fields, remap_fields
 from optimizer.schema import Schema
 from rules.simplify_predicates import emit_of, filter_rel, fold, key, movable, rel_copy, with_emit
 
 
-def base_schema(read) -> Schema:
+def base_schema(read: ReadRel) -> Schema:
     """The read's ``base_schema`` (types unknown — empty — when an older producer wrote names only)."""
     ns = read.base_schema
     if ns.names and not ns.struct.types:
@@ -98,7 +98,7 @@ def _read_conjuncts(read, name: str, functions) -> list[Expression]:
     return [c for c in conjuncts(getattr(read, name), functions) if bool_literal(c) is not True]
 
 
-def filter_into_read(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def filter_into_read(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Split a filter over a read into ``ReadRel.filter``, ``best_effort_filter`` and a residual filter."""
     rel = g.nodes[node]["rel"]
     child = inputs(g, node)[0]

@@ -108,7 +108,7 @@ from substrait.proto import (
 from cost.properties import ordering
 from cost.spark_joins import LEFT, choose_build, join_type_name
 from optimizer.dag import inputs, rel_inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule, add_subgraph
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
     call_args,
@@ -286,7 +286,7 @@ def _comparison_key(key: Key) -> ComparisonJoinKey:
     return out
 
 
-def _bytes(ctx, node: int) -> float:
+def _bytes(ctx: RuleContext, node: int) -> float:
     est = ctx.estimate(node)
     return max(float(est.rows), 0.0) * max(float(est.width), 1.0)
 
@@ -358,7 +358,7 @@ def _sorted_on_keys_above(g: nx.DiGraph, node: int, join: JoinRel, keys: list[Ke
     return sorted(got) == sorted(wanted) and len(got) == len(wanted)
 
 
-def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: NewRel, ctx) -> bool:
+def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: NewRel, ctx: RuleContext) -> bool:
     """Price both alternatives in a scratch copy of the graph with the cost model."""
     try:
         from cost.cardinality import CardinalityEstimator
@@ -378,7 +378,7 @@ def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: New
     return costs[1] < costs[0]
 
 
-def _schema_deriver(g: nx.DiGraph, ctx):
+def _schema_deriver(g: nx.DiGraph, ctx: RuleContext):
     from optimizer.schema import rel_schema
 
     def derive(node: int):
@@ -400,7 +400,7 @@ def _sort_rel(columns: list[int], direction: int) -> Rel:
 # ------------------------------------------------------------------------------------ the rule
 
 
-def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Replace a ``JoinRel`` by a hash, merge or nested-loop join (see the module docstring)."""
     join = g.nodes[node]["rel"].join
     type_name = join_type_name(join)

@@ -52,7 +52,7 @@ from substrait.proto import Expression, JoinRel, Rel
 from cost.cardinality import RelEstimate
 from cost.model import saturate_cost
 from optimizer.dag import inputs
-from optimizer.engine import NewRel, Rule
+from optimizer.engine import NewRel, Rule, RuleContext
 from optimizer.expr_utils import (
     call_args,
     conjuncts,
@@ -66,6 +66,9 @@ from optimizer.expr_utils import (
 )
 
 INNER = JoinRel.JOIN_TYPE_INNER
+
+#: A join order: an input by its index in the region, or a join of two trees (left, right).
+JoinTree = int | tuple["JoinTree", "JoinTree"]
 
 
 def _is_join(g: nx.DiGraph, node: int) -> bool:
@@ -145,7 +148,7 @@ class Region:
     output: list[int] = None  # the global columns the region's top outputs, in order
 
 
-def collect_region(g: nx.DiGraph, top: int, ctx) -> Region:
+def collect_region(g: nx.DiGraph, top: int, ctx: RuleContext) -> Region:
     """Leaves, predicates and written shape of the region whose top is ``top``.
 
     Columns are numbered globally over all leaves' full outputs. Emits and column-selecting projects
@@ -206,7 +209,7 @@ def _subsets(mask: int) -> Iterator[int]:
 class JoinGraph:
     """Leaves, predicates with the leaves they read, cardinalities and the DP over them."""
 
-    def __init__(self, region: Region, ctx) -> None:
+    def __init__(self, region: Region, ctx: RuleContext) -> None:
         self.region = region
         self.n = len(region.leaves)
         self.offsets = [sum(region.widths[:i]) for i in range(self.n)]
@@ -277,7 +280,7 @@ class JoinGraph:
                 out.append(i)
         return out
 
-    def _closure(self, region: Region, ctx) -> tuple[list[Expression], list[int | None]]:
+    def _closure(self, region: Region, ctx: RuleContext) -> tuple[list[Expression], list[int | None]]:
         """The region's predicates plus the equalities their column equalities imply (transitive
         closure: ``a = b AND b = c`` gives ``a = c``), and each predicate's class of equal columns
         (None outside one). Producers write different members of a class (DuckDB's TPC-H Q5 has
@@ -467,7 +470,7 @@ class JoinGraph:
         ((_, (c, t)),) = parts.items()
         return c, t
 
-    def tree_cost(self, shape) -> tuple[int, float]:
+    def tree_cost(self, shape: JoinTree) -> tuple[int, float]:
         """(mask, cost) of a given tree."""
         if isinstance(shape, int):
             return 1 << shape, 0.0
@@ -504,15 +507,15 @@ class _OverBudget(Exception):
     """DPccp has considered more join pairs than the budget allows."""
 
 
-def _leaf_order(shape) -> list[int]:
+def _leaf_order(shape: JoinTree) -> list[int]:
     return [shape] if isinstance(shape, int) else _leaf_order(shape[0]) + _leaf_order(shape[1])
 
 
-def _mask(shape) -> int:
+def _mask(shape: JoinTree) -> int:
     return 1 << shape if isinstance(shape, int) else _mask(shape[0]) | _mask(shape[1])
 
 
-def build_tree(jg: JoinGraph, shape, ctx) -> tuple[NewRel | int, list[int]]:
+def build_tree(jg: JoinGraph, shape: JoinTree, ctx: RuleContext) -> tuple[NewRel | int, list[int]]:
     """The NewRel for a tree and the global column numbers of its output, in order."""
     region = jg.region
     if isinstance(shape, int):
@@ -540,7 +543,7 @@ def build_tree(jg: JoinGraph, shape, ctx) -> tuple[NewRel | int, list[int]]:
     return NewRel(rel, [left, right]), cols
 
 
-def order_joins(g: nx.DiGraph, node: int, ctx) -> NewRel | None:
+def order_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> NewRel | None:
     """Reorder the inner-join region whose top is ``node`` if a cheaper order exists."""
     if not _is_region_top(g, node):
         return None

@@ -98,7 +98,7 @@ from google.protobuf.message import Message
 from substrait.proto import Expression, JoinRel, SetRel
 
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     bool_literal,
     conjuncts,
@@ -217,7 +217,7 @@ def substitute(e: Expression, definition: Callable[[int], Expression | int | Non
 class _Pusher:
     """Sinks conjuncts into the subtree of one node; builds the replacement."""
 
-    def __init__(self, g: nx.DiGraph, ctx) -> None:
+    def __init__(self, g: nx.DiGraph, ctx: RuleContext) -> None:
         self.g = g
         self.ctx = ctx
         self.functions = ctx.functions
@@ -367,7 +367,7 @@ class _Pusher:
         return NewRel(new, [new_left, new_right]), kept, True
 
 
-def push_filters(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def push_filters(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Push a filter's conjuncts (or a join's one-side ON conjuncts) down; None if none moves."""
     pusher = _Pusher(g, ctx)
     rel = g.nodes[node]["rel"]

@@ -71,7 +71,7 @@ import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     call_args,
     conjuncts,
@@ -175,7 +175,7 @@ class _Key:
     x_position: int  # which argument of the conjunct is the grouping key
 
 
-def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """A ``JoinRel`` with an aggregate below one input, that aggregate's input semi-joined with the
     other input on the grouping keys the join compares (see the module docstring)."""
     rel: Rel = g.nodes[node]["rel"]
@@ -267,7 +267,7 @@ def _already_reduced(g: nx.DiGraph, agg_input: int, y: int) -> bool:
     return right == y or y in inputs(g, right)
 
 
-def _pays(ctx, aggregate: int, agg_input: int, y: int, keys: list[_Key]) -> bool:
+def _pays(ctx: RuleContext, aggregate: int, agg_input: int, y: int, keys: list[_Key]) -> bool:
     groups = max(1.0, float(ctx.estimate(aggregate).rows))
     y_est = ctx.estimate(y)
     input_rows = float(ctx.estimate(agg_input).rows)

@@ -63,7 +63,7 @@ import networkx as nx
 from substrait.proto import Expression, Rel
 
 from optimizer.dag import inputs, rel_body, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     bool_literal,
     call_args,
@@ -101,7 +101,7 @@ def emit_of(rel: Rel) -> list[int] | None:
     return None
 
 
-def through_emit(rel: Rel, e):
+def through_emit(rel: Rel, e: Expression) -> Expression:
     """``e`` (reading the relation's output) rewritten to read the relation's direct output."""
     mapping = emit_of(rel)
     return e if mapping is None else remap_fields(e, lambda i: mapping[i])
@@ -157,7 +157,7 @@ def filter_rel(condition: Expression, emit: Sequence[int] | None = None) -> Rel:
     return rel
 
 
-def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx) -> Replacement:
+def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx: RuleContext) -> Replacement:
     """``Filter(and(conjs))`` over ``child`` (``child`` itself when there is no conjunct)."""
     if not conjs:
         return child
@@ -305,7 +305,7 @@ def _empty_table(schema) -> Rel:
 # ---------------------------------------------------------------------------------------- rule
 
 
-def simplify_predicates(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def simplify_predicates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Flatten and constant-fold a filter's condition; drop a filter that is always true.
 
     A filter that can keep no row (a ``false`` or NULL conjunct) becomes an empty virtual table

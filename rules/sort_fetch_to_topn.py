@@ -39,10 +39,11 @@ Project(exprs=1, emit=[0, 2])
 from __future__ import annotations
 
 import networkx as nx
+from google.protobuf.message import Message
 from substrait.proto import Expression, FetchMode, Plan, Rel
 
 from optimizer.dag import inputs, rel_body, rel_inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import is_deterministic
 
 _INT_LITERALS = ("i8", "i16", "i32", "i64")
@@ -66,7 +67,7 @@ def _i64(value: int) -> Expression:
     return e
 
 
-def _has_window_function(msg) -> bool:
+def _has_window_function(msg: Message) -> bool:
     """True if a window function appears in ``msg`` outside subqueries."""
     if msg.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
         return False
@@ -86,7 +87,7 @@ def _compose_emit(inner: list[int], outer: list[int]) -> list[int]:
     return [inner[i] for i in outer]
 
 
-def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Replace ``Fetch(Project*(Sort(x)))`` by ``Project*(TopN(x))`` (see the module docstring)."""
     fetch = g.nodes[node]["rel"].fetch
     if fetch.HasField("advanced_extension") or not fetch.HasField("count_expr"):

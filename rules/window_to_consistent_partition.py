@@ -55,10 +55,11 @@ import json
 from dataclasses import dataclass, field
 
 import networkx as nx
+from google.protobuf.message import Message
 from substrait.proto import ConsistentPartitionWindowRel, Expression, Plan, Rel
 
 from optimizer.dag import inputs, rel_inputs
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import field as field_ref
 from optimizer.expr_utils import field_index
 
@@ -68,15 +69,15 @@ _SUBQUERY = "substrait.Expression.Subquery"
 _FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelFunction.DESCRIPTOR.fields)
 
 
-def _key(msg) -> bytes:
+def _key(msg: Message) -> bytes:
     return msg.SerializeToString(deterministic=True)
 
 
-def _is_window(msg) -> bool:
+def _is_window(msg: Message) -> bool:
     return msg.DESCRIPTOR.full_name == _EXPRESSION and msg.WhichOneof("rex_type") == "window_function"
 
 
-def _children(msg):
+def _children(msg: Message):
     """The sub-messages of ``msg`` an expression walk descends into (not subqueries, not maps)."""
     for f, value in msg.ListFields():
         if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
@@ -90,7 +91,7 @@ class _Nested(Exception):
     """A window function inside a window function."""
 
 
-def _collect(msg, out: dict[bytes, Expression.WindowFunction]) -> None:
+def _collect(msg: Message, out: dict[bytes, Expression.WindowFunction]) -> None:
     """Add every window function of ``msg`` (outside subqueries) to ``out``, by content."""
     if _is_window(msg):
         if any(_contains_window(c) for c in _children(msg.window_function)):
@@ -101,11 +102,11 @@ def _collect(msg, out: dict[bytes, Expression.WindowFunction]) -> None:
         _collect(child, out)
 
 
-def _contains_window(msg) -> bool:
+def _contains_window(msg: Message) -> bool:
     return _is_window(msg) or any(_contains_window(c) for c in _children(msg))
 
 
-def _replace(msg, column: dict[bytes, int]) -> None:
+def _replace(msg: Message, column: dict[bytes, int]) -> None:
     """Replace (in place) every window function under ``msg`` by a reference to its column."""
     for child in _children(msg):
         if _is_window(child):
@@ -121,7 +122,7 @@ class _Group:
     functions: list[bytes] = field(default_factory=list)
 
 
-def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
+def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Rewrite a projection's window functions as ConsistentPartitionWindowRels (see the module docstring)."""
     project = g.nodes[node]["rel"].project
     if project.HasField("advanced_extension"):
