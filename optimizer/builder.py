@@ -14,12 +14,14 @@ declaring its function in the plan ``Builder.plan`` writes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
 from substrait.proto import (
     AggregateFunction,
     AggregateRel,
+    AggregationPhase,
     CrossRel,
     Expression,
     FetchRel,
@@ -108,6 +110,24 @@ class Builder:
             fn.arguments.add().value.CopyFrom(a)
         return fn
 
+    def window(self, name: str, *args: Expression, partition: Sequence[int] = (), order: Sequence[int] = (),
+               out: str = "i64") -> Expression:
+        """A window function over the whole partition (rows unbounded both ways), ordered ascending."""
+        e = Expression()
+        w = e.window_function
+        w.function_reference = self.anchor(name)
+        w.output_type.CopyFrom(ty(out))
+        w.phase = AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT
+        w.invocation = AggregateFunction.AGGREGATION_INVOCATION_ALL
+        w.bounds_type = Expression.WindowFunction.BOUNDS_TYPE_ROWS
+        w.lower_bound.unbounded.SetInParent()
+        w.upper_bound.unbounded.SetInParent()
+        for a in args:
+            w.arguments.add().value.CopyFrom(a)
+        w.partitions.extend(ref(i) for i in partition)
+        w.sorts.extend(SortField(expr=ref(i), direction=ASC_NL) for i in order)
+        return e
+
     def plan(self, rel: Rel, names: list[str], shared: Sequence[Rel] = ()) -> Plan:
         """The plan of ``rel`` (its output named ``names``), declaring the functions called so far;
         ``shared``: relations written as plan relations of their own (read by ``ReferenceRel``)."""
@@ -131,9 +151,13 @@ def schema(cols: list[tuple[str, str]]) -> NamedStruct:
     return NamedStruct(names=[c for c, _ in cols], struct=Type.Struct(types=[ty(k) for _, k in cols]))
 
 
-def read(name: str, cols: list[tuple[str, str]], **kw: Any) -> Rel:
-    """A read of table ``name`` with columns ``(name, type)``."""
-    return Rel(read=ReadRel(base_schema=schema(cols), named_table=ReadRel.NamedTable(names=[name]), **kw))
+def read(name: str, cols: list[tuple[str, str]], rows: float | None = None, **kw: Any) -> Rel:
+    """A read of table ``name`` with columns ``(name, type)``; ``rows``: its row count, as a hint."""
+    rel = Rel(read=ReadRel(base_schema=schema(cols), named_table=ReadRel.NamedTable(names=[name]), **kw))
+    if rows is not None:
+        rel.read.common.hint.stats.row_count = rows
+        rel.read.common.hint.stats.record_size = 8.0 * len(cols)
+    return rel
 
 
 def values(cols: list[tuple[str, str]], rows: list[tuple]) -> Rel:
@@ -202,14 +226,24 @@ def tree(plan: Plan) -> str:
         for child in inputs(g, node):
             walk(child, depth + 1)
 
-    walk(g.graph["roots"][-1]["node"], 0)
+    roots = g.graph["roots"]
+    walk(next((r for r in roots if r["kind"] == "root"), roots[-1])["node"], 0)
     return "\n".join(lines)
 
 
-def rewrite(plan: Plan, rule: Rule, statistics: Any = None, **config: Any) -> Plan:
+def rewrite(plan: Plan, rule: Rule, statistics: Any = None, capabilities: Any = None, **config: Any) -> Plan:
     """``plan`` after the driver runs ``rule`` alone; ``config``: :class:`OptimizerConfig` fields
     (``annotate_estimates`` is off unless given)."""
     from optimizer.driver import Optimizer, OptimizerConfig
 
     settings = OptimizerConfig(**{"annotate_estimates": False, **config})
-    return Optimizer(statistics=statistics, rules=[rule], config=settings).run(plan).plan
+    return Optimizer(statistics, capabilities, settings, rules=[rule]).run(plan).plan
+
+
+def before_after(plan: Plan, rule: Rule, statistics: Any = None, capabilities: Any = None, **config: Any) -> str:
+    """The :func:`tree` of ``plan`` (left) and of what ``rule`` alone rewrites it into (right), side by side."""
+    left = tree(plan).splitlines()
+    right = tree(rewrite(plan, rule, statistics, capabilities, **config)).splitlines()
+    width = max(map(len, left))
+    rows = [f"{a:<{width}} | {b}".rstrip() for a, b in itertools.zip_longest(left, right, fillvalue="")]
+    return "\n".join(rows)
