@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 from substrait.proto import Plan
@@ -25,6 +25,12 @@ from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, to_dag
 from optimizer.engine import COST_TOLERANCE, PHASES, OptimizerConfig, PhaseReport, Rule, run_phase
 from optimizer.expr_utils import FunctionRegistrar
 from optimizer.plan_io import deep_messages, load_plan
+
+if TYPE_CHECKING:
+    from cost.cardinality import CardinalityEstimator, RelEstimate
+    from cost.model import CostModel
+    from optimizer.functions import FunctionTable
+    from optimizer.schema import Schema
 
 
 class PlanContext:
@@ -40,17 +46,17 @@ class PlanContext:
         self.capabilities = capabilities
         self.config = config or OptimizerConfig()
         self.registrar = FunctionRegistrar(g.graph["plan"])
-        self._estimator = None
-        self._cost_model = None
+        self._estimator: CardinalityEstimator | None = None
+        self._cost_model: CostModel | None = None
 
     @property
-    def functions(self):
+    def functions(self) -> FunctionTable:
         return self.registrar.table
 
-    def schema(self, node: int):
+    def schema(self, node: int) -> Schema:
         return self.g.nodes[node]["schema"]
 
-    def derive_schema(self, node: int):
+    def derive_schema(self, node: int) -> Schema:
         from optimizer.schema import rel_schema
 
         data = self.g.nodes[node]
@@ -58,7 +64,7 @@ class PlanContext:
                           path=f"node {node} ({data['kind']})")
 
     @property
-    def estimator(self):
+    def estimator(self) -> CardinalityEstimator:
         if self._estimator is None:
             from cost.cardinality import CardinalityEstimator
 
@@ -66,14 +72,14 @@ class PlanContext:
         return self._estimator
 
     @property
-    def cost_model(self):
+    def cost_model(self) -> CostModel:
         if self._cost_model is None:
             from cost.model import CostModel
 
             self._cost_model = CostModel(self.config)
         return self._cost_model
 
-    def estimate(self, node: int):
+    def estimate(self, node: int) -> RelEstimate:
         return self.estimator.estimate(node)
 
     def cost(self, node: int) -> float:
@@ -87,7 +93,7 @@ class PlanContext:
             self._estimator.invalidate(changed)
 
 
-#: The name callers construct a context by.
+#: The name callers build a context by (``RuleContext(g, statistics, capabilities, config)``).
 RuleContext = PlanContext
 
 
