@@ -10,14 +10,6 @@ whoever reads the plan next (a consumer, ``substrait-opt explain``) sees what th
 **Why it is equivalent**: hints are advice to the consumer, never part of a relation's answer.
 It is the one rule that changes the relation it is given, and it runs in the last phase
 (``annotate``), after every rewrite, so the estimates it writes are those of the final plan.
-
->>> from optimizer.builder import Builder, filter_, ints, lit, ref, rewrite
->>> b = Builder()
->>> plan = b.plan(filter_(ints(1, 2, 3), b.call("gt", ref(0), lit(1))), ["x"])
->>> after = rewrite(plan, RULE, annotate_estimates=True)
->>> stats = after.relations[0].root.input.filter.common.hint.stats
->>> (stats.row_count, stats.record_size)
-(2.0, 8.0)
 """
 
 from __future__ import annotations
@@ -29,7 +21,16 @@ from optimizer.engine import Replacement, Rule, RuleContext
 
 
 def annotate_estimates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
-    """Write the estimate of ``node`` into its ``hint.stats``; never a replacement."""
+    """Write the estimate of ``node`` into its ``hint.stats``; never a replacement.
+
+    >>> from optimizer.builder import Builder, filter_, ints, lit, ref, rewrite
+    >>> b = Builder()
+    >>> plan = b.plan(filter_(ints(1, 2, 3), b.call("gt", ref(0), lit(1))), ["x"])
+    >>> after = rewrite(plan, RULE, annotate_estimates=True)
+    >>> stats = after.relations[0].root.input.filter.common.hint.stats
+    >>> (stats.row_count, stats.record_size)
+    (2.0, 8.0)
+    """
     if not ctx.config.annotate_estimates:
         return None
     rel = g.nodes[node]["rel"]
