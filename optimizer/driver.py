@@ -2,7 +2,8 @@
 
 Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate pushdown, ...) ->
 ``join_order`` -> ``physical`` (join implementation, top-N, windows, filters into reads) ->
-``annotate`` (estimates written into ``hint.stats``). The rules are listed in :mod:`rules`.
+``annotate`` (estimates written into ``hint.stats``). The rules, with their phases, are listed in
+:mod:`rules`.
 
 Never costlier: in the physical phase a rewrite is applied only if it does not raise the estimated
 cost of what it replaces; and the cost model prices the plan before and after each phase: a phase whose
@@ -15,41 +16,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 from substrait.proto import Plan
 
 from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, to_dag
-from optimizer.engine import COST_TOLERANCE, PHASES, PhaseReport, Rule, run_phase
+from optimizer.engine import COST_TOLERANCE, PHASES, OptimizerConfig, PhaseReport, Rule, run_phase
 from optimizer.expr_utils import FunctionRegistrar
 from optimizer.plan_io import deep_messages, load_plan
 
-
-@dataclass(frozen=True)
-class OptimizerConfig:
-    """Knobs of the optimizer (defaults suit Spark on a small cluster)."""
-
-    max_iterations: int = 10
-    #: Join graphs up to this many relations are ordered by dynamic programming, larger ones greedily.
-    dp_join_limit: int = 14
-    #: ... and while dynamic programming considers at most this many join pairs (csg-cmp pairs): a
-    #: 12-relation clique has 261,625 (about 1 s), a 13-clique 797,161; beyond the budget, greedy.
-    dp_pair_budget: int = 300_000
-    #: A hash join's build side under this many bytes is broadcast (Spark's default threshold is 10 MiB).
-    broadcast_threshold_bytes: float = 10 * 1024 * 1024
-    #: Rule names to skip.
-    disabled_rules: frozenset[str] = frozenset()
-    #: Write estimates into every relation's hint.stats.
-    annotate_estimates: bool = True
+if TYPE_CHECKING:
+    from cost.cardinality import CardinalityEstimator, RelEstimate
+    from cost.model import CostModel
+    from optimizer.functions import FunctionTable
+    from optimizer.schema import Schema
 
 
-class RuleContext:
-    """What a rule may read: the DAG, schemas, statistics, estimates, costs, the capability profile.
-
-    Rules must not change anything they are given; they return replacements (see
-    :mod:`optimizer.engine`). The one exception is declaring a function they need
-    (``ctx.registrar``), which adds an extension declaration to the plan.
+class PlanContext:
+    """The :class:`~optimizer.engine.RuleContext` the driver gives the rules: the DAG, its schemas, the
+    statistics, estimates and costs (computed on first use, kept until a rewrite invalidates them), the
+    capability profile.
     """
 
     def __init__(self, g: nx.DiGraph, statistics: Any = None, capabilities: Any = None,
@@ -59,17 +46,17 @@ class RuleContext:
         self.capabilities = capabilities
         self.config = config or OptimizerConfig()
         self.registrar = FunctionRegistrar(g.graph["plan"])
-        self._estimator = None
-        self._cost_model = None
+        self._estimator: CardinalityEstimator | None = None
+        self._cost_model: CostModel | None = None
 
     @property
-    def functions(self):
+    def functions(self) -> FunctionTable:
         return self.registrar.table
 
-    def schema(self, node: int):
+    def schema(self, node: int) -> Schema:
         return self.g.nodes[node]["schema"]
 
-    def derive_schema(self, node: int):
+    def derive_schema(self, node: int) -> Schema:
         from optimizer.schema import rel_schema
 
         data = self.g.nodes[node]
@@ -77,7 +64,7 @@ class RuleContext:
                           path=f"node {node} ({data['kind']})")
 
     @property
-    def estimator(self):
+    def estimator(self) -> CardinalityEstimator:
         if self._estimator is None:
             from cost.cardinality import CardinalityEstimator
 
@@ -85,14 +72,14 @@ class RuleContext:
         return self._estimator
 
     @property
-    def cost_model(self):
+    def cost_model(self) -> CostModel:
         if self._cost_model is None:
             from cost.model import CostModel
 
             self._cost_model = CostModel(self.config)
         return self._cost_model
 
-    def estimate(self, node: int):
+    def estimate(self, node: int) -> RelEstimate:
         return self.estimator.estimate(node)
 
     def cost(self, node: int) -> float:
@@ -104,6 +91,10 @@ class RuleContext:
         that replaced another) and of the relations that read it."""
         if self._estimator is not None:
             self._estimator.invalidate(changed)
+
+
+#: The name callers build a context by (``RuleContext(g, statistics, capabilities, config)``).
+RuleContext = PlanContext
 
 
 @dataclass
@@ -151,19 +142,11 @@ class Optimizer:
         plan = load_plan(plan)
         g = to_dag(plan)
         annotate_schemas(g)
-        ctx = RuleContext(g, self.statistics, self.capabilities, self.config)
+        ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
         result = OptimizeResult(plan)
         cost: float | None = None  # the plan's estimated cost as the last phase left it
         for phase in PHASES:
             phase_rules = [r for r in self.rules if r.phase == phase]
-            if phase == "annotate":
-                report = PhaseReport(phase)
-                t0 = time.perf_counter()
-                if self.config.annotate_estimates:
-                    annotate_estimates(g, ctx)
-                report.seconds = time.perf_counter() - t0
-                result.phases.append(report)
-                continue
             if phase_rules:
                 if cost is None:
                     cost = plan_cost(ctx)
@@ -176,7 +159,7 @@ class Optimizer:
                         report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {cost_before:.4g}): "
                                          "the phase's rewrites are undone")
                         g = kept
-                        ctx = RuleContext(g, self.statistics, self.capabilities, self.config)
+                        ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
                     else:
                         cost = cost_after
                 result.phases.append(report)
@@ -192,7 +175,7 @@ class Optimizer:
 PRICED_PHASES = frozenset({"physical"})
 
 
-def plan_cost(ctx: RuleContext) -> float:
+def plan_cost(ctx: PlanContext) -> float:
     """The estimated cost of the whole plan in ``ctx.g``: every relation reachable from a root, once (a
     subtree shared by several parents, or written as a plan relation of its own for ``ReferenceRel``s to
     read, is computed once)."""
@@ -207,19 +190,7 @@ def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: Optimize
     """The cost model's estimate for a whole plan, as the driver prices it (see :func:`plan_cost`)."""
     g = to_dag(load_plan(plan))
     annotate_schemas(g)
-    return plan_cost(RuleContext(g, statistics, config=config))
-
-
-def annotate_estimates(g: nx.DiGraph, ctx: RuleContext) -> None:
-    """Write each relation's estimated rows and row width into its ``hint.stats``."""
-    for node in g.nodes:
-        est = ctx.estimate(node)
-        rel = g.nodes[node]["rel"]
-        body = getattr(rel, g.nodes[node]["kind"])
-        if not hasattr(body, "common"):
-            continue
-        body.common.hint.stats.row_count = float(est.rows)
-        body.common.hint.stats.record_size = float(est.width)
+    return plan_cost(PlanContext(g, statistics, config=config))
 
 
 def optimize(plan: Plan | Any, *, statistics: Any = None, capabilities: Any = None,

@@ -19,7 +19,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import networkx as nx
 from substrait.proto import Rel
@@ -27,10 +27,79 @@ from substrait.proto import Rel
 from optimizer.dag import inputs, strip_inputs
 from optimizer.errors import OptimizerError
 
+if TYPE_CHECKING:  # the cost package reads rules (rules read this module): types only
+    from cost.cardinality import CardinalityEstimator, RelEstimate
+    from cost.model import CostModel
+    from optimizer.expr_utils import FunctionRegistrar
+    from optimizer.functions import FunctionTable
+    from optimizer.schema import Schema
+
 PHASES = ("normalise", "logical", "join_order", "physical", "annotate")
 
 #: Relative difference of estimated cost below which two plans count as equally costly (float noise).
 COST_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Knobs of the optimizer (defaults suit Spark on a small cluster)."""
+
+    max_iterations: int = 10
+    #: Join graphs up to this many relations are ordered by dynamic programming, larger ones greedily.
+    dp_join_limit: int = 14
+    #: ... and while dynamic programming considers at most this many join pairs (csg-cmp pairs): a
+    #: 12-relation clique has 261,625 (about 1 s), a 13-clique 797,161; beyond the budget, greedy.
+    dp_pair_budget: int = 300_000
+    #: A hash join's build side under this many bytes is broadcast (Spark's default threshold is 10 MiB).
+    broadcast_threshold_bytes: float = 10 * 1024 * 1024
+    #: Rule names to skip.
+    disabled_rules: frozenset[str] = frozenset()
+    #: Write estimates into every relation's hint.stats.
+    annotate_estimates: bool = True
+
+
+class RuleContext(Protocol):
+    """What a rule may read: the DAG, schemas, statistics, estimates, costs, the capability profile.
+
+    Rules must not change anything they are given; they return replacements. The one exception is
+    declaring a function they need (``registrar``), which adds an extension declaration to the plan.
+    :class:`optimizer.driver.PlanContext` is the implementation the driver passes.
+    """
+
+    g: nx.DiGraph
+    statistics: Any
+    capabilities: Any
+    config: OptimizerConfig
+    registrar: FunctionRegistrar
+
+    @property
+    def functions(self) -> FunctionTable: ...
+
+    @property
+    def estimator(self) -> CardinalityEstimator: ...
+
+    @property
+    def cost_model(self) -> CostModel: ...
+
+    def schema(self, node: int) -> Schema:
+        """The output schema of ``node``."""
+        ...
+
+    def derive_schema(self, node: int) -> Schema:
+        """The output schema of ``node`` derived from its relation and its inputs' schemas."""
+        ...
+
+    def estimate(self, node: int) -> RelEstimate:
+        """The estimated rows, width and columns of ``node``."""
+        ...
+
+    def cost(self, node: int) -> float:
+        """Total estimated cost of the subtree at ``node`` (shared subtrees counted once)."""
+        ...
+
+    def invalidate(self, changed: int | None = None) -> None:
+        """Forget the estimates a rewrite changed."""
+        ...
 
 
 class RuleBug(OptimizerError):
@@ -57,7 +126,7 @@ class Rule:
     name: str
     phase: str
     kinds: frozenset[str]
-    apply: Callable[[nx.DiGraph, int, Any], Replacement | None]
+    apply: Callable[[nx.DiGraph, int, RuleContext], Replacement | None]
     description: str = ""
 
 
@@ -160,7 +229,7 @@ class PhaseReport:
     declined: list[str] = field(default_factory=list)
 
 
-def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: Any) -> tuple[float, float]:
+def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -> tuple[float, float]:
     """The estimated costs of the relations only the subtree at ``node`` has and of those only the one
     at ``new_root`` has: what they share (the inputs both read) costs the same on either side."""
     old = {node} | nx.descendants(g, node)
@@ -172,7 +241,7 @@ def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: Any) -> tuple[
     return price(old - new), price(new - old)
 
 
-def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: Any, max_iterations: int = 10,
+def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | None, max_iterations: int = 10,
               priced: bool = False) -> PhaseReport:
     """Apply ``rules`` to ``g`` (in place) until a fixed point or ``max_iterations`` passes.
 

@@ -1,30 +1,52 @@
-"""The rewrite rules, one concern per module. ``RULES`` is the list the driver runs, by phase.
+"""The rules, one concern per module. ``RULES`` is the list the driver runs: phase by phase (in the
+order of :data:`optimizer.engine.PHASES`). Within a phase the engine visits the nodes parents first and
+tries the phase's rules on each in the order listed here: the first that fires on a node wins, so the
+order matters between rules that match the same kind of relation.
 
-Each module has one public rewrite function whose docstring shows a before/after example (run as a
-doctest), and a ``RULE`` describing what it matches and in which phase it runs.
+Each module has one public function whose docstring shows a before/after example (run as a doctest),
+and a ``RULE`` saying what it matches and in which phase it runs.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from optimizer.engine import Rule
+from rules import (
+    annotate_estimates,
+    extract_join_conditions,
+    filter_into_read,
+    implement_joins,
+    join_order,
+    push_filters,
+    reduce_aggregate_input,
+    simplify_predicates,
+    sort_fetch_to_topn,
+    window_to_consistent_partition,
+)
 
-# In the order they are tried within a phase.
-_RULE_MODULES = [
+RULES: list[Rule] = [
     # normalise
-    "simplify_predicates",
-    "extract_join_conditions",
+    # Flattened, folded conditions: the conjuncts the rules after it split and move stand on their own.
+    simplify_predicates.RULE,
+    # A filter over a comma join becomes the join's condition: joins get keys before anything is moved.
+    extract_join_conditions.RULE,
     # logical
-    "push_filters",
+    # Filters go down to the reads and into the joins, so the join order sees the filtered sizes.
+    push_filters.RULE,
     # join_order
-    "join_order",
+    # The order of inner joins is chosen on logical joins, before any is given an implementation.
+    join_order.RULE,
     # physical
-    "reduce_aggregate_input",
-    "filter_into_read",
-    "implement_joins",
-    "sort_fetch_to_topn",
-    "window_to_consistent_partition",
+    # Before implement_joins: both match a JoinRel, and this one needs it logical.
+    reduce_aggregate_input.RULE,
+    # Filters over reads: no other physical rule matches a FilterRel, so its place among them is free.
+    filter_into_read.RULE,
+    # After reduce_aggregate_input: every join still logical gets its implementation (hash, merge, loop).
+    implement_joins.RULE,
+    # Fetches only (Sort + Fetch -> TopN): no other physical rule matches a FetchRel.
+    sort_fetch_to_topn.RULE,
+    # Projects only (window functions out of them): no other physical rule matches a ProjectRel.
+    window_to_consistent_partition.RULE,
+    # annotate
+    # Last: the estimates written into the plan are those of the final plan.
+    annotate_estimates.RULE,
 ]
-
-RULES: list[Rule] = [importlib.import_module(f"rules.{m}").RULE for m in _RULE_MODULES]

@@ -17,41 +17,6 @@ Why it is equivalent: for an inner join (and a cross product), ``Filter(p, A JOI
 ``A JOIN_(q AND p) B``: both keep the pairs of rows for which ``q`` and ``p`` are true; NULL counts
 as false in both places. A conjunct reading only ``A`` and ``B`` gives the same answer on a pair
 wherever it is evaluated, so it may go to the lowest join that pairs ``A`` and ``B`` rows.
-
->>> from optimizer.plan_io import load_plan
->>> from optimizer.explain import explain_plan
->>> from optimizer.driver import Optimizer, OptimizerConfig
->>> col = lambda i: {"value": {"selection": {"directReference": {"structField": {"field": i}}}}}
->>> call = lambda f, *args: {"scalarFunction": {"functionReference": f, "outputType": {"bool": {}},
-...                                              "arguments": list(args)}}
->>> read = lambda name, col: {"read": {"namedTable": {"names": [name]},
-...     "baseSchema": {"names": [col], "struct": {"types": [{"i64": {}}]}}}}
->>> import json
->>> plan = load_plan(json.dumps({"extensions": [
-...   {"extensionFunction": {"functionAnchor": 1, "name": "and", "extensionUrnReference": 4294967295}},
-...   {"extensionFunction": {"functionAnchor": 2, "name": "equal", "extensionUrnReference": 4294967295}}],
-...  "relations": [{"root": {"names": ["a", "b", "c"], "input": {"filter": {
-...   "input": {"cross": {"left": {"cross": {"left": read("a", "a"), "right": read("b", "b")}},
-...                       "right": read("c", "c")}},
-...   "condition": call(1, {"value": call(2, col(0), col(1))}, {"value": call(2, col(1), col(2))},
-...                        {"value": call(2, col(2), {"value": {"literal": {"i64": "1"}}})})}}}}]}))
->>> print(explain_plan(plan))
-Root(names=[a, b, c])
-|-+ Filter(((a#0 = b#1) AND (b#1 = c#2) AND (c#2 = 1))) -> [a: i64, b: i64, c: i64]
-  |-+ Cross() -> [a: i64, b: i64, c: i64]
-    |-+ Cross() -> [a: i64, b: i64]
-      |-+ Read(a) -> [a: i64]
-      |-+ Read(b) -> [b: i64]
-    |-+ Read(c) -> [c: i64]
->>> optimizer = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False))
->>> print(explain_plan(optimizer.run(plan).plan))
-Root(names=[a, b, c])
-|-+ Filter((c#2 = 1)) -> [a: i64, b: i64, c: i64]
-  |-+ Join(inner, (b#1 = c#2)) -> [a: i64, b: i64, c: i64]
-    |-+ Join(inner, (a#0 = b#1)) -> [a: i64, b: i64]
-      |-+ Read(a) -> [a: i64]
-      |-+ Read(b) -> [b: i64]
-    |-+ Read(c) -> [c: i64]
 """
 
 from __future__ import annotations
@@ -60,44 +25,25 @@ import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import bool_literal, conjuncts, make_and, referenced_fields, shift_fields
 from rules.simplify_predicates import apply_emit, emit_of, filter_rel, movable, through_emit, width
 
 
-def is_inner_product(g: nx.DiGraph, node: int) -> bool:
-    """A ``CrossRel`` that is not lateral, or an inner ``JoinRel``."""
-    kind = g.nodes[node]["kind"]
-    rel = g.nodes[node]["rel"]
-    if kind == "cross":
-        return not getattr(rel.cross, "lateral", False)
-    return kind == "join" and rel.join.type == JoinRel.JOIN_TYPE_INNER
+def extract_join_conditions(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """Move the filter's conjuncts that join two inputs into the joins below (see the module doc).
 
+    Before (left) and after (right): ``a = b`` joins the cross product's inputs, ``b = 1`` stays:
 
-def join_conjuncts(rel: Rel, functions) -> list[Expression]:
-    """The conjuncts of an inner join's expression (none for a cross product or ``ON true``)."""
-    if rel.WhichOneof("rel_type") != "join" or not rel.join.HasField("expression"):
-        return []
-    return [c for c in conjuncts(rel.join.expression, functions) if bool_literal(c) is not True]
-
-
-def as_inner_join(rel: Rel, conds: list[Expression], registrar) -> Rel:
-    """``rel`` (a cross product or an inner join) as an inner ``JoinRel`` ON ``and(conds)``."""
-    out = Rel()
-    if rel.WhichOneof("rel_type") == "cross":
-        out.join.type = JoinRel.JOIN_TYPE_INNER
-        out.join.common.CopyFrom(rel.cross.common)
-        if rel.cross.HasField("advanced_extension"):
-            out.join.advanced_extension.CopyFrom(rel.cross.advanced_extension)
-    else:
-        out.CopyFrom(rel)
-    if conds:
-        out.join.expression.CopyFrom(make_and(conds, registrar))
-    return out
-
-
-def extract_join_conditions(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """Move the filter's conjuncts that join two inputs into the joins below (see the module doc)."""
+    >>> from optimizer.builder import Builder, before_after, cross, filter_, lit, read, ref
+    >>> b, ab = Builder(), cross(read("a", [("a", "i64")]), read("b", [("b", "i64")]))
+    >>> cond = b.call("and", b.call("equal", ref(0), ref(1)), b.call("equal", ref(1), lit(1)))
+    >>> print(before_after(b.plan(filter_(ab, cond), ["a", "b"]), RULE))
+    Filter(((a#0 = b#1) AND (b#1 = 1))) | Filter((b#1 = 1))
+      Cross()                           |   Join(inner, (a#0 = b#1))
+        Read(a)                         |     Read(a)
+        Read(b)                         |     Read(b)
+    """
     rel = g.nodes[node]["rel"]
     top = inputs(g, node)[0]
     if not is_inner_product(g, top) or uses(g, top) > 1:
@@ -154,3 +100,34 @@ RULE = Rule(
     apply=extract_join_conditions,
     description="conjuncts of a filter that read both sides of a cross product / inner join become its condition",
 )
+
+
+def is_inner_product(g: nx.DiGraph, node: int) -> bool:
+    """A ``CrossRel`` that is not lateral, or an inner ``JoinRel``."""
+    kind = g.nodes[node]["kind"]
+    rel = g.nodes[node]["rel"]
+    if kind == "cross":
+        return not getattr(rel.cross, "lateral", False)
+    return kind == "join" and rel.join.type == JoinRel.JOIN_TYPE_INNER
+
+
+def join_conjuncts(rel: Rel, functions) -> list[Expression]:
+    """The conjuncts of an inner join's expression (none for a cross product or ``ON true``)."""
+    if rel.WhichOneof("rel_type") != "join" or not rel.join.HasField("expression"):
+        return []
+    return [c for c in conjuncts(rel.join.expression, functions) if bool_literal(c) is not True]
+
+
+def as_inner_join(rel: Rel, conds: list[Expression], registrar) -> Rel:
+    """``rel`` (a cross product or an inner join) as an inner ``JoinRel`` ON ``and(conds)``."""
+    out = Rel()
+    if rel.WhichOneof("rel_type") == "cross":
+        out.join.type = JoinRel.JOIN_TYPE_INNER
+        out.join.common.CopyFrom(rel.cross.common)
+        if rel.cross.HasField("advanced_extension"):
+            out.join.advanced_extension.CopyFrom(rel.cross.advanced_extension)
+    else:
+        out.CopyFrom(rel)
+    if conds:
+        out.join.expression.CopyFrom(make_and(conds, registrar))
+    return out

@@ -26,80 +26,35 @@ filters are kept: the new conjuncts are ANDed to them, never written over them.
 Why it is equivalent: a read with ``filter = f`` outputs exactly the rows of its table for which
 ``f`` is true, which is what ``Filter(f, Read)`` outputs; a best-effort filter removes only rows
 that the kept ``FilterRel`` conjunct removes anyway.
-
-The specification's own example (integers applied fully, strings best effort):
-
->>> import json
->>> from optimizer.plan_io import load_plan
->>> from optimizer.explain import explain_plan
->>> from optimizer.driver import Optimizer, OptimizerConfig
->>> from optimizer.capabilities import from_dict
->>> col = lambda i: {"value": {"selection": {"directReference": {"structField": {"field": i}}}}}
->>> call = lambda f, *args: {"scalarFunction": {"functionReference": f, "outputType": {"bool": {}},
-...                                              "arguments": list(args)}}
->>> plan = load_plan(json.dumps({"extensions": [
-...   {"extensionFunction": {"functionAnchor": 1, "name": "and", "extensionUrnReference": 4294967295}},
-...   {"extensionFunction": {"functionAnchor": 2, "name": "lt", "extensionUrnReference": 4294967295}},
-...   {"extensionFunction": {"functionAnchor": 3, "name": "gt", "extensionUrnReference": 4294967295}},
-...   {"extensionFunction": {"functionAnchor": 4, "name": "upper", "extensionUrnReference": 4294967295}}],
-...  "relations": [{"root": {"names": ["my_int", "my_string"], "input": {"filter": {
-...   "input": {"read": {"namedTable": {"names": ["t"]}, "baseSchema": {"names": ["my_int", "my_string"],
-...     "struct": {"types": [{"i32": {}}, {"string": {}}]}}}},
-...   "condition": call(1,
-...     {"value": call(2, col(0), {"value": {"literal": {"i32": 10}}})},
-...     {"value": call(2, col(1), {"value": {"literal": {"string": "x"}}})},
-...     {"value": call(3, {"value": {"scalarFunction": {"functionReference": 4,
-...                                   "outputType": {"string": {}}, "arguments": [col(1)]}}},
-...                    {"value": {"literal": {"string": "B"}}})})}}}}]}))
->>> profile = from_dict({"name": "spec-example", "default": "none", "rules": [
-...   {"function": "and", "support": "full"},
-...   {"function": ["lt", "gt", "equal"], "args": ["integer", "integer"], "support": "full"},
-...   {"function": ["lt", "gt", "equal"], "args": ["text", "text"], "support": "best_effort"}]})
->>> optimizer = Optimizer(capabilities=profile, rules=[RULE],
-...                       config=OptimizerConfig(annotate_estimates=False))
->>> print(explain_plan(optimizer.run(plan).plan))
-Root(names=[my_int, my_string])
-|-+ Filter(((my_string#1 < 'x') AND (upper(my_string#1) > 'B'))) -> [my_int: i32, my_string: string]
-  |-+ Read(t, filter=(my_int#0 < 10), best_effort_filter=(my_string#1 < 'x')) -> [my_int: i32, my_string: string]
 """
 
 from __future__ import annotations
 
 import networkx as nx
-from substrait.proto import Expression, Type
+from substrait.proto import Expression, ReadRel, Type
 
 from optimizer.capabilities import BEST_EFFORT, FULL, as_capabilities
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import bool_literal, conjuncts, make_and, referenced_fields, remap_fields
 from optimizer.schema import Schema
 from rules.simplify_predicates import emit_of, filter_rel, fold, key, movable, rel_copy, with_emit
 
 
-def base_schema(read) -> Schema:
-    """The read's ``base_schema`` (types unknown — empty — when an older producer wrote names only)."""
-    ns = read.base_schema
-    if ns.names and not ns.struct.types:
-        return Schema(list(ns.names), [Type() for _ in ns.names])
-    return Schema.from_named_struct(ns)
+def filter_into_read(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """Split a filter over a read into ``ReadRel.filter``, ``best_effort_filter`` and a residual filter.
 
+    Before (left) and after (right), with the default profile (Spark's Parquet reader): the
+    comparisons go into the read, ``upper(...)`` stays in the filter:
 
-def base_columns(read, base: Schema) -> list[int | None]:
-    """For each output column of a read (before its emit), the ``base_schema`` field it is (None for
-    a nested part of a field)."""
-    if not read.HasField("projection"):
-        return list(range(len(base.types)))
-    return [None if item.HasField("child") else item.field for item in read.projection.select.struct_items]
-
-
-def _read_conjuncts(read, name: str, functions) -> list[Expression]:
-    if not read.HasField(name):
-        return []
-    return [c for c in conjuncts(getattr(read, name), functions) if bool_literal(c) is not True]
-
-
-def filter_into_read(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """Split a filter over a read into ``ReadRel.filter``, ``best_effort_filter`` and a residual filter."""
+    >>> from optimizer.builder import Builder, before_after, filter_, lit, read, ref
+    >>> b, t = Builder(), read("t", [("i", "i32"), ("s", "string")])
+    >>> upper_s = b.call("upper", ref(1), out="string")
+    >>> cond = b.call("and", b.call("lt", ref(0), lit(10, "i32")), b.call("gt", upper_s, lit("B", "string")))
+    >>> print(before_after(b.plan(filter_(t, cond), ["i", "s"]), RULE))
+    Filter(((i#0 < 10) AND (upper(s#1) > 'B'))) | Filter((upper(s#1) > 'B'))
+      Read(t)                                   |   Read(t, filter=(i#0 < 10))
+    """
     rel = g.nodes[node]["rel"]
     child = inputs(g, node)[0]
     if g.nodes[child]["kind"] != "read" or uses(g, child) > 1:
@@ -162,3 +117,25 @@ RULE = Rule(
     apply=filter_into_read,
     description="filter conjuncts into ReadRel.filter / best_effort_filter per the reader's capability profile",
 )
+
+
+def base_schema(read: ReadRel) -> Schema:
+    """The read's ``base_schema`` (types unknown — empty — when an older producer wrote names only)."""
+    ns = read.base_schema
+    if ns.names and not ns.struct.types:
+        return Schema(list(ns.names), [Type() for _ in ns.names])
+    return Schema.from_named_struct(ns)
+
+
+def base_columns(read, base: Schema) -> list[int | None]:
+    """For each output column of a read (before its emit), the ``base_schema`` field it is (None for
+    a nested part of a field)."""
+    if not read.HasField("projection"):
+        return list(range(len(base.types)))
+    return [None if item.HasField("child") else item.field for item in read.projection.select.struct_items]
+
+
+def _read_conjuncts(read, name: str, functions) -> list[Expression]:
+    if not read.HasField(name):
+        return []
+    return [c for c in conjuncts(getattr(read, name), functions) if bool_literal(c) is not True]

@@ -67,28 +67,10 @@ The ``common`` (emit, hints) is carried over, so the output columns are the ``Jo
 residual, evaluated on the same pairs of rows; hash, merge and nested-loop joins all return the
 pairs for which the whole condition holds, with the join type's treatment of unmatched rows. The
 build side and the broadcast exchange only decide where the hash table is built.
-
-Before and after, on ``orders JOIN customer ON o_custkey = c_custkey AND o_total > c_bal``
-(customer is small, so it is broadcast and built):
-
->>> from optimizer.driver import Optimizer
->>> from optimizer.plan_io import load_plan
->>> plan = load_plan(_EXAMPLE)
->>> print(_tree(plan))
-Join(INNER, expression=and(equal($1, $3), gt($2, $4)))
-  Read(orders)
-  Read(customer)
->>> after = Optimizer(rules=[RULE], statistics=_example_statistics()).run(plan).plan
->>> print(_tree(after))
-HashJoin(INNER, keys=[$1 = $0], build=RIGHT, residual=gt($2, $4))
-  Read(orders)
-  Exchange(broadcast)
-    Read(customer)
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import networkx as nx
@@ -99,7 +81,6 @@ from substrait.proto import (
     JoinRel,
     MergeJoinRel,
     NestedLoopJoinRel,
-    Plan,
     Rel,
     SortField,
     Type,
@@ -107,8 +88,8 @@ from substrait.proto import (
 
 from cost.properties import ordering
 from cost.spark_joins import LEFT, choose_build, join_type_name
-from optimizer.dag import inputs, rel_inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule, add_subgraph
+from optimizer.dag import inputs, uses
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
     call_args,
@@ -124,6 +105,104 @@ from optimizer.expr_utils import (
     remap_fields,
     shift_fields,
 )
+
+
+def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """Replace a ``JoinRel`` by a hash, merge or nested-loop join (see the module docstring).
+
+    Before (left) and after (right), on ``orders JOIN customer ON o_custkey = c_custkey AND
+    o_total > c_bal``: customer is small, so it is broadcast and built:
+
+    >>> from optimizer.builder import INNER, Builder, before_after, join, read, ref
+    >>> b, o = Builder(), read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64"), ("o_total", "fp64")], rows=1.5e6)
+    >>> c = read("customer", [("c_custkey", "i64"), ("c_bal", "fp64")], rows=1e3)
+    >>> on = b.call("and", b.call("equal", ref(1), ref(3)), b.call("gt", ref(2), ref(4)))
+    >>> print(before_after(b.plan(join(o, c, INNER, on), list("abcde")), RULE))
+    Join(inner, ((o_custkey#1 = c_custkey#3) AND (o_total#2 > c_bal#4))) | HashJoin(inner, keys=[o_custkey#1 = c_custkey#3], build=right, residual=(o_total#2 > c_bal#4))
+      Read(orders)                                                       |   Read(orders)
+      Read(customer)                                                     |   Exchange(broadcast)
+                                                                         |     Read(customer)
+    """
+    join = g.nodes[node]["rel"].join
+    type_name = join_type_name(join)
+    if type_name is None or join.HasField("advanced_extension"):
+        return None
+    left, right = inputs(g, node)
+    left_types = ctx.schema(left).types
+    right_types = ctx.schema(right).types
+
+    keys: list[Key] = []
+    rest: list[Expression] = []
+    if join.HasField("expression"):
+        keys, rest = split_condition(join.expression, len(left_types), left_types, right_types, ctx.functions)
+
+    expr_keys: list[ExprKey] = []
+    if rest:
+        expr_keys, rest = expression_keys(rest, len(left_types), ctx.schema(left), ctx.schema(right), ctx.functions)
+
+    if not keys and not expr_keys:
+        return _nested_loop(join, type_name, left, right)
+
+    left_child: NewRel | int = left
+    right_child: NewRel | int = right
+    if expr_keys:
+        join, keys, rest, left_child, right_child = _project_keys(
+            join, type_name, keys, expr_keys, rest, left, right, len(left_types), len(right_types))
+
+    residual = make_and(rest, ctx.registrar) if rest else None
+    hash_rel = Rel()
+    body = hash_rel.hash_join
+    body.common.CopyFrom(join.common)
+    body.type = HashJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.keys.extend(_comparison_key(k) for k in keys)
+    if residual is not None:
+        body.residual_expression.CopyFrom(residual)
+    if join.HasField("post_join_filter"):
+        body.post_join_filter.CopyFrom(join.post_join_filter)
+
+    left_bytes, right_bytes = _bytes(ctx, left), _bytes(ctx, right)
+    threshold = float(ctx.config.broadcast_threshold_bytes)
+    choice = choose_build(type_name, left_bytes, right_bytes, threshold)
+    if choice is None:
+        return None
+    side, broadcast = choice
+    if broadcast:
+        size = left_bytes if side == LEFT else right_bytes
+        if size * broadcast_uncertainty(g, left if side == LEFT else right) > threshold:
+            # the estimate of a join result is too uncertain to bind Spark to a broadcast
+            side, broadcast = choose_build(type_name, left_bytes, right_bytes, -1.0) or (side, False)
+
+    if not broadcast and not expr_keys:
+        in_order = merge_key_order(g, left, right, keys)
+        if in_order is not None:
+            return NewRel(_merge_rel(join, type_name, in_order, residual), [left, right])
+
+    body.build_input = HashJoinRel.BUILD_INPUT_LEFT if side == LEFT else HashJoinRel.BUILD_INPUT_RIGHT
+    children: list[NewRel | int] = [left_child, right_child]
+    if broadcast:
+        exchange = Rel()
+        exchange.exchange.broadcast.SetInParent()
+        index = 0 if side == LEFT else 1
+        children[index] = NewRel(exchange, [children[index]])
+    hashed = NewRel(hash_rel, children)
+
+    if not broadcast and not expr_keys and _sorted_on_keys_above(g, node, join, keys):
+        direction = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
+        sorted_merge = NewRel(_merge_rel(join, type_name, keys, residual), [NewRel(_sort_rel([k.left for k in keys], direction), [left]),
+                                      NewRel(_sort_rel([k.right for k in keys], direction), [right])])
+        if _merge_is_cheaper(g, node, hashed, sorted_merge, ctx):
+            return sorted_merge
+    return hashed
+
+
+RULE = Rule(
+    name="implement_joins",
+    phase="physical",
+    kinds=frozenset({"join"}),
+    apply=implement_join,
+    description="JoinRel -> HashJoinRel (cheaper valid build side, broadcast when small) / MergeJoinRel / NestedLoopJoinRel",
+)
+
 
 _KEY_FUNCTIONS = {
     "equal": ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ,
@@ -286,7 +365,7 @@ def _comparison_key(key: Key) -> ComparisonJoinKey:
     return out
 
 
-def _bytes(ctx, node: int) -> float:
+def _bytes(ctx: RuleContext, node: int) -> float:
     est = ctx.estimate(node)
     return max(float(est.rows), 0.0) * max(float(est.width), 1.0)
 
@@ -358,7 +437,7 @@ def _sorted_on_keys_above(g: nx.DiGraph, node: int, join: JoinRel, keys: list[Ke
     return sorted(got) == sorted(wanted) and len(got) == len(wanted)
 
 
-def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: NewRel, ctx) -> bool:
+def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: NewRel, ctx: RuleContext) -> bool:
     """Price both alternatives in a scratch copy of the graph with the cost model."""
     try:
         from cost.cardinality import CardinalityEstimator
@@ -378,7 +457,7 @@ def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: New
     return costs[1] < costs[0]
 
 
-def _schema_deriver(g: nx.DiGraph, ctx):
+def _schema_deriver(g: nx.DiGraph, ctx: RuleContext):
     from optimizer.schema import rel_schema
 
     def derive(node: int):
@@ -395,83 +474,6 @@ def _sort_rel(columns: list[int], direction: int) -> Rel:
         s.expr.selection.CopyFrom(_field_reference(c))
         s.direction = direction
     return rel
-
-
-# ------------------------------------------------------------------------------------ the rule
-
-
-def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """Replace a ``JoinRel`` by a hash, merge or nested-loop join (see the module docstring)."""
-    join = g.nodes[node]["rel"].join
-    type_name = join_type_name(join)
-    if type_name is None or join.HasField("advanced_extension"):
-        return None
-    left, right = inputs(g, node)
-    left_types = ctx.schema(left).types
-    right_types = ctx.schema(right).types
-
-    keys: list[Key] = []
-    rest: list[Expression] = []
-    if join.HasField("expression"):
-        keys, rest = split_condition(join.expression, len(left_types), left_types, right_types, ctx.functions)
-
-    expr_keys: list[ExprKey] = []
-    if rest:
-        expr_keys, rest = expression_keys(rest, len(left_types), ctx.schema(left), ctx.schema(right), ctx.functions)
-
-    if not keys and not expr_keys:
-        return _nested_loop(join, type_name, left, right)
-
-    left_child: NewRel | int = left
-    right_child: NewRel | int = right
-    if expr_keys:
-        join, keys, rest, left_child, right_child = _project_keys(
-            join, type_name, keys, expr_keys, rest, left, right, len(left_types), len(right_types))
-
-    residual = make_and(rest, ctx.registrar) if rest else None
-    hash_rel = Rel()
-    body = hash_rel.hash_join
-    body.common.CopyFrom(join.common)
-    body.type = HashJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
-    body.keys.extend(_comparison_key(k) for k in keys)
-    if residual is not None:
-        body.residual_expression.CopyFrom(residual)
-    if join.HasField("post_join_filter"):
-        body.post_join_filter.CopyFrom(join.post_join_filter)
-
-    left_bytes, right_bytes = _bytes(ctx, left), _bytes(ctx, right)
-    threshold = float(ctx.config.broadcast_threshold_bytes)
-    choice = choose_build(type_name, left_bytes, right_bytes, threshold)
-    if choice is None:
-        return None
-    side, broadcast = choice
-    if broadcast:
-        size = left_bytes if side == LEFT else right_bytes
-        if size * broadcast_uncertainty(g, left if side == LEFT else right) > threshold:
-            # the estimate of a join result is too uncertain to bind Spark to a broadcast
-            side, broadcast = choose_build(type_name, left_bytes, right_bytes, -1.0) or (side, False)
-
-    if not broadcast and not expr_keys:
-        in_order = merge_key_order(g, left, right, keys)
-        if in_order is not None:
-            return NewRel(_merge_rel(join, type_name, in_order, residual), [left, right])
-
-    body.build_input = HashJoinRel.BUILD_INPUT_LEFT if side == LEFT else HashJoinRel.BUILD_INPUT_RIGHT
-    children: list[NewRel | int] = [left_child, right_child]
-    if broadcast:
-        exchange = Rel()
-        exchange.exchange.broadcast.SetInParent()
-        index = 0 if side == LEFT else 1
-        children[index] = NewRel(exchange, [children[index]])
-    hashed = NewRel(hash_rel, children)
-
-    if not broadcast and not expr_keys and _sorted_on_keys_above(g, node, join, keys):
-        direction = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
-        sorted_merge = NewRel(_merge_rel(join, type_name, keys, residual), [NewRel(_sort_rel([k.left for k in keys], direction), [left]),
-                                      NewRel(_sort_rel([k.right for k in keys], direction), [right])])
-        if _merge_is_cheaper(g, node, hashed, sorted_merge, ctx):
-            return sorted_merge
-    return hashed
 
 
 def _project_keys(join: JoinRel, type_name: str, keys: list[Key], expr_keys: list[ExprKey], rest: list[Expression],
@@ -559,98 +561,3 @@ def _nested_loop(join: JoinRel, type_name: str, left: int, right: int) -> Replac
     if join.common.HasField("emit"):
         filter_rel.filter.common.emit.CopyFrom(join.common.emit)
     return NewRel(filter_rel, [NewRel(rel, [left, right])])
-
-
-RULE = Rule(
-    name="implement_joins",
-    phase="physical",
-    kinds=frozenset({"join"}),
-    apply=implement_join,
-    description="JoinRel -> HashJoinRel (cheaper valid build side, broadcast when small) / MergeJoinRel / NestedLoopJoinRel",
-)
-
-
-# ------------------------------------------------------------------------------------ doctest helpers
-
-def _ref(i: int) -> dict:
-    return {"selection": {"directReference": {"structField": {"field": i}}, "rootReference": {}}}
-
-
-def _read(table: str, columns: list[tuple[str, str]]) -> dict:
-    return {"read": {"namedTable": {"names": [table]}, "baseSchema": {
-        "names": [n for n, _ in columns],
-        "struct": {"types": [{t: {"nullability": "NULLABILITY_REQUIRED"}} for _, t in columns]}}}}
-
-
-def _call(anchor: int, *args: dict) -> dict:
-    return {"scalarFunction": {"functionReference": anchor,
-                               "outputType": {"bool": {"nullability": "NULLABILITY_REQUIRED"}},
-                               "arguments": [{"value": a} for a in args]}}
-
-
-_EXAMPLE = json.dumps({"relations": [{"root": {"names": ["o_orderkey", "o_custkey", "o_total", "c_custkey", "c_bal"],
-  "input": {"join": {
-    "type": "JOIN_TYPE_INNER",
-    "left": _read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64"), ("o_total", "fp64")]),
-    "right": _read("customer", [("c_custkey", "i64"), ("c_bal", "fp64")]),
-    "expression": _call(3, _call(1, _ref(1), _ref(3)), _call(2, _ref(2), _ref(4)))}}}}],
-  "extensions": [{"extensionFunction": {"functionAnchor": a, "name": n, "extensionUrnReference": 4294967295}}
-                 for a, n in ((1, "equal"), (2, "gt"), (3, "and"))]})
-
-
-def _example_statistics():
-    """Table statistics of the example: 1.5M orders, 1000 customers."""
-    from cost.statistics import MemoryStatistics, TableStatistics
-
-    return MemoryStatistics({"orders": TableStatistics(row_count=1.5e6), "customer": TableStatistics(row_count=1e3)})
-
-
-def _tree(plan: Plan) -> str:
-    """A compact outline of a plan's first relation: join kinds, keys, build side, residuals."""
-    from optimizer.functions import function_table
-
-    functions = function_table(plan)
-
-    def expr(e: Expression) -> str:
-        i = field_index(e)
-        if i is not None:
-            return f"${i}"
-        if e.WhichOneof("rex_type") == "scalar_function":
-            args = ", ".join(expr(a.value) for a in e.scalar_function.arguments)
-            return f"{functions.get(e.scalar_function.function_reference).name}({args})"
-        return e.WhichOneof("rex_type")
-
-    lines: list[str] = []
-
-    def walk(rel: Rel, depth: int) -> None:
-        kind = rel.WhichOneof("rel_type")
-        body = getattr(rel, kind)
-        props: list[str] = []
-        if kind == "read":
-            props.append(".".join(body.named_table.names))
-        elif kind == "exchange":
-            props.append(body.WhichOneof("exchange_kind"))
-        elif kind in ("join", "hash_join", "merge_join", "nested_loop_join"):
-            props.append(type(body).JoinType.Name(body.type).removeprefix("JOIN_TYPE_"))
-            if kind in ("hash_join", "merge_join"):
-                ops = {1: "=", 2: "IS NOT DISTINCT FROM"}
-                props.append("keys=[" + ", ".join(
-                    f"${k.left.direct_reference.struct_field.field} {ops[k.comparison.simple]} "
-                    f"${k.right.direct_reference.struct_field.field}" for k in body.keys) + "]")
-                if kind == "hash_join":
-                    props.append("build=" + HashJoinRel.BuildInput.Name(body.build_input).removeprefix("BUILD_INPUT_"))
-                if body.HasField("residual_expression"):
-                    props.append(f"residual={expr(body.residual_expression)}")
-            elif body.HasField("expression"):
-                props.append(f"expression={expr(body.expression)}")
-        elif kind == "filter":
-            props.append(expr(body.condition))
-        lines.append("  " * depth + f"{_TITLES.get(kind, kind.title())}({', '.join(props)})")
-        for child in rel_inputs(rel):
-            walk(child, depth + 1)
-
-    walk(plan.relations[0].root.input, 0)
-    return "\n".join(lines)
-
-
-_TITLES = {"hash_join": "HashJoin", "merge_join": "MergeJoin", "nested_loop_join": "NestedLoopJoin"}

@@ -48,45 +48,6 @@ removed), and with a set operation on every input: whether a set operation outpu
 on how often *equal* rows occur in each input, and a deterministic predicate has the same value on
 equal rows, so ``filter(A - B) = filter(A) - filter(B)`` (and likewise for union and intersect).
 (This assumes predicates that respect the set operation's equality, as comparisons do.)
-
->>> import json
->>> from optimizer.plan_io import load_plan
->>> from optimizer.explain import explain_plan
->>> from optimizer.driver import Optimizer, OptimizerConfig
->>> col = lambda i: {"value": {"selection": {"directReference": {"structField": {"field": i}}}}}
->>> gt = lambda *args: {"scalarFunction": {"functionReference": 2, "outputType": {"bool": {}},
-...                                         "arguments": list(args)}}
->>> one = {"value": {"literal": {"i64": "1"}}}
->>> read = lambda name, *cols: {"read": {"namedTable": {"names": [name]},
-...     "baseSchema": {"names": list(cols), "struct": {"types": [{"i64": {}} for _ in cols]}}}}
->>> plan = load_plan(json.dumps({"extensions": [
-...   {"extensionFunction": {"functionAnchor": 1, "name": "and", "extensionUrnReference": 4294967295}},
-...   {"extensionFunction": {"functionAnchor": 2, "name": "gt", "extensionUrnReference": 4294967295}}],
-...  "relations": [{"root": {"names": ["a", "b", "c"], "input": {"filter": {
-...   "input": {"join": {"type": "JOIN_TYPE_LEFT", "left": read("l", "a", "b"), "right": read("r", "c"),
-...                      "expression": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}},
-...                        "arguments": [{"value": gt(col(0), col(2))}, {"value": gt(col(2), one)}]}}}},
-...   "condition": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}},
-...     "arguments": [{"value": gt(col(1), one)}, {"value": gt(col(2), col(1))}]}}}}}}]}))
->>> print(explain_plan(plan))
-Root(names=[a, b, c])
-|-+ Filter(((b#1 > 1) AND (c#2 > b#1))) -> [a: i64, b: i64, c: i64?]
-  |-+ Join(left, ((a#0 > c#2) AND (c#2 > 1))) -> [a: i64, b: i64, c: i64?]
-    |-+ Read(l) -> [a: i64, b: i64]
-    |-+ Read(r) -> [c: i64]
-
-The left-side conjunct ``b > 1`` goes below the left join; ``c > b`` reads the null-supplying side
-and stays above it; the ON conjunct ``c > 1`` on the right side goes into the right input:
-
->>> optimizer = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False))
->>> print(explain_plan(optimizer.run(plan).plan))
-Root(names=[a, b, c])
-|-+ Filter((c#2 > b#1)) -> [a: i64, b: i64, c: i64?]
-  |-+ Join(left, (a#0 > c#2)) -> [a: i64, b: i64, c: i64?]
-    |-+ Filter((b#1 > 1)) -> [a: i64, b: i64]
-      |-+ Read(l) -> [a: i64, b: i64]
-    |-+ Filter((c#0 > 1)) -> [c: i64]
-      |-+ Read(r) -> [c: i64]
 """
 
 from __future__ import annotations
@@ -98,7 +59,7 @@ from google.protobuf.message import Message
 from substrait.proto import Expression, JoinRel, SetRel
 
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     bool_literal,
     conjuncts,
@@ -112,6 +73,44 @@ from optimizer.expr_utils import (
 )
 from rules.extract_join_conditions import as_inner_join, join_conjuncts
 from rules.simplify_predicates import apply_emit, emit_of, filter_over, movable, rel_copy, through_emit, width
+
+
+def push_filters(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """Push a filter's conjuncts (or a join's one-side ON conjuncts) down; None if none moves.
+
+    Before (left) and after (right): ``b > 1`` reads the left side only and goes below the left join;
+    ``c > b`` reads the null-supplying side and stays above it:
+
+    >>> from optimizer.builder import LEFT, Builder, before_after, filter_, join, lit, read, ref
+    >>> b = Builder()
+    >>> lj = join(read("l", [("a", "i64"), ("b", "i64")]), read("r", [("c", "i64")]), LEFT, b.call("gt", ref(0), ref(2)))
+    >>> cond = b.call("and", b.call("gt", ref(1), lit(1)), b.call("gt", ref(2), ref(1)))
+    >>> print(before_after(b.plan(filter_(lj, cond), ["a", "b", "c"]), RULE))
+    Filter(((b#1 > 1) AND (c#2 > b#1))) | Filter((c#2 > b#1))
+      Join(left, (a#0 > c#2))           |   Join(left, (a#0 > c#2))
+        Read(l)                         |     Filter((b#1 > 1))
+        Read(r)                         |       Read(l)
+                                        |     Read(r)
+    """
+    pusher = _Pusher(g, ctx)
+    rel = g.nodes[node]["rel"]
+    if g.nodes[node]["kind"] == "filter":
+        child = inputs(g, node)[0]
+        parts = [c for c in conjuncts(rel.filter.condition, ctx.functions) if bool_literal(c) is not True]
+        new, moved = pusher.sink(child, parts)
+        return apply_emit(g, new, emit_of(rel)) if moved else None
+    new, _, moved = pusher._join(node, [])
+    return new if moved else None
+
+
+RULE = Rule(
+    name="push_filters",
+    phase="logical",
+    kinds=frozenset({"filter", "join"}),
+    apply=push_filters,
+    description="predicate pushdown through projects, sorts, exchanges, joins, aggregates and set operations",
+)
+
 
 #: The largest expression (in expression nodes) substituted for a column when a conjunct passes a
 #: project or an aggregate: a conjunct on ``a * (1 - b)`` may go below, a long CASE stays above.
@@ -217,7 +216,7 @@ def substitute(e: Expression, definition: Callable[[int], Expression | int | Non
 class _Pusher:
     """Sinks conjuncts into the subtree of one node; builds the replacement."""
 
-    def __init__(self, g: nx.DiGraph, ctx) -> None:
+    def __init__(self, g: nx.DiGraph, ctx: RuleContext) -> None:
         self.g = g
         self.ctx = ctx
         self.functions = ctx.functions
@@ -365,25 +364,3 @@ class _Pusher:
             new = rel_copy(g, n)
             new.join.expression.CopyFrom(make_and(conds, self.ctx.registrar))
         return NewRel(new, [new_left, new_right]), kept, True
-
-
-def push_filters(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """Push a filter's conjuncts (or a join's one-side ON conjuncts) down; None if none moves."""
-    pusher = _Pusher(g, ctx)
-    rel = g.nodes[node]["rel"]
-    if g.nodes[node]["kind"] == "filter":
-        child = inputs(g, node)[0]
-        parts = [c for c in conjuncts(rel.filter.condition, ctx.functions) if bool_literal(c) is not True]
-        new, moved = pusher.sink(child, parts)
-        return apply_emit(g, new, emit_of(rel)) if moved else None
-    new, _, moved = pusher._join(node, [])
-    return new if moved else None
-
-
-RULE = Rule(
-    name="push_filters",
-    phase="logical",
-    kinds=frozenset({"filter", "join"}),
-    apply=push_filters,
-    description="predicate pushdown through projects, sorts, exchanges, joins, aggregates and set operations",
-)

@@ -28,39 +28,6 @@ The relations in between pass the key through unchanged and act on each row alon
 deterministic, so both reads of it have the same rows. This is the rewrite Spark applies to Q17 and
 Q20 when it decorrelates their subqueries itself; DataFusion and Isthmus hand us the plan already
 decorrelated, with the aggregate over the whole table.
-
->>> import json
->>> from optimizer.plan_io import load_plan
->>> from optimizer.explain import explain_plan
->>> from optimizer.driver import Optimizer, OptimizerConfig
->>> from cost.statistics import ColumnStatistics as C, MemoryStatistics, TableStatistics as T
->>> plan = load_plan(_EXAMPLE)
->>> print(explain_plan(plan))
-Root(names=[p, l_partkey, avg_q])
-|-+ Join(inner, (p#0 = l_partkey#1)) -> [p: i64, l_partkey: i64, measure_0: fp64]
-  |-+ Read(part) -> [p: i64]
-  |-+ Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)]) -> [l_partkey: i64, measure_0: fp64]
-    |-+ Read(lineitem) -> [l_partkey: i64, l_quantity: fp64]
-
-With 100 parts against 6,000,000 lineitems over 200,000 part keys, only the parts' keys are aggregated:
-
->>> stats = MemoryStatistics({"part": T(row_count=100, columns={"p": C(ndv=100)}),
-...     "lineitem": T(row_count=6_000_000, columns={"l_partkey": C(ndv=200_000)})})
->>> optimizer = Optimizer(statistics=stats, rules=[RULE], config=OptimizerConfig(annotate_estimates=False))
->>> print(explain_plan(optimizer.run(plan).plan))
-Root(names=[p, l_partkey, avg_q])
-|-+ Join(inner, (p#0 = l_partkey#1)) -> [p: i64, l_partkey: i64, measure_0: fp64]
-  |-+ #1 Read(part) -> [p: i64]
-  |-+ Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)]) -> [l_partkey: i64, measure_0: fp64]
-    |-+ Join(left_semi, (p#2 = l_partkey#0)) -> [l_partkey: i64, l_quantity: fp64]
-      |-+ Read(lineitem) -> [l_partkey: i64, l_quantity: fp64]
-      |-+ Project(emit=[0]) -> [p: i64]
-        |-> shared #1 (above)
-Relation[1]
-|-> shared #1 (above)
-
-``part`` is now read by both joins: written out, it is a plan relation that both read by
-``ReferenceRel``.
 """
 
 from __future__ import annotations
@@ -71,7 +38,7 @@ import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.dag import inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     call_args,
     conjuncts,
@@ -86,6 +53,117 @@ from optimizer.expr_utils import (
     shift_fields,
 )
 from rules.simplify_predicates import emit_of, rel_copy, width
+
+
+def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """A ``JoinRel`` with an aggregate below one input, that aggregate's input semi-joined with the
+    other input on the grouping keys the join compares (see the module docstring).
+
+    Before (left) and after (right), with 100 parts against 6,000,000 lineitems: only the parts' keys
+    are aggregated. ``part`` is then read by both joins (written out: a plan relation both read by
+    ``ReferenceRel``).
+
+    >>> from optimizer.builder import INNER, Builder, aggregate, before_after, join, read, ref
+    >>> b, part = Builder(), read("part", [("p", "i64")], rows=100)
+    >>> avg = aggregate(read("lineitem", [("l_partkey", "i64"), ("l_quantity", "fp64")], rows=6e6), [0], b.agg("avg", ref(1), out="fp64"))
+    >>> print(before_after(b.plan(join(part, avg, INNER, b.call("equal", ref(0), ref(1))), ["p", "k", "q"]), RULE))
+    Join(inner, (p#0 = l_partkey#1))                                  | Join(inner, (p#0 = l_partkey#1))
+      Read(part)                                                      |   Read(part)
+      Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)]) |   Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)])
+        Read(lineitem)                                                |     Join(left_semi, (p#2 = l_partkey#0))
+                                                                      |       Read(lineitem)
+                                                                      |       Project(emit=[0])
+                                                                      |         Read(part)
+    """
+    rel: Rel = g.nodes[node]["rel"]
+    join = rel.join
+    if not join.HasField("expression") or join.HasField("post_join_filter"):
+        return None
+    sides = inputs(g, node)
+    if len(sides) != 2:
+        return None
+    n_left = width(g, sides[0])
+    for side in _REDUCIBLE.get(join.type, ()):
+        x, y = (sides[0], sides[1]) if side == "left" else (sides[1], sides[0])
+        x_offset, y_offset = (0, n_left) if side == "left" else (n_left, 0)
+        n_x, n_y = width(g, x), width(g, y)
+        keys: list[_Key] = []
+        seen: set[tuple[int, bytes]] = set()
+        chain: list[int] | None = None
+        for conj in conjuncts(join.expression, ctx.functions):
+            if function_name(conj, ctx.functions) != "equal":
+                continue
+            args = call_args(conj)
+            if args is None or len(args) != 2:
+                continue
+            for x_position in (0, 1):
+                xc, y_arg = field_index(args[x_position]), args[1 - x_position]
+                if xc is None or not x_offset <= xc < x_offset + n_x:
+                    continue
+                y_fields = referenced_fields(y_arg)
+                if not y_fields or not all(y_offset <= f < y_offset + n_y for f in y_fields):
+                    continue
+                if not _plain(y_arg, ctx.functions):
+                    continue
+                found = _key_source(g, x, xc - x_offset)
+                if found is None or (chain is not None and found[0] != chain):
+                    continue
+                chain = found[0]
+                y_expr = shift_fields(y_arg, -y_offset)
+                fingerprint = (found[1], y_expr.SerializeToString(deterministic=True))
+                if fingerprint not in seen:
+                    seen.add(fingerprint)
+                    keys.append(_Key(found[1], y_expr, conj, x_position))
+                break
+        if not keys or chain is None:
+            continue
+        aggregate = chain[-1]
+        grouping = g.nodes[aggregate]["rel"].aggregate.grouping_expressions
+        if not all(_plain(grouping[k.grouping], ctx.functions) for k in keys):
+            continue
+        (agg_input,) = inputs(g, aggregate)
+        if _already_reduced(g, agg_input, y):
+            continue
+        if not _deterministic_subtree(g, y, ctx.functions):
+            continue
+        if not _pays(ctx, aggregate, agg_input, y, keys):
+            continue
+        n_in = width(g, agg_input)
+        # Y's key values, one column per key (a narrower build side than all of Y).
+        y_keys = Rel()
+        mapping = []
+        for k in keys:
+            column = field_index(k.y_expr)
+            if column is None:
+                y_keys.project.expressions.add().CopyFrom(k.y_expr)
+                column = n_y + len(y_keys.project.expressions) - 1
+            mapping.append(column)
+        y_keys.project.common.emit.output_mapping.extend(mapping)
+        equalities = []
+        for i, k in enumerate(keys):
+            eq = Expression()
+            eq.CopyFrom(k.equality)
+            eq.scalar_function.arguments[k.x_position].value.CopyFrom(grouping[k.grouping])
+            eq.scalar_function.arguments[1 - k.x_position].value.CopyFrom(field(n_in + i))
+            equalities.append(eq)
+        semi = Rel()
+        semi.join.type = _J.JOIN_TYPE_LEFT_SEMI
+        semi.join.expression.CopyFrom(make_and(equalities, ctx.registrar))
+        new_child: NewRel | int = NewRel(rel_copy(g, aggregate), [NewRel(semi, [agg_input, NewRel(y_keys, [y])])])
+        for n in reversed(chain[:-1]):
+            new_child = NewRel(rel_copy(g, n), [new_child])
+        return NewRel(rel_copy(g, node), [new_child, y] if side == "left" else [y, new_child])
+    return None
+
+
+RULE = Rule(
+    name="reduce_aggregate_input",
+    phase="physical",
+    kinds=frozenset({"join"}),
+    apply=reduce_aggregate_input,
+    description="Join over an aggregate -> the aggregate's input semi-joined with the other side first",
+)
+
 
 #: Apply only if the other input's keys are estimated to keep at most this fraction of the groups.
 MAX_KEPT_FRACTION = 0.25
@@ -175,90 +253,6 @@ class _Key:
     x_position: int  # which argument of the conjunct is the grouping key
 
 
-def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """A ``JoinRel`` with an aggregate below one input, that aggregate's input semi-joined with the
-    other input on the grouping keys the join compares (see the module docstring)."""
-    rel: Rel = g.nodes[node]["rel"]
-    join = rel.join
-    if not join.HasField("expression") or join.HasField("post_join_filter"):
-        return None
-    sides = inputs(g, node)
-    if len(sides) != 2:
-        return None
-    n_left = width(g, sides[0])
-    for side in _REDUCIBLE.get(join.type, ()):
-        x, y = (sides[0], sides[1]) if side == "left" else (sides[1], sides[0])
-        x_offset, y_offset = (0, n_left) if side == "left" else (n_left, 0)
-        n_x, n_y = width(g, x), width(g, y)
-        keys: list[_Key] = []
-        seen: set[tuple[int, bytes]] = set()
-        chain: list[int] | None = None
-        for conj in conjuncts(join.expression, ctx.functions):
-            if function_name(conj, ctx.functions) != "equal":
-                continue
-            args = call_args(conj)
-            if args is None or len(args) != 2:
-                continue
-            for x_position in (0, 1):
-                xc, y_arg = field_index(args[x_position]), args[1 - x_position]
-                if xc is None or not x_offset <= xc < x_offset + n_x:
-                    continue
-                y_fields = referenced_fields(y_arg)
-                if not y_fields or not all(y_offset <= f < y_offset + n_y for f in y_fields):
-                    continue
-                if not _plain(y_arg, ctx.functions):
-                    continue
-                found = _key_source(g, x, xc - x_offset)
-                if found is None or (chain is not None and found[0] != chain):
-                    continue
-                chain = found[0]
-                y_expr = shift_fields(y_arg, -y_offset)
-                fingerprint = (found[1], y_expr.SerializeToString(deterministic=True))
-                if fingerprint not in seen:
-                    seen.add(fingerprint)
-                    keys.append(_Key(found[1], y_expr, conj, x_position))
-                break
-        if not keys or chain is None:
-            continue
-        aggregate = chain[-1]
-        grouping = g.nodes[aggregate]["rel"].aggregate.grouping_expressions
-        if not all(_plain(grouping[k.grouping], ctx.functions) for k in keys):
-            continue
-        (agg_input,) = inputs(g, aggregate)
-        if _already_reduced(g, agg_input, y):
-            continue
-        if not _deterministic_subtree(g, y, ctx.functions):
-            continue
-        if not _pays(ctx, aggregate, agg_input, y, keys):
-            continue
-        n_in = width(g, agg_input)
-        # Y's key values, one column per key (a narrower build side than all of Y).
-        y_keys = Rel()
-        mapping = []
-        for k in keys:
-            column = field_index(k.y_expr)
-            if column is None:
-                y_keys.project.expressions.add().CopyFrom(k.y_expr)
-                column = n_y + len(y_keys.project.expressions) - 1
-            mapping.append(column)
-        y_keys.project.common.emit.output_mapping.extend(mapping)
-        equalities = []
-        for i, k in enumerate(keys):
-            eq = Expression()
-            eq.CopyFrom(k.equality)
-            eq.scalar_function.arguments[k.x_position].value.CopyFrom(grouping[k.grouping])
-            eq.scalar_function.arguments[1 - k.x_position].value.CopyFrom(field(n_in + i))
-            equalities.append(eq)
-        semi = Rel()
-        semi.join.type = _J.JOIN_TYPE_LEFT_SEMI
-        semi.join.expression.CopyFrom(make_and(equalities, ctx.registrar))
-        new_child: NewRel | int = NewRel(rel_copy(g, aggregate), [NewRel(semi, [agg_input, NewRel(y_keys, [y])])])
-        for n in reversed(chain[:-1]):
-            new_child = NewRel(rel_copy(g, n), [new_child])
-        return NewRel(rel_copy(g, node), [new_child, y] if side == "left" else [y, new_child])
-    return None
-
-
 def _already_reduced(g: nx.DiGraph, agg_input: int, y: int) -> bool:
     data = g.nodes[agg_input]
     if data["kind"] != "join" or data["rel"].join.type != _J.JOIN_TYPE_LEFT_SEMI:
@@ -267,7 +261,7 @@ def _already_reduced(g: nx.DiGraph, agg_input: int, y: int) -> bool:
     return right == y or y in inputs(g, right)
 
 
-def _pays(ctx, aggregate: int, agg_input: int, y: int, keys: list[_Key]) -> bool:
+def _pays(ctx: RuleContext, aggregate: int, agg_input: int, y: int, keys: list[_Key]) -> bool:
     groups = max(1.0, float(ctx.estimate(aggregate).rows))
     y_est = ctx.estimate(y)
     input_rows = float(ctx.estimate(agg_input).rows)
@@ -285,32 +279,3 @@ def _pays(ctx, aggregate: int, agg_input: int, y: int, keys: list[_Key]) -> bool
                     if ctx.g.nodes[n]["kind"] == "read")
     return (distinct <= MAX_KEPT_FRACTION * groups and float(y_est.rows) < input_rows
             and read_rows <= MAX_REREAD_RATIO * input_rows)
-
-
-RULE = Rule(
-    name="reduce_aggregate_input",
-    phase="physical",
-    kinds=frozenset({"join"}),
-    apply=reduce_aggregate_input,
-    description="Join over an aggregate -> the aggregate's input semi-joined with the other side first",
-)
-
-
-_EXAMPLE = """{"extensions": [{"extensionFunction": {"functionAnchor": 1, "name": "equal",
-    "extensionUrnReference": 4294967295}},
-  {"extensionFunction": {"functionAnchor": 2, "name": "avg", "extensionUrnReference": 4294967295}}],
- "relations": [{"root": {"names": ["p", "l_partkey", "avg_q"], "input": {"join": {"type": "JOIN_TYPE_INNER",
-  "left": {"read": {"namedTable": {"names": ["part"]}, "baseSchema": {"names": ["p"],
-    "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}},
-  "right": {"aggregate": {
-    "input": {"read": {"namedTable": {"names": ["lineitem"]}, "baseSchema": {"names": ["l_partkey", "l_quantity"],
-      "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}},
-                           {"fp64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}},
-    "groupingExpressions": [{"selection": {"directReference": {"structField": {"field": 0}}, "rootReference": {}}}],
-    "groupings": [{"expressionReferences": [0]}],
-    "measures": [{"measure": {"functionReference": 2, "outputType": {"fp64": {}}, "phase": "AGGREGATION_PHASE_INITIAL_TO_RESULT",
-      "invocation": "AGGREGATION_INVOCATION_ALL",
-      "arguments": [{"value": {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}}}]}}]}},
-  "expression": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
-    {"value": {"selection": {"directReference": {"structField": {"field": 0}}, "rootReference": {}}}},
-    {"value": {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}}}]}}}}}}]}"""

@@ -25,34 +25,6 @@ The rule fires only when the condition changes, so it reaches a fixed point.
 This module also holds small helpers shared by the filter rules (``push_filters``,
 ``extract_join_conditions``, ``filter_into_read``): emit handling, building filters and joins,
 classifying conjuncts.
-
->>> from optimizer.plan_io import load_plan
->>> from optimizer.explain import explain_plan
->>> from optimizer.driver import Optimizer, OptimizerConfig
->>> plan = load_plan('''{"extensions": [
-...   {"extensionFunction": {"functionAnchor": 1, "name": "and", "extensionUrnReference": 4294967295}},
-...   {"extensionFunction": {"functionAnchor": 2, "name": "gt", "extensionUrnReference": 4294967295}}],
-...  "relations": [{"root": {"names": ["a", "b"], "input": {"filter": {
-...   "input": {"read": {"namedTable": {"names": ["t"]},
-...     "baseSchema": {"names": ["a", "b"], "struct": {"types": [{"i64": {}}, {"i64": {}}]}}}},
-...   "condition": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
-...     {"value": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
-...       {"value": {"literal": {"boolean": true}}},
-...       {"value": {"scalarFunction": {"functionReference": 2, "outputType": {"bool": {}}, "arguments": [
-...         {"value": {"selection": {"directReference": {"structField": {"field": 0}}}}},
-...         {"value": {"literal": {"i64": "5"}}}]}}}]}}},
-...     {"value": {"scalarFunction": {"functionReference": 2, "outputType": {"bool": {}}, "arguments": [
-...       {"value": {"selection": {"directReference": {"structField": {"field": 1}}}}},
-...       {"value": {"selection": {"directReference": {"structField": {"field": 0}}}}}]}}}]}}}}}}]}''')
->>> print(explain_plan(plan))
-Root(names=[a, b])
-|-+ Filter(((true AND (a#0 > 5)) AND (b#1 > a#0))) -> [a: i64, b: i64]
-  |-+ Read(t) -> [a: i64, b: i64]
->>> optimizer = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False))
->>> print(explain_plan(optimizer.run(plan).plan))
-Root(names=[a, b])
-|-+ Filter(((a#0 > 5) AND (b#1 > a#0))) -> [a: i64, b: i64]
-  |-+ Read(t) -> [a: i64, b: i64]
 """
 
 from __future__ import annotations
@@ -63,7 +35,7 @@ import networkx as nx
 from substrait.proto import Expression, Rel
 
 from optimizer.dag import inputs, rel_body, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     bool_literal,
     call_args,
@@ -77,6 +49,47 @@ from optimizer.expr_utils import (
     referenced_fields,
     remap_fields,
 )
+
+
+def simplify_predicates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """Flatten and constant-fold a filter's condition; drop a filter that is always true.
+
+    A filter that can keep no row (a ``false`` or NULL conjunct) becomes an empty virtual table
+    with the filter's output schema. Returns None when the condition is already simple. Before (left)
+    and after (right):
+
+    >>> from optimizer.builder import Builder, before_after, filter_, lit, read, ref
+    >>> b, t = Builder(), read("t", [("a", "i64"), ("b", "i64")])
+    >>> a_gt_5, b_gt_a = b.call("gt", ref(0), lit(5)), b.call("gt", ref(1), ref(0))
+    >>> cond = b.call("and", b.call("and", lit(True, "bool"), a_gt_5), b_gt_a)
+    >>> print(before_after(b.plan(filter_(t, cond), ["a", "b"]), RULE))
+    Filter(((true AND (a#0 > 5)) AND (b#1 > a#0))) | Filter(((a#0 > 5) AND (b#1 > a#0)))
+      Read(t)                                      |   Read(t)
+    """
+    rel = g.nodes[node]["rel"]
+    condition = rel.filter.condition
+    folded = fold(condition, ctx.functions)
+    parts = conjuncts(folded, ctx.functions)
+    if any(is_false_or_null(c) for c in parts):
+        return NewRel(_empty_table(g.nodes[node]["schema"]))
+    child = inputs(g, node)[0]
+    if bool_literal(folded) is True:
+        return select_columns(g, child, emit_of(rel))
+    if key(folded) == key(condition):
+        return None
+    new = rel_copy(g, node)
+    new.filter.condition.CopyFrom(folded)
+    return NewRel(new, [child])
+
+
+RULE = Rule(
+    name="simplify_predicates",
+    phase="normalise",
+    kinds=frozenset({"filter"}),
+    apply=simplify_predicates,
+    description="flatten AND/OR, fold true/false; remove always-true filters, empty always-false ones",
+)
+
 
 # ------------------------------------------------------------------------------ shared helpers
 
@@ -101,7 +114,7 @@ def emit_of(rel: Rel) -> list[int] | None:
     return None
 
 
-def through_emit(rel: Rel, e):
+def through_emit(rel: Rel, e: Expression) -> Expression:
     """``e`` (reading the relation's output) rewritten to read the relation's direct output."""
     mapping = emit_of(rel)
     return e if mapping is None else remap_fields(e, lambda i: mapping[i])
@@ -157,7 +170,7 @@ def filter_rel(condition: Expression, emit: Sequence[int] | None = None) -> Rel:
     return rel
 
 
-def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx) -> Replacement:
+def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx: RuleContext) -> Replacement:
     """``Filter(and(conjs))`` over ``child`` (``child`` itself when there is no conjunct)."""
     if not conjs:
         return child
@@ -300,37 +313,3 @@ def _empty_table(schema) -> Rel:
     rel.read.base_schema.CopyFrom(schema.to_named_struct())
     rel.read.virtual_table.SetInParent()
     return rel
-
-
-# ---------------------------------------------------------------------------------------- rule
-
-
-def simplify_predicates(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """Flatten and constant-fold a filter's condition; drop a filter that is always true.
-
-    A filter that can keep no row (a ``false`` or NULL conjunct) becomes an empty virtual table
-    with the filter's output schema. Returns None when the condition is already simple.
-    """
-    rel = g.nodes[node]["rel"]
-    condition = rel.filter.condition
-    folded = fold(condition, ctx.functions)
-    parts = conjuncts(folded, ctx.functions)
-    if any(is_false_or_null(c) for c in parts):
-        return NewRel(_empty_table(g.nodes[node]["schema"]))
-    child = inputs(g, node)[0]
-    if bool_literal(folded) is True:
-        return select_columns(g, child, emit_of(rel))
-    if key(folded) == key(condition):
-        return None
-    new = rel_copy(g, node)
-    new.filter.condition.CopyFrom(folded)
-    return NewRel(new, [child])
-
-
-RULE = Rule(
-    name="simplify_predicates",
-    phase="normalise",
-    kinds=frozenset({"filter"}),
-    apply=simplify_predicates,
-    description="flatten AND/OR, fold true/false; remove always-true filters, empty always-false ones",
-)

@@ -18,76 +18,33 @@ relation's emit, so the output columns are exactly the fetch's.
 and count ``n`` is by definition the top-N of ``x`` in that order, skipping ``m`` rows. A top-N
 only keeps ``m + n`` rows per partition instead of sorting the whole input (Spark plans
 ``orderBy().limit()`` as ``TakeOrderedAndProject``).
-
-Before and after, on ``SELECT a, b + 1 FROM t ORDER BY b DESC LIMIT 5 OFFSET 2``:
-
->>> from optimizer.driver import Optimizer, OptimizerConfig
->>> from optimizer.plan_io import load_plan
->>> plan = load_plan(_EXAMPLE)
->>> print(_tree(plan))
-Fetch(offset=2, count=5)
-  Project(exprs=1, emit=[0, 2])
-    Sort(sorts=1)
-      Read(t)
->>> after = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False)).run(plan).plan
->>> print(_tree(after))
-Project(exprs=1, emit=[0, 2])
-  TopN(sorts=1, offset=2, count=5)
-    Read(t)
 """
 
 from __future__ import annotations
 
 import networkx as nx
-from substrait.proto import Expression, FetchMode, Plan, Rel
+from google.protobuf.message import Message
+from substrait.proto import Expression, FetchMode, Rel
 
-from optimizer.dag import inputs, rel_body, rel_inputs, uses
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.dag import inputs, rel_body, uses
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import is_deterministic
 
-_INT_LITERALS = ("i8", "i16", "i32", "i64")
 
+def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """Replace ``Fetch(Project*(Sort(x)))`` by ``Project*(TopN(x))`` (see the module docstring).
 
-def _literal_int(e: Expression, *, null_as: int | None) -> int | None:
-    """The value of an integer literal (a typed null gives ``null_as``); None for anything else."""
-    if e.WhichOneof("rex_type") != "literal":
-        return None
-    which = e.literal.WhichOneof("literal_type")
-    if which in _INT_LITERALS:
-        return getattr(e.literal, which)
-    if which == "null":
-        return null_as
-    return None
+    Before (left) and after (right), on ``SELECT a, b, b + 1 FROM t ORDER BY b DESC LIMIT 5 OFFSET 2``:
 
-
-def _i64(value: int) -> Expression:
-    e = Expression()
-    e.literal.i64 = value
-    return e
-
-
-def _has_window_function(msg) -> bool:
-    """True if a window function appears in ``msg`` outside subqueries."""
-    if msg.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
-        return False
-    if msg.DESCRIPTOR.full_name == "substrait.Expression" and msg.WhichOneof("rex_type") == "window_function":
-        return True
-    for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
-            continue
-        for item in value if f.label == f.LABEL_REPEATED else [value]:
-            if _has_window_function(item):
-                return True
-    return False
-
-
-def _compose_emit(inner: list[int], outer: list[int]) -> list[int]:
-    """The emit of a relation with emit ``inner`` whose output is then narrowed by ``outer``."""
-    return [inner[i] for i in outer]
-
-
-def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """Replace ``Fetch(Project*(Sort(x)))`` by ``Project*(TopN(x))`` (see the module docstring)."""
+    >>> from optimizer.builder import DESC_NL, Builder, before_after, fetch, lit, project, read, ref, sort
+    >>> b, t = Builder(), read("t", [("a", "i64"), ("b", "i64")])
+    >>> b_plus_1 = b.call("add", ref(1), lit(1), out="i64")
+    >>> print(before_after(b.plan(fetch(project(sort(t, (1, DESC_NL)), b_plus_1), 5, 2), ["a", "b", "b1"]), RULE))
+    Fetch(offset=2, count=5)      | Project((b#1 + 1))
+      Project((b#1 + 1))          |   TopN(b#1 DESC NULLS LAST, offset=2, count=5)
+        Sort(b#1 DESC NULLS LAST) |     Read(t)
+          Read(t)                 |
+    """
     fetch = g.nodes[node]["rel"].fetch
     if fetch.HasField("advanced_extension") or not fetch.HasField("count_expr"):
         return None
@@ -156,52 +113,42 @@ RULE = Rule(
 )
 
 
-# ------------------------------------------------------------------------------------ doctest helpers
-
-_EXAMPLE = """{"relations": [{"root": {"names": ["a", "b1"], "input": {"fetch": {
-  "offsetExpr": {"literal": {"i64": "2"}}, "countExpr": {"literal": {"i64": "5"}},
-  "input": {"project": {"common": {"emit": {"outputMapping": [0, 2]}},
-    "expressions": [{"scalarFunction": {"functionReference": 1,
-      "outputType": {"i64": {"nullability": "NULLABILITY_REQUIRED"}},
-      "arguments": [{"value": {"selection": {"directReference": {"structField": {"field": 1}},
-                                             "rootReference": {}}}},
-                    {"value": {"literal": {"i64": "1"}}}]}}],
-    "input": {"sort": {
-      "sorts": [{"expr": {"selection": {"directReference": {"structField": {"field": 1}}, "rootReference": {}}},
-                 "direction": "SORT_DIRECTION_DESC_NULLS_LAST"}],
-      "input": {"read": {"namedTable": {"names": ["t"]}, "baseSchema": {"names": ["a", "b"],
-        "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}},
-                             {"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}}}}}}}}}}],
-  "extensions": [{"extensionFunction": {"functionAnchor": 1, "name": "add", "extensionUrnReference": 4294967295}}]}"""
+_INT_LITERALS = ("i8", "i16", "i32", "i64")
 
 
-def _tree(plan: Plan) -> str:
-    """A compact outline of a plan's first relation (kinds and the fields this rule touches)."""
-    lines: list[str] = []
+def _literal_int(e: Expression, *, null_as: int | None) -> int | None:
+    """The value of an integer literal (a typed null gives ``null_as``); None for anything else."""
+    if e.WhichOneof("rex_type") != "literal":
+        return None
+    which = e.literal.WhichOneof("literal_type")
+    if which in _INT_LITERALS:
+        return getattr(e.literal, which)
+    if which == "null":
+        return null_as
+    return None
 
-    def walk(rel: Rel, depth: int) -> None:
-        kind = rel.WhichOneof("rel_type")
-        body = getattr(rel, kind)
-        props: list[str] = []
-        if kind == "read":
-            props.append(".".join(body.named_table.names))
-        elif kind == "project":
-            props.append(f"exprs={len(body.expressions)}")
-        elif kind in ("sort", "top_n"):
-            props.append(f"sorts={len(body.sorts)}")
-        if kind == "fetch":
-            if body.HasField("offset_expr"):
-                props.append(f"offset={_literal_int(body.offset_expr, null_as=0)}")
-            props.append(f"count={_literal_int(body.count_expr, null_as=None)}")
-        if kind == "top_n":
-            props.append(f"offset={_literal_int(body.offset, null_as=0)}")
-            props.append(f"count={_literal_int(body.count, null_as=None)}")
-        if hasattr(body, "common") and body.common.HasField("emit"):
-            props.append(f"emit={list(body.common.emit.output_mapping)}")
-        title = {"top_n": "TopN"}.get(kind, kind.title())
-        lines.append("  " * depth + f"{title}({', '.join(props)})")
-        for child in rel_inputs(rel):
-            walk(child, depth + 1)
 
-    walk(plan.relations[0].root.input, 0)
-    return "\n".join(lines)
+def _i64(value: int) -> Expression:
+    e = Expression()
+    e.literal.i64 = value
+    return e
+
+
+def _has_window_function(msg: Message) -> bool:
+    """True if a window function appears in ``msg`` outside subqueries."""
+    if msg.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
+        return False
+    if msg.DESCRIPTOR.full_name == "substrait.Expression" and msg.WhichOneof("rex_type") == "window_function":
+        return True
+    for f, value in msg.ListFields():
+        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
+            continue
+        for item in value if f.label == f.LABEL_REPEATED else [value]:
+            if _has_window_function(item):
+                return True
+    return False
+
+
+def _compose_emit(inner: list[int], outer: list[int]) -> list[int]:
+    """The emit of a relation with emit ``inner`` whose output is then narrowed by ``outer``."""
+    return [inner[i] for i in outer]

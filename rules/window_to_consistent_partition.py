@@ -31,98 +31,38 @@ relation, its partitioning, its order and its frame, all of which are carried ov
 a window relation passes every input row and column through. Evaluating the functions in
 separate relations, in any order, gives each row the same values, and the top projection computes
 the remaining expressions from the same input columns and window values.
-
-Before and after, on ``SELECT a, rank() OVER (PARTITION BY b ORDER BY a),
-1 + sum(a) OVER (PARTITION BY b) FROM t``:
-
->>> from optimizer.driver import Optimizer, OptimizerConfig
->>> from optimizer.plan_io import load_plan
->>> plan = load_plan(_EXAMPLE)
->>> print(_tree(plan))
-Project(exprs=[rank() OVER (PARTITION BY [$1] ORDER BY [$0]), add(1, sum($0) OVER (PARTITION BY [$1]))], emit=[0, 2, 3])
-  Read(t)
->>> after = Optimizer(rules=[RULE], config=OptimizerConfig(annotate_estimates=False)).run(plan).plan
->>> print(_tree(after))
-Project(exprs=[add(1, $3)], emit=[0, 2, 4])
-  Window(partition=[$1], order=[], functions=[sum($0)])
-    Window(partition=[$1], order=[$0], functions=[rank()])
-      Read(t)
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import networkx as nx
-from substrait.proto import ConsistentPartitionWindowRel, Expression, Plan, Rel
+from google.protobuf.message import Message
+from substrait.proto import ConsistentPartitionWindowRel, Expression, Rel
 
-from optimizer.dag import inputs, rel_inputs
-from optimizer.engine import NewRel, Replacement, Rule
+from optimizer.dag import inputs
+from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import field as field_ref
 from optimizer.expr_utils import field_index
 
-_EXPRESSION = "substrait.Expression"
-_SUBQUERY = "substrait.Expression.Subquery"
-#: The fields a WindowFunction shares with a ConsistentPartitionWindowRel.WindowRelFunction.
-_FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelFunction.DESCRIPTOR.fields)
 
+def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
+    """Rewrite a projection's window functions as ConsistentPartitionWindowRels (see the module docstring).
 
-def _key(msg) -> bytes:
-    return msg.SerializeToString(deterministic=True)
+    Before (left) and after (right), on ``SELECT a, rank() OVER (PARTITION BY b ORDER BY a),
+    1 + sum(a) OVER (PARTITION BY b) FROM t``: one window relation per partitioning and order:
 
-
-def _is_window(msg) -> bool:
-    return msg.DESCRIPTOR.full_name == _EXPRESSION and msg.WhichOneof("rex_type") == "window_function"
-
-
-def _children(msg):
-    """The sub-messages of ``msg`` an expression walk descends into (not subqueries, not maps)."""
-    for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
-            continue
-        if f.message_type.full_name == _SUBQUERY:
-            continue
-        yield from (value if f.label == f.LABEL_REPEATED else [value])
-
-
-class _Nested(Exception):
-    """A window function inside a window function."""
-
-
-def _collect(msg, out: dict[bytes, Expression.WindowFunction]) -> None:
-    """Add every window function of ``msg`` (outside subqueries) to ``out``, by content."""
-    if _is_window(msg):
-        if any(_contains_window(c) for c in _children(msg.window_function)):
-            raise _Nested
-        out.setdefault(_key(msg.window_function), msg.window_function)
-        return
-    for child in _children(msg):
-        _collect(child, out)
-
-
-def _contains_window(msg) -> bool:
-    return _is_window(msg) or any(_contains_window(c) for c in _children(msg))
-
-
-def _replace(msg, column: dict[bytes, int]) -> None:
-    """Replace (in place) every window function under ``msg`` by a reference to its column."""
-    for child in _children(msg):
-        if _is_window(child):
-            child.CopyFrom(field_ref(column[_key(child.window_function)]))
-        else:
-            _replace(child, column)
-
-
-@dataclass
-class _Group:
-    partitions: list[Expression]
-    sorts: list
-    functions: list[bytes] = field(default_factory=list)
-
-
-def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
-    """Rewrite a projection's window functions as ConsistentPartitionWindowRels (see the module docstring)."""
+    >>> from optimizer.builder import Builder, before_after, emit, lit, project, read, ref
+    >>> b, t = Builder(), read("t", [("a", "i64"), ("b", "i64")])
+    >>> rank, total = b.window("rank", partition=[1], order=[0]), b.window("sum", ref(0), partition=[1])
+    >>> p = project(t, rank, b.call("add", lit(1), total, out="i64"), common=emit(0, 2, 3))
+    >>> print(before_after(b.plan(p, ["a", "r", "s"]), RULE))
+    Project(rank() OVER (...), (1 + sum(a#0) OVER (...)), emit=[0, 2, 3]) | Project((1 + window_0#3), emit=[0, 2, 4])
+      Read(t)                                                             |   ConsistentPartitionWindow(partition=[b#1], functions=[sum(a#0)])
+                                                                          |     ConsistentPartitionWindow(partition=[b#1], order=[a#0 ASC NULLS LAST], functions=[rank()])
+                                                                          |       Read(t)
+    """
     project = g.nodes[node]["rel"].project
     if project.HasField("advanced_extension"):
         return None
@@ -216,6 +156,7 @@ def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx) -> Replacement
         window.common.emit.output_mapping.extend(mapping)
     return new
 
+
 RULE = Rule(
     name="window_to_consistent_partition",
     phase="physical",
@@ -225,83 +166,60 @@ RULE = Rule(
 )
 
 
-# ------------------------------------------------------------------------------------ doctest helpers
-
-def _ref(i: int) -> dict:
-    return {"selection": {"directReference": {"structField": {"field": i}}, "rootReference": {}}}
-
-
-def _window(anchor: int, partitions: list[dict], sorts: list[dict], args: list[dict], bounds: str,
-            lower: str, upper: str, nullable: str) -> dict:
-    return {"windowFunction": {
-        "functionReference": anchor, "partitions": partitions, "arguments": [{"value": a} for a in args],
-        "sorts": [{"expr": s, "direction": "SORT_DIRECTION_ASC_NULLS_LAST"} for s in sorts],
-        "outputType": {"i64": {"nullability": nullable}}, "phase": "AGGREGATION_PHASE_INITIAL_TO_RESULT",
-        "boundsType": bounds, "lowerBound": {lower: {}}, "upperBound": {upper: {}}}}
+_EXPRESSION = "substrait.Expression"
+_SUBQUERY = "substrait.Expression.Subquery"
+#: The fields a WindowFunction shares with a ConsistentPartitionWindowRel.WindowRelFunction.
+_FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelFunction.DESCRIPTOR.fields)
 
 
-_EXAMPLE = json.dumps({"relations": [{"root": {"names": ["a", "r", "s"], "input": {"project": {
-    "common": {"emit": {"outputMapping": [0, 2, 3]}},
-    "expressions": [
-        _window(1, [_ref(1)], [_ref(0)], [], "BOUNDS_TYPE_RANGE", "unbounded", "currentRow", "NULLABILITY_REQUIRED"),
-        {"scalarFunction": {"functionReference": 3, "outputType": {"i64": {"nullability": "NULLABILITY_NULLABLE"}},
-                            "arguments": [{"value": {"literal": {"i64": "1"}}},
-                                          {"value": _window(2, [_ref(1)], [], [_ref(0)], "BOUNDS_TYPE_ROWS",
-                                                            "unbounded", "unbounded", "NULLABILITY_NULLABLE")}]}}],
-    "input": {"read": {"namedTable": {"names": ["t"]}, "baseSchema": {"names": ["a", "b"], "struct": {
-        "types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}, {"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}}}}}}}}],
-    "extensions": [{"extensionFunction": {"functionAnchor": a, "name": n, "extensionUrnReference": 4294967295}}
-                   for a, n in ((1, "rank"), (2, "sum"), (3, "add"))]})
+def _key(msg: Message) -> bytes:
+    return msg.SerializeToString(deterministic=True)
 
 
-def _tree(plan: Plan) -> str:
-    """A compact outline of a plan's first relation: kinds, expressions (``$i`` = input column i), emits."""
-    from optimizer.functions import function_table
+def _is_window(msg: Message) -> bool:
+    return msg.DESCRIPTOR.full_name == _EXPRESSION and msg.WhichOneof("rex_type") == "window_function"
 
-    functions = function_table(plan)
 
-    def args(fn) -> str:
-        return ", ".join(expr(a.value) for a in fn.arguments if a.WhichOneof("arg_type") == "value")
+def _children(msg: Message):
+    """The sub-messages of ``msg`` an expression walk descends into (not subqueries, not maps)."""
+    for f, value in msg.ListFields():
+        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
+            continue
+        if f.message_type.full_name == _SUBQUERY:
+            continue
+        yield from (value if f.label == f.LABEL_REPEATED else [value])
 
-    def expr(e: Expression) -> str:
-        i = field_index(e)
-        if i is not None:
-            return f"${i}"
-        kind = e.WhichOneof("rex_type")
-        if kind == "literal":
-            return str(getattr(e.literal, e.literal.WhichOneof("literal_type")))
-        if kind == "scalar_function":
-            return f"{functions.get(e.scalar_function.function_reference).name}({args(e.scalar_function)})"
-        if kind == "window_function":
-            wf = e.window_function
-            spec = []
-            if wf.partitions:
-                spec.append("PARTITION BY [" + ", ".join(expr(p) for p in wf.partitions) + "]")
-            if wf.sorts:
-                spec.append("ORDER BY [" + ", ".join(expr(s.expr) for s in wf.sorts) + "]")
-            return f"{functions.get(wf.function_reference).name}({args(wf)}) OVER ({' '.join(spec)})"
-        return kind
 
-    lines: list[str] = []
+class _Nested(Exception):
+    """A window function inside a window function."""
 
-    def walk(rel: Rel, depth: int) -> None:
-        kind = rel.WhichOneof("rel_type")
-        body = getattr(rel, kind)
-        props: list[str] = []
-        if kind == "read":
-            props.append(".".join(body.named_table.names))
-        elif kind == "project":
-            props.append("exprs=[" + ", ".join(expr(e) for e in body.expressions) + "]")
-        elif kind == "window":
-            props.append("partition=[" + ", ".join(expr(p) for p in body.partition_expressions) + "]")
-            props.append("order=[" + ", ".join(expr(s.expr) for s in body.sorts) + "]")
-            props.append("functions=[" + ", ".join(
-                f"{functions.get(w.function_reference).name}({args(w)})" for w in body.window_functions) + "]")
-        if body.common.HasField("emit"):
-            props.append(f"emit={list(body.common.emit.output_mapping)}")
-        lines.append("  " * depth + f"{kind.title()}({', '.join(props)})")
-        for child in rel_inputs(rel):
-            walk(child, depth + 1)
 
-    walk(plan.relations[0].root.input, 0)
-    return "\n".join(lines)
+def _collect(msg: Message, out: dict[bytes, Expression.WindowFunction]) -> None:
+    """Add every window function of ``msg`` (outside subqueries) to ``out``, by content."""
+    if _is_window(msg):
+        if any(_contains_window(c) for c in _children(msg.window_function)):
+            raise _Nested
+        out.setdefault(_key(msg.window_function), msg.window_function)
+        return
+    for child in _children(msg):
+        _collect(child, out)
+
+
+def _contains_window(msg: Message) -> bool:
+    return _is_window(msg) or any(_contains_window(c) for c in _children(msg))
+
+
+def _replace(msg: Message, column: dict[bytes, int]) -> None:
+    """Replace (in place) every window function under ``msg`` by a reference to its column."""
+    for child in _children(msg):
+        if _is_window(child):
+            child.CopyFrom(field_ref(column[_key(child.window_function)]))
+        else:
+            _replace(child, column)
+
+
+@dataclass
+class _Group:
+    partitions: list[Expression]
+    sorts: list
+    functions: list[bytes] = field(default_factory=list)

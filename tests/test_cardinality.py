@@ -1,15 +1,15 @@
-"""Cardinality estimates where the right answer is known exactly, properties, and q-errors on TPC-H."""
+"""Cardinality estimates where the right answer is known exactly, and q-errors on TPC-H."""
 
 from __future__ import annotations
 
 import datetime
-import decimal
 import json
 import math
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cardinality_plans import CUST, ORDERS, T_COLS, B
 from substrait.proto import Plan
 
 from cost.cardinality import (
@@ -22,98 +22,15 @@ from cost.cardinality import (
     like_fragment_selectivity,
     q_error,
 )
-from cost.properties import CLUSTERED, distribution, ordering, satisfies
 from cost.statistics import ColumnStatistics, FileStatistics, Histogram, MemoryStatistics, TableStatistics
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.plan_io import load_plan
-
-ASC = 1  # SORT_DIRECTION_ASC_NULLS_FIRST
-DESC = 4  # SORT_DIRECTION_DESC_NULLS_LAST
-
-
-# --------------------------------------------------------------------------------------------------
-# A small plan builder (JSON dicts)
-# --------------------------------------------------------------------------------------------------
-
-
-class B:
-    """Builds plans as JSON dicts; functions are declared by simple name (as DataFusion does)."""
-
-    def __init__(self) -> None:
-        self.functions: dict[str, int] = {}
-
-    def fn(self, name: str) -> int:
-        return self.functions.setdefault(name, len(self.functions) + 1)
-
-    @staticmethod
-    def ref(i: int) -> dict:
-        return {"selection": {"directReference": {"structField": {"field": i}}, "rootReference": {}}}
-
-    @staticmethod
-    def i64(v: int) -> dict:
-        return {"literal": {"i64": str(v)}}
-
-    @staticmethod
-    def string(v: str) -> dict:
-        return {"literal": {"string": v}}
-
-    @staticmethod
-    def date(d: datetime.date) -> dict:
-        return {"literal": {"date": (d - datetime.date(1970, 1, 1)).days}}
-
-    @staticmethod
-    def dec(v: str, precision: int = 15, scale: int = 2) -> dict:
-        raw = int(decimal.Decimal(v).scaleb(scale))
-        import base64
-
-        return {"literal": {"decimal": {"value": base64.b64encode(raw.to_bytes(16, "little", signed=True)).decode(),
-                                        "precision": precision, "scale": scale}}}
-
-    def call(self, name: str, *args: dict) -> dict:
-        return {"scalarFunction": {"functionReference": self.fn(name),
-                                   "outputType": {"bool": {"nullability": "NULLABILITY_NULLABLE"}},
-                                   "arguments": [{"value": a} for a in args]}}
-
-    @staticmethod
-    def read(table: str, cols: list[tuple[str, str]], **extra) -> dict:
-        types = [{t: {"nullability": "NULLABILITY_REQUIRED"}} if t != "decimal" else
-                 {"decimal": {"precision": 15, "scale": 2, "nullability": "NULLABILITY_REQUIRED"}} for _, t in cols]
-        return {"read": {"namedTable": {"names": [table]},
-                         "baseSchema": {"names": [c for c, _ in cols], "struct": {"types": types}}, **extra}}
-
-    @staticmethod
-    def filter(inp: dict, cond: dict) -> dict:
-        return {"filter": {"input": inp, "condition": cond}}
-
-    def join(self, left: dict, right: dict, expr: dict | None, type_: str = "INNER") -> dict:
-        body = {"left": left, "right": right, "type": f"JOIN_TYPE_{type_}"}
-        if expr is not None:
-            body["expression"] = expr
-        return {"join": body}
-
-    def aggregate(self, inp: dict, keys: list[int], measures: list[tuple[str, list[int]]] = ()) -> dict:
-        return {"aggregate": {"input": inp, "groupingExpressions": [self.ref(k) for k in keys],
-                              "groupings": [{"expressionReferences": list(range(len(keys)))}],
-                              "measures": [{"measure": {"functionReference": self.fn(n),
-                                                        "outputType": {"i64": {"nullability": "NULLABILITY_NULLABLE"}},
-                                                        "arguments": [{"value": self.ref(a)} for a in args]}}
-                                           for n, args in measures]}}
-
-    def plan(self, root: dict, names: list[str] | None = None) -> Plan:
-        doc = {"relations": [{"root": {"input": root, "names": names or []}}],
-               "extensions": [{"extensionFunction": {"functionAnchor": a, "name": n,
-                                                     "extensionUrnReference": 4294967295}}
-                              for n, a in self.functions.items()]}
-        return load_plan(json.dumps(doc))
 
 
 def estimate(plan: Plan, stats=None, node: int | None = None):
     g = to_dag(plan)
     est = CardinalityEstimator(g, stats)
     return est.estimate(g.graph["roots"][0]["node"] if node is None else node), g, est
-
-
-T_COLS = [("x", "i64"), ("y", "i64"), ("s", "string"), ("d", "date"), ("p", "decimal")]
 
 
 def t_stats(**columns: ColumnStatistics) -> MemoryStatistics:
@@ -237,9 +154,6 @@ def test_repeated_filter_is_not_counted_twice():
 # --------------------------------------------------------------------------------------------------
 # Joins, aggregates, others
 # --------------------------------------------------------------------------------------------------
-
-ORDERS = [("o_id", "i64"), ("o_cust", "i64")]
-CUST = [("c_id", "i64"), ("c_seg", "string")]
 
 
 def join_stats() -> MemoryStatistics:
@@ -421,79 +335,6 @@ def test_measure_distributions_for_having():
     assert est.rows == pytest.approx(100, rel=0.05)
     plan = b.plan(b.filter(agg, b.call("gt", b.ref(1), b.i64(500))))
     assert estimate(plan, t_stats(y=ColumnStatistics(ndv=100, min=1, max=100)))[0].rows <= 1.0
-
-
-# --------------------------------------------------------------------------------------------------
-# Physical properties
-# --------------------------------------------------------------------------------------------------
-
-
-def _sort(b, inp, *fields):
-    return {"sort": {"input": inp, "sorts": [{"expr": b.ref(f), "direction": d} for f, d in fields]}}
-
-
-def test_ordering_through_relations():
-    b = B()
-    read = b.read("t", T_COLS)
-    sorted_ = _sort(b, read, (0, "SORT_DIRECTION_ASC_NULLS_FIRST"), (1, "SORT_DIRECTION_DESC_NULLS_LAST"))
-    project = {"project": {"input": sorted_, "expressions": [b.ref(1)], "common": {"emit": {"outputMapping": [5, 0]}}}}
-    g = to_dag(b.plan(project))
-    annotate_schemas(g)
-    root = g.graph["roots"][0]["node"]
-    # y (internal 1) is emitted as column 0 (through its copy, expression 0); x as column 1
-    assert ordering(g, root) == [(1, ASC), (0, DESC)]
-    project["project"]["common"]["emit"]["outputMapping"] = [0, 5]
-    g = to_dag(b.plan(project))
-    annotate_schemas(g)
-    assert ordering(g, g.graph["roots"][0]["node"]) == [(0, ASC), (1, DESC)]
-    filt = b.filter(sorted_, b.call("equal", b.ref(0), b.i64(1)))
-    g = to_dag(b.plan({"fetch": {"input": filt, "countExpr": b.i64(3)}}))
-    annotate_schemas(g)
-    assert ordering(g, g.graph["roots"][0]["node"]) == [(0, ASC), (1, DESC)]
-    g = to_dag(b.plan({"exchange": {"input": sorted_, "roundRobin": {}}}))
-    annotate_schemas(g)
-    assert ordering(g, g.graph["roots"][0]["node"]) == []
-
-
-def test_ordering_of_joins_and_windows():
-    b = B()
-    left = _sort(b, b.read("orders", ORDERS), (1, "SORT_DIRECTION_ASC_NULLS_FIRST"))
-    right = _sort(b, b.read("cust", CUST), (0, "SORT_DIRECTION_ASC_NULLS_FIRST"))
-    keys = [{"left": {"directReference": {"structField": {"field": 1}}},
-             "right": {"directReference": {"structField": {"field": 0}}},
-             "comparison": {"simple": "SIMPLE_COMPARISON_TYPE_EQ"}}]
-    for kind, expected in (("mergeJoin", [(1, ASC)]), ("hashJoin", [])):
-        g = to_dag(b.plan({kind: {"left": left, "right": right, "type": "JOIN_TYPE_INNER", "keys": keys}}))
-        annotate_schemas(g)
-        root = g.graph["roots"][0]["node"]
-        assert ordering(g, root) == expected, kind
-        assert ordering(g, root, strict=True) == []
-        assert distribution(g, root).kind == "hash"
-    win = {"window": {"input": b.read("t", T_COLS), "partitionExpressions": [b.ref(0)],
-                      "sorts": [{"expr": b.ref(1), "direction": "SORT_DIRECTION_ASC_NULLS_FIRST"}],
-                      "windowFunctions": [{"functionReference": b.fn("rank"), "outputType": {"i64": {}}}]}}
-    g = to_dag(b.plan(win))
-    root = g.graph["roots"][0]["node"]
-    assert ordering(g, root) == [(0, CLUSTERED), (1, ASC)]
-    assert satisfies(ordering(g, root), [(0, CLUSTERED), (1, ASC)])
-
-
-def test_distribution_from_exchanges():
-    b = B()
-    read = b.read("t", T_COLS)
-    scatter = {"exchange": {"input": read, "scatterByFields": {"fields": [
-        {"directReference": {"structField": {"field": 1}}}]}}}
-    g = to_dag(b.plan(b.filter(scatter, b.call("equal", b.ref(0), b.i64(1)))))
-    annotate_schemas(g)
-    d = distribution(g, g.graph["roots"][0]["node"])
-    assert d.kind == "hash" and d.columns == (1,)
-    g = to_dag(b.plan({"exchange": {"input": read, "broadcast": {}}}))
-    assert distribution(g, g.graph["roots"][0]["node"]).kind == "broadcast"
-    g = to_dag(b.plan({"exchange": {"input": read, "roundRobin": {}, "partitionCount": 1}}))
-    assert distribution(g, g.graph["roots"][0]["node"]).kind == "single"
-    g = to_dag(b.plan(b.aggregate(scatter, [1, 0])))
-    annotate_schemas(g)
-    assert distribution(g, g.graph["roots"][0]["node"]).columns == (0,)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from substrait.proto import (
-    AggregateFunction,
     AggregateRel,
     ComparisonJoinKey,
     ConsistentPartitionWindowRel,
@@ -29,136 +28,42 @@ from substrait.proto import (
     NestedLoopJoinRel,
     Plan,
     PlanRel,
-    ProjectRel,
     ReadRel,
     ReferenceRel,
     Rel,
-    RelCommon,
     RelRoot,
     SetRel,
     SortField,
-    SortRel,
     TopNRel,
     Type,
     WriteRel,
 )
 
+from optimizer.builder import (
+    ASC_NF,
+    ASC_NL,
+    DESC_NF,
+    DESC_NL,
+    Builder,
+    N,
+    emit,
+    fref,
+    ints,
+    join,
+    lit,
+    project,
+    read,
+    ref,
+    schema,
+    sort,
+    ty,
+    values,
+)
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
-from optimizer.expr_utils import field
 
 pytestmark = pytest.mark.spark
 
-NO_EXTENSION = 4294967295
-N = Type.NULLABILITY_NULLABLE
-ASC_NF, ASC_NL = SortField.SORT_DIRECTION_ASC_NULLS_FIRST, SortField.SORT_DIRECTION_ASC_NULLS_LAST
-DESC_NF, DESC_NL = SortField.SORT_DIRECTION_DESC_NULLS_FIRST, SortField.SORT_DIRECTION_DESC_NULLS_LAST
-
-
-# ------------------------------------------------------------------------------------ plan builder
-
-
-def ty(kind: str) -> Type:
-    cls = {"i32": Type.I32, "i64": Type.I64, "string": Type.String, "bool": Type.Boolean, "fp64": Type.FP64}[kind]
-    return Type(**{kind: cls(nullability=N)})
-
-
-def lit(value, kind: str = "i64") -> Expression:
-    e = Expression()
-    if value is None:
-        e.literal.null.CopyFrom(ty(kind))
-    elif kind == "string":
-        e.literal.string = value
-    elif kind == "bool":
-        e.literal.boolean = value
-    else:
-        setattr(e.literal, kind, value)
-    return e
-
-
-def ref(i: int) -> Expression:
-    return field(i)
-
-
-def fref(i: int) -> Expression.FieldReference:
-    return field(i).selection
-
-
-class Builder:
-    """Collects the functions a hand-built plan calls (declared DataFusion-style: bare names)."""
-
-    def __init__(self) -> None:
-        self.anchors: dict[str, int] = {}
-
-    def anchor(self, name: str) -> int:
-        return self.anchors.setdefault(name, len(self.anchors) + 1)
-
-    def call(self, name: str, *args: Expression, out: str = "bool") -> Expression:
-        e = Expression()
-        sf = e.scalar_function
-        sf.function_reference = self.anchor(name)
-        sf.output_type.CopyFrom(ty(out))
-        for a in args:
-            sf.arguments.add().value.CopyFrom(a)
-        return e
-
-    def agg(self, name: str, *args: Expression, out: str = "i64", distinct: bool = False) -> AggregateFunction:
-        fn = AggregateFunction(function_reference=self.anchor(name), output_type=ty(out))
-        fn.invocation = (
-            AggregateFunction.AGGREGATION_INVOCATION_DISTINCT if distinct else AggregateFunction.AGGREGATION_INVOCATION_ALL
-        )
-        for a in args:
-            fn.arguments.add().value.CopyFrom(a)
-        return fn
-
-    def plan(self, rel: Rel, names: list[str], shared: list[Rel] = ()) -> Plan:
-        p = Plan()
-        for name, anchor in self.anchors.items():
-            decl = p.extensions.add().extension_function
-            decl.function_anchor = anchor
-            decl.name = name
-            decl.extension_urn_reference = NO_EXTENSION
-        for s in shared:
-            p.relations.add(rel=s)
-        p.relations.add(root=RelRoot(input=rel, names=names))
-        return p
-
-
-def emit(*mapping: int) -> RelCommon:
-    return RelCommon(emit=RelCommon.Emit(output_mapping=list(mapping)))
-
-
-def schema(cols: list[tuple[str, str]]) -> NamedStruct:
-    return NamedStruct(names=[c for c, _ in cols], struct=Type.Struct(types=[ty(k) for _, k in cols]))
-
-
-def read(name: str, cols: list[tuple[str, str]], **kw) -> Rel:
-    return Rel(read=ReadRel(base_schema=schema(cols), named_table=ReadRel.NamedTable(names=[name]), **kw))
-
-
-def values(cols: list[tuple[str, str]], rows: list[tuple]) -> Rel:
-    vt = ReadRel.VirtualTable()
-    for row in rows:
-        vt.expressions.add(fields=[lit(v, k) for v, (_, k) in zip(row, cols, strict=True)])
-    return Rel(read=ReadRel(base_schema=schema(cols), virtual_table=vt))
-
-
-def ints(*xs) -> Rel:
-    return values([("x", "i64")], [(x,) for x in xs])
-
-
-def project(inp: Rel, *exprs: Expression, common: RelCommon | None = None) -> Rel:
-    return Rel(project=ProjectRel(input=inp, expressions=list(exprs), common=common))
-
-
-def sort(inp: Rel, *keys: tuple[int, int]) -> Rel:
-    return Rel(sort=SortRel(input=inp, sorts=[SortField(expr=ref(i), direction=d) for i, d in keys]))
-
-
-def join(left: Rel, right: Rel, jt: int, cond: Expression | None = None, **kw) -> Rel:
-    j = JoinRel(left=left, right=right, type=jt, **kw)
-    if cond is not None:
-        j.expression.CopyFrom(cond)
-    return Rel(join=j)
+# ------------------------------------------------------------------------------------ helpers
 
 
 def rows(table: pa.Table) -> list[tuple]:
