@@ -63,7 +63,7 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
     are aggregated. ``part`` is then read by both joins (written out: a plan relation both read by
     ``ReferenceRel``).
 
-    >>> from optimizer.builder import INNER, Builder, aggregate, before_after, join, read, ref
+    >>> from optimizer.load.builder import INNER, Builder, aggregate, before_after, join, read, ref
     >>> b, part = Builder(), read("part", [("p", "i64")], rows=100)
     >>> avg = aggregate(read("lineitem", [("l_partkey", "i64"), ("l_quantity", "fp64")], rows=6e6), [0], b.agg("avg", ref(1), out="fp64"))
     >>> print(before_after(b.plan(join(part, avg, INNER, b.call("equal", ref(0), ref(1))), ["p", "k", "q"]), RULE))

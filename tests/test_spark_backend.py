@@ -39,7 +39,8 @@ from substrait.proto import (
     WriteRel,
 )
 
-from optimizer.builder import (
+from optimizer.errors import ExecutionError, PlanError, UnsupportedError
+from optimizer.load.builder import (
     ASC_NF,
     ASC_NL,
     DESC_NF,
@@ -59,7 +60,6 @@ from optimizer.builder import (
     ty,
     values,
 )
-from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 
 pytestmark = pytest.mark.spark
 
