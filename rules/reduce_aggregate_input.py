@@ -64,9 +64,8 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
     ``ReferenceRel``).
 
     >>> from optimizer.load.builder import INNER, Builder, aggregate, before_after, join, read, ref
-    >>> b, part = Builder(), read("part", [("p", "i64")], rows=100)
-    >>> avg = aggregate(read("lineitem", [("l_partkey", "i64"), ("l_quantity", "fp64")], rows=6e6), [0], b.agg("avg", ref(1), out="fp64"))
-    >>> print(before_after(b.plan(join(part, avg, INNER, b.call("equal", ref(0), ref(1))), ["p", "k", "q"]), RULE))
+    >>> b, part, li = Builder(), read("part", [("p", "i64")], rows=100), read("lineitem", [("l_partkey", "i64"), ("l_quantity", "fp64")], rows=6e6)
+    >>> print(before_after(b.plan(join(part, aggregate(li, [0], b.agg("avg", ref(1), out="fp64")), INNER, b.call("equal", ref(0), ref(1))), ["p", "k", "q"]), RULE))
     Join(inner, (p#0 = l_partkey#1))                                  | Join(inner, (p#0 = l_partkey#1))
       Read(part)                                                      |   Read(part)
       Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)]) |   Aggregate(groups=[(l_partkey#0)], measures=[avg(l_quantity#1)])
