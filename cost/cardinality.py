@@ -56,7 +56,7 @@ from cost.statistics import (
 )
 from optimizer.dag import inputs
 from optimizer.errors import OptimizerError, PlanError
-from optimizer.expr_utils import call_args, conjuncts, disjuncts, field_index, remap_fields
+from optimizer.expr_utils import call_args, conjuncts, disjuncts, field_index, has_outer_refs, remap_fields
 from optimizer.functions import FunctionTable, function_table
 
 log = logging.getLogger(__name__)
@@ -1200,7 +1200,7 @@ class CardinalityEstimator:
             return cache[key]
         value = None
         try:
-            if not _has_outer_refs(rel):
+            if not has_outer_refs(rel):
                 from substrait.proto import Plan
 
                 from optimizer.dag import to_dag
@@ -1730,18 +1730,6 @@ def _nulls(col: ColumnEstimate | None, matched: float, rows: float) -> ColumnEst
     non_null = matched * (1.0 - nf_in)
     nf = 1.0 - non_null / rows if rows > 0 else 0.0
     return replace(col, null_fraction=min(max(nf, 0.0), 1.0), key_of=frozenset())
-
-
-def _has_outer_refs(msg) -> bool:
-    """Does a relation tree read an enclosing query's columns (a correlated subquery)?"""
-    if msg.DESCRIPTOR.full_name == "substrait.Expression.FieldReference" and msg.WhichOneof("root_type") == "outer_reference":
-        return True
-    for f, value in msg.ListFields():
-        if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-            for item in value if f.label == f.LABEL_REPEATED else [value]:
-                if _has_outer_refs(item):
-                    return True
-    return False
 
 
 def _value_set(values: list[Any]) -> ColumnEstimate:

@@ -62,11 +62,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import networkx as nx
-from substrait.proto import Expression, SortField
+from substrait.proto import SortField
 
 from optimizer.dag import inputs
 from optimizer.errors import OptimizerError
-from optimizer.expr_utils import field_index
+from optimizer.expr_utils import field_index, has_window_function
 
 ASC_NULLS_FIRST = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
 ASC_NULLS_LAST = SortField.SORT_DIRECTION_ASC_NULLS_LAST
@@ -225,25 +225,6 @@ def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
     return []
 
 
-def _has_window(e: Expression) -> bool:
-    found = False
-
-    def walk(msg) -> None:
-        nonlocal found
-        if found:
-            return
-        if msg.DESCRIPTOR.full_name == "substrait.Expression.WindowFunction":
-            found = True
-            return
-        for f, value in msg.ListFields():
-            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-                for item in value if f.label == f.LABEL_REPEATED else [value]:
-                    walk(item)
-
-    walk(e)
-    return found
-
-
 # --------------------------------------------------------------------------------------------------
 # Ordering
 # --------------------------------------------------------------------------------------------------
@@ -271,7 +252,8 @@ def _ordering(g: nx.DiGraph, node: int, memo: dict[int, Ordering], strict: bool)
         internal = _sort_prefix(body.sorts)
         width = output_width(g, children[0])
     elif kind == "project":
-        if any(_has_window(e) for e in body.expressions):
+        # Conservative: a window function inside a subquery also drops the ordering.
+        if any(has_window_function(e, enter_subqueries=True) for e in body.expressions):
             return []
         n_in = output_width(g, children[0])
         if n_in is None:

@@ -43,7 +43,7 @@ from substrait.proto import Expression, FetchMode, Plan, Rel
 
 from optimizer.dag import inputs, rel_body, rel_inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule
-from optimizer.expr_utils import is_deterministic
+from optimizer.expr_utils import has_window_function, is_deterministic
 
 _INT_LITERALS = ("i8", "i16", "i32", "i64")
 
@@ -64,21 +64,6 @@ def _i64(value: int) -> Expression:
     e = Expression()
     e.literal.i64 = value
     return e
-
-
-def _has_window_function(msg) -> bool:
-    """True if a window function appears in ``msg`` outside subqueries."""
-    if msg.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
-        return False
-    if msg.DESCRIPTOR.full_name == "substrait.Expression" and msg.WhichOneof("rex_type") == "window_function":
-        return True
-    for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
-            continue
-        for item in value if f.label == f.LABEL_REPEATED else [value]:
-            if _has_window_function(item):
-                return True
-    return False
 
 
 def _compose_emit(inner: list[int], outer: list[int]) -> list[int]:
@@ -103,7 +88,7 @@ def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
         if uses(g, child) != 1 or project.HasField("advanced_extension"):
             return None
         functions = ctx.functions if ctx is not None else None
-        if any(_has_window_function(e) for e in project.expressions):
+        if any(has_window_function(e, enter_subqueries=False) for e in project.expressions):
             return None
         if functions is not None and not all(is_deterministic(e, functions) for e in project.expressions):
             return None

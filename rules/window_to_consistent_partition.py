@@ -60,9 +60,8 @@ from substrait.proto import ConsistentPartitionWindowRel, Expression, Plan, Rel
 from optimizer.dag import inputs, rel_inputs
 from optimizer.engine import NewRel, Replacement, Rule
 from optimizer.expr_utils import field as field_ref
-from optimizer.expr_utils import field_index
+from optimizer.expr_utils import field_index, has_window_function, is_window_call
 
-_EXPRESSION = "substrait.Expression"
 _SUBQUERY = "substrait.Expression.Subquery"
 #: The fields a WindowFunction shares with a ConsistentPartitionWindowRel.WindowRelFunction.
 _FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelFunction.DESCRIPTOR.fields)
@@ -70,10 +69,6 @@ _FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelF
 
 def _key(msg) -> bytes:
     return msg.SerializeToString(deterministic=True)
-
-
-def _is_window(msg) -> bool:
-    return msg.DESCRIPTOR.full_name == _EXPRESSION and msg.WhichOneof("rex_type") == "window_function"
 
 
 def _children(msg):
@@ -92,8 +87,8 @@ class _Nested(Exception):
 
 def _collect(msg, out: dict[bytes, Expression.WindowFunction]) -> None:
     """Add every window function of ``msg`` (outside subqueries) to ``out``, by content."""
-    if _is_window(msg):
-        if any(_contains_window(c) for c in _children(msg.window_function)):
+    if is_window_call(msg):
+        if has_window_function(msg.window_function, enter_subqueries=False):
             raise _Nested
         out.setdefault(_key(msg.window_function), msg.window_function)
         return
@@ -101,14 +96,10 @@ def _collect(msg, out: dict[bytes, Expression.WindowFunction]) -> None:
         _collect(child, out)
 
 
-def _contains_window(msg) -> bool:
-    return _is_window(msg) or any(_contains_window(c) for c in _children(msg))
-
-
 def _replace(msg, column: dict[bytes, int]) -> None:
     """Replace (in place) every window function under ``msg`` by a reference to its column."""
     for child in _children(msg):
-        if _is_window(child):
+        if is_window_call(child):
             child.CopyFrom(field_ref(column[_key(child.window_function)]))
         else:
             _replace(child, column)
@@ -186,7 +177,7 @@ def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx) -> Replacement
     top.project.common.CopyFrom(project.common)
     position: list[int] = []  # column of each original expression in the new top's pre-emit output
     for e in project.expressions:
-        if _is_window(e):
+        if is_window_call(e):
             position.append(column[_key(e.window_function)])
             continue
         i = field_index(e)

@@ -98,7 +98,15 @@ from substrait.proto import (
 )
 
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError, spark_errors
-from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
+from optimizer.expr_utils import (
+    call_args,
+    conjuncts,
+    field,
+    field_index,
+    function_name,
+    has_window_function,
+    referenced_fields,
+)
 from optimizer.functions import FunctionTable, function_table
 from optimizer.plan_io import check_expanded_size, deep_messages
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
@@ -634,7 +642,7 @@ class _PlanCompiler:
         exprs: dict[str, Col] = {}
         has_window = False
         for i, e in enumerate(body.expressions):
-            has_window = has_window or _has_window(e)
+            has_window = has_window or has_window_function(e, enter_subqueries=False)
             exprs[self.fresh()] = self.expr(e, scope, f"{bpath}.expressions[{i}]")
         ordered = inp.ordered and not has_window
         columns = inp.columns + list(exprs)
@@ -1397,21 +1405,3 @@ class _PlanCompiler:
         else:
             raise UnsupportedError(f"exchange kind '{kind}' is not supported", f"{bpath}.{kind}")
         return replace(inp, df=df, broadcast=False)
-
-
-def _has_window(e) -> bool:
-    """Whether an expression contains a window function (outside subqueries)."""
-    from google.protobuf.message import Message
-
-    if isinstance(e, Expression) and e.WhichOneof("rex_type") == "window_function":
-        return True
-    if isinstance(e, Expression) and e.WhichOneof("rex_type") == "subquery":
-        return False
-    for fd, value in e.ListFields():
-        if fd.message_type is None:
-            continue
-        items = value if fd.label == fd.LABEL_REPEATED else [value]
-        for item in items:
-            if isinstance(item, Message) and _has_window(item):
-                return True
-    return False
