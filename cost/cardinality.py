@@ -58,6 +58,7 @@ from optimizer.dag import inputs
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import call_args, conjuncts, disjuncts, field_index, has_outer_refs, remap_fields
 from optimizer.functions import FunctionTable, function_table
+from optimizer.join_types import join_type_name
 
 log = logging.getLogger(__name__)
 
@@ -876,7 +877,7 @@ class CardinalityEstimator:
 
     def _join_core(self, body, children) -> RelEstimate:
         left, right = children[0], children[1]
-        jt = _join_type_name(body)
+        jt = join_type_name(body) or "INNER"
         keys, residual = self.join_keys(body.expression, len(left.columns)) if body.HasField("expression") else ([], [])
         return self.join(jt, left, right, keys, residual)
 
@@ -897,7 +898,7 @@ class CardinalityEstimator:
 
     def _hash_join_core(self, body, children) -> RelEstimate:
         left, right = children[0], children[1]
-        jt = _join_type_name(body)
+        jt = join_type_name(body) or "INNER"
         keys = []
         for k in body.keys:
             lf = _ref_field(k.left)
@@ -913,7 +914,7 @@ class CardinalityEstimator:
 
     def _rel_nested_loop_join(self, node, body, children) -> RelEstimate:
         left, right = children[0], children[1]
-        jt = _join_type_name(body)
+        jt = join_type_name(body) or "INNER"
         keys, residual = self.join_keys(body.expression, len(left.columns)) if body.HasField("expression") else ([], [])
         return self.join(jt, left, right, keys, residual)
 
@@ -1652,13 +1653,6 @@ class CardinalityEstimator:
 # --------------------------------------------------------------------------------------------------
 # Helpers used by the estimator
 # --------------------------------------------------------------------------------------------------
-
-
-def _join_type_name(body) -> str:
-    enum = body.DESCRIPTOR.fields_by_name["type"].enum_type
-    value = enum.values_by_number.get(body.type)
-    name = value.name.removeprefix("JOIN_TYPE_") if value is not None else "INNER"
-    return {"UNSPECIFIED": "INNER", "SEMI": "LEFT_SEMI", "ANTI": "LEFT_ANTI", "SINGLE": "LEFT_SINGLE"}.get(name, name)
 
 
 def _ref_field(ref) -> int | None:

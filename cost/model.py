@@ -51,10 +51,11 @@ import networkx as nx
 
 from cost import properties
 from cost.cardinality import CardinalityEstimator, RelEstimate
-from cost.spark_joins import LEFT, choose_build, join_type_name
+from cost.spark_joins import LEFT, choose_build
 from optimizer.dag import inputs
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field_index
+from optimizer.join_types import join_type_name
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from substrait.proto import SortField
 from optimizer.dag import inputs
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import field_index, has_window_function
+from optimizer.join_types import join_type_name
 
 ASC_NULLS_FIRST = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
 ASC_NULLS_LAST = SortField.SORT_DIRECTION_ASC_NULLS_LAST
@@ -173,12 +174,6 @@ def _emit_mapping(emit: list[int] | None, width: int | None, aliases: dict[int, 
     return mapping
 
 
-def _join_type(body) -> str:
-    enum = body.DESCRIPTOR.fields_by_name["type"].enum_type
-    value = enum.values_by_number.get(body.type)
-    return value.name.removeprefix("JOIN_TYPE_") if value is not None else "INNER"
-
-
 def _ref(ref) -> int | None:
     if ref.WhichOneof("reference_type") != "direct_reference":
         return None
@@ -276,7 +271,7 @@ def _ordering(g: nx.DiGraph, node: int, memo: dict[int, Ordering], strict: bool)
     elif kind == "merge_join":
         if strict:
             return []
-        jt = _join_type(body)
+        jt = join_type_name(body) or "INNER"
         keys = join_keys(g, node)
         if not keys or jt == "OUTER":
             return []
@@ -439,7 +434,7 @@ def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Di
     elif kind in _JOINS or kind == "cross":
         left = memo.get(children[0], ANY) if children else ANY
         right = memo.get(children[1], ANY) if len(children) > 1 else ANY
-        jt = _join_type(body) if kind != "cross" else "INNER"
+        jt = (join_type_name(body) if kind != "cross" else None) or "INNER"
         n_left = output_width(g, children[0]) if children else None
         right_only = jt in ("RIGHT_SEMI", "RIGHT_ANTI", "RIGHT_MARK")
         left_only = jt in ("LEFT_SEMI", "LEFT_ANTI", "LEFT_MARK")

@@ -95,6 +95,7 @@ from substrait.proto import (
 
 from optimizer.errors import OptimizerError, PlanError, UnsupportedError
 from optimizer.functions import FunctionTable, function_table
+from optimizer.join_types import join_type_name
 
 __all__ = [
     "Problem",
@@ -1166,14 +1167,7 @@ _ARITY: dict[str, int | tuple[int, None]] = {
 }
 
 
-def _join_kind(body) -> str:
-    """The join type name without its prefix (``INNER``, ``LEFT_SEMI``...), mapped by name for every join rel."""
-    enum = body.DESCRIPTOR.fields_by_name["type"].enum_type
-    value = enum.values_by_number.get(body.type)
-    return value.name.removeprefix("JOIN_TYPE_") if value is not None else f"#{body.type}"
-
-
-def _join_output(jt: str, left: Schema, right: Schema, ctx: _Ctx, path: str) -> Schema:
+def _join_output(jt: str | None, left: Schema, right: Schema, ctx: _Ctx, path: str) -> Schema:
     mark = Schema(["mark"], [make_type("bool", True)])
     if jt == "INNER":
         return left.concat(right)
@@ -1191,7 +1185,7 @@ def _join_output(jt: str, left: Schema, right: Schema, ctx: _Ctx, path: str) -> 
         return left.concat(mark)
     if jt == "RIGHT_MARK":
         return right.concat(mark)
-    ctx.fail(f"{path}.type", f"join type {jt} is not a valid join type")
+    ctx.fail(f"{path}.type", "join type is unspecified or not a known join type")
     return left.concat(right)
 
 
@@ -1290,7 +1284,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: _Ctx, bpath: str)
         return _aggregate_output(body, inputs[0], ctx, bpath)
     if kind in ("join", "lateral_join"):
         both = inputs[0].concat(inputs[1])
-        out = _join_output(_join_kind(body), inputs[0], inputs[1], ctx, bpath)
+        out = _join_output(join_type_name(body), inputs[0], inputs[1], ctx, bpath)
         if full:
             if body.HasField("expression"):
                 _condition(body.expression, both, ctx, f"{bpath}.expression", "join expression")
@@ -1305,7 +1299,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: _Ctx, bpath: str)
         return out
     if kind in ("hash_join", "merge_join"):
         left, right = inputs
-        out = _join_output(_join_kind(body), left, right, ctx, bpath)
+        out = _join_output(join_type_name(body), left, right, ctx, bpath)
         if full:
             for k, key in enumerate(body.keys):
                 kp = f"{bpath}.keys[{k}]"
@@ -1327,7 +1321,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: _Ctx, bpath: str)
                 _condition(body.post_join_filter, out, ctx, f"{bpath}.post_join_filter", "post-join filter")
         return out
     if kind == "nested_loop_join":
-        out = _join_output(_join_kind(body), inputs[0], inputs[1], ctx, bpath)
+        out = _join_output(join_type_name(body), inputs[0], inputs[1], ctx, bpath)
         if full and body.HasField("expression"):
             _condition(
                 body.expression, inputs[0].concat(inputs[1]), ctx, f"{bpath}.expression", "join expression"

@@ -106,7 +106,7 @@ from substrait.proto import (
 )
 
 from cost.properties import ordering
-from cost.spark_joins import LEFT, choose_build, join_type_name
+from cost.spark_joins import LEFT, choose_build
 from optimizer.dag import inputs, rel_inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule, add_subgraph
 from optimizer.errors import OptimizerError
@@ -124,6 +124,7 @@ from optimizer.expr_utils import (
     remap_fields,
     shift_fields,
 )
+from optimizer.join_types import join_type_name, join_type_value
 
 _KEY_FUNCTIONS = {
     "equal": ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_EQ,
@@ -432,7 +433,7 @@ def implement_join(g: nx.DiGraph, node: int, ctx) -> Replacement | None:
     hash_rel = Rel()
     body = hash_rel.hash_join
     body.common.CopyFrom(join.common)
-    body.type = HashJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.type = join_type_value(HashJoinRel, type_name)
     body.keys.extend(_comparison_key(k) for k in keys)
     if residual is not None:
         body.residual_expression.CopyFrom(residual)
@@ -533,7 +534,7 @@ def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Express
     rel = Rel()
     body = rel.merge_join
     body.common.CopyFrom(join.common)
-    body.type = MergeJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.type = join_type_value(MergeJoinRel, type_name)
     body.keys.extend(_comparison_key(k) for k in keys)
     if residual is not None:
         body.residual_expression.CopyFrom(residual)
@@ -545,7 +546,7 @@ def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Express
 def _nested_loop(join: JoinRel, type_name: str, left: int, right: int) -> Replacement:
     rel = Rel()
     body = rel.nested_loop_join
-    body.type = NestedLoopJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.type = join_type_value(NestedLoopJoinRel, type_name)
     if join.HasField("expression"):
         body.expression.CopyFrom(join.expression)
     if not join.HasField("post_join_filter"):

@@ -88,9 +88,6 @@ from substrait.proto import (
     Expression,
     FetchMode,
     HashJoinRel,
-    JoinRel,
-    MergeJoinRel,
-    NestedLoopJoinRel,
     Plan,
     Rel,
     SetRel,
@@ -108,6 +105,7 @@ from optimizer.expr_utils import (
     referenced_fields,
 )
 from optimizer.functions import FunctionTable, function_table
+from optimizer.join_types import join_type_name
 from optimizer.plan_io import check_expanded_size, deep_messages
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
 from optimizer.spark.sql import Col, Context, Frame, Window, render
@@ -172,15 +170,13 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _join_type(enum, value: int, path: str) -> str:
-    """A JoinType enum value (of any of the join relations) as a lower-case name such as ``left_semi``."""
-    try:
-        name = enum.Name(value)
-    except ValueError:
-        raise PlanError(f"unknown join type {value}", f"{path}.type") from None
-    if name == "JOIN_TYPE_UNSPECIFIED":
-        raise PlanError("join type is unspecified", f"{path}.type")
-    return name[len("JOIN_TYPE_") :].lower()
+def _join_type(body, path: str) -> str:
+    """The join type of any of the join relations as a lower-case name such as ``left_semi``."""
+    name = join_type_name(body)
+    if name is None:
+        message = "join type is unspecified" if body.type == 0 else f"unknown join type {body.type}"
+        raise PlanError(message, f"{path}.type")
+    return name.lower()
 
 
 def _and(columns: Sequence[Col]) -> Col | None:
@@ -940,7 +936,7 @@ class _PlanCompiler:
 
     def _rel_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(JoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs, equi = None, set(), []
         if body.HasField("expression"):
             scope = self._pair_scope(left, right, outer)
@@ -991,7 +987,7 @@ class _PlanCompiler:
 
     def _rel_hash_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(HashJoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
         build_left = body.build_input == HashJoinRel.BUILD_INPUT_LEFT
 
@@ -1004,7 +1000,7 @@ class _PlanCompiler:
 
     def _rel_merge_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(MergeJoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
         return self._join(
             left, right, jt, cond, refs, equi, body, bpath, outer, hint=lambda ldf, rdf: (ldf.hint("merge"), rdf),
@@ -1013,7 +1009,7 @@ class _PlanCompiler:
 
     def _rel_nested_loop_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(NestedLoopJoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs = None, set()
         if body.HasField("expression"):
             scope = self._pair_scope(left, right, outer)
