@@ -134,17 +134,17 @@ _TYPE_NAMES = {
 }
 
 
-def type_kind(t: Type) -> str | None:
-    """The ``Type.kind`` oneof name (``"i64"``, ``"decimal"``, ...), None for an unknown/empty type."""
-    return t.WhichOneof("kind")
+def type_kind(t: Type | None) -> str | None:
+    """The ``Type.kind`` oneof name (``"i64"``, ``"decimal"``, ...), None for no, an unknown or an empty type."""
+    return t.WhichOneof("kind") if t is not None else None
 
 
 def _has_nullability(sub) -> bool:
     return "nullability" in sub.DESCRIPTOR.fields_by_name
 
 
-def nullability(t: Type) -> int:
-    """The ``Type.Nullability`` of a type (UNSPECIFIED for an empty type)."""
+def nullability(t: Type | None) -> int:
+    """The ``Type.Nullability`` of a type (UNSPECIFIED for no or an empty type)."""
     kind = type_kind(t)
     if kind is None:
         return Type.NULLABILITY_UNSPECIFIED
@@ -152,8 +152,8 @@ def nullability(t: Type) -> int:
     return sub.nullability if _has_nullability(sub) else Type.NULLABILITY_UNSPECIFIED
 
 
-def is_nullable(t: Type) -> bool:
-    """True unless the type is declared required (an unspecified nullability counts as nullable)."""
+def is_nullable(t: Type | None) -> bool:
+    """True unless the type is declared required (an unspecified nullability or type counts as nullable)."""
     return nullability(t) != REQUIRED
 
 

@@ -23,6 +23,7 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.functions import FunctionTable, resolve
+from optimizer.schema import make_type
 from optimizer.spark.sql import Context, Frame, Window
 from optimizer.spark.sql import functions as F
 
@@ -37,26 +38,7 @@ WF = Expression.WindowFunction
 
 
 def ty(kind: str, **kw) -> Type:
-    cls = {
-        "bool": Type.Boolean,
-        "i8": Type.I8,
-        "i16": Type.I16,
-        "i32": Type.I32,
-        "i64": Type.I64,
-        "fp32": Type.FP32,
-        "fp64": Type.FP64,
-        "string": Type.String,
-        "binary": Type.Binary,
-        "date": Type.Date,
-        "decimal": Type.Decimal,
-        "precision_timestamp": Type.PrecisionTimestamp,
-        "precision_timestamp_tz": Type.PrecisionTimestampTZ,
-        "interval_year": Type.IntervalYear,
-        "interval_day": Type.IntervalDay,
-        "varchar": Type.VarChar,
-        "fixed_char": Type.FixedChar,
-    }[kind]
-    return Type(**{kind: cls(nullability=N, **kw)})
+    return make_type(kind, True, **kw)
 
 
 def lit(**kw) -> Expression:

@@ -65,6 +65,7 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.functions import FunctionTable
+from optimizer.schema import is_nullable, make_type
 from optimizer.spark.sql import Col, Frame, Window
 from optimizer.spark.sql import functions as F
 from optimizer.spark.types import (
@@ -82,7 +83,6 @@ from optimizer.spark.types import (
     substrait_type_to_spark,
     to_micros,
     type_kind,
-    type_nullable,
 )
 
 __all__ = [
@@ -716,7 +716,7 @@ class ExpressionCompiler:
         types = result[2] if len(result) > 2 else None
         nullable: list[bool] | None = None
         if types is not None and len(types) == len(columns):
-            nullable = [t is None or type_nullable(t) for t in types]
+            nullable = [t is None or is_nullable(t) for t in types]
         elif not nullability:
             nullable = None
         else:
@@ -730,7 +730,7 @@ class ExpressionCompiler:
     def _may_be_null(self, expr: Expression, col: Col, scope: Scope) -> bool:
         t = self.type_of(expr, scope)
         if t is not None and t.WhichOneof("kind") is not None:
-            return type_nullable(t)
+            return is_nullable(t)
         try:
             return scope.df.select(col.alias("v")).schema.fields[0].nullable
         except PySparkException:  # a correlated relation cannot be analysed alone
@@ -1047,26 +1047,10 @@ def _check_phase(phase: int, path: str) -> None:
 
 
 def _kind_type(kind: str | None) -> Type | None:
+    """A type of that kind, for the kinds whose casts need no parameters to judge."""
     if kind is None or kind in ("decimal", "struct", "list", "map"):
         return None
-    cls = {
-        "bool": Type.Boolean,
-        "i8": Type.I8,
-        "i16": Type.I16,
-        "i32": Type.I32,
-        "i64": Type.I64,
-        "fp32": Type.FP32,
-        "fp64": Type.FP64,
-        "string": Type.String,
-        "binary": Type.Binary,
-        "date": Type.Date,
-        "precision_timestamp": Type.PrecisionTimestamp,
-        "precision_timestamp_tz": Type.PrecisionTimestampTZ,
-        "interval_year": Type.IntervalYear,
-        "interval_day": Type.IntervalDay,
-        "interval_compound": Type.IntervalCompound,
-    }.get(kind)
-    return Type(**{kind: cls()}) if cls is not None else None
+    return make_type(kind)
 
 
 _INT_DIGITS = {"i8": 3, "i16": 5, "i32": 10, "i64": 19}

@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 from substrait.proto import Expression, NamedStruct, Type
 
 from optimizer.errors import PlanError, UnsupportedError
+from optimizer.schema import is_nullable, make_type, type_kind
 from optimizer.spark.sql import Col
 from optimizer.spark.sql import functions as F
 
@@ -41,20 +42,6 @@ SIMPLE_SPARK_TYPES: dict[str, Callable[[], T.DataType]] = {
 }
 
 
-def type_kind(t: Type | None) -> str | None:
-    """The ``Type.kind`` oneof name (``"i32"``, ``"decimal"``, ...) or None."""
-    if t is None:
-        return None
-    return t.WhichOneof("kind")
-
-
-def type_nullable(t: Type) -> bool:
-    kind = t.WhichOneof("kind")
-    if kind is None:
-        return True
-    return getattr(t, kind).nullability != Type.NULLABILITY_REQUIRED
-
-
 def substrait_type_to_spark(
     t: Type, names: Iterator[str] | None = None, path: str | None = None
 ) -> T.DataType:
@@ -78,15 +65,15 @@ def substrait_type_to_spark(
         fields = []
         for i, ft in enumerate(t.struct.types):
             name = next(names) if names is not None else f"f{i}"
-            fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), type_nullable(ft)))
+            fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), is_nullable(ft)))
         return T.StructType(fields)
     if kind == "list":
-        return T.ArrayType(substrait_type_to_spark(t.list.type, names, path), type_nullable(t.list.type))
+        return T.ArrayType(substrait_type_to_spark(t.list.type, names, path), is_nullable(t.list.type))
     if kind == "map":
         return T.MapType(
             substrait_type_to_spark(t.map.key, names, path),
             substrait_type_to_spark(t.map.value, names, path),
-            type_nullable(t.map.value),
+            is_nullable(t.map.value),
         )
     if kind == "precision_time":
         raise UnsupportedError(
@@ -106,7 +93,7 @@ def named_struct_to_spark(ns: NamedStruct, path: str | None = None) -> T.StructT
             name = next(names)
         except StopIteration:
             raise PlanError("the schema has fewer names than fields", path) from None
-        fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), type_nullable(ft)))
+        fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), is_nullable(ft)))
     return T.StructType(fields)
 
 
@@ -142,51 +129,22 @@ def spark_type_to_kind(dt: T.DataType | None) -> str | None:
 
 
 def _spark_to_substrait_type(dt: T.DataType) -> Type | None:
-    """A Substrait type for a Spark type, where one is obvious (used when the plan gives none)."""
-    n = Type.NULLABILITY_NULLABLE
+    """A nullable Substrait type for a Spark type, where one is obvious (used when the plan gives none)."""
     kind = spark_type_to_kind(dt)
     if kind is None:
         return None
     if kind == "decimal":
-        return Type(decimal=Type.Decimal(precision=dt.precision, scale=dt.scale, nullability=n))
-    if kind in ("precision_timestamp", "precision_timestamp_tz"):
-        return Type(
-            **{
-                kind: getattr(
-                    Type, "PrecisionTimestamp" if kind == "precision_timestamp" else "PrecisionTimestampTZ"
-                )(precision=6, nullability=n)
-            }
-        )
-    if kind == "interval_day":
-        return Type(interval_day=Type.IntervalDay(precision=6, nullability=n))
+        return make_type(kind, True, precision=dt.precision, scale=dt.scale)
+    if kind in ("precision_timestamp", "precision_timestamp_tz", "interval_day"):
+        return make_type(kind, True, precision=6)  # Spark's are microseconds
     if kind == "struct":
-        types = [_spark_to_substrait_type(f.dataType) or Type() for f in dt.fields]
-        return Type(struct=Type.Struct(types=types, nullability=n))
+        return make_type(kind, True, types=[_spark_to_substrait_type(f.dataType) or Type() for f in dt.fields])
     if kind == "list":
-        return Type(list=Type.List(type=_spark_to_substrait_type(dt.elementType) or Type(), nullability=n))
+        return make_type(kind, True, type=_spark_to_substrait_type(dt.elementType) or Type())
     if kind == "map":
-        return Type(
-            map=Type.Map(
-                key=_spark_to_substrait_type(dt.keyType) or Type(),
-                value=_spark_to_substrait_type(dt.valueType) or Type(),
-                nullability=n,
-            )
-        )
-    cls = {
-        "bool": Type.Boolean,
-        "i8": Type.I8,
-        "i16": Type.I16,
-        "i32": Type.I32,
-        "i64": Type.I64,
-        "fp32": Type.FP32,
-        "fp64": Type.FP64,
-        "string": Type.String,
-        "binary": Type.Binary,
-        "date": Type.Date,
-        "interval_year": Type.IntervalYear,
-        "interval_compound": Type.IntervalCompound,
-    }[kind]
-    return Type(**{kind: cls(nullability=n)})
+        return make_type(kind, True, key=_spark_to_substrait_type(dt.keyType) or Type(),
+                         value=_spark_to_substrait_type(dt.valueType) or Type())
+    return make_type(kind, True)
 
 
 # -------------------------------------------------------------------------------------------- literals
