@@ -59,6 +59,7 @@ from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import call_args, conjuncts, disjuncts, field_index, has_outer_refs, remap_fields
 from optimizer.functions import FunctionTable, function_table
 from optimizer.join_types import join_type_name
+from optimizer.schema import is_nullable, type_kind
 
 log = logging.getLogger(__name__)
 
@@ -180,23 +181,9 @@ class RelEstimate:
 # --------------------------------------------------------------------------------------------------
 
 
-def _type_kind(t: Type | None) -> str | None:
-    return t.WhichOneof("kind") if t is not None else None
-
-
-def _nullable(t: Type | None) -> bool:
-    kind = _type_kind(t)
-    if kind is None:
-        return True
-    sub = getattr(t, kind)
-    if "nullability" not in sub.DESCRIPTOR.fields_by_name:
-        return True
-    return sub.nullability != Type.NULLABILITY_REQUIRED
-
-
 def type_width(t: Type | None) -> float:
     """Default bytes per value of a type (strings: :data:`DEFAULT_STRING_WIDTH`)."""
-    kind = _type_kind(t)
+    kind = type_kind(t)
     if kind is None:
         return 8.0
     if kind in _TYPE_WIDTH:
@@ -321,7 +308,7 @@ def literal_of(e: Expression) -> Any:
         value = _literal_value(e.cast.input.literal)
         if value is _NOT_LITERAL or value is None:
             return value
-        target = _type_kind(e.cast.type)
+        target = type_kind(e.cast.type)
         if isinstance(value, str) and target not in (None, *_TEXT):
             spark = {"date": "date", "timestamp": "timestamp", "precision_timestamp": "timestamp"}.get(target, "double")
             converted = to_numeric(value, spark)
@@ -485,7 +472,7 @@ class CardinalityEstimator:
             for i, c in enumerate(cols):
                 if c is None:
                     cols[i] = ColumnEstimate(avg_len=type_width(types[i]),
-                                             null_fraction=None if _nullable(types[i]) else 0.0)
+                                             null_fraction=None if is_nullable(types[i]) else 0.0)
                 elif c.avg_len is None:
                     cols[i] = replace(c, avg_len=type_width(types[i]))
         cols = [_cap_column(c, rows) for c in cols]
@@ -569,10 +556,10 @@ class CardinalityEstimator:
 
     def _column_from_stats(self, cs: ColumnStatistics | None, t: Type, rows: float,
                            origin: tuple[int, int]) -> ColumnEstimate:
-        kind = _type_kind(t)
+        kind = type_kind(t)
         integral = kind in _INTEGRAL_KINDS
         if cs is None:
-            return ColumnEstimate(null_fraction=None if _nullable(t) else 0.0, avg_len=type_width(t),
+            return ColumnEstimate(null_fraction=None if is_nullable(t) else 0.0, avg_len=type_width(t),
                                   origin=origin, integral=integral)
         dtype = (cs.data_type or "").lower()
         if dtype:
@@ -590,7 +577,7 @@ class CardinalityEstimator:
         null_fraction = None
         if cs.null_count is not None and rows > 0:
             null_fraction = min(cs.null_count / rows, 1.0)
-        elif not _nullable(t):
+        elif not is_nullable(t):
             null_fraction = 0.0
         key_of = frozenset()
         if ndv is not None and rows > 0 and ndv >= UNIQUE_KEY_FRACTION * rows * (1 - (null_fraction or 0.0)):
@@ -641,7 +628,7 @@ class CardinalityEstimator:
             vals = values[c]
             known = [v for v in vals if v is not _NOT_LITERAL and v is not None]
             nulls = sum(1 for v in vals if v is None)
-            col = ColumnEstimate(avg_len=type_width(t), origin=(node, c), integral=_type_kind(t) in _INTEGRAL_KINDS,
+            col = ColumnEstimate(avg_len=type_width(t), origin=(node, c), integral=type_kind(t) in _INTEGRAL_KINDS,
                                  null_fraction=nulls / len(vals) if vals else 0.0)
             if len(known) + nulls == len(vals):
                 col.ndv = float(len(set(known)))
@@ -1118,7 +1105,7 @@ class CardinalityEstimator:
             inner = self.expression_column(e.cast.input, child)
             if inner is None:
                 return None
-            target = _type_kind(e.cast.type)
+            target = type_kind(e.cast.type)
             keep_bounds = target not in _TEXT and inner.numeric
             return replace(inner, origin=None, histogram=inner.histogram if keep_bounds else None,
                            min=inner.min if keep_bounds else None, max=inner.max if keep_bounds else None,

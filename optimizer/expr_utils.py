@@ -259,6 +259,26 @@ def is_deterministic(e: Message, functions: FunctionTable) -> bool:
     return not contains(e, nondeterministic, enter_subqueries=True)
 
 
+def key(e: Expression) -> bytes:
+    """Identity of an expression for de-duplication."""
+    return e.SerializeToString(deterministic=True)
+
+
+def movable(e: Expression, functions: FunctionTable) -> bool:
+    """May this conjunct be evaluated somewhere else in the plan (on other, equal rows)?
+
+    Not when it calls a nondeterministic function, holds a subquery (never duplicated or moved),
+    reads columns through expression-based references, or reads no column at all (a constant:
+    moving it below an aggregate would change the aggregate's one row over empty input).
+    """
+    return (
+        is_deterministic(e, functions)
+        and not has_subquery(e)
+        and not has_unresolvable_refs(e)
+        and bool(referenced_fields(e))
+    )
+
+
 class FunctionRegistrar:
     """Finds or declares extension functions in a plan, so a rule can build ``and(...)`` and friends.
 

@@ -108,11 +108,12 @@ from optimizer.expr_utils import (
     has_window_function,
     is_deterministic,
     make_and,
+    movable,
     referenced_fields,
     shift_fields,
 )
+from optimizer.relations import apply_emit, emit_of, filter_over, rel_copy, through_emit, width
 from rules.extract_join_conditions import as_inner_join, join_conjuncts
-from rules.simplify_predicates import apply_emit, emit_of, filter_over, movable, rel_copy, through_emit, width
 
 #: The largest expression (in expression nodes) substituted for a column when a conjunct passes a
 #: project or an aggregate: a conjunct on ``a * (1 - b)`` may go below, a long CASE stays above.

@@ -85,7 +85,7 @@ from optimizer.expr_utils import (
     referenced_fields,
     shift_fields,
 )
-from rules.simplify_predicates import emit_of, rel_copy, width
+from optimizer.relations import emit_of, rel_copy, width
 
 #: Apply only if the other input's keys are estimated to keep at most this fraction of the groups.
 MAX_KEPT_FRACTION = 0.25
