@@ -197,7 +197,7 @@ def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
         n_left = output_width(g, children[0]) if children else None
         if n_left is None:
             return []
-        from cost.cardinality import column_of
+        from cost.estimates import column_of
         from optimizer.expr_utils import call_args, conjuncts, function_name
         from optimizer.functions import function_table
 

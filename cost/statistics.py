@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import glob as globlib
 import hashlib
 import json
 import logging
@@ -51,12 +52,17 @@ import math
 import os
 import re
 import tempfile
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optimizer.errors import PlanError, spark_errors
+
+if TYPE_CHECKING:
+    from optimizer.paths import FileAccess
 
 log = logging.getLogger(__name__)
 
@@ -1200,6 +1206,73 @@ def read_parquet_statistics(path: str) -> TableStatistics | None:
         size_bytes=float(size),
         columns={name: acc.result() for name, acc in columns.items()},
     )
+
+
+def _local_path(uri: str) -> str | None:
+    """``file:///x/y`` -> ``/x/y``; a plain path as it is; None for any other URI."""
+    if uri.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+    if "://" in uri:
+        return None
+    return uri
+
+
+@lru_cache(maxsize=256)
+def _cached_parquet_statistics(path: str, mtime: float) -> TableStatistics | None:
+    """:func:`read_parquet_statistics` once per file version (``mtime``); None for unreadable footers."""
+    import pyarrow as pa
+
+    try:
+        return read_parquet_statistics(path)
+    except (OSError, pa.ArrowException) as e:  # unreadable footers: unknown
+        log.debug("statistics: cannot read %s: %s", path, e)
+        return None
+
+
+def merge_file_statistics(parts: list[TableStatistics]) -> TableStatistics:
+    """The statistics of a table made of these files (row counts and sizes add; min/max widen)."""
+    rows = sum(p.row_count or 0.0 for p in parts)
+    size = sum(p.size_bytes or 0.0 for p in parts)
+    columns: dict[str, ColumnStatistics] = {}
+    for p in parts:
+        for name, c in p.columns.items():
+            if name not in columns:
+                columns[name] = replace(c)
+                continue
+            m = columns[name]
+            try:
+                m.min = c.min if m.min is None or (c.min is not None and c.min < m.min) else m.min
+                m.max = c.max if m.max is None or (c.max is not None and c.max > m.max) else m.max
+            except TypeError:
+                m.min = m.max = None
+            m.null_count = None if m.null_count is None or c.null_count is None else m.null_count + c.null_count
+    return TableStatistics(row_count=rows, size_bytes=size, columns=columns)
+
+
+def local_files_statistics(local_files: Any, files: FileAccess | None) -> TableStatistics | None:
+    """Statistics of a ``ReadRel.local_files`` from its Parquet footers; None unless every item is a
+    readable Parquet file (or glob) that ``files`` allows (``files`` None: any file)."""
+    parts: list[TableStatistics] = []
+    for item in local_files.items:
+        if item.WhichOneof("file_format") != "parquet":
+            return None
+        which = item.WhichOneof("path_type")
+        path = _local_path(getattr(item, which)) if which else None
+        if path is None:
+            return None
+        if files is not None and not files.allows(path):
+            return None  # outside the table roots: never opened (docs/security.md)
+        if files is not None and files.any_path and (which == "uri_folder" or os.path.isdir(path)):
+            return None  # unconfined (--allow-any-path): a folder is not walked for statistics
+        paths = sorted(globlib.glob(path)) if which == "uri_path_glob" else [path]
+        for p in paths:
+            if not os.path.exists(p) or (files is not None and not files.allows(p)):
+                return None
+            stats = _cached_parquet_statistics(p, os.path.getmtime(p))
+            if stats is None:
+                return None
+            parts.append(stats)
+    return merge_file_statistics(parts) if parts else None
 
 
 # --------------------------------------------------------------------------------------------------

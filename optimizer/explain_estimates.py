@@ -217,7 +217,7 @@ class _Annotator:
             return None
 
     def q(self, node: int) -> float | None:
-        from cost.cardinality import q_error
+        from cost.estimates import q_error
 
         act = self.actual.get(node)
         return None if act is None else q_error(self.rows(node), act)

@@ -10,7 +10,8 @@ import networkx as nx
 import pytest
 from substrait.proto import Expression
 
-from cost.cardinality import CardinalityEstimator, ColumnEstimate, RelEstimate
+from cost.cardinality import CardinalityEstimator
+from cost.estimates import ColumnEstimate, RelEstimate
 from cost.model import CostModel
 from optimizer.driver import Optimizer
 from optimizer.expr_utils import field
