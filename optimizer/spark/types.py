@@ -237,59 +237,31 @@ def literal_value(expr: Expression) -> Any:
     return NOT_LITERAL
 
 
-def _nn(kind: str, **kw) -> Type:
-    return Type(**{kind: kw})
+#: Literal kinds whose type has no parameters, and that type's kind.
+_SIMPLE_LITERAL_KINDS = {
+    **{k: k for k in ("i8", "i16", "i32", "i64", "fp32", "fp64", "string", "binary", "date", "uuid",
+                      "interval_compound")},
+    "boolean": "bool",
+    "interval_year_to_month": "interval_year",
+}
 
 
 def literal_type(lit: Expression.Literal) -> Type | None:
     """The Substrait type of a literal."""
     lk = lit.WhichOneof("literal_type")
     n = Type.NULLABILITY_NULLABLE if lit.nullable else Type.NULLABILITY_REQUIRED
-    simple = {
-        "boolean": ("bool", Type.Boolean),
-        "i8": ("i8", Type.I8),
-        "i16": ("i16", Type.I16),
-        "i32": ("i32", Type.I32),
-        "i64": ("i64", Type.I64),
-        "fp32": ("fp32", Type.FP32),
-        "fp64": ("fp64", Type.FP64),
-        "string": ("string", Type.String),
-        "binary": ("binary", Type.Binary),
-        "date": ("date", Type.Date),
-        "uuid": ("uuid", Type.UUID),
-        "interval_year_to_month": ("interval_year", Type.IntervalYear),
-        "interval_compound": ("interval_compound", Type.IntervalCompound),
-    }
-    if lk in simple:
-        kind, cls = simple[lk]
-        return Type(**{kind: cls(nullability=n)})
+    if lk in _SIMPLE_LITERAL_KINDS:
+        return make_type(_SIMPLE_LITERAL_KINDS[lk], lit.nullable)
     if lk == "interval_day_to_second":
-        iv = lit.interval_day_to_second
-        return Type(interval_day=Type.IntervalDay(precision=iv.precision, nullability=n))
-    if lk == "fixed_char":
-        return Type(fixed_char=Type.FixedChar(length=len(lit.fixed_char), nullability=n))
+        return make_type("interval_day", lit.nullable, precision=lit.interval_day_to_second.precision)
+    if lk in ("fixed_char", "fixed_binary"):
+        return make_type(lk, lit.nullable, length=len(getattr(lit, lk)))
     if lk == "var_char":
-        return Type(varchar=Type.VarChar(length=lit.var_char.length, nullability=n))
-    if lk == "fixed_binary":
-        return Type(fixed_binary=Type.FixedBinary(length=len(lit.fixed_binary), nullability=n))
+        return make_type("varchar", lit.nullable, length=lit.var_char.length)
     if lk == "decimal":
-        return Type(
-            decimal=Type.Decimal(precision=lit.decimal.precision, scale=lit.decimal.scale, nullability=n)
-        )
-    if lk == "precision_time":
-        return Type(precision_time=Type.PrecisionTime(precision=lit.precision_time.precision, nullability=n))
-    if lk == "precision_timestamp":
-        return Type(
-            precision_timestamp=Type.PrecisionTimestamp(
-                precision=lit.precision_timestamp.precision, nullability=n
-            )
-        )
-    if lk == "precision_timestamp_tz":
-        return Type(
-            precision_timestamp_tz=Type.PrecisionTimestampTZ(
-                precision=lit.precision_timestamp_tz.precision, nullability=n
-            )
-        )
+        return make_type("decimal", lit.nullable, precision=lit.decimal.precision, scale=lit.decimal.scale)
+    if lk in ("precision_time", "precision_timestamp", "precision_timestamp_tz"):
+        return make_type(lk, lit.nullable, precision=getattr(lit, lk).precision)
     if lk == "null":
         return lit.null if lit.null.WhichOneof("kind") else None
     if lk == "empty_list":
