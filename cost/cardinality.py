@@ -81,7 +81,7 @@ from cost.statistics import (
 )
 from optimizer.dag import inputs
 from optimizer.errors import OptimizerError, PlanError
-from optimizer.expr_utils import call_args, conjuncts, field_index, has_outer_refs
+from optimizer.expr_utils import call_args, conjuncts, field_index, has_outer_refs, reference_field
 from optimizer.functions import FunctionTable, function_table
 from optimizer.join_types import join_type_name
 from optimizer.schema import is_nullable, type_kind
@@ -352,14 +352,8 @@ class CardinalityEstimator(PredicateSelectivity):
 
     def _rel_fetch(self, node, body, children) -> RelEstimate:
         child = children[0]
-        offset = 0.0
-        count: float | None = None
-        if body.HasField("offset_expr"):
-            v = literal_of(body.offset_expr)
-            offset = max(float(v), 0.0) if isinstance(v, float) else 0.0
-        if body.HasField("count_expr"):
-            v = literal_of(body.count_expr)
-            count = float(v) if isinstance(v, float) and v >= 0 else None
+        offset, count = _literal_bounds(body.offset_expr if body.HasField("offset_expr") else None,
+                                        body.count_expr if body.HasField("count_expr") else None)
         return self._limited(child, offset, count)
 
     def _rel_top_n(self, node, body, children) -> RelEstimate:
@@ -584,8 +578,8 @@ class CardinalityEstimator(PredicateSelectivity):
         jt = join_type_name(body) or "INNER"
         keys = []
         for k in body.keys:
-            lf = _ref_field(k.left)
-            rf = _ref_field(k.right)
+            lf = reference_field(k.left)
+            rf = reference_field(k.right)
             if lf is not None and rf is not None:
                 keys.append((lf, rf))
         residual = []
@@ -901,16 +895,10 @@ class CardinalityEstimator(PredicateSelectivity):
         cache[key] = value
         return value
 
+
 # --------------------------------------------------------------------------------------------------
 # Helpers used by the estimator
 # --------------------------------------------------------------------------------------------------
-
-
-def _ref_field(ref) -> int | None:
-    if ref.WhichOneof("reference_type") != "direct_reference":
-        return None
-    seg = ref.direct_reference
-    return seg.struct_field.field if seg.WhichOneof("reference_type") == "struct_field" else None
 
 
 def _union_column(parts: list[ColumnEstimate | None]) -> ColumnEstimate | None:
@@ -998,14 +986,16 @@ def _date_part_column(part: str | None, col: ColumnEstimate | None, rows: float)
 
 def top_n_bounds(body) -> tuple[float, float | None]:
     """``(offset, count)`` of a TopNRel (count ``None``: all rows; bounds that are not literals: 0/all)."""
-    offset, count = 0.0, None
-    if body.HasField("offset"):
-        v = literal_of(body.offset)
-        offset = max(float(v), 0.0) if isinstance(v, float) else 0.0
-    if body.HasField("count"):
-        v = literal_of(body.count)
-        count = float(v) if isinstance(v, float) and v >= 0 else None
-    return offset, count
+    return _literal_bounds(body.offset if body.HasField("offset") else None,
+                           body.count if body.HasField("count") else None)
+
+
+def _literal_bounds(offset: Expression | None, count: Expression | None) -> tuple[float, float | None]:
+    """``(offset, count)`` from bound expressions: a missing or non-literal offset is 0, count all (None)."""
+    v = literal_of(offset) if offset is not None else None
+    start = max(float(v), 0.0) if isinstance(v, float) else 0.0
+    v = literal_of(count) if count is not None else None
+    return start, (float(v) if isinstance(v, float) and v >= 0 else None)
 
 
 __all__ = ["CardinalityEstimator", "top_n_bounds"]

@@ -66,7 +66,7 @@ from substrait.proto import SortField
 
 from optimizer.dag import inputs
 from optimizer.errors import OptimizerError
-from optimizer.expr_utils import field_index, has_window_function
+from optimizer.expr_utils import field_index, has_window_function, reference_field
 from optimizer.join_types import join_type_name
 
 ASC_NULLS_FIRST = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
@@ -174,13 +174,6 @@ def _emit_mapping(emit: list[int] | None, width: int | None, aliases: dict[int, 
     return mapping
 
 
-def _ref(ref) -> int | None:
-    if ref.WhichOneof("reference_type") != "direct_reference":
-        return None
-    seg = ref.direct_reference
-    return seg.struct_field.field if seg.WhichOneof("reference_type") == "struct_field" else None
-
-
 def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
     """Equi-join keys ``(left column, right column relative to the right input)`` of a join node."""
     kind = g.nodes[node]["kind"]
@@ -188,7 +181,7 @@ def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
     if kind in ("hash_join", "merge_join"):
         keys = []
         for k in body.keys:
-            lf, rf = _ref(k.left), _ref(k.right)
+            lf, rf = reference_field(k.left), reference_field(k.right)
             if lf is not None and rf is not None:
                 keys.append((lf, rf))
         return keys
@@ -379,7 +372,7 @@ def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Di
         if parts == 1 and which != "broadcast":
             internal = Distribution("single", (), 1)
         elif which == "scatter_by_fields":
-            cols = [_ref(f) for f in body.scatter_by_fields.fields]
+            cols = [reference_field(f) for f in body.scatter_by_fields.fields]
             internal = Distribution("hash", tuple(cols), parts) if None not in cols and cols else \
                 Distribution("expression", (), parts)
         elif which == "broadcast":

@@ -735,7 +735,35 @@ def _quote_ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-class SparkStatistics(StatisticsProvider):
+class _TablePathStatistics(StatisticsProvider):
+    """Statistics of tables given by path, each read once by :meth:`_load` and kept in memory."""
+
+    def __init__(self, tables: Mapping[str, str | os.PathLike[str]] | str | os.PathLike[str]) -> None:
+        self.paths = resolve_tables(tables)
+        self._keys = {table_key(name): name for name in self.paths}
+        self._memo: dict[str, TableStatistics | None] = {}
+
+    def names(self) -> list[str]:
+        return list(self.paths)
+
+    def clear(self) -> None:
+        """Forget the in-memory results (the next request reads the tables again)."""
+        self._memo.clear()
+
+    def table(self, name: TableName) -> TableStatistics | None:
+        key = table_key(name)
+        if key not in self._keys:
+            return None
+        if key not in self._memo:
+            table_name = self._keys[key]
+            self._memo[key] = self._load(table_name, self.paths[table_name])
+        return self._memo[key]
+
+    def _load(self, name: str, path: str) -> TableStatistics | None:
+        raise NotImplementedError
+
+
+class SparkStatistics(_TablePathStatistics):
     """Statistics from Spark's ``ANALYZE TABLE ... COMPUTE STATISTICS FOR ALL COLUMNS``.
 
     ``tables``: see :func:`resolve_tables`. A table is analysed on first request: it is registered as
@@ -761,35 +789,14 @@ class SparkStatistics(StatisticsProvider):
         database: str = DEFAULT_DATABASE,
         strict: bool = False,
     ) -> None:
+        super().__init__(tables)
         self.spark = spark
-        self.paths = resolve_tables(tables)
-        self._keys = {table_key(name): name for name in self.paths}
         self.cache_path = Path(cache_path).expanduser() if cache_path is not None else default_cache_path()
         self.use_cache = use_cache
         self.database = database
         self.strict = strict
         self.analyze_count = 0
-        self._memo: dict[str, TableStatistics | None] = {}
         self._cache_doc: tuple[tuple[int, int], dict[str, Any]] | None = None
-
-    def names(self) -> list[str]:
-        return list(self.paths)
-
-    def clear(self) -> None:
-        """Forget the in-memory results (the next request checks the files and the cache again)."""
-        self._memo.clear()
-
-    def table(self, name: TableName) -> TableStatistics | None:
-        key = table_key(name)
-        if key not in self._keys:
-            return None
-        if key in self._memo:
-            return self._memo[key]
-        table_name = self._keys[key]
-        path = self.paths[table_name]
-        result = self._load(table_name, path)
-        self._memo[key] = result
-        return result
 
     def _load(self, name: str, path: str) -> TableStatistics | None:
         if not _is_uri(path) and not os.path.exists(path):
@@ -1136,7 +1143,7 @@ class _ColumnAccumulator:
         )
 
 
-class ParquetStatistics(StatisticsProvider):
+class ParquetStatistics(_TablePathStatistics):
     """Row counts, min/max and null counts from the Parquet footers (pyarrow; no Spark, fast).
 
     ``tables``: see :func:`resolve_tables`. NDV is unknown (``None``: Parquet writers rarely store
@@ -1146,31 +1153,14 @@ class ParquetStatistics(StatisticsProvider):
     without bounds makes them unknown. Binary bounds are dropped (not JSON).
     """
 
-    def __init__(self, tables: Mapping[str, str | os.PathLike[str]] | str | os.PathLike[str]) -> None:
-        self.paths = resolve_tables(tables)
-        self._keys = {table_key(name): name for name in self.paths}
-        self._memo: dict[str, TableStatistics | None] = {}
+    def _load(self, name: str, path: str) -> TableStatistics | None:
+        import pyarrow as pa
 
-    def names(self) -> list[str]:
-        return list(self.paths)
-
-    def clear(self) -> None:
-        self._memo.clear()
-
-    def table(self, name: TableName) -> TableStatistics | None:
-        key = table_key(name)
-        if key not in self._keys:
+        try:
+            return read_parquet_statistics(path)
+        except (OSError, pa.ArrowException) as e:  # a file pyarrow cannot read: unknown
+            log.warning("statistics: cannot read Parquet footers of %s: %s", name, e)
             return None
-        if key not in self._memo:
-            table_name = self._keys[key]
-            import pyarrow as pa
-
-            try:
-                self._memo[key] = read_parquet_statistics(self.paths[table_name])
-            except (OSError, pa.ArrowException) as e:  # a file pyarrow cannot read: unknown
-                log.warning("statistics: cannot read Parquet footers of %s: %s", table_name, e)
-                self._memo[key] = None
-        return self._memo[key]
 
 
 def read_parquet_statistics(path: str) -> TableStatistics | None:

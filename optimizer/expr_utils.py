@@ -117,7 +117,8 @@ def _walk_refs(msg: Message, depth: int, visit: Callable[[Message, int], None]) 
             _walk_refs(value, inner, visit)
 
 
-def _top_field(ref) -> int | None:
+def reference_field(ref: Expression.FieldReference) -> int | None:
+    """The top-level column of a direct struct-field reference (whatever its root), else None."""
     if ref.WhichOneof("reference_type") != "direct_reference":
         return None
     seg = ref.direct_reference
@@ -138,7 +139,7 @@ def referenced_fields(e: Message) -> set[int]:
 
     def visit(ref, depth):
         if _is_ours(ref, depth):
-            i = _top_field(ref)
+            i = reference_field(ref)
             if i is not None:
                 out.add(i)
 
@@ -164,7 +165,7 @@ def has_unresolvable_refs(e: Message) -> bool:
 
     def visit(ref, depth):
         nonlocal bad
-        if _is_ours(ref, depth) and _top_field(ref) is None:
+        if _is_ours(ref, depth) and reference_field(ref) is None:
             bad = True
 
     _walk_refs(e, 0, visit)
@@ -179,7 +180,7 @@ def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
 
     def visit(ref, depth):
         if _is_ours(ref, depth):
-            i = _top_field(ref)
+            i = reference_field(ref)
             if i is not None:
                 ref.direct_reference.struct_field.field = get(i)
 
