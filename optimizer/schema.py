@@ -519,7 +519,8 @@ def _guard(path_arg: str) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
 # Literals
 # ---------------------------------------------------------------------------------------------
 
-_SIMPLE_LITERALS = {
+#: Literal kinds whose type has no parameters, and that type's kind.
+SIMPLE_LITERAL_KINDS = {
     "boolean": "bool",
     "i8": "i8",
     "i16": "i16",
@@ -555,8 +556,8 @@ def literal_type(lit: Expression.Literal, path: str = "", ctx: _Ctx | None = Non
 
     if kind is None:
         return ctx.fail(path, "literal has no value")
-    if kind in _SIMPLE_LITERALS:
-        return done(make_type(_SIMPLE_LITERALS[kind], nullable))
+    if kind in SIMPLE_LITERAL_KINDS:
+        return done(make_type(SIMPLE_LITERAL_KINDS[kind], nullable))
     if kind == "interval_day_to_second":
         return done(make_type("interval_day", nullable, precision=lit.interval_day_to_second.precision))
     if kind == "interval_compound":

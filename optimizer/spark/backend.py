@@ -1345,21 +1345,7 @@ class _PlanCompiler:
         scope = self.scope(inp, outer)
         new, names = [], []
         for i, wf in enumerate(body.window_functions):
-            col = self.exprs.window(
-                wf.function_reference,
-                wf.arguments,
-                wf.options,
-                wf.output_type if wf.HasField("output_type") else None,
-                body.partition_expressions,
-                body.sorts,
-                wf.lower_bound,
-                wf.upper_bound,
-                wf.bounds_type,
-                wf.invocation,
-                wf.phase,
-                scope,
-                f"{bpath}.window_functions[{i}]",
-            )
+            col = self.exprs.window(wf, body.partition_expressions, body.sorts, scope, f"{bpath}.window_functions[{i}]")
             name = self.fresh()
             new.append(col.alias(name))
             names.append(name)

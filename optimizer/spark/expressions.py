@@ -12,10 +12,10 @@ Interface used by the relation half (``optimizer/spark/backend.py``)
   - ``aggregate(fn, scope, path) -> Col`` -- an ``AggregateFunction`` (invocation DISTINCT included;
     measure filters are applied by the caller). ``fn.sorts`` are honoured by the order-sensitive aggregates
     (``string_agg``) and ignored by the others.
-  - ``window(fn_reference, arguments, options, output_type, partitions, sorts, lower_bound, upper_bound,
-    bounds_type, invocation, phase, scope, path) -> Col`` -- for ``Expression.WindowFunction`` (which
-    ``compile`` also handles itself) and ``ConsistentPartitionWindowRel`` functions. ``output_type`` may be
-    ``None`` (DataFusion leaves it unset); unset bounds (``WhichOneof("kind") is None``) mean unbounded.
+  - ``window(wf, partitions, sorts, scope, path) -> Col`` -- ``wf`` an ``Expression.WindowFunction``
+    (which ``compile`` also handles itself) or a ``ConsistentPartitionWindowRel`` function, with the
+    partitions and sorts that apply to it. Its ``output_type`` may be unset (DataFusion leaves it
+    unset); unset bounds (``WhichOneof("kind") is None``) mean unbounded.
   - ``sort_order(sort, scope, path) -> Col`` -- a ``SortField`` as a Spark sort order.
   - ``type_of(expr, scope) -> Type | None`` -- the Substrait type of an expression when it can be derived
     cheaply (used by the functions, public because the relation half may find it handy).
@@ -55,6 +55,7 @@ from pyspark.sql import types as T
 from substrait.proto import (
     AggregateFunction,
     AggregationPhase,
+    ConsistentPartitionWindowRel,
     Expression,
     FunctionArgument,
     FunctionOption,
@@ -142,21 +143,7 @@ class ExpressionCompiler:
             return self._scalar_function(expr.scalar_function, scope, f"{path}.scalar_function")
         if kind == "window_function":
             wf = expr.window_function
-            return self.window(
-                wf.function_reference,
-                wf.arguments,
-                wf.options,
-                wf.output_type if wf.HasField("output_type") else None,
-                wf.partitions,
-                wf.sorts,
-                wf.lower_bound,
-                wf.upper_bound,
-                wf.bounds_type,
-                wf.invocation,
-                wf.phase,
-                scope,
-                f"{path}.window_function",
-            )
+            return self.window(wf, wf.partitions, wf.sorts, scope, f"{path}.window_function")
         if kind == "if_then":
             return self._if_then(expr.if_then, scope, f"{path}.if_then")
         if kind == "switch_expression":
@@ -234,34 +221,25 @@ class ExpressionCompiler:
 
     def window(
         self,
-        fn_reference: int,
-        arguments: Sequence[FunctionArgument],
-        options: Sequence[FunctionOption],
-        output_type: Type | None,
+        wf: Expression.WindowFunction | ConsistentPartitionWindowRel.WindowRelFunction,
         partitions: Sequence[Expression],
         sorts: Sequence[SortField],
-        lower_bound: Expression.WindowFunction.Bound | None,
-        upper_bound: Expression.WindowFunction.Bound | None,
-        bounds_type: int,
-        invocation: int,
-        phase: int,
         scope: Scope,
         path: str,
     ) -> Col:
         """A window function call (``Expression.WindowFunction`` or a ``ConsistentPartitionWindowRel`` function)."""
         from optimizer.spark import functions as fns
 
-        _check_phase(phase, path)
-        if output_type is not None and output_type.WhichOneof("kind") is None:
-            output_type = None
+        _check_phase(wf.phase, path)
+        output_type = wf.output_type if wf.HasField("output_type") and wf.output_type.WhichOneof("kind") else None
         call = self._make_call(
-            fn_reference,
-            arguments,
-            options,
+            wf.function_reference,
+            wf.arguments,
+            wf.options,
             output_type,
             scope,
             path,
-            distinct=invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT,
+            distinct=wf.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT,
             sorts=[],
         )
         parts = [self.compile(p, scope, f"{path}.partitions[{i}]") for i, p in enumerate(partitions)]
@@ -271,7 +249,7 @@ class ExpressionCompiler:
             base = base.orderBy(*orders)
 
         def framed():
-            return self._frame(base, lower_bound, upper_bound, bounds_type, list(sorts), scope, path)
+            return self._frame(base, wf.lower_bound, wf.upper_bound, wf.bounds_type, list(sorts), scope, path)
 
         # Ranking functions need an order; without sorts every row is a peer of every other.
         ranking = base if orders else base.orderBy(F.lit(0))

@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from substrait.proto import Expression, NamedStruct, Type
 
 from optimizer.errors import PlanError, UnsupportedError
-from optimizer.schema import is_nullable, make_type, type_kind
+from optimizer.schema import SIMPLE_LITERAL_KINDS, is_nullable, make_type, type_kind
 from optimizer.spark.sql import Col
 from optimizer.spark.sql import functions as F
 
@@ -237,21 +237,14 @@ def literal_value(expr: Expression) -> Any:
     return NOT_LITERAL
 
 
-#: Literal kinds whose type has no parameters, and that type's kind.
-_SIMPLE_LITERAL_KINDS = {
-    **{k: k for k in ("i8", "i16", "i32", "i64", "fp32", "fp64", "string", "binary", "date", "uuid",
-                      "interval_compound")},
-    "boolean": "bool",
-    "interval_year_to_month": "interval_year",
-}
-
-
 def literal_type(lit: Expression.Literal) -> Type | None:
     """The Substrait type of a literal."""
     lk = lit.WhichOneof("literal_type")
     n = Type.NULLABILITY_NULLABLE if lit.nullable else Type.NULLABILITY_REQUIRED
-    if lk in _SIMPLE_LITERAL_KINDS:
-        return make_type(_SIMPLE_LITERAL_KINDS[lk], lit.nullable)
+    if lk in SIMPLE_LITERAL_KINDS:
+        return make_type(SIMPLE_LITERAL_KINDS[lk], lit.nullable)
+    if lk == "interval_compound":
+        return make_type(lk, lit.nullable)
     if lk == "interval_day_to_second":
         return make_type("interval_day", lit.nullable, precision=lit.interval_day_to_second.precision)
     if lk in ("fixed_char", "fixed_binary"):
