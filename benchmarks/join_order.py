@@ -40,6 +40,7 @@ from benchmarks.common import (  # noqa: E402
     progress_bar,
     ratio,
     register_temp_views,
+    report_parser,
     timed,
     tpch_data,
     write_json,
@@ -264,15 +265,7 @@ def markdown(r: dict) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--out", default=str(REPORT_DIR))
-    p.add_argument("--name", default="join_order")
-    p.add_argument("--master", default=None)
-    p.add_argument("--no-progress", action="store_true")
-    return p.parse_args(argv)
+    return report_parser(__doc__, "join_order").parse_args(argv)
 
 
 def main(argv=None, spark: Any = None) -> dict:
