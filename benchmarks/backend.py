@@ -45,7 +45,7 @@ from benchmarks.common import (  # noqa: E402
     timed,
     tpch_data,
     tpch_plans,
-    write_json,
+    write_report,
 )
 
 TARGET_OVERHEAD_MS = 20.0
@@ -170,9 +170,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
                          "wall_seconds": round(time.time() - started, 1)},
               "queries": rows}
     if out_dir is not None:
-        out = Path(out_dir)
-        write_json(out / f"{name}.json", report)
-        (out / f"{name}.md").write_text(markdown(report))
+        write_report(out_dir, name, report, markdown)
     return report
 
 

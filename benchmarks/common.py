@@ -261,6 +261,14 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
+def write_report(out_dir: str | Path, name: str, report: dict, markdown: Callable[[dict], str]) -> Path:
+    """``name.json`` (the report) and ``name.md`` (``markdown(report)``) in ``out_dir``, which is returned."""
+    out = Path(out_dir)
+    write_json(out / f"{name}.json", report)
+    (out / f"{name}.md").write_text(markdown(report))
+    return out
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "–"

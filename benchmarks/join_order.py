@@ -43,7 +43,7 @@ from benchmarks.common import (  # noqa: E402
     report_parser,
     timed,
     tpch_data,
-    write_json,
+    write_report,
 )
 
 WRITTEN_ORDER = ("lineitem", "orders", "customer", "supplier", "nation", "region")
@@ -212,9 +212,7 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         "answers_equal": all(equal.values()),
     }
     if out_dir is not None:
-        out = Path(out_dir)
-        write_json(out / f"{name}.json", report)
-        (out / f"{name}.md").write_text(markdown(report))
+        out = write_report(out_dir, name, report, markdown)
         try:
             from optimizer.plot_dag import before_after_dot, render_svg
 

@@ -44,7 +44,7 @@ from benchmarks.common import (  # noqa: E402
     report_parser,
     tpch_data,
     tpch_plans,
-    write_json,
+    write_report,
 )
 
 SHAPES = ("chain", "star", "cycle", "clique")
@@ -342,9 +342,7 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
                          "wall_seconds": round(time.time() - started, 1)},
               "tpch": tpch_rows, "synthetic": synthetic, "profiles": profiles}
     if out_dir is not None:
-        out = Path(out_dir)
-        write_json(out / f"{name}.json", report)
-        (out / f"{name}.md").write_text(markdown(report))
+        out = write_report(out_dir, name, report, markdown)
         try:
             plot(report, out / f"{name}.png")
         except ImportError:

@@ -56,7 +56,7 @@ from benchmarks.common import (  # noqa: E402
     timed,
     tpch_data,
     tpch_plans,
-    write_json,
+    write_report,
 )
 
 #: Queries whose optimized plan should beat the original by 20% (they have joins worth reordering).
@@ -386,9 +386,7 @@ def _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started) 
 
 
 def write_reports(report: dict, out_dir: Path, name: str = "tpch") -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / f"{name}.json", report)
-    (out_dir / f"{name}.md").write_text(markdown(report))
+    write_report(out_dir, name, report, markdown)
     try:
         plot(report, out_dir / f"{name}.png")
     except ImportError:

@@ -66,10 +66,9 @@ from cost.selectivity import (
     PredicateSelectivity,
     _keep_key_values,
     _matched,
-    _max_opt,
-    _min_opt,
     _moments,
     _nulls,
+    _pick,
     _select_values,
 )
 from cost.statistics import (
@@ -686,7 +685,7 @@ class CardinalityEstimator(PredicateSelectivity):
             _select_values(out_r, rk, max(m, 1.0) / b, rcols)
             cl, cr = out_l[lk], out_r[rk]
             shared = cl.key_of | cr.key_of
-            lo, hi = _max_opt(cl.min, cr.min), _min_opt(cl.max, cr.max)
+            lo, hi = _pick(max, cl.min, cr.min), _pick(min, cl.max, cr.max)
             dom = max(cl.domain or 0.0, cr.domain or 0.0) or None
             out_l[lk] = replace(cl, ndv=max(min(m, cl.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
             out_r[rk] = replace(cr, ndv=max(min(m, cr.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)

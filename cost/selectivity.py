@@ -13,7 +13,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -191,8 +191,8 @@ class PredicateSelectivity:
                     ndv = min(old.ndv, sum(ndvs)) if old.ndv is not None else sum(ndvs)
                 lo, hi = parts_i[0].min, parts_i[0].max
                 for c in parts_i[1:]:
-                    lo = _min_opt(lo, c.min) if lo is not None and c.min is not None else None
-                    hi = _max_opt(hi, c.max) if hi is not None and c.max is not None else None
+                    lo = _pick(min, lo, c.min) if lo is not None and c.min is not None else None
+                    hi = _pick(max, hi, c.max) if hi is not None and c.max is not None else None
                 if lo is None:
                     lo = old.min
                 if hi is None:
@@ -560,24 +560,14 @@ def _value_set(values: list[Any]) -> ColumnEstimate:
     return col
 
 
-def _max_opt(a: Any, b: Any) -> Any:
+def _pick(choose: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``choose(a, b)`` (``min`` or ``max``) of two optional bounds; one that is None or not comparable: the other, else ``a``."""
     if a is None:
         return b
     if b is None:
         return a
     try:
-        return max(a, b)
-    except TypeError:
-        return a
-
-
-def _min_opt(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    try:
-        return min(a, b)
+        return choose(a, b)
     except TypeError:
         return a
 

@@ -692,6 +692,16 @@ def default_cache_path() -> Path:
 
 _INT_TYPES = ("tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long")
 _STATS_RE = re.compile(r"(\d+)\s+bytes(?:,\s*(\d+)\s+rows)?")
+
+
+def _read_statistics_row(rows: Iterable[Any], stats: TableStatistics) -> None:
+    """Size and row count from the ``Statistics`` row of ``DESCRIBE [TABLE] EXTENDED`` into ``stats``."""
+    for row in rows:
+        if row[0] == "Statistics":
+            m = _STATS_RE.search(row[1] or "")
+            if m:
+                stats.size_bytes = float(m.group(1))
+                stats.row_count = float(m.group(2)) if m.group(2) is not None else None
 _HEIGHT_RE = re.compile(r"height:\s*([^,]+),\s*num_of_bins:\s*(\d+)")
 _BIN_RE = re.compile(r"lower_bound:\s*([^,]+),\s*upper_bound:\s*([^,]+),\s*distinct_count:\s*(\S+)")
 
@@ -899,12 +909,7 @@ class SparkStatistics(_TablePathStatistics):
                 spark.conf.set(HISTOGRAM_CONF, previous)
 
         stats = TableStatistics()
-        for row in spark.sql(f"DESCRIBE EXTENDED {ident}").collect():
-            if row[0] == "Statistics":
-                m = _STATS_RE.search(row[1] or "")
-                if m:
-                    stats.size_bytes = float(m.group(1))
-                    stats.row_count = float(m.group(2)) if m.group(2) is not None else None
+        _read_statistics_row(spark.sql(f"DESCRIBE EXTENDED {ident}").collect(), stats)
         for f in spark.table(ident).schema.fields:
             try:
                 rows = spark.sql(f"DESCRIBE EXTENDED {ident} {_quote_ident(f.name)}").collect()
@@ -1027,12 +1032,7 @@ class CatalogStatistics(StatisticsProvider):
             stats.size_bytes = _opt_float(found.get("size_in_bytes"))
             columns = [c["name"] for c in document.get("columns", [])]
         except ParseException:  # a server before Spark 4: no AS JSON
-            for row in spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect():
-                if row[0] == "Statistics":
-                    m = _STATS_RE.search(row[1] or "")
-                    if m:
-                        stats.size_bytes = float(m.group(1))
-                        stats.row_count = float(m.group(2)) if m.group(2) is not None else None
+            _read_statistics_row(spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect(), stats)
             columns = spark.table(identifier).columns
         if stats.row_count is None:  # never analysed: the catalog has no column statistics either
             return stats
