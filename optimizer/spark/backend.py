@@ -179,6 +179,13 @@ def _join_type(body, path: str) -> str:
     return name.lower()
 
 
+def _offset_limit(df: Frame, offset: int, count: int | None) -> Frame:
+    """``df`` without its first ``offset`` rows, then at most ``count`` of them (None: all)."""
+    if offset:
+        df = df.offset(offset)
+    return df.limit(count) if count is not None else df
+
+
 def _and(columns: Sequence[Col]) -> Col | None:
     out = None
     for c in columns:
@@ -665,7 +672,10 @@ class _PlanCompiler:
         orders = [self.exprs.sort_order(s, scope, f"{bpath}.sorts[{i}]") for i, s in enumerate(body.sorts)]
         return replace(inp, df=inp.df.orderBy(*orders), broadcast=False, ordered=True)
 
-    def _fetch_bounds(self, offset_expr, count_expr, bpath: str, names: tuple[str, str]) -> tuple[int, int | None]:
+    def _fetch_bounds(self, body, bpath: str, names: tuple[str, str]) -> tuple[int, int | None]:
+        """``(offset, count)`` of a FetchRel or TopNRel, whose bound fields are named ``names``."""
+        offset_expr = getattr(body, names[0]) if body.HasField(names[0]) else None
+        count_expr = getattr(body, names[1]) if body.HasField(names[1]) else None
         offset = 0
         if offset_expr is not None:
             value = self._const_int(offset_expr, f"{bpath}.{names[0]}", "offset")
@@ -689,27 +699,12 @@ class _PlanCompiler:
 
     def _rel_fetch(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
-        offset, count = self._fetch_bounds(
-            body.offset_expr if body.HasField("offset_expr") else None,
-            body.count_expr if body.HasField("count_expr") else None,
-            bpath,
-            ("offset_expr", "count_expr"),
-        )
-        df = inp.df
-        if offset:
-            df = df.offset(offset)
-        if count is not None:
-            df = df.limit(count)
-        return replace(inp, df=df, broadcast=False)
+        offset, count = self._fetch_bounds(body, bpath, ("offset_expr", "count_expr"))
+        return replace(inp, df=_offset_limit(inp.df, offset, count), broadcast=False)
 
     def _rel_top_n(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
-        offset, count = self._fetch_bounds(
-            body.offset if body.HasField("offset") else None,
-            body.count if body.HasField("count") else None,
-            bpath,
-            ("offset", "count"),
-        )
+        offset, count = self._fetch_bounds(body, bpath, ("offset", "count"))
         scope = self.scope(inp, outer)
         orders = [self.exprs.sort_order(s, scope, f"{bpath}.sorts[{i}]") for i, s in enumerate(body.sorts)]
         df = inp.df
@@ -721,11 +716,7 @@ class _PlanCompiler:
             df = df.select(*[_c(c) for c in inp.columns], F.row_number().over(window).alias(rn), F.rank().over(window).alias(rk))
             df = df.filter((_c(rn) > offset) & (_c(rk) <= offset + count)).orderBy(*[_c(rn)]).select(*[_c(c) for c in inp.columns])
             return replace(inp, df=df, broadcast=False, ordered=True)
-        df = df.orderBy(*orders) if orders else df
-        if offset:
-            df = df.offset(offset)
-        if count is not None:
-            df = df.limit(count)
+        df = _offset_limit(df.orderBy(*orders) if orders else df, offset, count)
         return replace(inp, df=df, broadcast=False, ordered=bool(orders))
 
     # --------------------------------------------------------------------------------- aggregate
