@@ -99,6 +99,18 @@ __all__ = [
     "type_kind",
 ]
 
+#: The method of :class:`ExpressionCompiler` that compiles each ``rex_type`` ``(body, scope, path)``.
+_COMPILERS = {
+    "selection": "_selection",
+    "scalar_function": "_scalar_function",
+    "if_then": "_if_then",
+    "switch_expression": "_switch",
+    "multi_or_list": "_multi_or_list",
+    "cast": "_cast",
+    "subquery": "_subquery",
+    "nested": "_nested",
+}
+
 SubqueryCallback = Callable[[Rel, "Scope", str], tuple[Frame, list[str]]]
 
 
@@ -137,17 +149,11 @@ class ExpressionCompiler:
         kind = expr.WhichOneof("rex_type")
         if kind == "literal":
             return self._literal(expr.literal, f"{path}.literal")
-        if kind == "selection":
-            return self._selection(expr.selection, scope, f"{path}.selection")
-        if kind == "scalar_function":
-            return self._scalar_function(expr.scalar_function, scope, f"{path}.scalar_function")
         if kind == "window_function":
             wf = expr.window_function
             return self.window(wf, wf.partitions, wf.sorts, scope, f"{path}.window_function")
-        if kind == "if_then":
-            return self._if_then(expr.if_then, scope, f"{path}.if_then")
-        if kind == "switch_expression":
-            return self._switch(expr.switch_expression, scope, f"{path}.switch_expression")
+        if kind in _COMPILERS:
+            return getattr(self, _COMPILERS[kind])(getattr(expr, kind), scope, f"{path}.{kind}")
         if kind == "singular_or_list":
             sol = expr.singular_or_list
             p = f"{path}.singular_or_list"
@@ -156,14 +162,6 @@ class ExpressionCompiler:
             if not options:
                 return F.lit(False)
             return value.isin(*options)
-        if kind == "multi_or_list":
-            return self._multi_or_list(expr.multi_or_list, scope, f"{path}.multi_or_list")
-        if kind == "cast":
-            return self._cast(expr.cast, scope, f"{path}.cast")
-        if kind == "subquery":
-            return self._subquery(expr.subquery, scope, f"{path}.subquery")
-        if kind == "nested":
-            return self._nested(expr.nested, scope, f"{path}.nested")
         if kind == "execution_context_variable":
             v = expr.execution_context_variable.WhichOneof("execution_context_variable_type")
             if v == "current_date":
