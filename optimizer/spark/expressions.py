@@ -57,8 +57,6 @@ from substrait.proto import (
     AggregationPhase,
     ConsistentPartitionWindowRel,
     Expression,
-    FunctionArgument,
-    FunctionOption,
     Rel,
     SortField,
     Type,
@@ -206,10 +204,7 @@ class ExpressionCompiler:
 
         _check_phase(fn.phase, path)
         call = self._make_call(
-            fn.function_reference,
-            fn.arguments,
-            fn.options,
-            fn.output_type if fn.HasField("output_type") else None,
+            fn,
             scope,
             path,
             distinct=fn.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT,
@@ -229,17 +224,8 @@ class ExpressionCompiler:
         from optimizer.spark import functions as fns
 
         _check_phase(wf.phase, path)
-        output_type = wf.output_type if wf.HasField("output_type") and wf.output_type.WhichOneof("kind") else None
-        call = self._make_call(
-            wf.function_reference,
-            wf.arguments,
-            wf.options,
-            output_type,
-            scope,
-            path,
-            distinct=wf.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT,
-            sorts=[],
-        )
+        distinct = wf.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT
+        call = self._make_call(wf, scope, path, distinct=distinct)
         parts = [self.compile(p, scope, f"{path}.partitions[{i}]") for i, p in enumerate(partitions)]
         orders = [self.sort_order(s, scope, f"{path}.sorts[{i}]") for i, s in enumerate(sorts)]
         base = Window.partitionBy(*parts) if parts else Window.partitionBy()
@@ -873,18 +859,20 @@ class ExpressionCompiler:
 
     def _make_call(
         self,
-        fn_reference: int,
-        arguments: Sequence[FunctionArgument],
-        options: Sequence[FunctionOption],
-        output_type: Type | None,
+        fn: Expression.ScalarFunction | AggregateFunction | Expression.WindowFunction
+        | ConsistentPartitionWindowRel.WindowRelFunction,
         scope: Scope,
         path: str,
         distinct: bool = False,
         sorts: Sequence[SortField] = (),
     ):
+        """The :class:`~optimizer.spark.functions.Call` of a function message (its reference,
+        arguments, options and output type, unset when it has no kind)."""
         from optimizer.spark.functions import Call
 
-        info = self.functions.get(fn_reference, f"{path}.function_reference")
+        arguments, options = fn.arguments, fn.options
+        output_type = fn.output_type if fn.HasField("output_type") else None
+        info = self.functions.get(fn.function_reference, f"{path}.function_reference")
         values: list[Col] = []
         value_exprs: list[Expression] = []
         value_types: list[Type | None] = []
@@ -927,14 +915,7 @@ class ExpressionCompiler:
     def _scalar_function(self, sf: Expression.ScalarFunction, scope: Scope, path: str) -> Col:
         from optimizer.spark import functions as fns
 
-        call = self._make_call(
-            sf.function_reference,
-            sf.arguments,
-            sf.options,
-            sf.output_type if sf.HasField("output_type") else None,
-            scope,
-            path,
-        )
+        call = self._make_call(sf, scope, path)
         return fns.scalar(call)
 
     # ----------------------------------------------------------------------------------------- frames
