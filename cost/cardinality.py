@@ -44,32 +44,32 @@ import networkx as nx
 from substrait.proto import Expression, Rel, Type
 
 from cost.estimates import (
-    _COMPARISONS,
-    _INTEGRAL_KINDS,
-    _NOT_LITERAL,
-    _SPARK_INTEGRAL,
-    _TEXT,
+    COMPARISONS,
     DEFAULT_GROUP_FRACTION,
     DEFAULT_SET_OVERLAP,
     DEFAULT_TABLE_ROWS,
+    INTEGRAL_KINDS,
+    NOT_LITERAL,
+    SPARK_INTEGRAL_TYPES,
+    TEXT_KINDS,
     UNIQUE_KEY_FRACTION,
     ColumnEstimate,
     RelEstimate,
-    _cap_column,
-    _scale_column,
+    cap_column,
     column_of,
     expected_groups,
     literal_of,
+    scale_column,
     type_width,
 )
 from cost.selectivity import (
     PredicateSelectivity,
-    _keep_key_values,
-    _matched,
-    _moments,
-    _nulls,
-    _pick,
-    _select_values,
+    column_moments,
+    keep_key_values,
+    matched_fraction,
+    nulls_after_match,
+    pick_bound,
+    select_values,
 )
 from cost.statistics import (
     ColumnStatistics,
@@ -180,7 +180,7 @@ class CardinalityEstimator(PredicateSelectivity):
             return est
         rows, size = hint
         fraction = rows / est.rows if est.rows > 0 else 1.0
-        cols = [_scale_column(c, est.rows, min(fraction, 1.0), rows) for c in est.columns]
+        cols = [scale_column(c, est.rows, min(fraction, 1.0), rows) for c in est.columns]
         return replace(est, rows=float(rows), width=float(size) if size else est.width, columns=cols, source="hint")
 
     def _finish(self, node: int, est: RelEstimate) -> RelEstimate:
@@ -196,7 +196,7 @@ class CardinalityEstimator(PredicateSelectivity):
                                              null_fraction=None if is_nullable(types[i]) else 0.0)
                 elif c.avg_len is None:
                     cols[i] = replace(c, avg_len=type_width(types[i]))
-        cols = [_cap_column(c, rows) for c in cols]
+        cols = [cap_column(c, rows) for c in cols]
         if est.source == "hint" and est.width > 0:
             width = est.width
         else:
@@ -278,13 +278,13 @@ class CardinalityEstimator(PredicateSelectivity):
     def _column_from_stats(self, cs: ColumnStatistics | None, t: Type, rows: float,
                            origin: tuple[int, int]) -> ColumnEstimate:
         kind = type_kind(t)
-        integral = kind in _INTEGRAL_KINDS
+        integral = kind in INTEGRAL_KINDS
         if cs is None:
             return ColumnEstimate(null_fraction=None if is_nullable(t) else 0.0, avg_len=type_width(t),
                                   origin=origin, integral=integral)
         dtype = (cs.data_type or "").lower()
         if dtype:
-            integral = dtype in _SPARK_INTEGRAL or (dtype.startswith("decimal(") and dtype.replace(" ", "").endswith(",0)"))
+            integral = dtype in SPARK_INTEGRAL_TYPES or (dtype.startswith("decimal(") and dtype.replace(" ", "").endswith(",0)"))
         lo, hi = cs.numeric_min, cs.numeric_max
         if lo is None and isinstance(cs.min, str):
             lo = cs.min
@@ -321,9 +321,9 @@ class CardinalityEstimator(PredicateSelectivity):
         for c in range(n):
             t = types[c] if c < len(types) else None
             vals = values[c]
-            known = [v for v in vals if v is not _NOT_LITERAL and v is not None]
+            known = [v for v in vals if v is not NOT_LITERAL and v is not None]
             nulls = sum(1 for v in vals if v is None)
-            col = ColumnEstimate(avg_len=type_width(t), origin=(node, c), integral=type_kind(t) in _INTEGRAL_KINDS,
+            col = ColumnEstimate(avg_len=type_width(t), origin=(node, c), integral=type_kind(t) in INTEGRAL_KINDS,
                                  null_fraction=nulls / len(vals) if vals else 0.0)
             if len(known) + nulls == len(vals):
                 col.ndv = float(len(set(known)))
@@ -364,7 +364,7 @@ class CardinalityEstimator(PredicateSelectivity):
         if count is not None:
             rows = min(rows, count)
         fraction = rows / child.rows if child.rows > 0 else 0.0
-        cols = [_scale_column(c, child.rows, fraction, rows) for c in child.columns]
+        cols = [scale_column(c, child.rows, fraction, rows) for c in child.columns]
         return replace(child, rows=rows, columns=cols)
 
     def _rel_project(self, node, body, children) -> RelEstimate:
@@ -451,7 +451,7 @@ class CardinalityEstimator(PredicateSelectivity):
             ndv = min(groups, x.ndv) if x.ndv is not None else groups
             return ColumnEstimate(ndv=ndv, min=x.min, max=x.max, null_fraction=0.0, integral=x.integral,
                                   histogram=None, avg_len=x.avg_len, domain=ndv)
-        moments = _moments(x)
+        moments = column_moments(x)
         if moments is None:
             return ColumnEstimate(ndv=groups, null_fraction=None)
         mean, var = moments
@@ -665,14 +665,14 @@ class CardinalityEstimator(PredicateSelectivity):
             res_sel, res_cols, _, _ = self._conjunction(residual, res_est)
         if keys:
             inner = L * R / domain * res_sel
-            left_match = l_values * _matched(res_sel, R / ndv_r)
-            right_match = r_values * _matched(res_sel, L / ndv_l)
+            left_match = l_values * matched_fraction(res_sel, R / ndv_r)
+            right_match = r_values * matched_fraction(res_sel, L / ndv_l)
         else:
             inner = L * R * res_sel
-            left_match = _matched(res_sel, R) if R > 0 else 0.0
-            right_match = _matched(res_sel, L) if L > 0 else 0.0
-        out_l = [_scale_column(c, L, left_match, inner) for c in res_cols[:nl]]
-        out_r = [_scale_column(c, R, right_match, inner) for c in res_cols[nl:]]
+            left_match = matched_fraction(res_sel, R) if R > 0 else 0.0
+            right_match = matched_fraction(res_sel, L) if L > 0 else 0.0
+        out_l = [scale_column(c, L, left_match, inner) for c in res_cols[:nl]]
+        out_r = [scale_column(c, R, right_match, inner) for c in res_cols[nl:]]
         fds = set(left.fds | right.fds)
         for (lk, rk), (a, b) in zip(keys, key_ndv, strict=False):
             cl = out_l[lk] if 0 <= lk < len(out_l) else None
@@ -681,11 +681,11 @@ class CardinalityEstimator(PredicateSelectivity):
                 continue
             m = min(a * l_values, b * r_values) if len(keys) == 1 else min(a, b)
             # key values are selected: so are the values of the columns that determine them
-            _select_values(out_l, lk, max(m, 1.0) / a, lcols)
-            _select_values(out_r, rk, max(m, 1.0) / b, rcols)
+            select_values(out_l, lk, max(m, 1.0) / a, lcols)
+            select_values(out_r, rk, max(m, 1.0) / b, rcols)
             cl, cr = out_l[lk], out_r[rk]
             shared = cl.key_of | cr.key_of
-            lo, hi = _pick(max, cl.min, cr.min), _pick(min, cl.max, cr.max)
+            lo, hi = pick_bound(max, cl.min, cr.min), pick_bound(min, cl.max, cr.max)
             dom = max(cl.domain or 0.0, cr.domain or 0.0) or None
             out_l[lk] = replace(cl, ndv=max(min(m, cl.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
             out_r[rk] = replace(cr, ndv=max(min(m, cr.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
@@ -704,14 +704,14 @@ class CardinalityEstimator(PredicateSelectivity):
             if jt in ("RIGHT", "OUTER"):
                 rows += R * (1 - right_match)
             if jt in ("LEFT", "OUTER"):
-                cols_l = [_scale_column(c, L, 1.0, rows) for c in lcols]
-                cols_r = [_nulls(c, inner, rows) for c in out_r] if jt == "LEFT" else cols_r
+                cols_l = [scale_column(c, L, 1.0, rows) for c in lcols]
+                cols_r = [nulls_after_match(c, inner, rows) for c in out_r] if jt == "LEFT" else cols_r
             if jt in ("RIGHT", "OUTER"):
-                cols_r = [_scale_column(c, R, 1.0, rows) for c in rcols]
-                cols_l = [_nulls(c, inner, rows) for c in out_l] if jt == "RIGHT" else cols_l
+                cols_r = [scale_column(c, R, 1.0, rows) for c in rcols]
+                cols_l = [nulls_after_match(c, inner, rows) for c in out_l] if jt == "RIGHT" else cols_l
             if jt == "OUTER":
-                cols_l = [_nulls(c, inner + L * (1 - left_match), rows) for c in cols_l]
-                cols_r = [_nulls(c, inner + R * (1 - right_match), rows) for c in cols_r]
+                cols_l = [nulls_after_match(c, inner + L * (1 - left_match), rows) for c in cols_l]
+                cols_r = [nulls_after_match(c, inner + R * (1 - right_match), rows) for c in cols_r]
             keep = left.applied if jt == "LEFT" else right.applied if jt == "RIGHT" else frozenset()
             keep_fds = left.fds if jt == "LEFT" else right.fds if jt == "RIGHT" else frozenset()
             return RelEstimate(rows, 0.0, cols_l + cols_r, applied=keep, fds=keep_fds,
@@ -719,21 +719,21 @@ class CardinalityEstimator(PredicateSelectivity):
         if jt in ("LEFT_SEMI", "LEFT_ANTI"):
             fraction = left_match if jt == "LEFT_SEMI" else 1 - left_match
             rows = L * fraction
-            cols = [_scale_column(c, L, fraction, rows) for c in lcols]
+            cols = [scale_column(c, L, fraction, rows) for c in lcols]
             for lk, _ in keys:  # whole key values are kept or dropped
-                _keep_key_values(cols, lk, fraction, lcols, rows)
+                keep_key_values(cols, lk, fraction, lcols, rows)
             return RelEstimate(rows, 0.0, cols, applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt in ("RIGHT_SEMI", "RIGHT_ANTI"):
             fraction = right_match if jt == "RIGHT_SEMI" else 1 - right_match
             rows = R * fraction
-            cols = [_scale_column(c, R, fraction, rows) for c in rcols]
+            cols = [scale_column(c, R, fraction, rows) for c in rcols]
             for _, rk in keys:
-                _keep_key_values(cols, rk, fraction, rcols, rows)
+                keep_key_values(cols, rk, fraction, rcols, rows)
             return RelEstimate(rows, 0.0, cols, applied=right.applied, fds=right.fds, exprs=right.exprs)
         if jt == "LEFT_SINGLE":
-            return RelEstimate(L, 0.0, lcols + [_nulls(c, inner, L) for c in out_r], applied=left.applied, fds=left.fds, exprs=left.exprs)
+            return RelEstimate(L, 0.0, lcols + [nulls_after_match(c, inner, L) for c in out_r], applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt == "RIGHT_SINGLE":
-            return RelEstimate(R, 0.0, [_nulls(c, inner, R) for c in out_l] + rcols, applied=right.applied,
+            return RelEstimate(R, 0.0, [nulls_after_match(c, inner, R) for c in out_l] + rcols, applied=right.applied,
                                fds=right.fds, exprs=right.exprs)
         mark = ColumnEstimate(ndv=2.0, avg_len=1.0, null_fraction=None)
         if jt == "LEFT_MARK":
@@ -775,9 +775,9 @@ class CardinalityEstimator(PredicateSelectivity):
         if child.exprs:
             fp = self._fingerprint(e, cols)
             if fp is not None and fp in child.exprs:
-                return _cap_column(child.exprs[fp], child.rows)
+                return cap_column(child.exprs[fp], child.rows)
         value = literal_of(e)
-        if value is not _NOT_LITERAL:
+        if value is not NOT_LITERAL:
             if value is None:
                 return ColumnEstimate(ndv=0.0, null_fraction=1.0)
             return ColumnEstimate(ndv=1.0, min=value, max=value, null_fraction=0.0,
@@ -787,10 +787,10 @@ class CardinalityEstimator(PredicateSelectivity):
             if inner is None:
                 return None
             target = type_kind(e.cast.type)
-            keep_bounds = target not in _TEXT and inner.numeric
+            keep_bounds = target not in TEXT_KINDS and inner.numeric
             return replace(inner, origin=None, histogram=inner.histogram if keep_bounds else None,
                            min=inner.min if keep_bounds else None, max=inner.max if keep_bounds else None,
-                           avg_len=None, integral=inner.integral and target in _INTEGRAL_KINDS)
+                           avg_len=None, integral=inner.integral and target in INTEGRAL_KINDS)
         from optimizer.expr_utils import referenced_fields
 
         refs = sorted(referenced_fields(e))
@@ -814,7 +814,7 @@ class CardinalityEstimator(PredicateSelectivity):
             ndv *= max(c.ndv, 1.0)
         if ndv is not None:
             ndv = min(ndv, child.rows)
-        if name in _COMPARISONS or name in ("and", "or", "not", "like", "is_null", "is_not_null"):
+        if name in COMPARISONS or name in ("and", "or", "not", "like", "is_null", "is_not_null"):
             ndv = min(ndv, 2.0) if ndv is not None else 2.0
         return ColumnEstimate(ndv=ndv)
 
@@ -826,7 +826,7 @@ class CardinalityEstimator(PredicateSelectivity):
         a, b = (self.expression_column(x, child) for x in args)
         if a is None or b is None or not a.numeric or not b.numeric:
             return None
-        ma, mb = _moments(a), _moments(b)
+        ma, mb = column_moments(a), column_moments(b)
         if ma is None or mb is None:
             return None
         (ua, va), (ub, vb) = ma, mb

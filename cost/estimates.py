@@ -50,20 +50,24 @@ DEFAULT_STRING_WIDTH = 20.0
 #: (Spark's HyperLogLog++ NDV has a 5% relative standard error: a key of 15000 rows may say 14240).
 UNIQUE_KEY_FRACTION = 0.9
 
-_INTEGRAL_KINDS = {"i8", "i16", "i32", "i64", "date", "timestamp", "timestamp_tz", "precision_timestamp",
-                   "precision_timestamp_tz", "time", "precision_time"}
+#: Kinds whose values are whole numbers in the numeric domain (a range of them counts its values).
+INTEGRAL_KINDS = {"i8", "i16", "i32", "i64", "date", "timestamp", "timestamp_tz", "precision_timestamp",
+                  "precision_timestamp_tz", "time", "precision_time"}
 _TYPE_WIDTH = {"bool": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "fp32": 4, "fp64": 8, "date": 4, "time": 8,
                "timestamp": 8, "timestamp_tz": 8, "precision_timestamp": 8, "precision_timestamp_tz": 8,
                "precision_time": 8, "interval_year": 4, "interval_day": 8, "interval_compound": 16, "uuid": 16,
                "decimal": 16}
-_SPARK_INTEGRAL = {"tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long", "date", "timestamp",
-                   "timestamp_ntz"}
-_TEXT = ("string", "varchar", "char", "fixed_char", "var_char", "binary", "fixed_binary")
+#: Spark's names of the integral types (of statistics read from Spark).
+SPARK_INTEGRAL_TYPES = {"tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long", "date",
+                        "timestamp", "timestamp_ntz"}
+TEXT_KINDS = ("string", "varchar", "char", "fixed_char", "var_char", "binary", "fixed_binary")
 
-_COMPARISONS = {"equal", "not_equal", "lt", "lte", "gt", "gte", "is_not_distinct_from", "is_distinct_from"}
-_FLIP = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "equal": "equal", "not_equal": "not_equal",
-         "is_not_distinct_from": "is_not_distinct_from", "is_distinct_from": "is_distinct_from"}
-_NOT_LITERAL = object()
+COMPARISONS = {"equal", "not_equal", "lt", "lte", "gt", "gte", "is_not_distinct_from", "is_distinct_from"}
+#: The comparison with its operands swapped (``a < b`` is ``b > a``).
+FLIPPED_COMPARISON = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "equal": "equal", "not_equal": "not_equal",
+                      "is_not_distinct_from": "is_not_distinct_from", "is_distinct_from": "is_distinct_from"}
+#: What :func:`literal_value` and :func:`literal_of` give for something that is not a usable literal.
+NOT_LITERAL = object()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -166,7 +170,7 @@ def _string_key(s: str) -> float:
     return out
 
 
-def _num(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
@@ -211,13 +215,13 @@ def expected_groups(domain: float, rows: float) -> float:
     return float(min(domain, rows, domain * -math.expm1(rows * math.log1p(-1.0 / domain))))
 
 
-def _cap_column(col: ColumnEstimate | None, rows: float) -> ColumnEstimate | None:
+def cap_column(col: ColumnEstimate | None, rows: float) -> ColumnEstimate | None:
     if col is None or col.ndv is None or col.ndv <= rows:
         return col
     return replace(col, ndv=max(rows, 0.0))
 
 
-def _scale_column(col: ColumnEstimate | None, in_rows: float, fraction: float, out_rows: float) -> ColumnEstimate | None:
+def scale_column(col: ColumnEstimate | None, in_rows: float, fraction: float, out_rows: float) -> ColumnEstimate | None:
     """A column of a relation of which a ``fraction`` of the rows survives (``out_rows`` in all)."""
     if col is None:
         return None
@@ -229,8 +233,8 @@ def _scale_column(col: ColumnEstimate | None, in_rows: float, fraction: float, o
     return replace(col, ndv=ndv)
 
 
-def _literal_value(lit: Expression.Literal) -> Any:
-    """The comparable value of a literal (float, str, or None for null); ``_NOT_LITERAL`` if unsupported."""
+def literal_value(lit: Expression.Literal) -> Any:
+    """The comparable value of a literal (float, str, or None for null); ``NOT_LITERAL`` if unsupported."""
     kind = lit.WhichOneof("literal_type")
     if kind in ("i8", "i16", "i32", "i64", "fp32", "fp64"):
         return float(getattr(lit, kind))
@@ -251,27 +255,27 @@ def _literal_value(lit: Expression.Literal) -> Any:
         return float(ts.value) * 10.0 ** (6 - ts.precision)
     if kind == "null":
         return None
-    return _NOT_LITERAL
+    return NOT_LITERAL
 
 
 def literal_of(e: Expression) -> Any:
-    """The value of a literal expression, or of a cast of a literal (``_NOT_LITERAL`` otherwise)."""
+    """The value of a literal expression, or of a cast of a literal (``NOT_LITERAL`` otherwise)."""
     rex = e.WhichOneof("rex_type")
     if rex == "literal":
-        return _literal_value(e.literal)
+        return literal_value(e.literal)
     if rex == "cast" and e.cast.input.WhichOneof("rex_type") == "literal":
-        value = _literal_value(e.cast.input.literal)
-        if value is _NOT_LITERAL or value is None:
+        value = literal_value(e.cast.input.literal)
+        if value is NOT_LITERAL or value is None:
             return value
         target = type_kind(e.cast.type)
-        if isinstance(value, str) and target not in (None, *_TEXT):
+        if isinstance(value, str) and target not in (None, *TEXT_KINDS):
             spark = {"date": "date", "timestamp": "timestamp", "precision_timestamp": "timestamp"}.get(target, "double")
             converted = to_numeric(value, spark)
-            return converted if converted is not None else _NOT_LITERAL
-        if isinstance(value, float) and target in _TEXT:
-            return _NOT_LITERAL
+            return converted if converted is not None else NOT_LITERAL
+        if isinstance(value, float) and target in TEXT_KINDS:
+            return NOT_LITERAL
         return value
-    return _NOT_LITERAL
+    return NOT_LITERAL
 
 
 def column_of(e: Expression) -> int | None:

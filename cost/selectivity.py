@@ -20,9 +20,7 @@ from typing import Any
 from substrait.proto import Expression
 
 from cost.estimates import (
-    _COMPARISONS,
-    _FLIP,
-    _NOT_LITERAL,
+    COMPARISONS,
     DEFAULT_BETWEEN_SEL,
     DEFAULT_BOOL_SEL,
     DEFAULT_EQ_SEL,
@@ -30,15 +28,17 @@ from cost.estimates import (
     DEFAULT_NULL_SEL,
     DEFAULT_RANGE_SEL,
     DEFAULT_SEL,
+    FLIPPED_COMPARISON,
     LIKE_CHAR_FACTOR,
+    NOT_LITERAL,
     ColumnEstimate,
     RelEstimate,
-    _cap_column,
-    _literal_value,
-    _num,
-    _scale_column,
+    as_number,
+    cap_column,
     column_of,
     literal_of,
+    literal_value,
+    scale_column,
 )
 from cost.statistics import Histogram, to_numeric
 from optimizer.errors import PlanError
@@ -79,7 +79,7 @@ class PredicateSelectivity:
         rows = est.rows * sel
         if est.rows >= 1:  # floor at one row: statistics may be stale, and 0 would zero everything above
             rows = max(rows, 1.0)
-        cols = [_cap_column(c, rows) for c in cols]
+        cols = [cap_column(c, rows) for c in cols]
         return replace(est, rows=rows, columns=cols, applied=applied, exprs=exprs)
 
     def selectivity(self, condition: Expression, est: RelEstimate) -> float:
@@ -129,12 +129,12 @@ class PredicateSelectivity:
                 if i in updates:
                     cols[i] = updates[i]
                 else:
-                    cols[i] = _scale_column(col, rows, sel, new_rows) if col is not None else None
+                    cols[i] = scale_column(col, rows, sel, new_rows) if col is not None else None
             narrowed.update(updates)
             for i, upd in updates.items():
                 old = before[i] if 0 <= i < len(before) else None
                 if old is not None and old.ndv and upd is not None and upd.ndv is not None and upd.ndv < old.ndv:
-                    _select_values(cols, i, upd.ndv / old.ndv, before)
+                    select_values(cols, i, upd.ndv / old.ndv, before)
             rows = new_rows
             total *= sel
             if fp is not None:
@@ -147,7 +147,7 @@ class PredicateSelectivity:
         """Selectivity of one predicate and the columns it narrows."""
         rex = e.WhichOneof("rex_type")
         if rex == "literal":
-            v = _literal_value(e.literal)
+            v = literal_value(e.literal)
             return (1.0 if v == 1.0 else 0.0), {}
         if rex == "singular_or_list":
             return self._in_list(e.singular_or_list, cols)
@@ -191,8 +191,8 @@ class PredicateSelectivity:
                     ndv = min(old.ndv, sum(ndvs)) if old.ndv is not None else sum(ndvs)
                 lo, hi = parts_i[0].min, parts_i[0].max
                 for c in parts_i[1:]:
-                    lo = _pick(min, lo, c.min) if lo is not None and c.min is not None else None
-                    hi = _pick(max, hi, c.max) if hi is not None and c.max is not None else None
+                    lo = pick_bound(min, lo, c.min) if lo is not None and c.min is not None else None
+                    hi = pick_bound(max, hi, c.max) if hi is not None and c.max is not None else None
                 if lo is None:
                     lo = old.min
                 if hi is None:
@@ -209,7 +209,7 @@ class PredicateSelectivity:
         if name in ("is_false", "is_not_true"):
             s, _ = self._predicate(args[0], cols, rows) if args else (DEFAULT_SEL, {})
             return 1.0 - s, {}
-        if name in _COMPARISONS and len(args) == 2:
+        if name in COMPARISONS and len(args) == 2:
             return self._comparison(name, args[0], args[1], cols, rows)
         if name == "between" and len(args) >= 3:
             return self._between(args[0], args[1], args[2], cols)
@@ -239,7 +239,7 @@ class PredicateSelectivity:
         i = column_of(sol.value)
         values = [literal_of(o) for o in sol.options]
         col = cols[i] if i is not None and 0 <= i < len(cols) else None
-        if any(v is _NOT_LITERAL for v in values):
+        if any(v is NOT_LITERAL for v in values):
             return min(DEFAULT_EQ_SEL * len(values), 0.5), {}
         distinct = list(dict.fromkeys(v for v in values if v is not None))
         if col is None:
@@ -293,19 +293,19 @@ class PredicateSelectivity:
                     ) -> tuple[float, dict[int, ColumnEstimate]]:
         ia, ib = column_of(a), column_of(b)
         va, vb = literal_of(a), literal_of(b)
-        if ia is None and va is not _NOT_LITERAL and (ib is not None or vb is _NOT_LITERAL):
+        if ia is None and va is not NOT_LITERAL and (ib is not None or vb is NOT_LITERAL):
             a, b, ia, ib, va, vb = b, a, ib, ia, vb, va
-            name = _FLIP[name]
-        if ia is not None and vb is _NOT_LITERAL:
+            name = FLIPPED_COMPARISON[name]
+        if ia is not None and vb is NOT_LITERAL:
             sv = self.scalar_value(b)
             if sv is not None:
                 vb = sv
-        if ia is None and ib is not None and va is _NOT_LITERAL:
+        if ia is None and ib is not None and va is NOT_LITERAL:
             sv = self.scalar_value(a)
             if sv is not None:
-                a, b, ia, ib, va, vb = b, a, ib, None, _NOT_LITERAL, sv
-                name = _FLIP[name]
-        if ia is None and ib is None and va is _NOT_LITERAL and vb is _NOT_LITERAL:
+                a, b, ia, ib, va, vb = b, a, ib, None, NOT_LITERAL, sv
+                name = FLIPPED_COMPARISON[name]
+        if ia is None and ib is None and va is NOT_LITERAL and vb is NOT_LITERAL:
             # an expression against a scalar subquery: the expression's estimate, as a column
             sv = self.scalar_value(b)
             ca = self.expression_column(a, RelEstimate(rows, 0.0, cols)) if sv is not None else None
@@ -313,11 +313,11 @@ class PredicateSelectivity:
                 tmp = list(cols) + [ca]
                 sel, _ = self._column_vs_value(name, len(cols), sv, tmp)
                 return sel, {}
-        if ia is not None and vb is not _NOT_LITERAL:
+        if ia is not None and vb is not NOT_LITERAL:
             return self._column_vs_value(name, ia, vb, cols)
         if ia is not None and ib is not None:
             return self._column_vs_column(name, ia, ib, cols)
-        if va is not _NOT_LITERAL and vb is not _NOT_LITERAL:
+        if va is not NOT_LITERAL and vb is not NOT_LITERAL:
             try:
                 result = {"equal": va == vb, "not_equal": va != vb, "lt": va < vb, "lte": va <= vb,
                           "gt": va > vb, "gte": va >= vb, "is_not_distinct_from": va == vb,
@@ -335,7 +335,7 @@ class PredicateSelectivity:
                 ca = self.expression_column(b, RelEstimate(rows, 0.0, cols))
             if ca is not None and ca.ndv:
                 return 1.0 / max(ca.ndv, 1.0), {}
-            fp = self._fingerprint(a, cols) if vb is not _NOT_LITERAL and vb is not None else None
+            fp = self._fingerprint(a, cols) if vb is not NOT_LITERAL and vb is not None else None
             return DEFAULT_EQ_SEL, ({fp: _value_set([vb])} if fp is not None else {})
         if name in ("not_equal", "is_distinct_from"):
             return 1.0 - DEFAULT_EQ_SEL, {}
@@ -375,7 +375,7 @@ class PredicateSelectivity:
     def _between(self, x: Expression, lo_e: Expression, hi_e: Expression, cols):
         i = column_of(x)
         lo, hi = literal_of(lo_e), literal_of(hi_e)
-        if i is None or lo is _NOT_LITERAL or hi is _NOT_LITERAL or lo is None or hi is None:
+        if i is None or lo is NOT_LITERAL or hi is NOT_LITERAL or lo is None or hi is None:
             return DEFAULT_BETWEEN_SEL, {}
         col = cols[i] if 0 <= i < len(cols) else None
         if col is None:
@@ -397,8 +397,8 @@ class PredicateSelectivity:
         if not numeric and not text:
             return default * nonnull, {i: replace(col, null_fraction=0.0)}
         a, b = _domain(col)
-        qlo, qhi = _interval(_num(lo) if lo is not None else None, lo_incl,
-                             _num(hi) if hi is not None else None, hi_incl, col.integral and numeric)
+        qlo, qhi = _interval(as_number(lo) if lo is not None else None, lo_incl,
+                             as_number(hi) if hi is not None else None, hi_incl, col.integral and numeric)
         lo2, hi2 = max(a, qlo), min(b, qhi)
         if hi2 <= lo2:
             return 0.0, {i: replace(col, ndv=0.0, null_fraction=0.0)}
@@ -494,7 +494,7 @@ class PredicateSelectivity:
         return sel * nonnull, ({i: replace(col, null_fraction=0.0)} if col is not None else {})
 
 
-def _matched(s: float, m: float) -> float:
+def matched_fraction(s: float, m: float) -> float:
     """Probability that a row with ``m`` join partners on the keys (Poisson) has one passing a residual
     condition of selectivity ``s`` (1 without a residual: containment)."""
     if s >= 1.0:
@@ -514,7 +514,7 @@ def like_fragment_selectivity(fragment: str) -> float:
     return min(0.5, DEFAULT_LIKE_SEL * LIKE_CHAR_FACTOR ** (len(fragment) - 5))
 
 
-def _keep_key_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
+def keep_key_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
                      before: Sequence[ColumnEstimate | None], rows: float) -> None:
     """A semi/anti join keeps or drops whole key values: ``fraction`` of the key's values remain (not the
     values a random ``fraction`` of the rows would hold), and of the columns that determine it."""
@@ -523,10 +523,10 @@ def _keep_key_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
     if col is None or old is None or old.ndv is None:
         return
     cols[i] = replace(col, ndv=max(min(old.ndv * fraction, rows), 1.0 if rows >= 1 else 0.0))
-    _select_values(cols, i, fraction, before)
+    select_values(cols, i, fraction, before)
 
 
-def _select_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
+def select_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
                    before: Sequence[ColumnEstimate | None] | None = None) -> None:
     """Column ``i`` keeps ``fraction`` of its values: so do the columns that determine it (unique keys of
     the table it comes from), in place (``before``: the columns before the operation)."""
@@ -542,7 +542,7 @@ def _select_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
         cols[j] = replace(c, ndv=max(min(c.ndv, base * fraction), 1.0 if c.ndv >= 1 else 0.0))
 
 
-def _nulls(col: ColumnEstimate | None, matched: float, rows: float) -> ColumnEstimate | None:
+def nulls_after_match(col: ColumnEstimate | None, matched: float, rows: float) -> ColumnEstimate | None:
     """A column of the null-supplying side of an outer join."""
     if col is None:
         return None
@@ -560,7 +560,7 @@ def _value_set(values: list[Any]) -> ColumnEstimate:
     return col
 
 
-def _pick(choose: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+def pick_bound(choose: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     """``choose(a, b)`` (``min`` or ``max``) of two optional bounds; one that is None or not comparable: the other, else ``a``."""
     if a is None:
         return b
@@ -584,7 +584,7 @@ def _coerce(v: Any, col: ColumnEstimate) -> Any:
 
 def _domain(col: ColumnEstimate) -> tuple[float, float]:
     """The column's values as a half-open continuous interval ``(a, b]`` (integral values k sit on (k-1, k])."""
-    lo, hi = _num(col.min), _num(col.max)
+    lo, hi = as_number(col.min), as_number(col.max)
     if lo is None or hi is None:
         return -math.inf, math.inf
     if col.integral:
@@ -657,7 +657,7 @@ def _normal_mass(normal: tuple[float, float], a: float, b: float) -> float:
     return max(cdf(b) - cdf(a), 0.0)
 
 
-def _moments(col: ColumnEstimate) -> tuple[float, float] | None:
+def column_moments(col: ColumnEstimate) -> tuple[float, float] | None:
     """(mean, variance) of a numeric column: from its normal, its moments, its histogram, or uniform over
     its bounds."""
     if col.normal is not None:
