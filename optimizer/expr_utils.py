@@ -233,6 +233,13 @@ def is_window_call(msg: Message) -> bool:
 
 
 def has_window_function(msg: Message, *, enter_subqueries: bool) -> bool:
+    """Is there a window function in ``msg`` (in its subqueries too with ``enter_subqueries``)?
+
+    >>> e = Expression()
+    >>> e.subquery.scalar.input.project.expressions.add().window_function.function_reference = 1
+    >>> has_window_function(e, enter_subqueries=True), has_window_function(e, enter_subqueries=False)
+    (True, False)
+    """
     return contains(msg, is_window_call, enter_subqueries=enter_subqueries)
 
 
