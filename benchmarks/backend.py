@@ -41,10 +41,11 @@ from benchmarks.common import (  # noqa: E402
     progress_bar,
     ratio,
     register_temp_views,
+    report_parser,
     timed,
     tpch_data,
     tpch_plans,
-    write_json,
+    write_report,
 )
 
 TARGET_OVERHEAD_MS = 20.0
@@ -54,18 +55,10 @@ TARGET_RATIO = 1.2
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    p.add_argument("--queries", default="all", help="query numbers, e.g. 1,3,5-7 (default all 22)")
+    p = report_parser(__doc__, "backend", reps=9, queries=True)
     p.add_argument("--producer", default="datafusion", choices=["datafusion", "duckdb", "isthmus"])
-    p.add_argument("--reps", type=int, default=9, help="timed repetitions (median; default 9)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
     p.add_argument("--overhead-reps", type=int, default=10, help="to_dataframe calls per plan (median)")
-    p.add_argument("--out", default=str(REPORT_DIR), help="report directory (default docs/benchmarks)")
-    p.add_argument("--name", default="backend", help="report file stem (default backend)")
-    p.add_argument("--master", default=None)
     p.add_argument("--remote", default=None, metavar="sc://HOST:PORT", help="a Spark Connect server")
-    p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
 
@@ -177,9 +170,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
                          "wall_seconds": round(time.time() - started, 1)},
               "queries": rows}
     if out_dir is not None:
-        out = Path(out_dir)
-        write_json(out / f"{name}.json", report)
-        (out / f"{name}.md").write_text(markdown(report))
+        write_report(out_dir, name, report, markdown)
     return report
 
 

@@ -64,11 +64,12 @@ def _save_cache(path: Path, cache: dict[str, int]) -> None:
 def collect(scale: float, queries: list[int], master: str | None = None, use_cache: bool = True,
             log=print, spark=None) -> list[dict]:
     """One record per relation of each query's plan: estimate, actual rows, q-error."""
-    from cost.cardinality import CardinalityEstimator, q_error
+    from cost.cardinality import CardinalityEstimator
+    from cost.estimates import q_error
     from cost.statistics import default_statistics
     from optimizer.dag import annotate_schemas, to_dag
     from optimizer.explain.estimates import count_rows, join_depth, relation_paths, subtree_plan
-    from optimizer.functions import function_table
+    from optimizer.load.functions import function_table
     from optimizer.plan_io import load_plan
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
@@ -115,7 +116,7 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
 
 def _describe(g, node: int) -> str:
     from optimizer.explain import describe_rel
-    from optimizer.functions import function_table
+    from optimizer.load.functions import function_table
 
     return describe_rel(g, node, function_table(g.graph["plan"]), max_len=10_000)
 

@@ -7,6 +7,7 @@ Every benchmark accepts an existing SparkSession (``spark=``) and otherwise uses
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -98,6 +99,26 @@ def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Se
             except Exception as exc:  # noqa: BLE001
                 errors[("isthmus", q)] = _one_line(exc)
     return plans
+
+
+def report_parser(doc: str, name: str, *, scale: float = 1.0, reps: int = 3, warmup: bool = True,
+                  queries: bool = False, spark: bool = True) -> argparse.ArgumentParser:
+    """The arguments of a benchmark that writes a report: ``--scale``, ``--reps``, ``--warmup`` (with
+    ``warmup``), ``--queries`` (with ``queries``), ``--out``, ``--name`` (default ``name``), ``--master``
+    (with ``spark``) and ``--no-progress``; the caller adds its own. ``doc``'s first line describes it."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--scale", type=float, default=scale, help=f"TPC-H scale factor (default {scale:g})")
+    if queries:
+        p.add_argument("--queries", default="all", help="query numbers, e.g. 1,3,5-7 (default all 22)")
+    p.add_argument("--reps", type=int, default=reps, help=f"timed repetitions (median; default {reps})")
+    if warmup:
+        p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
+    p.add_argument("--out", default=str(REPORT_DIR), help="report directory (default docs/benchmarks)")
+    p.add_argument("--name", default=name, help=f"report file stem (default {name})")
+    if spark:
+        p.add_argument("--master", default=None, help="Spark master (default: get_spark's local[*])")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
 
 
 def tables_of_sql(sql: str) -> list[str]:
@@ -238,6 +259,14 @@ def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=str) + "\n")
     return path
+
+
+def write_report(out_dir: str | Path, name: str, report: dict, markdown: Callable[[dict], str]) -> Path:
+    """``name.json`` (the report) and ``name.md`` (``markdown(report)``) in ``out_dir``, which is returned."""
+    out = Path(out_dir)
+    write_json(out / f"{name}.json", report)
+    (out / f"{name}.md").write_text(markdown(report))
+    return out
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

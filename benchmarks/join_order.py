@@ -40,9 +40,10 @@ from benchmarks.common import (  # noqa: E402
     progress_bar,
     ratio,
     register_temp_views,
+    report_parser,
     timed,
     tpch_data,
-    write_json,
+    write_report,
 )
 
 WRITTEN_ORDER = ("lineitem", "orders", "customer", "supplier", "nation", "region")
@@ -211,9 +212,7 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         "answers_equal": all(equal.values()),
     }
     if out_dir is not None:
-        out = Path(out_dir)
-        write_json(out / f"{name}.json", report)
-        (out / f"{name}.md").write_text(markdown(report))
+        out = write_report(out_dir, name, report, markdown)
         try:
             from optimizer.explain.dot import before_after_dot, render_svg
 
@@ -264,15 +263,7 @@ def markdown(r: dict) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--out", default=str(REPORT_DIR))
-    p.add_argument("--name", default="join_order")
-    p.add_argument("--master", default=None)
-    p.add_argument("--no-progress", action="store_true")
-    return p.parse_args(argv)
+    return report_parser(__doc__, "join_order").parse_args(argv)
 
 
 def main(argv=None, spark: Any = None) -> dict:

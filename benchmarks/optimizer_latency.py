@@ -41,9 +41,10 @@ from benchmarks.common import (  # noqa: E402
     one_line,
     parse_queries,
     progress_bar,
+    report_parser,
     tpch_data,
     tpch_plans,
-    write_json,
+    write_report,
 )
 
 SHAPES = ("chain", "star", "cycle", "clique")
@@ -341,9 +342,7 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
                          "wall_seconds": round(time.time() - started, 1)},
               "tpch": tpch_rows, "synthetic": synthetic, "profiles": profiles}
     if out_dir is not None:
-        out = Path(out_dir)
-        write_json(out / f"{name}.json", report)
-        (out / f"{name}.md").write_text(markdown(report))
+        out = write_report(out_dir, name, report, markdown)
         try:
             plot(report, out / f"{name}.png")
         except ImportError:
@@ -472,19 +471,14 @@ def plot(report: dict, path: Path) -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    # --scale: the TPC-H data whose footers give the plans' statistics
+    p = report_parser(__doc__, "optimizer_latency", scale=0.01, reps=5, warmup=False, queries=True, spark=False)
     p.add_argument("--max-relations", type=int, default=30)
     p.add_argument("--min-relations", type=int, default=2)
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--producers", default=",".join(PRODUCERS), help="TPC-H plan producers ('' for none)")
-    p.add_argument("--queries", default="all")
-    p.add_argument("--reps", type=int, default=5)
     p.add_argument("--budget", type=float, default=5.0, help="seconds of timed runs per case at most")
-    p.add_argument("--scale", type=float, default=0.01, help="TPC-H data for the plans' statistics (footers)")
     p.add_argument("--no-profile", action="store_true")
-    p.add_argument("--out", default=str(REPORT_DIR))
-    p.add_argument("--name", default="optimizer_latency")
-    p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
 

@@ -51,11 +51,12 @@ from benchmarks.common import (  # noqa: E402
     progress_bar,
     ratio,
     register_temp_views,
+    report_parser,
     tables_of_sql,
     timed,
     tpch_data,
     tpch_plans,
-    write_json,
+    write_report,
 )
 
 #: Queries whose optimized plan should beat the original by 20% (they have joins worth reordering).
@@ -66,17 +67,9 @@ TARGET_VS_ORIGINAL = 0.8
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    p.add_argument("--queries", default="all", help="query numbers, e.g. 1,3,5-7 (default all 22)")
+    p = report_parser(__doc__, "tpch", queries=True)
     p.add_argument("--producers", default=",".join(PRODUCERS), help="comma-separated: datafusion,duckdb,isthmus")
-    p.add_argument("--reps", type=int, default=3, help="timed repetitions per variant (median; default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs per variant (default 1)")
     p.add_argument("--optimize-reps", type=int, default=5, help="optimizer runs per plan (median; default 5)")
-    p.add_argument("--out", default=str(REPORT_DIR), help="report directory (default docs/benchmarks)")
-    p.add_argument("--name", default="tpch", help="report file stem (default tpch)")
-    p.add_argument("--master", default=None, help="Spark master (default: get_spark's local[*])")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 
 
@@ -393,9 +386,7 @@ def _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started) 
 
 
 def write_reports(report: dict, out_dir: Path, name: str = "tpch") -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / f"{name}.json", report)
-    (out_dir / f"{name}.md").write_text(markdown(report))
+    write_report(out_dir, name, report, markdown)
     try:
         plot(report, out_dir / f"{name}.png")
     except ImportError:

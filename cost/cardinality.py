@@ -36,358 +36,66 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import urllib.parse
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
 from substrait.proto import Expression, Rel, Type
 
+from cost.estimates import (
+    COMPARISONS,
+    DEFAULT_GROUP_FRACTION,
+    DEFAULT_SET_OVERLAP,
+    DEFAULT_TABLE_ROWS,
+    INTEGRAL_KINDS,
+    NOT_LITERAL,
+    SPARK_INTEGRAL_TYPES,
+    TEXT_KINDS,
+    UNIQUE_KEY_FRACTION,
+    ColumnEstimate,
+    RelEstimate,
+    cap_column,
+    column_of,
+    expected_groups,
+    literal_of,
+    scale_column,
+    type_width,
+)
+from cost.selectivity import (
+    PredicateSelectivity,
+    column_moments,
+    keep_key_values,
+    matched_fraction,
+    nulls_after_match,
+    pick_bound,
+    select_values,
+)
 from cost.statistics import (
     ColumnStatistics,
-    Histogram,
     StatisticsProvider,
     TableStatistics,
+    local_files_statistics,
     read_hint,
-    to_numeric,
 )
-from optimizer.dag import inputs
+from optimizer.dag import inputs, join_type_name
 from optimizer.errors import OptimizerError, PlanError
-from optimizer.expr_utils import call_args, conjuncts, disjuncts, field_index, remap_fields
-from optimizer.functions import FunctionTable, function_table
+from optimizer.expr_utils import call_args, conjuncts, field_index, has_outer_refs, reference_field
+from optimizer.load.functions import FunctionTable, function_table
+from optimizer.schema import is_nullable, type_kind
 
 log = logging.getLogger(__name__)
-
-# --------------------------------------------------------------------------------------------------
-# Defaults (why each value: docs/cost-model.md, "Default selectivities")
-# --------------------------------------------------------------------------------------------------
-
-#: Rows of a table nothing is known about (large on purpose: an unknown table is never broadcast).
-DEFAULT_TABLE_ROWS = 1_000_000.0
-#: ``col = value`` when the column's NDV is unknown.
-DEFAULT_EQ_SEL = 0.1
-#: ``col < value`` (and the other range comparisons) when the column's bounds are unknown.
-DEFAULT_RANGE_SEL = 1.0 / 3.0
-#: ``col BETWEEN a AND b`` when the column's bounds are unknown.
-DEFAULT_BETWEEN_SEL = 0.25
-#: Each literal fragment of a LIKE pattern (``'%green%'``: one, ``'%a%b%'``: two, multiplied).
-DEFAULT_LIKE_SEL = 0.1
-#: Each character of a LIKE fragment beyond 5 multiplies its selectivity by this (fewer: divides).
-LIKE_CHAR_FACTOR = 0.8
-#: ``col IS NULL`` when the null count is unknown and the type is nullable.
-DEFAULT_NULL_SEL = 0.01
-#: A boolean expression nothing is known about (a function we do not model, a subquery...).
-DEFAULT_SEL = 0.25
-#: A boolean column used as a predicate, ``EXISTS (subquery)``, ``x IN (subquery)``.
-DEFAULT_BOOL_SEL = 0.5
-#: Groups of an aggregate on a key whose NDV is unknown, as a fraction of the input rows.
-DEFAULT_GROUP_FRACTION = 0.1
-#: Overlap of the inputs of INTERSECT / MINUS when nothing says otherwise.
-DEFAULT_SET_OVERLAP = 0.5
-#: Bytes of a string/binary value whose average length is unknown.
-DEFAULT_STRING_WIDTH = 20.0
-#: A column is a unique key of its table when its NDV is at least this fraction of the row count
-#: (Spark's HyperLogLog++ NDV has a 5% relative standard error: a key of 15000 rows may say 14240).
-UNIQUE_KEY_FRACTION = 0.9
-
-_INTEGRAL_KINDS = {"i8", "i16", "i32", "i64", "date", "timestamp", "timestamp_tz", "precision_timestamp",
-                   "precision_timestamp_tz", "time", "precision_time"}
-_TYPE_WIDTH = {"bool": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "fp32": 4, "fp64": 8, "date": 4, "time": 8,
-               "timestamp": 8, "timestamp_tz": 8, "precision_timestamp": 8, "precision_timestamp_tz": 8,
-               "precision_time": 8, "interval_year": 4, "interval_day": 8, "interval_compound": 16, "uuid": 16,
-               "decimal": 16}
-_SPARK_INTEGRAL = {"tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long", "date", "timestamp",
-                   "timestamp_ntz"}
-_TEXT = ("string", "varchar", "char", "fixed_char", "var_char", "binary", "fixed_binary")
-
-_COMPARISONS = {"equal", "not_equal", "lt", "lte", "gt", "gte", "is_not_distinct_from", "is_distinct_from"}
-_FLIP = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "equal": "equal", "not_equal": "not_equal",
-         "is_not_distinct_from": "is_not_distinct_from", "is_distinct_from": "is_distinct_from"}
-_NOT_LITERAL = object()
-
-
-# --------------------------------------------------------------------------------------------------
-# Data model
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ColumnEstimate:
-    """What is known about one output column; ``None`` means unknown.
-
-    ``min``/``max`` are floats in the :func:`~cost.statistics.to_numeric` domain, or strings for text
-    columns. ``histogram`` is the base table's equi-height histogram (never rescaled: selectivities
-    are computed on the part of it between the current ``min`` and ``max``). ``origin`` is
-    ``(read node, base column)`` for a column read unchanged from a table; ``key_of`` the read nodes
-    of which this column's values identify one row (a unique key, also through equi-joins);
-    ``integral`` says the values are discrete (integers, dates). ``domain`` is the number of distinct
-    values the column could take (its base column's NDV, kept through filters and joins: a filtered
-    key still draws from the whole key domain); ``normal`` ``(mean, sd)`` describes the values of a
-    computed aggregate (a sum per group is about normally distributed); ``moments`` ``(mean, variance)``
-    those of an arithmetic expression.
-    """
-
-    ndv: float | None = None
-    min: Any = None
-    max: Any = None
-    null_fraction: float | None = None
-    avg_len: float | None = None
-    histogram: Histogram | None = None
-    origin: tuple[int, int] | None = None
-    key_of: frozenset[int] = frozenset()
-    integral: bool = False
-    domain: float | None = None
-    normal: tuple[float, float] | None = None
-    moments: tuple[float, float] | None = None
-
-    @property
-    def numeric(self) -> bool:
-        return isinstance(self.min, float | int) and isinstance(self.max, float | int)
-
-
-@dataclass
-class RelEstimate:
-    """Estimated output of a relation: ``rows``, ``width`` in bytes per row, one column estimate each.
-
-    ``applied`` holds fingerprints of the predicates already applied below (in terms of the base
-    columns they read), so that a filter repeated above a read (as DataFusion writes them) is not
-    counted twice. ``fds`` holds ``(a, b)`` pairs of read nodes: a row of ``a`` determines one row of
-    ``b`` (joined on ``b``'s unique key); aggregates use them to drop functionally dependent keys.
-    ``source`` is ``"derived"``, ``"hint"`` or ``"default"``. ``exprs`` holds what filters said about
-    computed expressions (``substring(c_phone, 1, 2) IN (7 values)`` leaves 7 distinct values), keyed by
-    the expression's fingerprint.
-    """
-
-    rows: float
-    width: float
-    columns: list[ColumnEstimate | None] = field(default_factory=list)
-    applied: frozenset = frozenset()
-    fds: frozenset[tuple[int, int]] = frozenset()
-    source: str = "derived"
-    exprs: dict[bytes, ColumnEstimate] = field(default_factory=dict)
-
-    @property
-    def bytes(self) -> float:
-        return self.rows * self.width
-
-
-# --------------------------------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------------------------------
-
-
-def _type_kind(t: Type | None) -> str | None:
-    return t.WhichOneof("kind") if t is not None else None
-
-
-def _nullable(t: Type | None) -> bool:
-    kind = _type_kind(t)
-    if kind is None:
-        return True
-    sub = getattr(t, kind)
-    if "nullability" not in sub.DESCRIPTOR.fields_by_name:
-        return True
-    return sub.nullability != Type.NULLABILITY_REQUIRED
-
-
-def type_width(t: Type | None) -> float:
-    """Default bytes per value of a type (strings: :data:`DEFAULT_STRING_WIDTH`)."""
-    kind = _type_kind(t)
-    if kind is None:
-        return 8.0
-    if kind in _TYPE_WIDTH:
-        if kind == "decimal":
-            return 8.0 if t.decimal.precision <= 18 else 16.0
-        return float(_TYPE_WIDTH[kind])
-    if kind in ("fixed_char", "fixed_binary"):
-        return float(getattr(t, kind).length or DEFAULT_STRING_WIDTH)
-    if kind == "varchar":
-        return float(min(t.varchar.length, DEFAULT_STRING_WIDTH) if t.varchar.length else DEFAULT_STRING_WIDTH)
-    if kind == "struct":
-        return sum(type_width(x) for x in t.struct.types) or 8.0
-    if kind in ("list", "map"):
-        return 4 * DEFAULT_STRING_WIDTH
-    return DEFAULT_STRING_WIDTH
-
-
-def _string_key(s: str) -> float:
-    """Strings mapped to [0, 1) preserving order on their first 8 characters (for interpolation)."""
-    out = 0.0
-    scale = 1.0
-    for ch in s[:8]:
-        scale /= 256.0
-        out += min(ord(ch), 255) * scale
-    return out
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        return _string_key(value)
-    return None
-
-
-def distinct_after_sampling(ndv: float, rows: float, fraction: float) -> float:
-    """Expected distinct values left when each of ``rows`` rows (``ndv`` distinct, uniform) is kept with
-    probability ``fraction``.
-
-    >>> round(distinct_after_sampling(100, 10_000, 0.5), 3)
-    100.0
-    >>> round(distinct_after_sampling(10_000, 10_000, 0.5))
-    5000
-    """
-    if ndv <= 0 or rows <= 0:
-        return 0.0
-    fraction = min(max(fraction, 0.0), 1.0)
-    per_value = max(rows / ndv, 1.0)
-    if fraction >= 1.0:
-        return ndv
-    return ndv * -math.expm1(per_value * math.log1p(-fraction))
-
-
-def expected_groups(domain: float, rows: float) -> float:
-    """Expected distinct combinations when ``rows`` rows draw uniformly from ``domain`` combinations.
-
-    >>> expected_groups(10, 1_000_000)
-    10.0
-    >>> round(expected_groups(1e12, 1000))
-    1000
-    """
-    if rows <= 0:
-        return 0.0
-    if domain <= 1:
-        return 1.0
-    if domain > 1e15:
-        return rows
-    return float(min(domain, rows, domain * -math.expm1(rows * math.log1p(-1.0 / domain))))
-
-
-def _cap_column(col: ColumnEstimate | None, rows: float) -> ColumnEstimate | None:
-    if col is None or col.ndv is None or col.ndv <= rows:
-        return col
-    return replace(col, ndv=max(rows, 0.0))
-
-
-def _scale_column(col: ColumnEstimate | None, in_rows: float, fraction: float, out_rows: float) -> ColumnEstimate | None:
-    """A column of a relation of which a ``fraction`` of the rows survives (``out_rows`` in all)."""
-    if col is None:
-        return None
-    ndv = col.ndv
-    if ndv is not None:
-        ndv = min(distinct_after_sampling(ndv, in_rows, fraction), max(out_rows, 0.0))
-        if col.ndv >= 1 and out_rows >= 1:
-            ndv = max(ndv, 1.0)
-    return replace(col, ndv=ndv)
-
-
-def _literal_value(lit: Expression.Literal) -> Any:
-    """The comparable value of a literal (float, str, or None for null); ``_NOT_LITERAL`` if unsupported."""
-    kind = lit.WhichOneof("literal_type")
-    if kind in ("i8", "i16", "i32", "i64", "fp32", "fp64"):
-        return float(getattr(lit, kind))
-    if kind == "boolean":
-        return float(lit.boolean)
-    if kind in ("string", "var_char", "fixed_char"):
-        value = getattr(lit, kind)
-        return value.value if kind == "var_char" else value
-    if kind == "date":
-        return float(lit.date)
-    if kind == "decimal":
-        raw = int.from_bytes(lit.decimal.value, "little", signed=True)
-        return raw / (10 ** lit.decimal.scale)
-    if kind == "timestamp" or kind == "timestamp_tz":
-        return float(getattr(lit, kind))
-    if kind in ("precision_timestamp", "precision_timestamp_tz"):
-        ts = getattr(lit, kind)
-        return float(ts.value) * 10.0 ** (6 - ts.precision)
-    if kind == "null":
-        return None
-    return _NOT_LITERAL
-
-
-def literal_of(e: Expression) -> Any:
-    """The value of a literal expression, or of a cast of a literal (``_NOT_LITERAL`` otherwise)."""
-    rex = e.WhichOneof("rex_type")
-    if rex == "literal":
-        return _literal_value(e.literal)
-    if rex == "cast" and e.cast.input.WhichOneof("rex_type") == "literal":
-        value = _literal_value(e.cast.input.literal)
-        if value is _NOT_LITERAL or value is None:
-            return value
-        target = _type_kind(e.cast.type)
-        if isinstance(value, str) and target not in (None, *_TEXT):
-            spark = {"date": "date", "timestamp": "timestamp", "precision_timestamp": "timestamp"}.get(target, "double")
-            converted = to_numeric(value, spark)
-            return converted if converted is not None else _NOT_LITERAL
-        if isinstance(value, float) and target in _TEXT:
-            return _NOT_LITERAL
-        return value
-    return _NOT_LITERAL
-
-
-def column_of(e: Expression) -> int | None:
-    """The input column of a field reference, also under casts (``CAST($3 AS decimal)`` -> 3)."""
-    while e.WhichOneof("rex_type") == "cast":
-        e = e.cast.input
-    return field_index(e)
-
-
-def _local_path(uri: str) -> str | None:
-    if uri.startswith("file://"):
-        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
-    if "://" in uri:
-        return None
-    return uri
-
-
-@lru_cache(maxsize=256)
-def _parquet_stats(path: str, mtime: float) -> TableStatistics | None:
-    import pyarrow as pa
-
-    from cost.statistics import read_parquet_statistics
-
-    try:
-        return read_parquet_statistics(path)
-    except (OSError, pa.ArrowException) as e:  # unreadable footers: unknown
-        log.debug("cardinality: cannot read %s: %s", path, e)
-        return None
-
-
-def _merge_file_stats(parts: list[TableStatistics]) -> TableStatistics:
-    rows = sum(p.row_count or 0.0 for p in parts)
-    size = sum(p.size_bytes or 0.0 for p in parts)
-    columns: dict[str, ColumnStatistics] = {}
-    for p in parts:
-        for name, c in p.columns.items():
-            if name not in columns:
-                columns[name] = replace(c)
-                continue
-            m = columns[name]
-            try:
-                m.min = c.min if m.min is None or (c.min is not None and c.min < m.min) else m.min
-                m.max = c.max if m.max is None or (c.max is not None and c.max > m.max) else m.max
-            except TypeError:
-                m.min = m.max = None
-            m.null_count = None if m.null_count is None or c.null_count is None else m.null_count + c.null_count
-    return TableStatistics(row_count=rows, size_bytes=size, columns=columns)
-
 
 # --------------------------------------------------------------------------------------------------
 # The estimator
 # --------------------------------------------------------------------------------------------------
 
 
-class CardinalityEstimator:
+class CardinalityEstimator(PredicateSelectivity):
     """Estimates of every node of a plan DAG; see the module docstring.
 
     ``statistics`` is a :class:`~cost.statistics.StatisticsProvider` (or ``None``: defaults and hints
-    only); ``functions`` the plan's :class:`~optimizer.functions.FunctionTable` (derived from
+    only); ``functions`` the plan's :class:`~optimizer.load.functions.FunctionTable` (derived from
     ``g.graph["plan"]`` when not given).
     """
 
@@ -471,7 +179,7 @@ class CardinalityEstimator:
             return est
         rows, size = hint
         fraction = rows / est.rows if est.rows > 0 else 1.0
-        cols = [_scale_column(c, est.rows, min(fraction, 1.0), rows) for c in est.columns]
+        cols = [scale_column(c, est.rows, min(fraction, 1.0), rows) for c in est.columns]
         return replace(est, rows=float(rows), width=float(size) if size else est.width, columns=cols, source="hint")
 
     def _finish(self, node: int, est: RelEstimate) -> RelEstimate:
@@ -484,10 +192,10 @@ class CardinalityEstimator:
             for i, c in enumerate(cols):
                 if c is None:
                     cols[i] = ColumnEstimate(avg_len=type_width(types[i]),
-                                             null_fraction=None if _nullable(types[i]) else 0.0)
+                                             null_fraction=None if is_nullable(types[i]) else 0.0)
                 elif c.avg_len is None:
                     cols[i] = replace(c, avg_len=type_width(types[i]))
-        cols = [_cap_column(c, rows) for c in cols]
+        cols = [cap_column(c, rows) for c in cols]
         if est.source == "hint" and est.width > 0:
             width = est.width
         else:
@@ -547,7 +255,7 @@ class CardinalityEstimator:
         if which == "named_table" and self.statistics is not None:
             table = self.statistics.table(list(body.named_table.names))
         elif which == "local_files":
-            table = self._local_files(body.local_files)
+            table = local_files_statistics(body.local_files, getattr(self.statistics, "files", None))
         if table is not None:
             rows = table.row_count
         if rows is None:
@@ -568,14 +276,14 @@ class CardinalityEstimator:
 
     def _column_from_stats(self, cs: ColumnStatistics | None, t: Type, rows: float,
                            origin: tuple[int, int]) -> ColumnEstimate:
-        kind = _type_kind(t)
-        integral = kind in _INTEGRAL_KINDS
+        kind = type_kind(t)
+        integral = kind in INTEGRAL_KINDS
         if cs is None:
-            return ColumnEstimate(null_fraction=None if _nullable(t) else 0.0, avg_len=type_width(t),
+            return ColumnEstimate(null_fraction=None if is_nullable(t) else 0.0, avg_len=type_width(t),
                                   origin=origin, integral=integral)
         dtype = (cs.data_type or "").lower()
         if dtype:
-            integral = dtype in _SPARK_INTEGRAL or (dtype.startswith("decimal(") and dtype.replace(" ", "").endswith(",0)"))
+            integral = dtype in SPARK_INTEGRAL_TYPES or (dtype.startswith("decimal(") and dtype.replace(" ", "").endswith(",0)"))
         lo, hi = cs.numeric_min, cs.numeric_max
         if lo is None and isinstance(cs.min, str):
             lo = cs.min
@@ -589,7 +297,7 @@ class CardinalityEstimator:
         null_fraction = None
         if cs.null_count is not None and rows > 0:
             null_fraction = min(cs.null_count / rows, 1.0)
-        elif not _nullable(t):
+        elif not is_nullable(t):
             null_fraction = 0.0
         key_of = frozenset()
         if ndv is not None and rows > 0 and ndv >= UNIQUE_KEY_FRACTION * rows * (1 - (null_fraction or 0.0)):
@@ -600,32 +308,6 @@ class CardinalityEstimator:
             histogram=cs.histogram if cs.histogram is not None and cs.histogram.bins else None,
             origin=origin, key_of=key_of, integral=integral,
         )
-
-    def _local_files(self, local_files) -> TableStatistics | None:
-        parts: list[TableStatistics] = []
-        import glob as globlib
-
-        for item in local_files.items:
-            if item.WhichOneof("file_format") != "parquet":
-                return None
-            which = item.WhichOneof("path_type")
-            path = _local_path(getattr(item, which)) if which else None
-            if path is None:
-                return None
-            files = getattr(self.statistics, "files", None)
-            if files is not None and not files.allows(path):
-                return None  # outside the table roots: never opened (docs/security.md)
-            if files is not None and files.any_path and (which == "uri_folder" or os.path.isdir(path)):
-                return None  # unconfined (--allow-any-path): a folder is not walked for statistics
-            paths = sorted(globlib.glob(path)) if which == "uri_path_glob" else [path]
-            for p in paths:
-                if not os.path.exists(p) or (files is not None and not files.allows(p)):
-                    return None
-                stats = _parquet_stats(p, os.path.getmtime(p))
-                if stats is None:
-                    return None
-                parts.append(stats)
-        return _merge_file_stats(parts) if parts else None
 
     def _virtual_table(self, node: int, body, names, types) -> RelEstimate:
         rows = body.virtual_table.expressions
@@ -638,9 +320,9 @@ class CardinalityEstimator:
         for c in range(n):
             t = types[c] if c < len(types) else None
             vals = values[c]
-            known = [v for v in vals if v is not _NOT_LITERAL and v is not None]
+            known = [v for v in vals if v is not NOT_LITERAL and v is not None]
             nulls = sum(1 for v in vals if v is None)
-            col = ColumnEstimate(avg_len=type_width(t), origin=(node, c), integral=_type_kind(t) in _INTEGRAL_KINDS,
+            col = ColumnEstimate(avg_len=type_width(t), origin=(node, c), integral=type_kind(t) in INTEGRAL_KINDS,
                                  null_fraction=nulls / len(vals) if vals else 0.0)
             if len(known) + nulls == len(vals):
                 col.ndv = float(len(set(known)))
@@ -668,14 +350,8 @@ class CardinalityEstimator:
 
     def _rel_fetch(self, node, body, children) -> RelEstimate:
         child = children[0]
-        offset = 0.0
-        count: float | None = None
-        if body.HasField("offset_expr"):
-            v = literal_of(body.offset_expr)
-            offset = max(float(v), 0.0) if isinstance(v, float) else 0.0
-        if body.HasField("count_expr"):
-            v = literal_of(body.count_expr)
-            count = float(v) if isinstance(v, float) and v >= 0 else None
+        offset, count = _literal_bounds(body.offset_expr if body.HasField("offset_expr") else None,
+                                        body.count_expr if body.HasField("count_expr") else None)
         return self._limited(child, offset, count)
 
     def _rel_top_n(self, node, body, children) -> RelEstimate:
@@ -687,7 +363,7 @@ class CardinalityEstimator:
         if count is not None:
             rows = min(rows, count)
         fraction = rows / child.rows if child.rows > 0 else 0.0
-        cols = [_scale_column(c, child.rows, fraction, rows) for c in child.columns]
+        cols = [scale_column(c, child.rows, fraction, rows) for c in child.columns]
         return replace(child, rows=rows, columns=cols)
 
     def _rel_project(self, node, body, children) -> RelEstimate:
@@ -774,7 +450,7 @@ class CardinalityEstimator:
             ndv = min(groups, x.ndv) if x.ndv is not None else groups
             return ColumnEstimate(ndv=ndv, min=x.min, max=x.max, null_fraction=0.0, integral=x.integral,
                                   histogram=None, avg_len=x.avg_len, domain=ndv)
-        moments = _moments(x)
+        moments = column_moments(x)
         if moments is None:
             return ColumnEstimate(ndv=groups, null_fraction=None)
         mean, var = moments
@@ -876,7 +552,7 @@ class CardinalityEstimator:
 
     def _join_core(self, body, children) -> RelEstimate:
         left, right = children[0], children[1]
-        jt = _join_type_name(body)
+        jt = join_type_name(body) or "INNER"
         keys, residual = self.join_keys(body.expression, len(left.columns)) if body.HasField("expression") else ([], [])
         return self.join(jt, left, right, keys, residual)
 
@@ -897,11 +573,11 @@ class CardinalityEstimator:
 
     def _hash_join_core(self, body, children) -> RelEstimate:
         left, right = children[0], children[1]
-        jt = _join_type_name(body)
+        jt = join_type_name(body) or "INNER"
         keys = []
         for k in body.keys:
-            lf = _ref_field(k.left)
-            rf = _ref_field(k.right)
+            lf = reference_field(k.left)
+            rf = reference_field(k.right)
             if lf is not None and rf is not None:
                 keys.append((lf, rf))
         residual = []
@@ -913,7 +589,7 @@ class CardinalityEstimator:
 
     def _rel_nested_loop_join(self, node, body, children) -> RelEstimate:
         left, right = children[0], children[1]
-        jt = _join_type_name(body)
+        jt = join_type_name(body) or "INNER"
         keys, residual = self.join_keys(body.expression, len(left.columns)) if body.HasField("expression") else ([], [])
         return self.join(jt, left, right, keys, residual)
 
@@ -988,14 +664,14 @@ class CardinalityEstimator:
             res_sel, res_cols, _, _ = self._conjunction(residual, res_est)
         if keys:
             inner = L * R / domain * res_sel
-            left_match = l_values * _matched(res_sel, R / ndv_r)
-            right_match = r_values * _matched(res_sel, L / ndv_l)
+            left_match = l_values * matched_fraction(res_sel, R / ndv_r)
+            right_match = r_values * matched_fraction(res_sel, L / ndv_l)
         else:
             inner = L * R * res_sel
-            left_match = _matched(res_sel, R) if R > 0 else 0.0
-            right_match = _matched(res_sel, L) if L > 0 else 0.0
-        out_l = [_scale_column(c, L, left_match, inner) for c in res_cols[:nl]]
-        out_r = [_scale_column(c, R, right_match, inner) for c in res_cols[nl:]]
+            left_match = matched_fraction(res_sel, R) if R > 0 else 0.0
+            right_match = matched_fraction(res_sel, L) if L > 0 else 0.0
+        out_l = [scale_column(c, L, left_match, inner) for c in res_cols[:nl]]
+        out_r = [scale_column(c, R, right_match, inner) for c in res_cols[nl:]]
         fds = set(left.fds | right.fds)
         for (lk, rk), (a, b) in zip(keys, key_ndv, strict=False):
             cl = out_l[lk] if 0 <= lk < len(out_l) else None
@@ -1004,11 +680,11 @@ class CardinalityEstimator:
                 continue
             m = min(a * l_values, b * r_values) if len(keys) == 1 else min(a, b)
             # key values are selected: so are the values of the columns that determine them
-            _select_values(out_l, lk, max(m, 1.0) / a, lcols)
-            _select_values(out_r, rk, max(m, 1.0) / b, rcols)
+            select_values(out_l, lk, max(m, 1.0) / a, lcols)
+            select_values(out_r, rk, max(m, 1.0) / b, rcols)
             cl, cr = out_l[lk], out_r[rk]
             shared = cl.key_of | cr.key_of
-            lo, hi = _max_opt(cl.min, cr.min), _min_opt(cl.max, cr.max)
+            lo, hi = pick_bound(max, cl.min, cr.min), pick_bound(min, cl.max, cr.max)
             dom = max(cl.domain or 0.0, cr.domain or 0.0) or None
             out_l[lk] = replace(cl, ndv=max(min(m, cl.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
             out_r[rk] = replace(cr, ndv=max(min(m, cr.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
@@ -1027,14 +703,14 @@ class CardinalityEstimator:
             if jt in ("RIGHT", "OUTER"):
                 rows += R * (1 - right_match)
             if jt in ("LEFT", "OUTER"):
-                cols_l = [_scale_column(c, L, 1.0, rows) for c in lcols]
-                cols_r = [_nulls(c, inner, rows) for c in out_r] if jt == "LEFT" else cols_r
+                cols_l = [scale_column(c, L, 1.0, rows) for c in lcols]
+                cols_r = [nulls_after_match(c, inner, rows) for c in out_r] if jt == "LEFT" else cols_r
             if jt in ("RIGHT", "OUTER"):
-                cols_r = [_scale_column(c, R, 1.0, rows) for c in rcols]
-                cols_l = [_nulls(c, inner, rows) for c in out_l] if jt == "RIGHT" else cols_l
+                cols_r = [scale_column(c, R, 1.0, rows) for c in rcols]
+                cols_l = [nulls_after_match(c, inner, rows) for c in out_l] if jt == "RIGHT" else cols_l
             if jt == "OUTER":
-                cols_l = [_nulls(c, inner + L * (1 - left_match), rows) for c in cols_l]
-                cols_r = [_nulls(c, inner + R * (1 - right_match), rows) for c in cols_r]
+                cols_l = [nulls_after_match(c, inner + L * (1 - left_match), rows) for c in cols_l]
+                cols_r = [nulls_after_match(c, inner + R * (1 - right_match), rows) for c in cols_r]
             keep = left.applied if jt == "LEFT" else right.applied if jt == "RIGHT" else frozenset()
             keep_fds = left.fds if jt == "LEFT" else right.fds if jt == "RIGHT" else frozenset()
             return RelEstimate(rows, 0.0, cols_l + cols_r, applied=keep, fds=keep_fds,
@@ -1042,21 +718,21 @@ class CardinalityEstimator:
         if jt in ("LEFT_SEMI", "LEFT_ANTI"):
             fraction = left_match if jt == "LEFT_SEMI" else 1 - left_match
             rows = L * fraction
-            cols = [_scale_column(c, L, fraction, rows) for c in lcols]
+            cols = [scale_column(c, L, fraction, rows) for c in lcols]
             for lk, _ in keys:  # whole key values are kept or dropped
-                _keep_key_values(cols, lk, fraction, lcols, rows)
+                keep_key_values(cols, lk, fraction, lcols, rows)
             return RelEstimate(rows, 0.0, cols, applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt in ("RIGHT_SEMI", "RIGHT_ANTI"):
             fraction = right_match if jt == "RIGHT_SEMI" else 1 - right_match
             rows = R * fraction
-            cols = [_scale_column(c, R, fraction, rows) for c in rcols]
+            cols = [scale_column(c, R, fraction, rows) for c in rcols]
             for _, rk in keys:
-                _keep_key_values(cols, rk, fraction, rcols, rows)
+                keep_key_values(cols, rk, fraction, rcols, rows)
             return RelEstimate(rows, 0.0, cols, applied=right.applied, fds=right.fds, exprs=right.exprs)
         if jt == "LEFT_SINGLE":
-            return RelEstimate(L, 0.0, lcols + [_nulls(c, inner, L) for c in out_r], applied=left.applied, fds=left.fds, exprs=left.exprs)
+            return RelEstimate(L, 0.0, lcols + [nulls_after_match(c, inner, L) for c in out_r], applied=left.applied, fds=left.fds, exprs=left.exprs)
         if jt == "RIGHT_SINGLE":
-            return RelEstimate(R, 0.0, [_nulls(c, inner, R) for c in out_l] + rcols, applied=right.applied,
+            return RelEstimate(R, 0.0, [nulls_after_match(c, inner, R) for c in out_l] + rcols, applied=right.applied,
                                fds=right.fds, exprs=right.exprs)
         mark = ColumnEstimate(ndv=2.0, avg_len=1.0, null_fraction=None)
         if jt == "LEFT_MARK":
@@ -1087,14 +763,6 @@ class CardinalityEstimator:
 
     # -- expressions ----------------------------------------------------------------------------------
 
-    def _fname(self, e: Expression) -> str | None:
-        if e.WhichOneof("rex_type") != "scalar_function":
-            return None
-        anchor = e.scalar_function.function_reference
-        if anchor not in self.functions:
-            return None
-        return self.functions.get(anchor).name
-
     def expression_column(self, e: Expression, child: RelEstimate) -> ColumnEstimate | None:
         """The estimate of a computed column: a reference keeps its input column, a literal has one
         value, a deterministic function has at most the NDV of its inputs' combinations."""
@@ -1106,9 +774,9 @@ class CardinalityEstimator:
         if child.exprs:
             fp = self._fingerprint(e, cols)
             if fp is not None and fp in child.exprs:
-                return _cap_column(child.exprs[fp], child.rows)
+                return cap_column(child.exprs[fp], child.rows)
         value = literal_of(e)
-        if value is not _NOT_LITERAL:
+        if value is not NOT_LITERAL:
             if value is None:
                 return ColumnEstimate(ndv=0.0, null_fraction=1.0)
             return ColumnEstimate(ndv=1.0, min=value, max=value, null_fraction=0.0,
@@ -1117,11 +785,11 @@ class CardinalityEstimator:
             inner = self.expression_column(e.cast.input, child)
             if inner is None:
                 return None
-            target = _type_kind(e.cast.type)
-            keep_bounds = target not in _TEXT and inner.numeric
+            target = type_kind(e.cast.type)
+            keep_bounds = target not in TEXT_KINDS and inner.numeric
             return replace(inner, origin=None, histogram=inner.histogram if keep_bounds else None,
                            min=inner.min if keep_bounds else None, max=inner.max if keep_bounds else None,
-                           avg_len=None, integral=inner.integral and target in _INTEGRAL_KINDS)
+                           avg_len=None, integral=inner.integral and target in INTEGRAL_KINDS)
         from optimizer.expr_utils import referenced_fields
 
         refs = sorted(referenced_fields(e))
@@ -1145,7 +813,7 @@ class CardinalityEstimator:
             ndv *= max(c.ndv, 1.0)
         if ndv is not None:
             ndv = min(ndv, child.rows)
-        if name in _COMPARISONS or name in ("and", "or", "not", "like", "is_null", "is_not_null"):
+        if name in COMPARISONS or name in ("and", "or", "not", "like", "is_null", "is_not_null"):
             ndv = min(ndv, 2.0) if ndv is not None else 2.0
         return ColumnEstimate(ndv=ndv)
 
@@ -1157,7 +825,7 @@ class CardinalityEstimator:
         a, b = (self.expression_column(x, child) for x in args)
         if a is None or b is None or not a.numeric or not b.numeric:
             return None
-        ma, mb = _moments(a), _moments(b)
+        ma, mb = column_moments(a), column_moments(b)
         if ma is None or mb is None:
             return None
         (ua, va), (ub, vb) = ma, mb
@@ -1200,7 +868,7 @@ class CardinalityEstimator:
             return cache[key]
         value = None
         try:
-            if not _has_outer_refs(rel):
+            if not has_outer_refs(rel):
                 from substrait.proto import Plan
 
                 from optimizer.dag import to_dag
@@ -1225,531 +893,10 @@ class CardinalityEstimator:
         cache[key] = value
         return value
 
-    # -- predicates -------------------------------------------------------------------------------------
-
-    def apply_filter(self, condition: Expression, est: RelEstimate) -> RelEstimate:
-        """``est`` filtered by ``condition``: rows times its selectivity, columns updated (bounds of
-        compared columns narrowed, NDVs of the others thinned out)."""
-        sel, cols, applied, exprs = self._conjunction(conjuncts(condition, self.functions), est)
-        rows = est.rows * sel
-        if est.rows >= 1:  # floor at one row: statistics may be stale, and 0 would zero everything above
-            rows = max(rows, 1.0)
-        cols = [_cap_column(c, rows) for c in cols]
-        return replace(est, rows=rows, columns=cols, applied=applied, exprs=exprs)
-
-    def selectivity(self, condition: Expression, est: RelEstimate) -> float:
-        """The fraction of ``est``'s rows for which ``condition`` holds."""
-        return self._conjunction(conjuncts(condition, self.functions), est)[0]
-
-    def _fingerprint(self, e: Expression, cols: Sequence[ColumnEstimate | None]) -> bytes | None:
-        from optimizer.expr_utils import has_unresolvable_refs, referenced_fields
-
-        refs = referenced_fields(e)
-        if not refs or has_unresolvable_refs(e):
-            return None
-        mapping: dict[int, int] = {}
-        for r in refs:
-            c = cols[r] if 0 <= r < len(cols) else None
-            if c is None or c.origin is None:
-                return None
-            mapping[r] = self._origin_ids.setdefault(c.origin, len(self._origin_ids) + 1_000_000)
-        from rules.simplify_predicates import fold
-
-        try:
-            # AND/OR nesting does not make two predicates different (simplify_predicates flattens a
-            # FilterRel's copy of what DataFusion also wrote, nested, into the ReadRel's filter).
-            return fold(remap_fields(e, mapping), self.functions).SerializeToString(deterministic=True)
-        except PlanError:  # an undeclared function anchor: no fingerprint
-            return None
-
-    def _conjunction(self, parts: Iterable[Expression], est: RelEstimate
-                     ) -> tuple[float, list[ColumnEstimate | None], frozenset, dict]:
-        cols = list(est.columns)
-        rows = est.rows
-        applied = set(est.applied)
-        exprs = dict(est.exprs)
-        narrowed: set[int] = set()
-        total = 1.0
-        for c in parts:
-            fp = self._fingerprint(c, cols)
-            if fp is not None and fp in applied:
-                continue
-            sel, updates = self._predicate(c, cols, rows)
-            sel = min(max(sel, 0.0), 1.0)
-            for k in [k for k in updates if isinstance(k, bytes)]:
-                exprs[k] = updates.pop(k)
-            new_rows = rows * sel
-            before = list(cols)
-            for i, col in enumerate(cols):
-                if i in updates:
-                    cols[i] = updates[i]
-                else:
-                    cols[i] = _scale_column(col, rows, sel, new_rows) if col is not None else None
-            narrowed.update(updates)
-            for i, upd in updates.items():
-                old = before[i] if 0 <= i < len(before) else None
-                if old is not None and old.ndv and upd is not None and upd.ndv is not None and upd.ndv < old.ndv:
-                    _select_values(cols, i, upd.ndv / old.ndv, before)
-            rows = new_rows
-            total *= sel
-            if fp is not None:
-                applied.add(fp)
-        self._narrowed = narrowed
-        return total, cols, frozenset(applied), exprs
-
-    def _predicate(self, e: Expression, cols: list[ColumnEstimate | None], rows: float
-                   ) -> tuple[float, dict[int, ColumnEstimate]]:
-        """Selectivity of one predicate and the columns it narrows."""
-        rex = e.WhichOneof("rex_type")
-        if rex == "literal":
-            v = _literal_value(e.literal)
-            return (1.0 if v == 1.0 else 0.0), {}
-        if rex == "singular_or_list":
-            return self._in_list(e.singular_or_list, cols)
-        i = column_of(e)
-        if i is not None:  # a boolean column
-            col = cols[i] if 0 <= i < len(cols) else None
-            if col is not None and col.numeric and col.min == col.max:
-                return (1.0 if col.min == 1.0 else 0.0), {}
-            return DEFAULT_BOOL_SEL, {}
-        if rex == "subquery":
-            return DEFAULT_BOOL_SEL, {}
-        if rex != "scalar_function":
-            return DEFAULT_SEL, {}
-        name = self._fname(e)
-        args = call_args(e)
-        if args is None:
-            return DEFAULT_SEL, {}
-        if name == "and":
-            est = RelEstimate(rows, 0.0, cols)
-            sel, new_cols, _, _ = self._conjunction(args, est)
-            return sel, {k: new_cols[k] for k in self._narrowed if 0 <= k < len(new_cols) and new_cols[k] is not None}
-        if name == "or":
-            parts = disjuncts(e, self.functions)
-            miss = 1.0
-            branches: list[dict] = []
-            for p in parts:
-                s, upd = self._predicate(p, cols, rows)
-                miss *= 1.0 - min(max(s, 0.0), 1.0)
-                branches.append({k: v for k, v in upd.items() if isinstance(k, int)})
-            # a column every branch narrows keeps the union of the branches' values
-            common = set.intersection(*(set(b) for b in branches)) if branches else set()
-            updates: dict = {}
-            for i in common:
-                old = cols[i] if 0 <= i < len(cols) else None
-                if old is None:
-                    continue
-                parts_i = [b[i] for b in branches]
-                ndvs = [c.ndv for c in parts_i]
-                ndv = old.ndv
-                if all(n is not None for n in ndvs):
-                    ndv = min(old.ndv, sum(ndvs)) if old.ndv is not None else sum(ndvs)
-                lo, hi = parts_i[0].min, parts_i[0].max
-                for c in parts_i[1:]:
-                    lo = _min_opt(lo, c.min) if lo is not None and c.min is not None else None
-                    hi = _max_opt(hi, c.max) if hi is not None and c.max is not None else None
-                if lo is None:
-                    lo = old.min
-                if hi is None:
-                    hi = old.max
-                updates[i] = replace(old, ndv=ndv, min=lo, max=hi, null_fraction=0.0)
-            return 1.0 - miss, updates
-        if name == "not" and len(args) == 1:
-            s, _ = self._predicate(args[0], cols, rows)
-            return 1.0 - s, {}
-        if name in ("is_null", "is_not_null") and len(args) == 1:
-            return self._is_null(name == "is_null", args[0], cols)
-        if name in ("is_true", "is_not_false"):
-            return self._predicate(args[0], cols, rows) if args else (DEFAULT_SEL, {})
-        if name in ("is_false", "is_not_true"):
-            s, _ = self._predicate(args[0], cols, rows) if args else (DEFAULT_SEL, {})
-            return 1.0 - s, {}
-        if name in _COMPARISONS and len(args) == 2:
-            return self._comparison(name, args[0], args[1], cols, rows)
-        if name == "between" and len(args) >= 3:
-            return self._between(args[0], args[1], args[2], cols)
-        if name in ("like", "ilike") and len(args) >= 2:
-            return self._like(args[0], args[1], cols, name == "ilike")
-        if name in ("starts_with", "ends_with", "contains") and len(args) == 2:
-            v = literal_of(args[1])
-            if isinstance(v, str):
-                pattern = {"starts_with": f"{v}%", "ends_with": f"%{v}", "contains": f"%{v}%"}[name]
-                return self._like_pattern(args[0], pattern, cols)
-            return DEFAULT_LIKE_SEL, {}
-        return DEFAULT_SEL, {}
-
-    def _is_null(self, is_null: bool, arg: Expression, cols) -> tuple[float, dict[int, ColumnEstimate]]:
-        i = column_of(arg)
-        col = cols[i] if i is not None and 0 <= i < len(cols) else None
-        nf = col.null_fraction if col is not None else None
-        if nf is None:
-            nf = DEFAULT_NULL_SEL
-        if is_null:
-            updates = {i: replace(col, ndv=0.0, null_fraction=1.0, min=None, max=None, histogram=None)} if col else {}
-            return nf, updates
-        updates = {i: replace(col, null_fraction=0.0)} if col else {}
-        return 1.0 - nf, updates
-
-    def _in_list(self, sol, cols) -> tuple[float, dict[int, ColumnEstimate]]:
-        i = column_of(sol.value)
-        values = [literal_of(o) for o in sol.options]
-        col = cols[i] if i is not None and 0 <= i < len(cols) else None
-        if any(v is _NOT_LITERAL for v in values):
-            return min(DEFAULT_EQ_SEL * len(values), 0.5), {}
-        distinct = list(dict.fromkeys(v for v in values if v is not None))
-        if col is None:
-            fp = self._fingerprint(sol.value, cols) if i is None else None
-            facts = {fp: _value_set(distinct)} if fp is not None else {}
-            return min(DEFAULT_EQ_SEL * len(distinct), 0.5), facts
-        total = 0.0
-        inside = []
-        for v in distinct:
-            s = self._eq_fraction(col, v)
-            if s > 0:
-                inside.append(v)
-            total += s
-        nonnull = 1.0 - (col.null_fraction or 0.0)
-        sel = min(total, 1.0) * nonnull
-        update = replace(col, ndv=min(col.ndv, float(len(inside))) if col.ndv is not None else float(len(inside)),
-                         null_fraction=0.0, histogram=None)
-        if inside and len({type(v) for v in inside}) == 1:
-            update.min, update.max = min(inside), max(inside)
-        return sel, {i: update}
-
-    def _eq_fraction(self, col: ColumnEstimate, v: Any) -> float:
-        """Fraction of the non-null rows of ``col`` equal to ``v``."""
-        if v is None:
-            return 0.0
-        if col.ndv is not None and col.ndv <= 0:
-            return 0.0
-        if col.min is not None and col.max is not None:
-            try:
-                if type(v) is not type(col.min) and not (isinstance(v, float) and isinstance(col.min, float | int)):
-                    raise TypeError
-                if v < col.min or v > col.max:
-                    return 0.0
-            except TypeError:
-                pass
-        if col.normal is not None and isinstance(v, float) and col.numeric and col.histogram is None:
-            total = _normal_mass(col.normal, *_domain(col))
-            if total > 0:
-                width = 1.0 if col.integral else (float(col.max) - float(col.min)) / max(col.ndv or 1.0, 1.0)
-                return min(_normal_mass(col.normal, v - width / 2, v + width / 2) / total, 1.0)
-        if col.histogram is not None and isinstance(v, float) and col.numeric:
-            dens = _histogram_point(col.histogram, v)
-            total = _histogram_mass(col.histogram, *_domain(col), col.integral)
-            if total > 0 and dens is not None:
-                return min(dens / total, 1.0)
-        if col.ndv is not None:
-            return 1.0 / max(col.ndv, 1.0)
-        return DEFAULT_EQ_SEL
-
-    def _comparison(self, name: str, a: Expression, b: Expression, cols, rows
-                    ) -> tuple[float, dict[int, ColumnEstimate]]:
-        ia, ib = column_of(a), column_of(b)
-        va, vb = literal_of(a), literal_of(b)
-        if ia is None and va is not _NOT_LITERAL and (ib is not None or vb is _NOT_LITERAL):
-            a, b, ia, ib, va, vb = b, a, ib, ia, vb, va
-            name = _FLIP[name]
-        if ia is not None and vb is _NOT_LITERAL:
-            sv = self.scalar_value(b)
-            if sv is not None:
-                vb = sv
-        if ia is None and ib is not None and va is _NOT_LITERAL:
-            sv = self.scalar_value(a)
-            if sv is not None:
-                a, b, ia, ib, va, vb = b, a, ib, None, _NOT_LITERAL, sv
-                name = _FLIP[name]
-        if ia is None and ib is None and va is _NOT_LITERAL and vb is _NOT_LITERAL:
-            # an expression against a scalar subquery: the expression's estimate, as a column
-            sv = self.scalar_value(b)
-            ca = self.expression_column(a, RelEstimate(rows, 0.0, cols)) if sv is not None else None
-            if ca is not None and name not in ("equal", "not_equal", "is_not_distinct_from", "is_distinct_from"):
-                tmp = list(cols) + [ca]
-                sel, _ = self._column_vs_value(name, len(cols), sv, tmp)
-                return sel, {}
-        if ia is not None and vb is not _NOT_LITERAL:
-            return self._column_vs_value(name, ia, vb, cols)
-        if ia is not None and ib is not None:
-            return self._column_vs_column(name, ia, ib, cols)
-        if va is not _NOT_LITERAL and vb is not _NOT_LITERAL:
-            try:
-                result = {"equal": va == vb, "not_equal": va != vb, "lt": va < vb, "lte": va <= vb,
-                          "gt": va > vb, "gte": va >= vb, "is_not_distinct_from": va == vb,
-                          "is_distinct_from": va != vb}[name]
-                if (va is None or vb is None) and name not in ("is_not_distinct_from", "is_distinct_from"):
-                    result = False
-                return (1.0 if result else 0.0), {}
-            except TypeError:
-                return DEFAULT_SEL, {}
-        # expressions: use the column estimate of the expression when it has an NDV
-        if name in ("equal", "is_not_distinct_from"):
-            # a column (or expression) against a value known only when running (a scalar subquery...)
-            ca = self.expression_column(a, RelEstimate(rows, 0.0, cols))
-            if ca is None or not ca.ndv:
-                ca = self.expression_column(b, RelEstimate(rows, 0.0, cols))
-            if ca is not None and ca.ndv:
-                return 1.0 / max(ca.ndv, 1.0), {}
-            fp = self._fingerprint(a, cols) if vb is not _NOT_LITERAL and vb is not None else None
-            return DEFAULT_EQ_SEL, ({fp: _value_set([vb])} if fp is not None else {})
-        if name in ("not_equal", "is_distinct_from"):
-            return 1.0 - DEFAULT_EQ_SEL, {}
-        return DEFAULT_RANGE_SEL, {}
-
-    def _column_vs_value(self, name: str, i: int, v: Any, cols) -> tuple[float, dict[int, ColumnEstimate]]:
-        col = cols[i] if 0 <= i < len(cols) else None
-        if col is None:
-            col = ColumnEstimate()
-        if v is None:
-            if name == "is_not_distinct_from":
-                return self._is_null(True, _field_expr(i), cols)
-            if name == "is_distinct_from":
-                return self._is_null(False, _field_expr(i), cols)
-            return 0.0, {}
-        v = _coerce(v, col)
-        nonnull = 1.0 - (col.null_fraction or 0.0)
-        if name in ("equal", "is_not_distinct_from"):
-            f = self._eq_fraction(col, v)
-            upd = replace(col, ndv=1.0 if f > 0 else 0.0, min=v, max=v, null_fraction=0.0, histogram=None)
-            return f * nonnull, {i: upd}
-        if name in ("not_equal", "is_distinct_from"):
-            f = self._eq_fraction(col, v)
-            ndv = max(col.ndv - 1.0, 1.0) if col.ndv is not None and f > 0 else col.ndv
-            return (1.0 - f) * nonnull, {i: replace(col, ndv=ndv, null_fraction=0.0)}
-        lo, hi, lo_incl, hi_incl = None, None, True, True
-        if name == "lt":
-            hi, hi_incl = v, False
-        elif name == "lte":
-            hi = v
-        elif name == "gt":
-            lo, lo_incl = v, False
-        elif name == "gte":
-            lo = v
-        return self._range(i, col, lo, lo_incl, hi, hi_incl)
-
-    def _between(self, x: Expression, lo_e: Expression, hi_e: Expression, cols):
-        i = column_of(x)
-        lo, hi = literal_of(lo_e), literal_of(hi_e)
-        if i is None or lo is _NOT_LITERAL or hi is _NOT_LITERAL or lo is None or hi is None:
-            return DEFAULT_BETWEEN_SEL, {}
-        col = cols[i] if 0 <= i < len(cols) else None
-        if col is None:
-            return DEFAULT_BETWEEN_SEL, {}
-        return self._range(i, col, _coerce(lo, col), True, _coerce(hi, col), True, default=DEFAULT_BETWEEN_SEL)
-
-    def _range(self, i: int, col: ColumnEstimate, lo: Any, lo_incl: bool, hi: Any, hi_incl: bool,
-               default: float = DEFAULT_RANGE_SEL) -> tuple[float, dict[int, ColumnEstimate]]:
-        """``lo < col < hi`` (bounds optional, inclusive or not): the fraction of the column's current
-        range (or histogram mass) the interval covers; the column's bounds are narrowed to it."""
-        nonnull = 1.0 - (col.null_fraction or 0.0)
-        value = lo if lo is not None else hi
-        if col.min is None or col.max is None or value is None:
-            return default * nonnull, {i: replace(col, null_fraction=0.0)}
-        numeric = col.numeric and isinstance(value, float) and (lo is None or isinstance(lo, float)) \
-            and (hi is None or isinstance(hi, float))
-        text = isinstance(col.min, str) and isinstance(col.max, str) and isinstance(value, str) \
-            and (lo is None or isinstance(lo, str)) and (hi is None or isinstance(hi, str))
-        if not numeric and not text:
-            return default * nonnull, {i: replace(col, null_fraction=0.0)}
-        a, b = _domain(col)
-        qlo, qhi = _interval(_num(lo) if lo is not None else None, lo_incl,
-                             _num(hi) if hi is not None else None, hi_incl, col.integral and numeric)
-        lo2, hi2 = max(a, qlo), min(b, qhi)
-        if hi2 <= lo2:
-            return 0.0, {i: replace(col, ndv=0.0, null_fraction=0.0)}
-        if col.histogram is not None and numeric:
-            total = _histogram_mass(col.histogram, a, b, col.integral)
-            if total > 0:
-                fraction = _histogram_mass(col.histogram, lo2, hi2, col.integral) / total
-            else:
-                fraction = (hi2 - lo2) / (b - a)
-        elif col.normal is not None and numeric:
-            total = _normal_mass(col.normal, a, b)
-            fraction = _normal_mass(col.normal, lo2, hi2) / total if total > 0 else (hi2 - lo2) / (b - a)
-        else:
-            fraction = (hi2 - lo2) / (b - a) if b > a else 1.0
-        fraction = min(max(fraction, 0.0), 1.0)
-        new_min, new_max = col.min, col.max
-        if numeric:
-            if lo2 > a:
-                new_min = lo2 + 1.0 if col.integral else lo2
-            if hi2 < b:
-                new_max = hi2
-            if new_min > new_max:
-                new_min = new_max
-        else:
-            if lo is not None and lo > col.min:
-                new_min = lo
-            if hi is not None and hi < col.max:
-                new_max = hi
-        ndv = col.ndv
-        if ndv is not None:
-            ndv = max(min(ndv, ndv * fraction + 1.0), 1.0) if fraction > 0 else 0.0
-            if col.integral and numeric:
-                ndv = min(ndv, new_max - new_min + 1.0)
-        upd = replace(col, min=new_min, max=new_max, ndv=ndv, null_fraction=0.0)
-        return fraction * nonnull, {i: upd}
-
-    def _column_vs_column(self, name: str, ia: int, ib: int, cols) -> tuple[float, dict[int, ColumnEstimate]]:
-        ca = cols[ia] if 0 <= ia < len(cols) else None
-        cb = cols[ib] if 0 <= ib < len(cols) else None
-        nonnull = (1.0 - ((ca.null_fraction or 0.0) if ca else 0.0)) * (1.0 - ((cb.null_fraction or 0.0) if cb else 0.0))
-        if ia == ib:
-            return (1.0 if name in ("equal", "lte", "gte", "is_not_distinct_from") else 0.0) * nonnull, {}
-        if name in ("equal", "is_not_distinct_from", "not_equal", "is_distinct_from"):
-            ndvs = [c.ndv for c in (ca, cb) if c is not None and c.ndv]
-            eq = 1.0 / max(max(ndvs), 1.0) if ndvs else DEFAULT_EQ_SEL
-            if name in ("equal", "is_not_distinct_from"):
-                return eq * nonnull, {}
-            return (1.0 - eq) * nonnull, {}
-        if ca is None or cb is None or not ca.numeric or not cb.numeric:
-            return DEFAULT_RANGE_SEL * nonnull, {}
-        p_less = _prob_less(ca, cb)  # P(a < b)
-        p_eq = 0.0
-        if ca.ndv and cb.ndv and ca.integral:
-            p_eq = min(1.0 / max(ca.ndv, cb.ndv, 1.0), 1.0 - p_less)
-        if name == "lt":
-            s = p_less
-        elif name == "lte":
-            s = p_less + p_eq
-        elif name == "gt":
-            s = 1.0 - p_less - p_eq
-        else:
-            s = 1.0 - p_less
-        return min(max(s, 0.0), 1.0) * nonnull, {}
-
-    def _like(self, x: Expression, pattern_e: Expression, cols, insensitive: bool):
-        pattern = literal_of(pattern_e)
-        if not isinstance(pattern, str):
-            return DEFAULT_LIKE_SEL, {}
-        return self._like_pattern(x, pattern, cols)
-
-    def _like_pattern(self, x: Expression, pattern: str, cols) -> tuple[float, dict[int, ColumnEstimate]]:
-        i = column_of(x)
-        col = cols[i] if i is not None and 0 <= i < len(cols) else None
-        nonnull = 1.0 - ((col.null_fraction or 0.0) if col is not None else 0.0)
-        if "%" not in pattern and "_" not in pattern:
-            if col is not None:
-                f = self._eq_fraction(col, pattern)
-                return f * nonnull, {i: replace(col, ndv=1.0, min=pattern, max=pattern, null_fraction=0.0)}
-            return DEFAULT_EQ_SEL, {}
-        fragments = [f for f in pattern.replace("_", "%").split("%") if f]
-        sel = 1.0
-        for f in fragments:
-            sel *= like_fragment_selectivity(f)
-        if pattern[0] not in "%_" and col is not None and isinstance(col.min, str) and isinstance(col.max, str) \
-                and col.min and col.max:
-            # anchored prefix: the share of its first character in the column's range of first characters
-            first, lo, hi = ord(pattern[0]), ord(col.min[0]), ord(col.max[0])
-            if not lo <= first <= hi:
-                return 0.0, {}
-            sel = min(sel, sel / like_fragment_selectivity(fragments[0]) / (hi - lo + 1))
-        if col is not None and col.ndv:
-            sel = max(sel, 1.0 / max(col.ndv, 1.0))
-        return sel * nonnull, ({i: replace(col, null_fraction=0.0)} if col is not None else {})
-
 
 # --------------------------------------------------------------------------------------------------
 # Helpers used by the estimator
 # --------------------------------------------------------------------------------------------------
-
-
-def _join_type_name(body) -> str:
-    enum = body.DESCRIPTOR.fields_by_name["type"].enum_type
-    value = enum.values_by_number.get(body.type)
-    name = value.name.removeprefix("JOIN_TYPE_") if value is not None else "INNER"
-    return {"UNSPECIFIED": "INNER", "SEMI": "LEFT_SEMI", "ANTI": "LEFT_ANTI", "SINGLE": "LEFT_SINGLE"}.get(name, name)
-
-
-def _ref_field(ref) -> int | None:
-    if ref.WhichOneof("reference_type") != "direct_reference":
-        return None
-    seg = ref.direct_reference
-    return seg.struct_field.field if seg.WhichOneof("reference_type") == "struct_field" else None
-
-
-def _field_expr(i: int) -> Expression:
-    from optimizer.expr_utils import field
-
-    return field(i)
-
-
-def _matched(s: float, m: float) -> float:
-    """Probability that a row with ``m`` join partners on the keys (Poisson) has one passing a residual
-    condition of selectivity ``s`` (1 without a residual: containment)."""
-    if s >= 1.0:
-        return 1.0 if m > 0 else 0.0
-    if s <= 0.0 or m <= 0:
-        return 0.0
-    return -math.expm1(-m * s)
-
-
-def like_fragment_selectivity(fragment: str) -> float:
-    """Share of text values containing a literal fragment: :data:`DEFAULT_LIKE_SEL` for 5 characters,
-    times :data:`LIKE_CHAR_FACTOR` per extra character (divided per missing one), at most 0.5.
-
-    >>> like_fragment_selectivity("green"), round(like_fragment_selectivity("Complaints"), 4)
-    (0.1, 0.0328)
-    """
-    return min(0.5, DEFAULT_LIKE_SEL * LIKE_CHAR_FACTOR ** (len(fragment) - 5))
-
-
-def _keep_key_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
-                     before: Sequence[ColumnEstimate | None], rows: float) -> None:
-    """A semi/anti join keeps or drops whole key values: ``fraction`` of the key's values remain (not the
-    values a random ``fraction`` of the rows would hold), and of the columns that determine it."""
-    col = cols[i] if 0 <= i < len(cols) else None
-    old = before[i] if 0 <= i < len(before) else None
-    if col is None or old is None or old.ndv is None:
-        return
-    cols[i] = replace(col, ndv=max(min(old.ndv * fraction, rows), 1.0 if rows >= 1 else 0.0))
-    _select_values(cols, i, fraction, before)
-
-
-def _select_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
-                   before: Sequence[ColumnEstimate | None] | None = None) -> None:
-    """Column ``i`` keeps ``fraction`` of its values: so do the columns that determine it (unique keys of
-    the table it comes from), in place (``before``: the columns before the operation)."""
-    col = cols[i] if 0 <= i < len(cols) else None
-    if col is None or col.origin is None or fraction >= 1.0:
-        return
-    read = col.origin[0]
-    for j, c in enumerate(cols):
-        if j == i or c is None or c.ndv is None or read not in c.key_of:
-            continue
-        b = before[j] if before is not None and j < len(before) and before[j] is not None else c
-        base = b.ndv if b.ndv is not None else c.ndv
-        cols[j] = replace(c, ndv=max(min(c.ndv, base * fraction), 1.0 if c.ndv >= 1 else 0.0))
-
-
-def _nulls(col: ColumnEstimate | None, matched: float, rows: float) -> ColumnEstimate | None:
-    """A column of the null-supplying side of an outer join."""
-    if col is None:
-        return None
-    nf_in = col.null_fraction or 0.0
-    non_null = matched * (1.0 - nf_in)
-    nf = 1.0 - non_null / rows if rows > 0 else 0.0
-    return replace(col, null_fraction=min(max(nf, 0.0), 1.0), key_of=frozenset())
-
-
-def _has_outer_refs(msg) -> bool:
-    """Does a relation tree read an enclosing query's columns (a correlated subquery)?"""
-    if msg.DESCRIPTOR.full_name == "substrait.Expression.FieldReference" and msg.WhichOneof("root_type") == "outer_reference":
-        return True
-    for f, value in msg.ListFields():
-        if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-            for item in value if f.label == f.LABEL_REPEATED else [value]:
-                if _has_outer_refs(item):
-                    return True
-    return False
-
-
-def _value_set(values: list[Any]) -> ColumnEstimate:
-    """A column known to hold only ``values``."""
-    col = ColumnEstimate(ndv=float(len(values)), null_fraction=0.0)
-    if values and len({type(v) for v in values}) == 1:
-        col.min, col.max = min(values), max(values)
-    return col
 
 
 def _union_column(parts: list[ColumnEstimate | None]) -> ColumnEstimate | None:
@@ -1807,174 +954,6 @@ def _drop_dependent(keys: list[ColumnEstimate | None], fds: frozenset[tuple[int,
     return [keys[i] for i in sorted(kept)]
 
 
-def _max_opt(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    try:
-        return max(a, b)
-    except TypeError:
-        return a
-
-
-def _min_opt(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    try:
-        return min(a, b)
-    except TypeError:
-        return a
-
-
-def _coerce(v: Any, col: ColumnEstimate) -> Any:
-    """A literal in the column's domain (a date string compared with a date column -> days)."""
-    if isinstance(v, str) and col.numeric:
-        n = to_numeric(v)
-        return n if n is not None else v
-    if isinstance(v, int | float) and isinstance(col.min, str):
-        return str(v)
-    return v
-
-
-def _domain(col: ColumnEstimate) -> tuple[float, float]:
-    """The column's values as a half-open continuous interval ``(a, b]`` (integral values k sit on (k-1, k])."""
-    lo, hi = _num(col.min), _num(col.max)
-    if lo is None or hi is None:
-        return -math.inf, math.inf
-    if col.integral:
-        return lo - 1.0, hi
-    if hi == lo:
-        return lo - 1e-9 * (abs(lo) + 1.0), hi
-    return lo, hi
-
-
-def _interval(lo: float | None, lo_incl: bool, hi: float | None, hi_incl: bool, integral: bool
-              ) -> tuple[float, float]:
-    """A range predicate as a half-open interval ``(qlo, qhi]`` of the continuous domain of :func:`_domain`.
-
-    >>> _interval(3.0, True, 5.0, False, True)    # 3 <= x < 5 on integers: 3 and 4, i.e. (2, 4]
-    (2.0, 4.0)
-    """
-    qlo, qhi = -math.inf, math.inf
-    if lo is not None:
-        if integral:
-            qlo = float(math.ceil(lo) - 1) if lo_incl else float(math.floor(lo))
-        else:
-            qlo = lo - 1e-9 * (abs(lo) + 1.0) if lo_incl else lo
-    if hi is not None:
-        if integral:
-            qhi = float(math.floor(hi)) if hi_incl else float(math.ceil(hi) - 1)
-        else:
-            qhi = hi if hi_incl else hi - 1e-9 * (abs(hi) + 1.0)
-    return qlo, qhi
-
-
-def _histogram_mass(h: Histogram, a: float, b: float, integral: bool = False) -> float:
-    """Rows of the histogram in ``(a, b]``, uniform within a bin. Bin i covers ``(lo_i, hi_i]``; the
-    first also holds its lower bound (so it starts at ``lo - 1`` for integral values); a bin with
-    ``lo == hi`` holds that one value."""
-    total = 0.0
-    for idx, (lo, hi, _ndv) in enumerate(h.bins):
-        if idx == 0 or hi <= lo:
-            lo = lo - 1.0 if integral else lo - 1e-9 * (abs(lo) + 1.0)
-        if integral and hi <= lo + 1.0 and idx != 0:
-            lo = hi - 1.0
-        overlap = min(b, hi) - max(a, lo)
-        if overlap > 0:
-            total += h.height * overlap / (hi - lo)
-    return total
-
-
-def _histogram_point(h: Histogram, v: float) -> float | None:
-    """Rows of the histogram equal to ``v``: each bin holding it contributes height / its NDV."""
-    total = 0.0
-    found = False
-    for idx, (lo, hi, ndv) in enumerate(h.bins):
-        if (lo < v <= hi) or (idx == 0 and v == lo) or (lo == hi == v):
-            total += h.height / max(ndv, 1.0)
-            found = True
-    return total if found else 0.0
-
-
-def _normal_mass(normal: tuple[float, float], a: float, b: float) -> float:
-    """P(a < X <= b) for X ~ N(mean, sd)."""
-    mu, sd = normal
-    sd = max(sd, 1e-12)
-
-    def cdf(x: float) -> float:
-        if x == math.inf:
-            return 1.0
-        if x == -math.inf:
-            return 0.0
-        return 0.5 * math.erfc(-(x - mu) / (sd * math.sqrt(2.0)))
-
-    return max(cdf(b) - cdf(a), 0.0)
-
-
-def _moments(col: ColumnEstimate) -> tuple[float, float] | None:
-    """(mean, variance) of a numeric column: from its normal, its moments, its histogram, or uniform over
-    its bounds."""
-    if col.normal is not None:
-        return col.normal[0], col.normal[1] ** 2
-    if col.moments is not None:
-        return col.moments
-    if not col.numeric:
-        return None
-    a, b = float(col.min), float(col.max)
-    h = col.histogram
-    if h is not None and h.bins:
-        mids = []
-        within = 0.0
-        for lo, hi, _ndv in h.bins:
-            if hi < a or lo > b:
-                continue
-            lo, hi = max(lo, a), min(hi, b)
-            mids.append((lo + hi) / 2)
-            within += (hi - lo) ** 2 / 12
-        if mids:
-            mean = sum(mids) / len(mids)
-            var = sum((x - mean) ** 2 for x in mids) / len(mids) + within / len(mids)
-            return mean, var
-    return (a + b) / 2, (b - a) ** 2 / 12
-
-
-def _quantiles(col: ColumnEstimate, n: int = 64) -> list[float]:
-    """``n`` representative values of a numeric column (its histogram's quantiles, or uniform)."""
-    a, b = float(col.min), float(col.max)
-    h = col.histogram
-    if (col.normal is not None or col.moments is not None) and h is None:
-        from statistics import NormalDist
-
-        mu, sd = col.normal if col.normal is not None else (col.moments[0], math.sqrt(max(col.moments[1], 0.0)))
-        dist = NormalDist(mu, max(sd, 1e-12))
-        return [min(max(dist.inv_cdf((k + 0.5) / n), a), b) for k in range(n)]
-    if h is not None and h.bins:
-        pts: list[float] = []
-        for lo, hi, _ndv in h.bins:
-            if a <= hi and lo <= b:
-                pts.append((max(lo, a) + min(hi, b)) / 2)
-        if pts:
-            return pts
-    if b <= a:
-        return [a]
-    return [a + (b - a) * (k + 0.5) / n for k in range(n)]
-
-
-def _prob_less(ca: ColumnEstimate, cb: ColumnEstimate) -> float:
-    """P(a < b) for independent columns (uniform within their bounds or histograms)."""
-    xs = _quantiles(ca)
-    ys = sorted(_quantiles(cb))
-    import bisect
-
-    count = 0.0
-    for x in xs:
-        count += (len(ys) - bisect.bisect_right(ys, x)) / len(ys)
-    return count / len(xs)
-
-
 def _enum_or_string_arg(e: Expression) -> str | None:
     for a in e.scalar_function.arguments:
         which = a.WhichOneof("arg_type")
@@ -2005,48 +984,16 @@ def _date_part_column(part: str | None, col: ColumnEstimate | None, rows: float)
 
 def top_n_bounds(body) -> tuple[float, float | None]:
     """``(offset, count)`` of a TopNRel (count ``None``: all rows; bounds that are not literals: 0/all)."""
-    offset, count = 0.0, None
-    if body.HasField("offset"):
-        v = literal_of(body.offset)
-        offset = max(float(v), 0.0) if isinstance(v, float) else 0.0
-    if body.HasField("count"):
-        v = literal_of(body.count)
-        count = float(v) if isinstance(v, float) and v >= 0 else None
-    return offset, count
+    return _literal_bounds(body.offset if body.HasField("offset") else None,
+                           body.count if body.HasField("count") else None)
 
 
-def q_error(estimated: float, actual: float) -> float:
-    """``max(est/act, act/est)`` with both floored at 1 row.
-
-    >>> q_error(10, 100), q_error(0, 0), q_error(50, 5)
-    (10.0, 1.0, 10.0)
-    """
-    e, a = max(float(estimated), 1.0), max(float(actual), 1.0)
-    return max(e / a, a / e)
+def _literal_bounds(offset: Expression | None, count: Expression | None) -> tuple[float, float | None]:
+    """``(offset, count)`` from bound expressions: a missing or non-literal offset is 0, count all (None)."""
+    v = literal_of(offset) if offset is not None else None
+    start = max(float(v), 0.0) if isinstance(v, float) else 0.0
+    v = literal_of(count) if count is not None else None
+    return start, (float(v) if isinstance(v, float) and v >= 0 else None)
 
 
-__all__ = [
-    "DEFAULT_BETWEEN_SEL",
-    "DEFAULT_BOOL_SEL",
-    "DEFAULT_EQ_SEL",
-    "DEFAULT_GROUP_FRACTION",
-    "DEFAULT_LIKE_SEL",
-    "LIKE_CHAR_FACTOR",
-    "DEFAULT_NULL_SEL",
-    "DEFAULT_RANGE_SEL",
-    "DEFAULT_SEL",
-    "DEFAULT_SET_OVERLAP",
-    "DEFAULT_STRING_WIDTH",
-    "DEFAULT_TABLE_ROWS",
-    "CardinalityEstimator",
-    "ColumnEstimate",
-    "RelEstimate",
-    "column_of",
-    "distinct_after_sampling",
-    "expected_groups",
-    "like_fragment_selectivity",
-    "literal_of",
-    "q_error",
-    "top_n_bounds",
-    "type_width",
-]
+__all__ = ["CardinalityEstimator", "top_n_bounds"]

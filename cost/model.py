@@ -50,9 +50,10 @@ from typing import Any
 import networkx as nx
 
 from cost import properties
-from cost.cardinality import CardinalityEstimator, RelEstimate
-from cost.spark_joins import LEFT, choose_build, join_type_name
-from optimizer.dag import inputs
+from cost.cardinality import CardinalityEstimator
+from cost.estimates import RelEstimate
+from cost.spark_joins import LEFT, choose_build
+from optimizer.dag import inputs, join_type_name
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field_index
 
@@ -236,7 +237,7 @@ class CostModel:
 
     def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float, int]:
         """(rows of the table before filters, bytes per row of the columns read, columns read)."""
-        from cost.cardinality import type_width
+        from cost.estimates import type_width
 
         stats_rows = None
         table = None
@@ -316,7 +317,7 @@ class CostModel:
         # Reads offset + count rows, then stops; a global limit gathers them on one executor.
         read = out.rows
         if ins:
-            from cost.cardinality import literal_of
+            from cost.estimates import literal_of
 
             offset = literal_of(body.offset_expr) if body.HasField("offset_expr") else 0.0
             read = min(ins[0].rows, out.rows + (offset if isinstance(offset, float) else 0.0))

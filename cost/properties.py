@@ -62,11 +62,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import networkx as nx
-from substrait.proto import Expression, SortField
+from substrait.proto import SortField
 
-from optimizer.dag import inputs
+from optimizer.dag import inputs, join_type_name
 from optimizer.errors import OptimizerError
-from optimizer.expr_utils import field_index
+from optimizer.expr_utils import field_index, has_window_function, reference_field
 
 ASC_NULLS_FIRST = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
 ASC_NULLS_LAST = SortField.SORT_DIRECTION_ASC_NULLS_LAST
@@ -173,19 +173,6 @@ def _emit_mapping(emit: list[int] | None, width: int | None, aliases: dict[int, 
     return mapping
 
 
-def _join_type(body) -> str:
-    enum = body.DESCRIPTOR.fields_by_name["type"].enum_type
-    value = enum.values_by_number.get(body.type)
-    return value.name.removeprefix("JOIN_TYPE_") if value is not None else "INNER"
-
-
-def _ref(ref) -> int | None:
-    if ref.WhichOneof("reference_type") != "direct_reference":
-        return None
-    seg = ref.direct_reference
-    return seg.struct_field.field if seg.WhichOneof("reference_type") == "struct_field" else None
-
-
 def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
     """Equi-join keys ``(left column, right column relative to the right input)`` of a join node."""
     kind = g.nodes[node]["kind"]
@@ -193,7 +180,7 @@ def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
     if kind in ("hash_join", "merge_join"):
         keys = []
         for k in body.keys:
-            lf, rf = _ref(k.left), _ref(k.right)
+            lf, rf = reference_field(k.left), reference_field(k.right)
             if lf is not None and rf is not None:
                 keys.append((lf, rf))
         return keys
@@ -202,9 +189,9 @@ def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
         n_left = output_width(g, children[0]) if children else None
         if n_left is None:
             return []
-        from cost.cardinality import column_of
+        from cost.estimates import column_of
         from optimizer.expr_utils import call_args, conjuncts, function_name
-        from optimizer.functions import function_table
+        from optimizer.load.functions import function_table
 
         functions = function_table(g.graph["plan"])
         keys = []
@@ -223,25 +210,6 @@ def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
                 keys.append((b, a - n_left))
         return keys
     return []
-
-
-def _has_window(e: Expression) -> bool:
-    found = False
-
-    def walk(msg) -> None:
-        nonlocal found
-        if found:
-            return
-        if msg.DESCRIPTOR.full_name == "substrait.Expression.WindowFunction":
-            found = True
-            return
-        for f, value in msg.ListFields():
-            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-                for item in value if f.label == f.LABEL_REPEATED else [value]:
-                    walk(item)
-
-    walk(e)
-    return found
 
 
 # --------------------------------------------------------------------------------------------------
@@ -271,7 +239,8 @@ def _ordering(g: nx.DiGraph, node: int, memo: dict[int, Ordering], strict: bool)
         internal = _sort_prefix(body.sorts)
         width = output_width(g, children[0])
     elif kind == "project":
-        if any(_has_window(e) for e in body.expressions):
+        # Conservative: a window function inside a subquery also drops the ordering.
+        if any(has_window_function(e, enter_subqueries=True) for e in body.expressions):
             return []
         n_in = output_width(g, children[0])
         if n_in is None:
@@ -294,7 +263,7 @@ def _ordering(g: nx.DiGraph, node: int, memo: dict[int, Ordering], strict: bool)
     elif kind == "merge_join":
         if strict:
             return []
-        jt = _join_type(body)
+        jt = join_type_name(body) or "INNER"
         keys = join_keys(g, node)
         if not keys or jt == "OUTER":
             return []
@@ -402,7 +371,7 @@ def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Di
         if parts == 1 and which != "broadcast":
             internal = Distribution("single", (), 1)
         elif which == "scatter_by_fields":
-            cols = [_ref(f) for f in body.scatter_by_fields.fields]
+            cols = [reference_field(f) for f in body.scatter_by_fields.fields]
             internal = Distribution("hash", tuple(cols), parts) if None not in cols and cols else \
                 Distribution("expression", (), parts)
         elif which == "broadcast":
@@ -457,7 +426,7 @@ def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Di
     elif kind in _JOINS or kind == "cross":
         left = memo.get(children[0], ANY) if children else ANY
         right = memo.get(children[1], ANY) if len(children) > 1 else ANY
-        jt = _join_type(body) if kind != "cross" else "INNER"
+        jt = (join_type_name(body) if kind != "cross" else None) or "INNER"
         n_left = output_width(g, children[0]) if children else None
         right_only = jt in ("RIGHT_SEMI", "RIGHT_ANTI", "RIGHT_MARK")
         left_only = jt in ("LEFT_SEMI", "LEFT_ANTI", "LEFT_MARK")

@@ -7,8 +7,6 @@ with it) and :mod:`rules.implement_joins` chooses the physical join with it, so 
 
 from __future__ import annotations
 
-from substrait.proto import JoinRel
-
 LEFT, RIGHT = "LEFT", "RIGHT"
 
 #: Build sides Spark's shuffled hash join supports, by join type (Substrait name without prefix).
@@ -32,12 +30,6 @@ BROADCAST_BUILD: dict[str, frozenset[str]] = {
 #: Building the side an outer join preserves means tracking matched build rows: counted this much bigger.
 PRESERVED_BUILD_PENALTY = 1.5
 _PRESERVED = {"LEFT": {LEFT}, "RIGHT": {RIGHT}, "OUTER": {LEFT, RIGHT}}
-
-
-def join_type_name(join: JoinRel) -> str | None:
-    """``"LEFT_ANTI"`` for ``JOIN_TYPE_LEFT_ANTI``; None when unspecified."""
-    name = JoinRel.JoinType.Name(join.type)
-    return None if join.type == JoinRel.JOIN_TYPE_UNSPECIFIED else name.removeprefix("JOIN_TYPE_")
 
 
 def choose_build(type_name: str, left_bytes: float, right_bytes: float, threshold: float) -> tuple[str, bool] | None:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import glob as globlib
 import hashlib
 import json
 import logging
@@ -51,12 +52,17 @@ import math
 import os
 import re
 import tempfile
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optimizer.errors import PlanError, spark_errors
+
+if TYPE_CHECKING:
+    from optimizer.paths import FileAccess
 
 log = logging.getLogger(__name__)
 
@@ -686,6 +692,16 @@ def default_cache_path() -> Path:
 
 _INT_TYPES = ("tinyint", "smallint", "int", "bigint", "byte", "short", "integer", "long")
 _STATS_RE = re.compile(r"(\d+)\s+bytes(?:,\s*(\d+)\s+rows)?")
+
+
+def _read_statistics_row(rows: Iterable[Any], stats: TableStatistics) -> None:
+    """Size and row count from the ``Statistics`` row of ``DESCRIBE [TABLE] EXTENDED`` into ``stats``."""
+    for row in rows:
+        if row[0] == "Statistics":
+            m = _STATS_RE.search(row[1] or "")
+            if m:
+                stats.size_bytes = float(m.group(1))
+                stats.row_count = float(m.group(2)) if m.group(2) is not None else None
 _HEIGHT_RE = re.compile(r"height:\s*([^,]+),\s*num_of_bins:\s*(\d+)")
 _BIN_RE = re.compile(r"lower_bound:\s*([^,]+),\s*upper_bound:\s*([^,]+),\s*distinct_count:\s*(\S+)")
 
@@ -729,7 +745,35 @@ def _quote_ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-class SparkStatistics(StatisticsProvider):
+class _TablePathStatistics(StatisticsProvider):
+    """Statistics of tables given by path, each read once by :meth:`_load` and kept in memory."""
+
+    def __init__(self, tables: Mapping[str, str | os.PathLike[str]] | str | os.PathLike[str]) -> None:
+        self.paths = resolve_tables(tables)
+        self._keys = {table_key(name): name for name in self.paths}
+        self._memo: dict[str, TableStatistics | None] = {}
+
+    def names(self) -> list[str]:
+        return list(self.paths)
+
+    def clear(self) -> None:
+        """Forget the in-memory results (the next request reads the tables again)."""
+        self._memo.clear()
+
+    def table(self, name: TableName) -> TableStatistics | None:
+        key = table_key(name)
+        if key not in self._keys:
+            return None
+        if key not in self._memo:
+            table_name = self._keys[key]
+            self._memo[key] = self._load(table_name, self.paths[table_name])
+        return self._memo[key]
+
+    def _load(self, name: str, path: str) -> TableStatistics | None:
+        raise NotImplementedError
+
+
+class SparkStatistics(_TablePathStatistics):
     """Statistics from Spark's ``ANALYZE TABLE ... COMPUTE STATISTICS FOR ALL COLUMNS``.
 
     ``tables``: see :func:`resolve_tables`. A table is analysed on first request: it is registered as
@@ -755,35 +799,14 @@ class SparkStatistics(StatisticsProvider):
         database: str = DEFAULT_DATABASE,
         strict: bool = False,
     ) -> None:
+        super().__init__(tables)
         self.spark = spark
-        self.paths = resolve_tables(tables)
-        self._keys = {table_key(name): name for name in self.paths}
         self.cache_path = Path(cache_path).expanduser() if cache_path is not None else default_cache_path()
         self.use_cache = use_cache
         self.database = database
         self.strict = strict
         self.analyze_count = 0
-        self._memo: dict[str, TableStatistics | None] = {}
         self._cache_doc: tuple[tuple[int, int], dict[str, Any]] | None = None
-
-    def names(self) -> list[str]:
-        return list(self.paths)
-
-    def clear(self) -> None:
-        """Forget the in-memory results (the next request checks the files and the cache again)."""
-        self._memo.clear()
-
-    def table(self, name: TableName) -> TableStatistics | None:
-        key = table_key(name)
-        if key not in self._keys:
-            return None
-        if key in self._memo:
-            return self._memo[key]
-        table_name = self._keys[key]
-        path = self.paths[table_name]
-        result = self._load(table_name, path)
-        self._memo[key] = result
-        return result
 
     def _load(self, name: str, path: str) -> TableStatistics | None:
         if not _is_uri(path) and not os.path.exists(path):
@@ -886,12 +909,7 @@ class SparkStatistics(StatisticsProvider):
                 spark.conf.set(HISTOGRAM_CONF, previous)
 
         stats = TableStatistics()
-        for row in spark.sql(f"DESCRIBE EXTENDED {ident}").collect():
-            if row[0] == "Statistics":
-                m = _STATS_RE.search(row[1] or "")
-                if m:
-                    stats.size_bytes = float(m.group(1))
-                    stats.row_count = float(m.group(2)) if m.group(2) is not None else None
+        _read_statistics_row(spark.sql(f"DESCRIBE EXTENDED {ident}").collect(), stats)
         for f in spark.table(ident).schema.fields:
             try:
                 rows = spark.sql(f"DESCRIBE EXTENDED {ident} {_quote_ident(f.name)}").collect()
@@ -1014,12 +1032,7 @@ class CatalogStatistics(StatisticsProvider):
             stats.size_bytes = _opt_float(found.get("size_in_bytes"))
             columns = [c["name"] for c in document.get("columns", [])]
         except ParseException:  # a server before Spark 4: no AS JSON
-            for row in spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect():
-                if row[0] == "Statistics":
-                    m = _STATS_RE.search(row[1] or "")
-                    if m:
-                        stats.size_bytes = float(m.group(1))
-                        stats.row_count = float(m.group(2)) if m.group(2) is not None else None
+            _read_statistics_row(spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect(), stats)
             columns = spark.table(identifier).columns
         if stats.row_count is None:  # never analysed: the catalog has no column statistics either
             return stats
@@ -1130,7 +1143,7 @@ class _ColumnAccumulator:
         )
 
 
-class ParquetStatistics(StatisticsProvider):
+class ParquetStatistics(_TablePathStatistics):
     """Row counts, min/max and null counts from the Parquet footers (pyarrow; no Spark, fast).
 
     ``tables``: see :func:`resolve_tables`. NDV is unknown (``None``: Parquet writers rarely store
@@ -1140,31 +1153,14 @@ class ParquetStatistics(StatisticsProvider):
     without bounds makes them unknown. Binary bounds are dropped (not JSON).
     """
 
-    def __init__(self, tables: Mapping[str, str | os.PathLike[str]] | str | os.PathLike[str]) -> None:
-        self.paths = resolve_tables(tables)
-        self._keys = {table_key(name): name for name in self.paths}
-        self._memo: dict[str, TableStatistics | None] = {}
+    def _load(self, name: str, path: str) -> TableStatistics | None:
+        import pyarrow as pa
 
-    def names(self) -> list[str]:
-        return list(self.paths)
-
-    def clear(self) -> None:
-        self._memo.clear()
-
-    def table(self, name: TableName) -> TableStatistics | None:
-        key = table_key(name)
-        if key not in self._keys:
+        try:
+            return read_parquet_statistics(path)
+        except (OSError, pa.ArrowException) as e:  # a file pyarrow cannot read: unknown
+            log.warning("statistics: cannot read Parquet footers of %s: %s", name, e)
             return None
-        if key not in self._memo:
-            table_name = self._keys[key]
-            import pyarrow as pa
-
-            try:
-                self._memo[key] = read_parquet_statistics(self.paths[table_name])
-            except (OSError, pa.ArrowException) as e:  # a file pyarrow cannot read: unknown
-                log.warning("statistics: cannot read Parquet footers of %s: %s", table_name, e)
-                self._memo[key] = None
-        return self._memo[key]
 
 
 def read_parquet_statistics(path: str) -> TableStatistics | None:
@@ -1200,6 +1196,73 @@ def read_parquet_statistics(path: str) -> TableStatistics | None:
         size_bytes=float(size),
         columns={name: acc.result() for name, acc in columns.items()},
     )
+
+
+def _local_path(uri: str) -> str | None:
+    """``file:///x/y`` -> ``/x/y``; a plain path as it is; None for any other URI."""
+    if uri.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+    if "://" in uri:
+        return None
+    return uri
+
+
+@lru_cache(maxsize=256)
+def _cached_parquet_statistics(path: str, mtime: float) -> TableStatistics | None:
+    """:func:`read_parquet_statistics` once per file version (``mtime``); None for unreadable footers."""
+    import pyarrow as pa
+
+    try:
+        return read_parquet_statistics(path)
+    except (OSError, pa.ArrowException) as e:  # unreadable footers: unknown
+        log.debug("statistics: cannot read %s: %s", path, e)
+        return None
+
+
+def merge_file_statistics(parts: list[TableStatistics]) -> TableStatistics:
+    """The statistics of a table made of these files (row counts and sizes add; min/max widen)."""
+    rows = sum(p.row_count or 0.0 for p in parts)
+    size = sum(p.size_bytes or 0.0 for p in parts)
+    columns: dict[str, ColumnStatistics] = {}
+    for p in parts:
+        for name, c in p.columns.items():
+            if name not in columns:
+                columns[name] = replace(c)
+                continue
+            m = columns[name]
+            try:
+                m.min = c.min if m.min is None or (c.min is not None and c.min < m.min) else m.min
+                m.max = c.max if m.max is None or (c.max is not None and c.max > m.max) else m.max
+            except TypeError:
+                m.min = m.max = None
+            m.null_count = None if m.null_count is None or c.null_count is None else m.null_count + c.null_count
+    return TableStatistics(row_count=rows, size_bytes=size, columns=columns)
+
+
+def local_files_statistics(local_files: Any, files: FileAccess | None) -> TableStatistics | None:
+    """Statistics of a ``ReadRel.local_files`` from its Parquet footers; None unless every item is a
+    readable Parquet file (or glob) that ``files`` allows (``files`` None: any file)."""
+    parts: list[TableStatistics] = []
+    for item in local_files.items:
+        if item.WhichOneof("file_format") != "parquet":
+            return None
+        which = item.WhichOneof("path_type")
+        path = _local_path(getattr(item, which)) if which else None
+        if path is None:
+            return None
+        if files is not None and not files.allows(path):
+            return None  # outside the table roots: never opened (docs/security.md)
+        if files is not None and files.any_path and (which == "uri_folder" or os.path.isdir(path)):
+            return None  # unconfined (--allow-any-path): a folder is not walked for statistics
+        paths = sorted(globlib.glob(path)) if which == "uri_path_glob" else [path]
+        for p in paths:
+            if not os.path.exists(p) or (files is not None and not files.allows(p)):
+                return None
+            stats = _cached_parquet_statistics(p, os.path.getmtime(p))
+            if stats is None:
+                return None
+            parts.append(stats)
+    return merge_file_statistics(parts) if parts else None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ from typing import Any
 from substrait.proto import Expression, Type
 
 from optimizer.errors import OptimizerError, PlanError
-from optimizer.expr_utils import field_index, has_subquery, is_deterministic
+from optimizer.expr_utils import field_index, is_constant, is_deterministic
 
 FULL, BEST_EFFORT, NONE = "full", "best_effort", "none"
 _RANK = {NONE: 0, BEST_EFFORT: 1, FULL: 2}
@@ -127,26 +127,6 @@ def _args_match(patterns: tuple[str, ...], kinds: Sequence[str | None]) -> bool:
     return len(patterns) == len(kinds) and all(type_matches(p, k) for p, k in zip(patterns, kinds, strict=True))
 
 
-def _is_constant(e: Expression) -> bool:
-    """No column of any record is read (literals and calls on literals)."""
-    if has_subquery(e):
-        return False
-    found = False
-
-    def walk(msg) -> None:
-        nonlocal found
-        if msg.DESCRIPTOR.full_name == "substrait.Expression.FieldReference":
-            found = True
-            return
-        for f, value in msg.ListFields():
-            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-                for item in value if f.label == f.LABEL_REPEATED else [value]:
-                    walk(item)
-
-    walk(e)
-    return not found
-
-
 def _peel_casts(e: Expression) -> Expression:
     while e.WhichOneof("rex_type") == "cast":
         e = e.cast.input
@@ -173,7 +153,7 @@ def _is_null_literal(e: Expression) -> bool:
 def _shape_matches(shape: str, args: Sequence[Expression]) -> bool:
     columns = [a for a in args if field_index(a) is not None]
     if shape == "column_op_constant":
-        return len(columns) == 1 and all(field_index(a) is not None or _is_constant(a) for a in args)
+        return len(columns) == 1 and all(field_index(a) is not None or is_constant(a) for a in args)
     if shape == "prefix_pattern":
         if len(args) not in (2, 3) or field_index(args[0]) is None:
             return False
@@ -245,7 +225,7 @@ class Capabilities:
             return FULL if e.selection.WhichOneof("reference_type") == "direct_reference" else NONE
         if kind in ("subquery", "window_function"):
             return NONE
-        if self.constant_folding and _is_constant(e) and is_deterministic(e, functions):
+        if self.constant_folding and is_constant(e) and is_deterministic(e, functions):
             return FULL
         if kind == "scalar_function":
             fn = e.scalar_function

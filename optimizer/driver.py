@@ -27,9 +27,10 @@ from optimizer.expr_utils import FunctionRegistrar
 from optimizer.plan_io import deep_messages, load_plan
 
 if TYPE_CHECKING:
-    from cost.cardinality import CardinalityEstimator, RelEstimate
+    from cost.cardinality import CardinalityEstimator
+    from cost.estimates import RelEstimate
     from cost.model import CostModel
-    from optimizer.functions import FunctionTable
+    from optimizer.load.functions import FunctionTable
     from optimizer.schema import Schema
 
 

@@ -28,10 +28,11 @@ from optimizer.dag import inputs, strip_inputs
 from optimizer.errors import OptimizerError
 
 if TYPE_CHECKING:  # the cost package reads rules (rules read this module): types only
-    from cost.cardinality import CardinalityEstimator, RelEstimate
+    from cost.cardinality import CardinalityEstimator
+    from cost.estimates import RelEstimate
     from cost.model import CostModel
     from optimizer.expr_utils import FunctionRegistrar
-    from optimizer.functions import FunctionTable
+    from optimizer.load.functions import FunctionTable
     from optimizer.schema import Schema
 
 PHASES = ("normalise", "logical", "join_order", "physical", "annotate")

@@ -13,15 +13,16 @@ expression reads" and "renumber the fields" also look inside subqueries at the r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from google.protobuf.message import Message
 from substrait.proto import Expression, Plan, Type
 
-from optimizer.functions import STANDARD_URN_PREFIX, FunctionTable, function_table
+from optimizer.load.functions import STANDARD_URN_PREFIX, FunctionTable, function_table
 
 _SUBQUERY = "substrait.Expression.Subquery"
 _FIELD_REF = "substrait.Expression.FieldReference"
+_EXPRESSION = "substrait.Expression"
 
 
 def field(index: int) -> Expression:
@@ -116,7 +117,8 @@ def _walk_refs(msg: Message, depth: int, visit: Callable[[Message, int], None]) 
             _walk_refs(value, inner, visit)
 
 
-def _top_field(ref) -> int | None:
+def reference_field(ref: Expression.FieldReference) -> int | None:
+    """The top-level column of a direct struct-field reference (whatever its root), else None."""
     if ref.WhichOneof("reference_type") != "direct_reference":
         return None
     seg = ref.direct_reference
@@ -137,7 +139,7 @@ def referenced_fields(e: Message) -> set[int]:
 
     def visit(ref, depth):
         if _is_ours(ref, depth):
-            i = _top_field(ref)
+            i = reference_field(ref)
             if i is not None:
                 out.add(i)
 
@@ -163,7 +165,7 @@ def has_unresolvable_refs(e: Message) -> bool:
 
     def visit(ref, depth):
         nonlocal bad
-        if _is_ours(ref, depth) and _top_field(ref) is None:
+        if _is_ours(ref, depth) and reference_field(ref) is None:
             bad = True
 
     _walk_refs(e, 0, visit)
@@ -178,7 +180,7 @@ def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
 
     def visit(ref, depth):
         if _is_ours(ref, depth):
-            i = _top_field(ref)
+            i = reference_field(ref)
             if i is not None:
                 ref.direct_reference.struct_field.field = get(i)
 
@@ -191,43 +193,98 @@ def shift_fields(e: Message, offset: int, start: int = 0):
     return remap_fields(e, lambda i: i + offset if i >= start else i)
 
 
+def _children(msg: Message) -> Iterator[Message]:
+    """The sub-messages of ``msg`` (map entries left out: they hold no expressions)."""
+    for f, value in msg.ListFields():
+        if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
+            yield from (value if f.label == f.LABEL_REPEATED else [value])
+
+
+def walk(msg: Message, *, enter_subqueries: bool) -> Iterator[Message]:
+    """``msg`` and every message inside it, parents first.
+
+    Without ``enter_subqueries`` a subquery is yielded but not looked into: what it holds belongs
+    to another query (its window functions, its columns).
+    """
+    yield msg
+    if enter_subqueries or msg.DESCRIPTOR.full_name != _SUBQUERY:
+        for child in _children(msg):
+            yield from walk(child, enter_subqueries=enter_subqueries)
+
+
+def contains(msg: Message, match: Callable[[Message], bool], *, enter_subqueries: bool) -> bool:
+    """True if ``match`` holds for ``msg`` or a message inside it (see :func:`walk`).
+
+    >>> contains(field(2), lambda m: m.DESCRIPTOR.full_name == _FIELD_REF, enter_subqueries=False)
+    True
+    """
+    return any(match(m) for m in walk(msg, enter_subqueries=enter_subqueries))
+
+
+def expressions(msg: Message, *, enter_subqueries: bool) -> Iterator[Expression]:
+    """Every ``Expression`` in ``msg`` (itself included), parents first."""
+    for m in walk(msg, enter_subqueries=enter_subqueries):
+        if m.DESCRIPTOR.full_name == _EXPRESSION:
+            yield m
+
+
+def is_window_call(msg: Message) -> bool:
+    return msg.DESCRIPTOR.full_name == _EXPRESSION and msg.WhichOneof("rex_type") == "window_function"
+
+
+def has_window_function(msg: Message, *, enter_subqueries: bool) -> bool:
+    """Is there a window function in ``msg`` (in its subqueries too with ``enter_subqueries``)?
+
+    >>> e = Expression()
+    >>> e.subquery.scalar.input.project.expressions.add().window_function.function_reference = 1
+    >>> has_window_function(e, enter_subqueries=True), has_window_function(e, enter_subqueries=False)
+    (True, False)
+    """
+    return contains(msg, is_window_call, enter_subqueries=enter_subqueries)
+
+
 def has_subquery(e: Message) -> bool:
-    found = False
+    return contains(e, lambda m: m.DESCRIPTOR.full_name == _SUBQUERY, enter_subqueries=False)
 
-    def walk(msg):
-        nonlocal found
-        if found:
-            return
-        if msg.DESCRIPTOR.full_name == _SUBQUERY:
-            found = True
-            return
-        for f, value in msg.ListFields():
-            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-                for item in value if f.label == f.LABEL_REPEATED else [value]:
-                    walk(item)
 
-    walk(e)
-    return found
+def is_constant(e: Message) -> bool:
+    """No column of any record is read (literals and calls on literals; a subquery never is)."""
+    return not contains(e, lambda m: m.DESCRIPTOR.full_name in (_FIELD_REF, _SUBQUERY), enter_subqueries=False)
+
+
+_NONDETERMINISTIC = frozenset({"random", "rand", "uuid", "now", "current_timestamp"})
 
 
 def is_deterministic(e: Message, functions: FunctionTable) -> bool:
-    """False if the expression calls a function known to give different answers per call."""
-    nondeterministic = {"random", "rand", "uuid", "now", "current_timestamp"}
-    found = False
+    """False if the expression, or a subquery in it, calls a function known to give different answers per call."""
 
-    def walk(msg):
-        nonlocal found
-        if msg.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction":
-            anchor = msg.function_reference
-            if anchor in functions and functions.get(anchor).name in nondeterministic:
-                found = True
-        for f, value in msg.ListFields():
-            if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-                for item in value if f.label == f.LABEL_REPEATED else [value]:
-                    walk(item)
+    def nondeterministic(msg: Message) -> bool:
+        if msg.DESCRIPTOR.full_name != "substrait.Expression.ScalarFunction":
+            return False
+        anchor = msg.function_reference
+        return anchor in functions and functions.get(anchor).name in _NONDETERMINISTIC
 
-    walk(e)
-    return not found
+    return not contains(e, nondeterministic, enter_subqueries=True)
+
+
+def key(e: Expression) -> bytes:
+    """Identity of an expression for de-duplication."""
+    return e.SerializeToString(deterministic=True)
+
+
+def movable(e: Expression, functions: FunctionTable) -> bool:
+    """May this conjunct be evaluated somewhere else in the plan (on other, equal rows)?
+
+    Not when it calls a nondeterministic function, holds a subquery (never duplicated or moved),
+    reads columns through expression-based references, or reads no column at all (a constant:
+    moving it below an aggregate would change the aggregate's one row over empty input).
+    """
+    return (
+        is_deterministic(e, functions)
+        and not has_subquery(e)
+        and not has_unresolvable_refs(e)
+        and bool(referenced_fields(e))
+    )
 
 
 class FunctionRegistrar:

@@ -93,8 +93,9 @@ from substrait.proto import (
     Type,
 )
 
+from optimizer.dag import join_type_name
 from optimizer.errors import OptimizerError, PlanError, UnsupportedError
-from optimizer.functions import FunctionTable, function_table
+from optimizer.load.functions import FunctionTable, function_table
 
 __all__ = [
     "Problem",
@@ -133,17 +134,17 @@ _TYPE_NAMES = {
 }
 
 
-def type_kind(t: Type) -> str | None:
-    """The ``Type.kind`` oneof name (``"i64"``, ``"decimal"``, ...), None for an unknown/empty type."""
-    return t.WhichOneof("kind")
+def type_kind(t: Type | None) -> str | None:
+    """The ``Type.kind`` oneof name (``"i64"``, ``"decimal"``, ...), None for no, an unknown or an empty type."""
+    return t.WhichOneof("kind") if t is not None else None
 
 
 def _has_nullability(sub) -> bool:
     return "nullability" in sub.DESCRIPTOR.fields_by_name
 
 
-def nullability(t: Type) -> int:
-    """The ``Type.Nullability`` of a type (UNSPECIFIED for an empty type)."""
+def nullability(t: Type | None) -> int:
+    """The ``Type.Nullability`` of a type (UNSPECIFIED for no or an empty type)."""
     kind = type_kind(t)
     if kind is None:
         return Type.NULLABILITY_UNSPECIFIED
@@ -151,8 +152,8 @@ def nullability(t: Type) -> int:
     return sub.nullability if _has_nullability(sub) else Type.NULLABILITY_UNSPECIFIED
 
 
-def is_nullable(t: Type) -> bool:
-    """True unless the type is declared required (an unspecified nullability counts as nullable)."""
+def is_nullable(t: Type | None) -> bool:
+    """True unless the type is declared required (an unspecified nullability or type counts as nullable)."""
     return nullability(t) != REQUIRED
 
 
@@ -518,7 +519,8 @@ def _guard(path_arg: str) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
 # Literals
 # ---------------------------------------------------------------------------------------------
 
-_SIMPLE_LITERALS = {
+#: Literal kinds whose type has no parameters, and that type's kind.
+SIMPLE_LITERAL_KINDS = {
     "boolean": "bool",
     "i8": "i8",
     "i16": "i16",
@@ -554,8 +556,8 @@ def literal_type(lit: Expression.Literal, path: str = "", ctx: _Ctx | None = Non
 
     if kind is None:
         return ctx.fail(path, "literal has no value")
-    if kind in _SIMPLE_LITERALS:
-        return done(make_type(_SIMPLE_LITERALS[kind], nullable))
+    if kind in SIMPLE_LITERAL_KINDS:
+        return done(make_type(SIMPLE_LITERAL_KINDS[kind], nullable))
     if kind == "interval_day_to_second":
         return done(make_type("interval_day", nullable, precision=lit.interval_day_to_second.precision))
     if kind == "interval_compound":
@@ -854,7 +856,7 @@ def _output_type(fn, ctx: _Ctx, path: str, what: str, schema: Schema | None = No
 
 @functools.lru_cache(maxsize=4096)
 def _derive_cached(name: str, urn: str | None, key: tuple[bytes | str, ...]) -> bytes | None:
-    from optimizer.functions import _registry
+    from optimizer.load.functions import _registry
 
     signature: list[Type | str] = [k if isinstance(k, str) else Type.FromString(k) for k in key]
     registry = _registry()
@@ -1166,14 +1168,7 @@ _ARITY: dict[str, int | tuple[int, None]] = {
 }
 
 
-def _join_kind(body) -> str:
-    """The join type name without its prefix (``INNER``, ``LEFT_SEMI``...), mapped by name for every join rel."""
-    enum = body.DESCRIPTOR.fields_by_name["type"].enum_type
-    value = enum.values_by_number.get(body.type)
-    return value.name.removeprefix("JOIN_TYPE_") if value is not None else f"#{body.type}"
-
-
-def _join_output(jt: str, left: Schema, right: Schema, ctx: _Ctx, path: str) -> Schema:
+def _join_output(jt: str | None, left: Schema, right: Schema, ctx: _Ctx, path: str) -> Schema:
     mark = Schema(["mark"], [make_type("bool", True)])
     if jt == "INNER":
         return left.concat(right)
@@ -1191,7 +1186,7 @@ def _join_output(jt: str, left: Schema, right: Schema, ctx: _Ctx, path: str) -> 
         return left.concat(mark)
     if jt == "RIGHT_MARK":
         return right.concat(mark)
-    ctx.fail(f"{path}.type", f"join type {jt} is not a valid join type")
+    ctx.fail(f"{path}.type", "join type is unspecified or not a known join type")
     return left.concat(right)
 
 
@@ -1290,7 +1285,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: _Ctx, bpath: str)
         return _aggregate_output(body, inputs[0], ctx, bpath)
     if kind in ("join", "lateral_join"):
         both = inputs[0].concat(inputs[1])
-        out = _join_output(_join_kind(body), inputs[0], inputs[1], ctx, bpath)
+        out = _join_output(join_type_name(body), inputs[0], inputs[1], ctx, bpath)
         if full:
             if body.HasField("expression"):
                 _condition(body.expression, both, ctx, f"{bpath}.expression", "join expression")
@@ -1305,7 +1300,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: _Ctx, bpath: str)
         return out
     if kind in ("hash_join", "merge_join"):
         left, right = inputs
-        out = _join_output(_join_kind(body), left, right, ctx, bpath)
+        out = _join_output(join_type_name(body), left, right, ctx, bpath)
         if full:
             for k, key in enumerate(body.keys):
                 kp = f"{bpath}.keys[{k}]"
@@ -1327,7 +1322,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: _Ctx, bpath: str)
                 _condition(body.post_join_filter, out, ctx, f"{bpath}.post_join_filter", "post-join filter")
         return out
     if kind == "nested_loop_join":
-        out = _join_output(_join_kind(body), inputs[0], inputs[1], ctx, bpath)
+        out = _join_output(join_type_name(body), inputs[0], inputs[1], ctx, bpath)
         if full and body.HasField("expression"):
             _condition(
                 body.expression, inputs[0].concat(inputs[1]), ctx, f"{bpath}.expression", "join expression"

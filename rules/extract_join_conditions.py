@@ -26,8 +26,8 @@ from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.dag import inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
-from optimizer.expr_utils import bool_literal, conjuncts, make_and, referenced_fields, shift_fields
-from rules.simplify_predicates import apply_emit, emit_of, filter_rel, movable, through_emit, width
+from optimizer.expr_utils import bool_literal, conjuncts, make_and, movable, referenced_fields, shift_fields
+from optimizer.relations import apply_emit, emit_of, filter_rel, through_emit, width
 
 
 def extract_join_conditions(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:

@@ -36,9 +36,18 @@ from substrait.proto import Expression, ReadRel, Type
 from optimizer.capabilities import BEST_EFFORT, FULL, as_capabilities
 from optimizer.dag import inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
-from optimizer.expr_utils import bool_literal, conjuncts, make_and, referenced_fields, remap_fields
+from optimizer.expr_utils import (
+    bool_literal,
+    conjuncts,
+    key,
+    make_and,
+    movable,
+    referenced_fields,
+    remap_fields,
+)
+from optimizer.relations import emit_of, filter_rel, rel_copy, with_emit
 from optimizer.schema import Schema
-from rules.simplify_predicates import emit_of, filter_rel, fold, key, movable, rel_copy, with_emit
+from rules.simplify_predicates import fold
 
 
 def filter_into_read(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:

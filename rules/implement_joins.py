@@ -87,8 +87,8 @@ from substrait.proto import (
 )
 
 from cost.properties import ordering
-from cost.spark_joins import LEFT, choose_build, join_type_name
-from optimizer.dag import inputs, uses
+from cost.spark_joins import LEFT, choose_build
+from optimizer.dag import inputs, join_type_name, join_type_value, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
@@ -153,7 +153,7 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
     hash_rel = Rel()
     body = hash_rel.hash_join
     body.common.CopyFrom(join.common)
-    body.type = HashJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.type = join_type_value(HashJoinRel, type_name)
     body.keys.extend(_comparison_key(k) for k in keys)
     if residual is not None:
         body.residual_expression.CopyFrom(residual)
@@ -535,7 +535,7 @@ def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Express
     rel = Rel()
     body = rel.merge_join
     body.common.CopyFrom(join.common)
-    body.type = MergeJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.type = join_type_value(MergeJoinRel, type_name)
     body.keys.extend(_comparison_key(k) for k in keys)
     if residual is not None:
         body.residual_expression.CopyFrom(residual)
@@ -547,7 +547,7 @@ def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Express
 def _nested_loop(join: JoinRel, type_name: str, left: int, right: int) -> Replacement:
     rel = Rel()
     body = rel.nested_loop_join
-    body.type = NestedLoopJoinRel.JoinType.Value(f"JOIN_TYPE_{type_name}")
+    body.type = join_type_value(NestedLoopJoinRel, type_name)
     if join.HasField("expression"):
         body.expression.CopyFrom(join.expression)
     if not join.HasField("post_join_filter"):

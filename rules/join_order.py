@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
-from cost.cardinality import RelEstimate
+from cost.estimates import RelEstimate
 from cost.model import saturate_cost
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Rule, RuleContext

@@ -55,7 +55,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import networkx as nx
-from google.protobuf.message import Message
 from substrait.proto import Expression, JoinRel, SetRel
 
 from optimizer.dag import inputs, uses
@@ -63,16 +62,19 @@ from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     bool_literal,
     conjuncts,
+    expressions,
     field_index,
     has_subquery,
     has_unresolvable_refs,
+    has_window_function,
     is_deterministic,
     make_and,
+    movable,
     referenced_fields,
     shift_fields,
 )
+from optimizer.relations import apply_emit, emit_of, filter_over, rel_copy, through_emit, width
 from rules.extract_join_conditions import as_inner_join, join_conjuncts
-from rules.simplify_predicates import apply_emit, emit_of, filter_over, movable, rel_copy, through_emit, width
 
 
 def push_filters(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -157,22 +159,6 @@ _SET_OPS = {
     SetRel.SET_OP_MINUS_PRIMARY_ALL,
     SetRel.SET_OP_MINUS_MULTISET,
 }
-_EXPRESSION = Expression.DESCRIPTOR.full_name
-
-
-def _expressions(msg: Message):
-    """Every ``Expression`` message inside ``msg`` (itself included), parents first."""
-    if msg.DESCRIPTOR.full_name == _EXPRESSION:
-        yield msg
-    for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
-            continue
-        for item in value if f.label == f.LABEL_REPEATED else [value]:
-            yield from _expressions(item)
-
-
-def _has_window_function(msg: Message) -> bool:
-    return any(e.WhichOneof("rex_type") == "window_function" for e in _expressions(msg))
 
 
 def _substitutable(e: Expression, functions) -> bool:
@@ -181,8 +167,8 @@ def _substitutable(e: Expression, functions) -> bool:
         is_deterministic(e, functions)
         and not has_subquery(e)
         and not has_unresolvable_refs(e)
-        and not _has_window_function(e)
-        and sum(1 for _ in _expressions(e)) <= MAX_SUBSTITUTED_SIZE
+        and not has_window_function(e, enter_subqueries=True)
+        and sum(1 for _ in expressions(e, enter_subqueries=True)) <= MAX_SUBSTITUTED_SIZE
     )
 
 
@@ -194,7 +180,7 @@ def substitute(e: Expression, definition: Callable[[int], Expression | int | Non
     """
     out = Expression()
     out.CopyFrom(e)
-    for x in list(_expressions(out)):
+    for x in list(expressions(out, enter_subqueries=True)):
         if x.WhichOneof("rex_type") != "selection":
             continue
         sel = x.selection
@@ -258,7 +244,8 @@ class _Pusher:
     def _project(self, n: int, go: list[Expression]):
         rel = self.g.nodes[n]["rel"]
         exprs = list(rel.project.expressions)
-        if any(_has_window_function(e) for e in exprs):
+        # Conservative: a window function inside a subquery also keeps conjuncts above.
+        if any(has_window_function(e, enter_subqueries=True) for e in exprs):
             return n, go, False
         n_in = width(self.g, inputs(self.g, n)[0])
 

@@ -52,7 +52,7 @@ from optimizer.expr_utils import (
     referenced_fields,
     shift_fields,
 )
-from rules.simplify_predicates import emit_of, rel_copy, width
+from optimizer.relations import emit_of, rel_copy, width
 
 
 def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:

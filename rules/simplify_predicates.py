@@ -21,34 +21,24 @@ Then, because a filter keeps only the rows whose condition is *true* (NULL drops
   are replaced by an empty ``VirtualTable`` read with the filter's output schema.
 
 The rule fires only when the condition changes, so it reaches a fixed point.
-
-This module also holds small helpers shared by the filter rules (``push_filters``,
-``extract_join_conditions``, ``filter_into_read``): emit handling, building filters and joins,
-classifying conjuncts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import networkx as nx
 from substrait.proto import Expression, Rel
 
-from optimizer.dag import inputs, rel_body, uses
+from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     bool_literal,
     call_args,
     conjuncts,
-    field,
     function_name,
-    has_subquery,
-    has_unresolvable_refs,
     is_deterministic,
-    make_and,
-    referenced_fields,
-    remap_fields,
+    key,
 )
+from optimizer.relations import emit_of, rel_copy, select_columns
 
 
 def simplify_predicates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -89,112 +79,6 @@ RULE = Rule(
     apply=simplify_predicates,
     description="flatten AND/OR, fold true/false; remove always-true filters, empty always-false ones",
 )
-
-
-# ------------------------------------------------------------------------------ shared helpers
-
-
-def rel_copy(g: nx.DiGraph, node: int) -> Rel:
-    """A copy of a node's ``Rel`` (its own fields; inputs are given separately to :class:`NewRel`)."""
-    out = Rel()
-    out.CopyFrom(g.nodes[node]["rel"])
-    return out
-
-
-def width(g: nx.DiGraph, node: int) -> int:
-    """The number of output columns of an existing node."""
-    return len(g.nodes[node]["schema"].types)
-
-
-def emit_of(rel: Rel) -> list[int] | None:
-    """The relation's ``common.emit.output_mapping`` (None for a direct output)."""
-    common = getattr(rel_body(rel), "common", None)
-    if common is not None and common.WhichOneof("emit_kind") == "emit":
-        return list(common.emit.output_mapping)
-    return None
-
-
-def through_emit(rel: Rel, e: Expression) -> Expression:
-    """``e`` (reading the relation's output) rewritten to read the relation's direct output."""
-    mapping = emit_of(rel)
-    return e if mapping is None else remap_fields(e, lambda i: mapping[i])
-
-
-def with_emit(rel: Rel, mapping: Sequence[int] | None) -> Rel:
-    """A copy of ``rel`` whose output is ``old_output[mapping[0]], old_output[mapping[1]], ...``."""
-    out = Rel()
-    out.CopyFrom(rel)
-    if mapping is None:
-        return out
-    old = emit_of(out)
-    new = list(mapping) if old is None else [old[m] for m in mapping]
-    emit = rel_body(out).common.emit
-    emit.ClearField("output_mapping")
-    emit.output_mapping.extend(new)
-    return out
-
-
-def apply_emit(g: nx.DiGraph, repl: Replacement, mapping: Sequence[int] | None) -> Replacement:
-    """``repl`` with only the columns ``mapping`` selected (as an emit on a new relation)."""
-    if mapping is None:
-        return repl
-    if isinstance(repl, NewRel):
-        return NewRel(with_emit(repl.rel, mapping), repl.inputs)
-    return select_columns(g, repl, mapping)
-
-
-def select_columns(g: nx.DiGraph, node: int, mapping: Sequence[int] | None) -> Replacement:
-    """A replacement that outputs ``node``'s columns ``mapping`` (``node`` itself when that is all of them).
-
-    A node read only by the relation being replaced is rewritten with the composed emit; a shared
-    node gets a ``ProjectRel`` of field references above it instead (it must stay as it is).
-    """
-    n = width(g, node)
-    if mapping is None or list(mapping) == list(range(n)):
-        return node
-    if uses(g, node) <= 1:
-        return NewRel(with_emit(rel_copy(g, node), mapping), list(inputs(g, node)))
-    project = Rel()
-    for m in mapping:
-        project.project.expressions.add().CopyFrom(field(m))
-    project.project.common.emit.output_mapping.extend(range(n, n + len(mapping)))
-    return NewRel(project, [node])
-
-
-def filter_rel(condition: Expression, emit: Sequence[int] | None = None) -> Rel:
-    """A ``FilterRel`` (input left to :class:`NewRel`)."""
-    rel = Rel()
-    rel.filter.condition.CopyFrom(condition)
-    if emit is not None:
-        rel.filter.common.emit.output_mapping.extend(emit)
-    return rel
-
-
-def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx: RuleContext) -> Replacement:
-    """``Filter(and(conjs))`` over ``child`` (``child`` itself when there is no conjunct)."""
-    if not conjs:
-        return child
-    return NewRel(filter_rel(make_and(list(conjs), ctx.registrar)), [child])
-
-
-def key(e: Expression) -> bytes:
-    """Identity of an expression for de-duplication."""
-    return e.SerializeToString(deterministic=True)
-
-
-def movable(e: Expression, functions) -> bool:
-    """May this conjunct be evaluated somewhere else in the plan (on other, equal rows)?
-
-    Not when it calls a nondeterministic function, holds a subquery (never duplicated or moved),
-    reads columns through expression-based references, or reads no column at all (a constant:
-    moving it below an aggregate would change the aggregate's one row over empty input).
-    """
-    return (
-        is_deterministic(e, functions)
-        and not has_subquery(e)
-        and not has_unresolvable_refs(e)
-        and bool(referenced_fields(e))
-    )
 
 
 def is_false_or_null(e: Expression) -> bool:

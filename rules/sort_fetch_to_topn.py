@@ -23,12 +23,11 @@ only keeps ``m + n`` rows per partition instead of sorting the whole input (Spar
 from __future__ import annotations
 
 import networkx as nx
-from google.protobuf.message import Message
 from substrait.proto import Expression, FetchMode, Rel
 
 from optimizer.dag import inputs, rel_body, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
-from optimizer.expr_utils import is_deterministic
+from optimizer.expr_utils import has_window_function, is_deterministic
 
 
 def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -60,7 +59,7 @@ def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacemen
         if uses(g, child) != 1 or project.HasField("advanced_extension"):
             return None
         functions = ctx.functions if ctx is not None else None
-        if any(_has_window_function(e) for e in project.expressions):
+        if any(has_window_function(e, enter_subqueries=False) for e in project.expressions):
             return None
         if functions is not None and not all(is_deterministic(e, functions) for e in project.expressions):
             return None
@@ -133,20 +132,6 @@ def _i64(value: int) -> Expression:
     e.literal.i64 = value
     return e
 
-
-def _has_window_function(msg: Message) -> bool:
-    """True if a window function appears in ``msg`` outside subqueries."""
-    if msg.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
-        return False
-    if msg.DESCRIPTOR.full_name == "substrait.Expression" and msg.WhichOneof("rex_type") == "window_function":
-        return True
-    for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
-            continue
-        for item in value if f.label == f.LABEL_REPEATED else [value]:
-            if _has_window_function(item):
-                return True
-    return False
 
 
 def _compose_emit(inner: list[int], outer: list[int]) -> list[int]:

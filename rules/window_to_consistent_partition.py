@@ -44,7 +44,7 @@ from substrait.proto import ConsistentPartitionWindowRel, Expression, Rel
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import field as field_ref
-from optimizer.expr_utils import field_index
+from optimizer.expr_utils import field_index, has_window_function, is_window_call
 
 
 def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -126,7 +126,7 @@ def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx: RuleContext) -
     top.project.common.CopyFrom(project.common)
     position: list[int] = []  # column of each original expression in the new top's pre-emit output
     for e in project.expressions:
-        if _is_window(e):
+        if is_window_call(e):
             position.append(column[_key(e.window_function)])
             continue
         i = field_index(e)
@@ -166,7 +166,6 @@ RULE = Rule(
 )
 
 
-_EXPRESSION = "substrait.Expression"
 _SUBQUERY = "substrait.Expression.Subquery"
 #: The fields a WindowFunction shares with a ConsistentPartitionWindowRel.WindowRelFunction.
 _FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelFunction.DESCRIPTOR.fields)
@@ -175,9 +174,6 @@ _FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelF
 def _key(msg: Message) -> bytes:
     return msg.SerializeToString(deterministic=True)
 
-
-def _is_window(msg: Message) -> bool:
-    return msg.DESCRIPTOR.full_name == _EXPRESSION and msg.WhichOneof("rex_type") == "window_function"
 
 
 def _children(msg: Message):
@@ -196,8 +192,8 @@ class _Nested(Exception):
 
 def _collect(msg: Message, out: dict[bytes, Expression.WindowFunction]) -> None:
     """Add every window function of ``msg`` (outside subqueries) to ``out``, by content."""
-    if _is_window(msg):
-        if any(_contains_window(c) for c in _children(msg.window_function)):
+    if is_window_call(msg):
+        if has_window_function(msg.window_function, enter_subqueries=False):
             raise _Nested
         out.setdefault(_key(msg.window_function), msg.window_function)
         return
@@ -205,14 +201,11 @@ def _collect(msg: Message, out: dict[bytes, Expression.WindowFunction]) -> None:
         _collect(child, out)
 
 
-def _contains_window(msg: Message) -> bool:
-    return _is_window(msg) or any(_contains_window(c) for c in _children(msg))
-
 
 def _replace(msg: Message, column: dict[bytes, int]) -> None:
     """Replace (in place) every window function under ``msg`` by a reference to its column."""
     for child in _children(msg):
-        if _is_window(child):
+        if is_window_call(child):
             child.CopyFrom(field_ref(column[_key(child.window_function)]))
         else:
             _replace(child, column)

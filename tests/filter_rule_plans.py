@@ -10,7 +10,7 @@ from optimizer.difftest.results import compare_tables
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.explain import explain_plan
 from optimizer.expr_utils import conjuncts
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
 from workloads.tpch import TPCH_SCHEMAS
 

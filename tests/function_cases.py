@@ -352,6 +352,7 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
     line = node.start.line
     written = " ".join(_source(node, text).split())
     options = _options(node.funcOptions()) if hasattr(node, "funcOptions") else ()
+    case = functools.partial(FunctionCase, rel, line, written, gid, test_kind, urn)
     if isinstance(node, P.TestCaseContext):  # scalar
         name = node.identifier().getText()
         args_node = node.arguments()
@@ -361,23 +362,9 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
             # user-defined literal: it is a data column
             t = args[0].type
             rows = tuple((None if v == "Null" else convert(v, t),) for v in args[0].value)
-            return FunctionCase(
-                rel,
-                line,
-                written,
-                gid,
-                test_kind,
-                urn,
-                name,
-                (Arg("column", None, t, args[0].text, 0),),
-                options,
-                _result(node.result(), text),
-                (t,),
-                rows,
-            )
-        return FunctionCase(
-            rel, line, written, gid, test_kind, urn, name, args, options, _result(node.result(), text)
-        )
+            column = Arg("column", None, t, args[0].text, 0)
+            return case(name, (column,), options, _result(node.result(), text), (t,), rows)
+        return case(name, args, options, _result(node.result(), text))
     if isinstance(node, P.AggFuncTestCaseContext):
         call = node.aggFuncCall()
         result = _result(node.result(), text)
@@ -387,20 +374,7 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
             t = parse_type(_source(col.getChild(col.getChildCount() - 1), text))
             values = [_value(c, t) for c in _children(col.columnValues())]
             arg = Arg("column", None, t, _source(col, text), 0)
-            return FunctionCase(
-                rel,
-                line,
-                written,
-                gid,
-                test_kind,
-                urn,
-                name,
-                (arg,),
-                options,
-                result,
-                (t,),
-                tuple((v,) for v in values),
-            )
+            return case(name, (arg,), options, result, (t,), tuple((v,) for v in values))
         if isinstance(call, P.CompactAggregateFuncCallContext):
             raw = _compact_rows(call.tableRows())
             args, types = [], {}
@@ -415,9 +389,7 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
             width = max([len(r) for r in raw] + [max(types, default=-1) + 1])
             cols = tuple(types.get(i, SType("?")) for i in range(width))
             rows = _table_rows(call.tableRows(), list(cols))
-            return FunctionCase(
-                rel, line, written, gid, test_kind, urn, name, tuple(args), options, result, cols, rows
-            )
+            return case(name, tuple(args), options, result, cols, rows)
         if isinstance(call, P.MultiArgAggregateFuncCallContext):
             table = call.tableData()
             cols = tuple(parse_type(_source(t, text)) for t in table.dataType())
@@ -429,9 +401,7 @@ def _case(node, text: str, rel: str, gid: str, test_kind: str, urn: str) -> Func
                 else:  # t1.colN
                     i = int(a.getChild(2).getText()[3:])
                     args.append(Arg("column", None, cols[i], _source(a, text), i))
-            return FunctionCase(
-                rel, line, written, gid, test_kind, urn, name, tuple(args), options, result, cols, rows
-            )
+            return case(name, tuple(args), options, result, cols, rows)
         raise ValueError(f"{rel}:{line}: unknown aggregate case form {type(call).__name__}")
     if isinstance(node, P.WindowFuncTestCaseContext):
         return _window_case(node, text, rel, gid, urn, written)

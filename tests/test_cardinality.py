@@ -12,16 +12,16 @@ import pytest
 from cardinality_plans import CUST, ORDERS, T_COLS, B
 from substrait.proto import Plan
 
-from cost.cardinality import (
+from cost.cardinality import CardinalityEstimator
+from cost.estimates import (
     DEFAULT_EQ_SEL,
     DEFAULT_LIKE_SEL,
     DEFAULT_RANGE_SEL,
     DEFAULT_TABLE_ROWS,
-    CardinalityEstimator,
     distinct_after_sampling,
-    like_fragment_selectivity,
     q_error,
 )
+from cost.selectivity import like_fragment_selectivity
 from cost.statistics import ColumnStatistics, FileStatistics, Histogram, MemoryStatistics, TableStatistics
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.plan_io import load_plan

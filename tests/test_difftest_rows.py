@@ -122,7 +122,7 @@ def test_rows_have_the_width_of_the_relation_on_generated_plans():
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     from optimizer.difftest.strategies import cases
-    from optimizer.functions import function_table
+    from optimizer.load.functions import function_table
     from optimizer.schema import rel_schema
 
     told = []

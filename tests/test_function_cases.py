@@ -53,6 +53,7 @@ from substrait.proto import (
 )
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
+from optimizer.schema import make_type
 from optimizer.spark import SparkBackend
 
 pytestmark = pytest.mark.spark
@@ -74,41 +75,26 @@ class NotBuildable(Exception):
 # ------------------------------------------------------------------------------------------- types
 
 
+_SIMPLE_KINDS = {**{k: k for k in ("i8", "i16", "i32", "i64", "fp32", "fp64", "bool", "date")},
+                 "str": "string", "iyear": "interval_year"}
+_LENGTH_KINDS = {"vchar": "varchar", "fchar": "fixed_char"}
+_PRECISION_KINDS = {"pts": "precision_timestamp", "ptstz": "precision_timestamp_tz", "pt": "precision_time",
+                    "iday": "interval_day"}
+
+
 def proto_type(t: SType, nullable: bool | None = None) -> Type:
     n = _NUL if (t.nullable if nullable is None else nullable) else _REQ
-    simple = {
-        "i8": "i8",
-        "i16": "i16",
-        "i32": "i32",
-        "i64": "i64",
-        "fp32": "fp32",
-        "fp64": "fp64",
-        "bool": "bool",
-        "str": "string",
-        "date": "date",
-        "iyear": "interval_year",
-    }
-    if t.name in simple:
-        kind = simple[t.name]
-        return Type(**{kind: getattr(Type, type(getattr(Type(), kind)).__name__)(nullability=n)})
+    null = n == _NUL
     p = t.params
+    if t.name in _SIMPLE_KINDS:
+        return make_type(_SIMPLE_KINDS[t.name], null)
     if t.name == "dec":
         precision, scale = (p[0], p[1]) if len(p) == 2 else (38, 0)
-        return Type(decimal=Type.Decimal(precision=precision, scale=scale, nullability=n))
-    if t.name == "vchar":
-        return Type(varchar=Type.VarChar(length=p[0], nullability=n))
-    if t.name == "fchar":
-        return Type(fixed_char=Type.FixedChar(length=p[0], nullability=n))
-    if t.name == "pts":
-        return Type(precision_timestamp=Type.PrecisionTimestamp(precision=p[0] if p else 6, nullability=n))
-    if t.name == "ptstz":
-        return Type(
-            precision_timestamp_tz=Type.PrecisionTimestampTZ(precision=p[0] if p else 6, nullability=n)
-        )
-    if t.name == "pt":
-        return Type(precision_time=Type.PrecisionTime(precision=p[0] if p else 6, nullability=n))
-    if t.name == "iday":
-        return Type(interval_day=Type.IntervalDay(precision=p[0] if p else 6, nullability=n))
+        return make_type("decimal", null, precision=precision, scale=scale)
+    if t.name in _LENGTH_KINDS:
+        return make_type(_LENGTH_KINDS[t.name], null, length=p[0])
+    if t.name in _PRECISION_KINDS:
+        return make_type(_PRECISION_KINDS[t.name], null, precision=p[0] if p else 6)
     if t.name == "list":
         return Type(list=Type.List(type=proto_type(p[0]), nullability=n))
     if t.name == "func":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import protobuf_wire as wire
 import pytest
 from substrait.proto import Plan
 
@@ -76,29 +77,14 @@ def test_binary_args_beside_arguments():
     """Binary: an old ``args`` (field 2) beside ``arguments`` that says the same is read once."""
     plan = load_plan(_one_function_plan(arguments=[{"value": FIELD0}, {"value": THREE}]))
     fn = plan.relations[0].root.input.filter.condition.scalar_function
-    old = b"".join(_field(2, a.value.SerializeToString()) for a in fn.arguments)
+    old = b"".join(wire.field(2, a.value.SerializeToString()) for a in fn.arguments)
     assert load_plan(_with_unknown(plan, old)) == plan
     other = load_plan(_one_function_plan(arguments=[{"value": FIELD0}, {"value": FOUR}]))
     old_other = b"".join(
-        _field(2, a.value.SerializeToString())
+        wire.field(2, a.value.SerializeToString())
         for a in other.relations[0].root.input.filter.condition.scalar_function.arguments)
     with pytest.raises(PlanError, match="disagree"):
         load_plan(_with_unknown(plan, old_other))
-
-
-def _varint(n: int) -> bytes:
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _with_unknown(plan: Plan, extra: bytes) -> bytes:

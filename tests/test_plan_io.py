@@ -7,6 +7,7 @@ import glob
 import json
 from pathlib import Path
 
+import protobuf_wire as wire
 import pytest
 from google.protobuf import json_format
 from substrait.proto import Expression, Plan
@@ -117,7 +118,7 @@ def test_corpus_plan_loads_and_keeps_its_meaning(path):
                  for j in _messages(plan, "substrait.JoinRel")]
     assert sorted(renamed.get(t, t) for t in old_types) == sorted(new_types)
     # Every function the plan calls is declared and resolves to a name.
-    from optimizer.functions import function_table
+    from optimizer.load.functions import function_table
 
     table = function_table(plan)
     for call in _messages(plan, "substrait.Expression.ScalarFunction") + _messages(plan, "substrait.AggregateFunction"):
@@ -131,49 +132,31 @@ def test_old_uris_become_standard_urns():
         "extension:io.substrait:functions_arithmetic_decimal",
         "extension:io.substrait:functions_datetime",
     }
-    from optimizer.functions import function_table
+    from optimizer.load.functions import function_table
 
     names = {f.declared_name: f.urn for f in function_table(plan)}
     assert names["sum:dec"] == "extension:io.substrait:functions_arithmetic_decimal"
     assert names["count:"] == "extension:io.substrait:functions_aggregate_generic"
 
 
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def _field(number: int, payload: bytes | int) -> bytes:
-    if isinstance(payload, int):
-        return _varint(number << 3) + _varint(payload)
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _old_binary_plan() -> bytes:
     """A binary plan in the old encoding, written field by field as an old producer would."""
-    i64 = _field(7, _field(2, 1))  # Type.i64 {nullability: REQUIRED}
-    base = _field(1, b"a") + _field(1, b"b") + _field(2, _field(1, i64) + _field(1, i64))  # NamedStruct
-    literal = lambda v: _field(7, v)  # noqa: E731  Literal.i64
-    row = lambda a, b: _field(1, literal(a)) + _field(1, literal(b))  # noqa: E731  old Struct {fields: Literal...}
-    read = _field(2, base) + _field(5, _field(1, row(1, 10)) + _field(1, row(2, 20)) + _field(1, row(2, 30)))
+    i64 = wire.field(7, wire.field(2, 1))  # Type.i64 {nullability: REQUIRED}
+    base = wire.field(1, b"a") + wire.field(1, b"b") + wire.field(2, wire.field(1, i64) + wire.field(1, i64))  # NamedStruct
+    literal = lambda v: wire.field(7, v)  # noqa: E731  Literal.i64
+    row = lambda a, b: wire.field(1, literal(a)) + wire.field(1, literal(b))  # noqa: E731  old Struct {fields: Literal...}
+    read = wire.field(2, base) + wire.field(5, wire.field(1, row(1, 10)) + wire.field(1, row(2, 20)) + wire.field(1, row(2, 30)))
     # Expression.selection(2) = FieldReference{direct_reference(1) = ReferenceSegment{struct_field(2){field(1)}}, root_reference(4)}
-    field_ref = lambda i: _field(2, _field(1, _field(2, _field(1, i))) + _field(4, b""))  # noqa: E731
+    field_ref = lambda i: wire.field(2, wire.field(1, wire.field(2, wire.field(1, i))) + wire.field(4, b""))  # noqa: E731
     # old Grouping: grouping_expressions = 1; measure: AggregateFunction with old args = 2
-    grouping = _field(1, field_ref(0))
-    measure = _field(1, _field(1, 1) + _field(2, field_ref(1)) + _field(5, i64))
-    aggregate = _field(2, _field(1, read)) + _field(3, grouping) + _field(4, measure)
-    fetch = _field(2, _field(4, aggregate)) + _field(3, 1) + _field(4, 5)  # old offset 1, count 5
-    root = _field(1, _field(3, fetch)) + _field(2, b"a") + _field(2, b"s")
-    uri = _field(1, _field(1, 7) + _field(2, b"https://github.com/substrait-io/substrait/blob/main/extensions/functions_arithmetic.yaml"))
-    ext = _field(2, _field(3, _field(1, 7) + _field(2, 1) + _field(3, b"sum:i64")))
-    return uri + ext + _field(3, _field(2, root))
+    grouping = wire.field(1, field_ref(0))
+    measure = wire.field(1, wire.field(1, 1) + wire.field(2, field_ref(1)) + wire.field(5, i64))
+    aggregate = wire.field(2, wire.field(1, read)) + wire.field(3, grouping) + wire.field(4, measure)
+    fetch = wire.field(2, wire.field(4, aggregate)) + wire.field(3, 1) + wire.field(4, 5)  # old offset 1, count 5
+    root = wire.field(1, wire.field(3, fetch)) + wire.field(2, b"a") + wire.field(2, b"s")
+    uri = wire.field(1, wire.field(1, 7) + wire.field(2, b"https://github.com/substrait-io/substrait/blob/main/extensions/functions_arithmetic.yaml"))
+    ext = wire.field(2, wire.field(3, wire.field(1, 7) + wire.field(2, 1) + wire.field(3, b"sum:i64")))
+    return uri + ext + wire.field(3, wire.field(2, root))
 
 
 def test_binary_old_fields_are_upgraded_not_dropped():

@@ -30,7 +30,7 @@ from optimizer.capabilities import as_capabilities, default_capabilities, from_d
 from optimizer.dag import inputs, to_dag
 from optimizer.errors import PlanError
 from optimizer.explain import explain_plan
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
 
 

@@ -10,11 +10,12 @@ import networkx as nx
 import pytest
 from substrait.proto import Expression
 
-from cost.cardinality import CardinalityEstimator, ColumnEstimate, RelEstimate
+from cost.cardinality import CardinalityEstimator
+from cost.estimates import ColumnEstimate, RelEstimate
 from cost.model import CostModel
 from optimizer.driver import Optimizer
 from optimizer.expr_utils import field
-from optimizer.functions import FunctionInfo, FunctionTable
+from optimizer.load.functions import FunctionInfo, FunctionTable
 from optimizer.plan_io import load_plan
 from rules import join_order
 from rules.join_order import JoinGraph, Region

@@ -29,7 +29,7 @@ from filter_rule_plans import (
 )
 
 from optimizer.explain import explain_plan
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
 
 

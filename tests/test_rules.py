@@ -48,7 +48,7 @@ def test_all_filter_rules_on_datafusion_plans_on_spark(backend, datafusion_tpch_
 
 
 def _has_equi_join(g, node) -> bool:
-    from optimizer.functions import function_table
+    from optimizer.load.functions import function_table
 
     if g.nodes[node]["kind"] != "join":
         return False

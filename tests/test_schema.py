@@ -45,7 +45,7 @@ from substrait.proto import (
 
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.errors import PlanError, UnsupportedError
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
 from optimizer.schema import (
     Problem,

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from optimizer.cli import main
+from optimizer.difftest.hostile import nested_filters
 from optimizer.plan_io import load_plan
 
 SECRET = "${env:HOME} ${system:java.home} ${sparkconf:spark.app.name} $x \\ ' ${"
@@ -56,18 +57,6 @@ def test_item1_literals_and_names_are_not_substituted(spark, tmp_path):
 # -- 3. Depth: no input crashes the process ------------------------------------------------------
 
 
-def _nested_filters(n: int) -> bytes:
-    from substrait.proto import Plan
-
-    plan = Plan()
-    rel = plan.relations.add().root.input
-    for _ in range(n):
-        rel.filter.condition.literal.boolean = True
-        rel = rel.filter.input
-    rel.read.virtual_table.SetInParent()
-    return plan.SerializeToString()
-
-
 def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "optimizer", *args], input=stdin, capture_output=True,
                           timeout=120)
@@ -80,7 +69,7 @@ def test_item3_deep_plans_exit_2_and_real_deep_plans_load(tmp_path):
     from optimizer.plan_io import MAX_PLAN_DEPTH
 
     deep = tmp_path / "deep.binpb"
-    deep.write_bytes(_nested_filters(10_000))
+    deep.write_bytes(nested_filters(10_000))
     proc = _cli("explain", str(deep))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.decode().strip().splitlines()

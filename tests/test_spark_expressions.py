@@ -22,7 +22,8 @@ from substrait.proto import (
 )
 
 from optimizer.errors import PlanError, UnsupportedError
-from optimizer.functions import FunctionTable, resolve
+from optimizer.load.functions import FunctionTable, resolve
+from optimizer.schema import make_type
 from optimizer.spark.sql import Context, Frame, Window
 from optimizer.spark.sql import functions as F
 
@@ -37,26 +38,7 @@ WF = Expression.WindowFunction
 
 
 def ty(kind: str, **kw) -> Type:
-    cls = {
-        "bool": Type.Boolean,
-        "i8": Type.I8,
-        "i16": Type.I16,
-        "i32": Type.I32,
-        "i64": Type.I64,
-        "fp32": Type.FP32,
-        "fp64": Type.FP64,
-        "string": Type.String,
-        "binary": Type.Binary,
-        "date": Type.Date,
-        "decimal": Type.Decimal,
-        "precision_timestamp": Type.PrecisionTimestamp,
-        "precision_timestamp_tz": Type.PrecisionTimestampTZ,
-        "interval_year": Type.IntervalYear,
-        "interval_day": Type.IntervalDay,
-        "varchar": Type.VarChar,
-        "fixed_char": Type.FixedChar,
-    }[kind]
-    return Type(**{kind: cls(nullability=N, **kw)})
+    return make_type(kind, True, **kw)
 
 
 def lit(**kw) -> Expression:
@@ -1262,49 +1244,18 @@ def test_subqueries(env):
         "in_predicate", needles=[field(0), i32(20)], haystack=project_rel(other, field(0), field(1))
     )
     SC = E.Subquery.SetComparison
+
+    def set_comparison(reduction: str, comparison: str, left: E, right) -> E:
+        return _sub("set_comparison", reduction_op=SC.ReductionOp.Value(f"REDUCTION_OP_{reduction}"),
+                    comparison_op=SC.ComparisonOp.Value(f"COMPARISON_OP_{comparison}"), left=left, right=right)
+
     v_of = project_rel(other, field(1))
-    any_gt = _sub(
-        "set_comparison",
-        reduction_op=SC.REDUCTION_OP_ANY,
-        comparison_op=SC.COMPARISON_OP_GT,
-        left=cast(field(1), ty("i32")),
-        right=v_of,
-    )
-    all_lt = _sub(
-        "set_comparison",
-        reduction_op=SC.REDUCTION_OP_ALL,
-        comparison_op=SC.COMPARISON_OP_LT,
-        left=field(1),
-        right=project_rel(other, field(0)),
-    )
-    all_lt_nulls = _sub(
-        "set_comparison",
-        reduction_op=SC.REDUCTION_OP_ALL,
-        comparison_op=SC.COMPARISON_OP_LT,
-        left=field(1),
-        right=v_of,
-    )
-    eq_any = _sub(
-        "set_comparison",
-        reduction_op=SC.REDUCTION_OP_ANY,
-        comparison_op=SC.COMPARISON_OP_EQ,
-        left=field(0),
-        right=project_rel(other, field(0)),
-    )
-    ne_all = _sub(
-        "set_comparison",
-        reduction_op=SC.REDUCTION_OP_ALL,
-        comparison_op=SC.COMPARISON_OP_NE,
-        left=field(0),
-        right=project_rel(other, field(0)),
-    )
-    empty_all = _sub(
-        "set_comparison",
-        reduction_op=SC.REDUCTION_OP_ALL,
-        comparison_op=SC.COMPARISON_OP_GT,
-        left=field(1),
-        right=project_rel(filter_rel(other, b(False)), field(1)),
-    )
+    any_gt = set_comparison("ANY", "GT", cast(field(1), ty("i32")), v_of)
+    all_lt = set_comparison("ALL", "LT", field(1), project_rel(other, field(0)))
+    all_lt_nulls = set_comparison("ALL", "LT", field(1), v_of)
+    eq_any = set_comparison("ANY", "EQ", field(0), project_rel(other, field(0)))
+    ne_all = set_comparison("ALL", "NE", field(0), project_rel(other, field(0)))
+    empty_all = set_comparison("ALL", "GT", field(1), project_rel(filter_rel(other, b(False)), field(1)))
     check(
         env,
         [

@@ -107,20 +107,25 @@ class Input:
     expected: list | None = None
 
 
+def nested_filters(n: int) -> bytes:
+    """A binary plan of ``n`` nested ``FilterRel``s (``WHERE true``) over an empty virtual table."""
+    from substrait.proto import Plan
+
+    plan = Plan()
+    rel = plan.relations.add().root.input
+    for _ in range(n):
+        rel.filter.condition.literal.boolean = True
+        rel = rel.filter.input
+    rel.read.virtual_table.SetInParent()
+    return plan.SerializeToString()
+
+
 def _deep(rng: random.Random) -> Input:
     n = rng.choice([50, 99, 101, 300, 499, 501, 1000, 2000, 10_000, 20_000])
     what = rng.choice(["filters-binary", "filters-json", "or", "arrays", "objects"])
     if what == "filters-binary" or what == "filters-json":
-        from substrait.proto import Plan
-
-        plan = Plan()
-        rel = plan.relations.add().root.input
-        for _ in range(n):
-            rel.filter.condition.literal.boolean = True
-            rel = rel.filter.input
-        rel.read.virtual_table.SetInParent()
         if what == "filters-binary":
-            return Input("deep", plan.SerializeToString(), ".binpb")
+            return Input("deep", nested_filters(n), ".binpb")
         nested = '{"filter": {"condition": {"literal": {"boolean": true}}, "input": ' * n
         text = '{"relations": [{"root": {"input": ' + nested + '{"read": {"virtualTable": {}}}' + "}}" * n + "}}]}"
         return Input("deep", text.encode(), ".json")

@@ -136,8 +136,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # ------------------------------------------------------------------------------ backend
     Mutant(
         "backend_topn_ignores_offset", "optimizer/spark/backend.py",
-        "        df = df.orderBy(*orders) if orders else df\n        if offset:\n            df = df.offset(offset)\n",
-        "        df = df.orderBy(*orders) if orders else df\n",
+        "        df = _offset_limit(df.orderBy(*orders) if orders else df, offset, count)\n",
+        "        df = _offset_limit(df.orderBy(*orders) if orders else df, 0, count)\n",
         "the backend's TopNRel ignores its offset",
     ),
     Mutant(
@@ -148,8 +148,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "backend_window_first_partition_only", "optimizer/spark/backend.py",
-        "                body.partition_expressions,\n                body.sorts,\n",
-        "                body.partition_expressions[:1],\n                body.sorts,\n",
+        "self.exprs.window(wf, body.partition_expressions, body.sorts, scope,",
+        "self.exprs.window(wf, body.partition_expressions[:1], body.sorts, scope,",
         "the backend's ConsistentPartitionWindowRel partitions by its first partition expression only",
     ),
 )

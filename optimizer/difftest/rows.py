@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from substrait.proto import Expression, JoinRel, Plan, Rel, SetRel
 
 from optimizer.difftest.harness import Database
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 
 
 class _Unknown:

@@ -21,7 +21,7 @@ from substrait.proto import Plan
 from optimizer.dag import inputs, to_dag
 from optimizer.errors import UnsupportedError
 from optimizer.explain.expr_format import ExpressionFormatter, format_type
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 
 Annotate = Callable[[nx.DiGraph, int], str]
 

@@ -44,7 +44,7 @@ from optimizer.dag import inputs, to_dag
 from optimizer.errors import ExecutionError, OptimizerError, UnsupportedError
 from optimizer.explain import _title, describe_rel
 from optimizer.explain.estimates import actual_rows, human
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 
 Annotate = Callable[[nx.DiGraph, int], str]
 
@@ -245,7 +245,7 @@ def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any 
     over ``statistics``; when these are not available (or fail on a relation), the relation's own
     ``hint.stats.row_count`` is shown instead (``hint``).
     """
-    from cost.cardinality import q_error
+    from cost.estimates import q_error
 
     ctx = None
     try:

@@ -199,7 +199,7 @@ class _Annotator:
         from cost.cardinality import CardinalityEstimator
         from cost.model import CostModel
         from optimizer.driver import OptimizerConfig
-        from optimizer.functions import function_table
+        from optimizer.load.functions import function_table
 
         self.g = g
         self.functions = function_table(g.graph["plan"])
@@ -217,7 +217,7 @@ class _Annotator:
             return None
 
     def q(self, node: int) -> float | None:
-        from cost.cardinality import q_error
+        from cost.estimates import q_error
 
         act = self.actual.get(node)
         return None if act is None else q_error(self.rows(node), act)

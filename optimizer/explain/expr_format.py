@@ -7,7 +7,7 @@ import decimal
 
 from substrait.proto import Expression, SortField, Type
 
-from optimizer.functions import FunctionTable
+from optimizer.load.functions import FunctionTable
 
 _SORT_DIRECTIONS = {
     0: "",

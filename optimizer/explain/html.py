@@ -84,7 +84,7 @@ def relation_records(plan: Plan, statistics: Any = None, actual: ActualRows | No
     """One record per relation, in the order of the explain tree: the JSON records of ``explain``
     (``path``, ``relation``, ``kind``, ``estimated_rows``, ``estimated_width``, ``estimated_cost``) with
     ``actual_rows`` and ``q_error`` from ``actual``."""
-    from cost.cardinality import q_error
+    from cost.estimates import q_error
     from optimizer.explain.estimates import explain_with_estimates
 
     records: list[dict[str, Any]] = json.loads(explain_with_estimates(plan, statistics, None, "json"))

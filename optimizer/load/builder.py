@@ -44,7 +44,7 @@ from optimizer.engine import Rule
 from optimizer.errors import UnsupportedError
 from optimizer.explain import describe_rel
 from optimizer.expr_utils import field
-from optimizer.functions import function_table
+from optimizer.load.functions import function_table
 
 #: The extension URN anchor of a function declared by bare name (no extension file).
 NO_EXTENSION = 4294967295

@@ -49,7 +49,7 @@ from google.protobuf.message_factory import GetMessageClass
 from substrait.proto import ComparisonJoinKey, Expression, FunctionArgument, Plan, Type
 
 from optimizer.errors import PlanError
-from optimizer.functions import NO_EXTENSION, uri_to_urn
+from optimizer.load.functions import NO_EXTENSION, uri_to_urn
 
 _JOIN_RENAMES = {
     "JOIN_TYPE_SEMI": "JOIN_TYPE_LEFT_SEMI",

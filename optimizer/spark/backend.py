@@ -88,18 +88,24 @@ from substrait.proto import (
     Expression,
     FetchMode,
     HashJoinRel,
-    JoinRel,
-    MergeJoinRel,
-    NestedLoopJoinRel,
     Plan,
     Rel,
     SetRel,
     Type,
 )
 
+from optimizer.dag import join_type_name
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError, spark_errors
-from optimizer.expr_utils import call_args, conjuncts, field, field_index, function_name, referenced_fields
-from optimizer.functions import FunctionTable, function_table
+from optimizer.expr_utils import (
+    call_args,
+    conjuncts,
+    field,
+    field_index,
+    function_name,
+    has_window_function,
+    referenced_fields,
+)
+from optimizer.load.functions import FunctionTable, function_table
 from optimizer.plan_io import check_expanded_size, deep_messages
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
 from optimizer.spark.sql import Col, Context, Frame, Window, render
@@ -164,15 +170,20 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _join_type(enum, value: int, path: str) -> str:
-    """A JoinType enum value (of any of the join relations) as a lower-case name such as ``left_semi``."""
-    try:
-        name = enum.Name(value)
-    except ValueError:
-        raise PlanError(f"unknown join type {value}", f"{path}.type") from None
-    if name == "JOIN_TYPE_UNSPECIFIED":
-        raise PlanError("join type is unspecified", f"{path}.type")
-    return name[len("JOIN_TYPE_") :].lower()
+def _join_type(body, path: str) -> str:
+    """The join type of any of the join relations as a lower-case name such as ``left_semi``."""
+    name = join_type_name(body)
+    if name is None:
+        message = "join type is unspecified" if body.type == 0 else f"unknown join type {body.type}"
+        raise PlanError(message, f"{path}.type")
+    return name.lower()
+
+
+def _offset_limit(df: Frame, offset: int, count: int | None) -> Frame:
+    """``df`` without its first ``offset`` rows, then at most ``count`` of them (None: all)."""
+    if offset:
+        df = df.offset(offset)
+    return df.limit(count) if count is not None else df
 
 
 def _and(columns: Sequence[Col]) -> Col | None:
@@ -646,7 +657,7 @@ class _PlanCompiler:
         exprs: dict[str, Col] = {}
         has_window = False
         for i, e in enumerate(body.expressions):
-            has_window = has_window or _has_window(e)
+            has_window = has_window or has_window_function(e, enter_subqueries=False)
             exprs[self.fresh()] = self.expr(e, scope, f"{bpath}.expressions[{i}]")
         ordered = inp.ordered and not has_window
         columns = inp.columns + list(exprs)
@@ -673,7 +684,10 @@ class _PlanCompiler:
         orders = [self.exprs.sort_order(s, scope, f"{bpath}.sorts[{i}]") for i, s in enumerate(body.sorts)]
         return replace(inp, df=inp.df.orderBy(*orders), broadcast=False, ordered=True)
 
-    def _fetch_bounds(self, offset_expr, count_expr, bpath: str, names: tuple[str, str]) -> tuple[int, int | None]:
+    def _fetch_bounds(self, body, bpath: str, names: tuple[str, str]) -> tuple[int, int | None]:
+        """``(offset, count)`` of a FetchRel or TopNRel, whose bound fields are named ``names``."""
+        offset_expr = getattr(body, names[0]) if body.HasField(names[0]) else None
+        count_expr = getattr(body, names[1]) if body.HasField(names[1]) else None
         offset = 0
         if offset_expr is not None:
             value = self._const_int(offset_expr, f"{bpath}.{names[0]}", "offset")
@@ -697,27 +711,12 @@ class _PlanCompiler:
 
     def _rel_fetch(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
-        offset, count = self._fetch_bounds(
-            body.offset_expr if body.HasField("offset_expr") else None,
-            body.count_expr if body.HasField("count_expr") else None,
-            bpath,
-            ("offset_expr", "count_expr"),
-        )
-        df = inp.df
-        if offset:
-            df = df.offset(offset)
-        if count is not None:
-            df = df.limit(count)
-        return replace(inp, df=df, broadcast=False)
+        offset, count = self._fetch_bounds(body, bpath, ("offset_expr", "count_expr"))
+        return replace(inp, df=_offset_limit(inp.df, offset, count), broadcast=False)
 
     def _rel_top_n(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)
-        offset, count = self._fetch_bounds(
-            body.offset if body.HasField("offset") else None,
-            body.count if body.HasField("count") else None,
-            bpath,
-            ("offset", "count"),
-        )
+        offset, count = self._fetch_bounds(body, bpath, ("offset", "count"))
         scope = self.scope(inp, outer)
         orders = [self.exprs.sort_order(s, scope, f"{bpath}.sorts[{i}]") for i, s in enumerate(body.sorts)]
         df = inp.df
@@ -729,11 +728,7 @@ class _PlanCompiler:
             df = df.select(*[_c(c) for c in inp.columns], F.row_number().over(window).alias(rn), F.rank().over(window).alias(rk))
             df = df.filter((_c(rn) > offset) & (_c(rk) <= offset + count)).orderBy(*[_c(rn)]).select(*[_c(c) for c in inp.columns])
             return replace(inp, df=df, broadcast=False, ordered=True)
-        df = df.orderBy(*orders) if orders else df
-        if offset:
-            df = df.offset(offset)
-        if count is not None:
-            df = df.limit(count)
+        df = _offset_limit(df.orderBy(*orders) if orders else df, offset, count)
         return replace(inp, df=df, broadcast=False, ordered=bool(orders))
 
     # --------------------------------------------------------------------------------- aggregate
@@ -944,7 +939,7 @@ class _PlanCompiler:
 
     def _rel_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(JoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs, equi = None, set(), []
         if body.HasField("expression"):
             scope = self._pair_scope(left, right, outer)
@@ -995,7 +990,7 @@ class _PlanCompiler:
 
     def _rel_hash_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(HashJoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
         build_left = body.build_input == HashJoinRel.BUILD_INPUT_LEFT
 
@@ -1008,7 +1003,7 @@ class _PlanCompiler:
 
     def _rel_merge_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(MergeJoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
         return self._join(
             left, right, jt, cond, refs, equi, body, bpath, outer, hint=lambda ldf, rdf: (ldf.hint("merge"), rdf),
@@ -1017,7 +1012,7 @@ class _PlanCompiler:
 
     def _rel_nested_loop_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
-        jt = _join_type(NestedLoopJoinRel.JoinType, body.type, bpath)
+        jt = _join_type(body, bpath)
         cond, refs = None, set()
         if body.HasField("expression"):
             scope = self._pair_scope(left, right, outer)
@@ -1353,21 +1348,7 @@ class _PlanCompiler:
         scope = self.scope(inp, outer)
         new, names = [], []
         for i, wf in enumerate(body.window_functions):
-            col = self.exprs.window(
-                wf.function_reference,
-                wf.arguments,
-                wf.options,
-                wf.output_type if wf.HasField("output_type") else None,
-                body.partition_expressions,
-                body.sorts,
-                wf.lower_bound,
-                wf.upper_bound,
-                wf.bounds_type,
-                wf.invocation,
-                wf.phase,
-                scope,
-                f"{bpath}.window_functions[{i}]",
-            )
+            col = self.exprs.window(wf, body.partition_expressions, body.sorts, scope, f"{bpath}.window_functions[{i}]")
             name = self.fresh()
             new.append(col.alias(name))
             names.append(name)
@@ -1409,21 +1390,3 @@ class _PlanCompiler:
         else:
             raise UnsupportedError(f"exchange kind '{kind}' is not supported", f"{bpath}.{kind}")
         return replace(inp, df=df, broadcast=False)
-
-
-def _has_window(e) -> bool:
-    """Whether an expression contains a window function (outside subqueries)."""
-    from google.protobuf.message import Message
-
-    if isinstance(e, Expression) and e.WhichOneof("rex_type") == "window_function":
-        return True
-    if isinstance(e, Expression) and e.WhichOneof("rex_type") == "subquery":
-        return False
-    for fd, value in e.ListFields():
-        if fd.message_type is None:
-            continue
-        items = value if fd.label == fd.LABEL_REPEATED else [value]
-        for item in items:
-            if isinstance(item, Message) and _has_window(item):
-                return True
-    return False

@@ -12,10 +12,10 @@ Interface used by the relation half (``optimizer/spark/backend.py``)
   - ``aggregate(fn, scope, path) -> Col`` -- an ``AggregateFunction`` (invocation DISTINCT included;
     measure filters are applied by the caller). ``fn.sorts`` are honoured by the order-sensitive aggregates
     (``string_agg``) and ignored by the others.
-  - ``window(fn_reference, arguments, options, output_type, partitions, sorts, lower_bound, upper_bound,
-    bounds_type, invocation, phase, scope, path) -> Col`` -- for ``Expression.WindowFunction`` (which
-    ``compile`` also handles itself) and ``ConsistentPartitionWindowRel`` functions. ``output_type`` may be
-    ``None`` (DataFusion leaves it unset); unset bounds (``WhichOneof("kind") is None``) mean unbounded.
+  - ``window(wf, partitions, sorts, scope, path) -> Col`` -- ``wf`` an ``Expression.WindowFunction``
+    (which ``compile`` also handles itself) or a ``ConsistentPartitionWindowRel`` function, with the
+    partitions and sorts that apply to it. Its ``output_type`` may be unset (DataFusion leaves it
+    unset); unset bounds (``WhichOneof("kind") is None``) mean unbounded.
   - ``sort_order(sort, scope, path) -> Col`` -- a ``SortField`` as a Spark sort order.
   - ``type_of(expr, scope) -> Type | None`` -- the Substrait type of an expression when it can be derived
     cheaply (used by the functions, public because the relation half may find it handy).
@@ -55,16 +55,16 @@ from pyspark.sql import types as T
 from substrait.proto import (
     AggregateFunction,
     AggregationPhase,
+    ConsistentPartitionWindowRel,
     Expression,
-    FunctionArgument,
-    FunctionOption,
     Rel,
     SortField,
     Type,
 )
 
 from optimizer.errors import PlanError, UnsupportedError
-from optimizer.functions import FunctionTable
+from optimizer.load.functions import FunctionTable
+from optimizer.schema import is_nullable, make_type
 from optimizer.spark.sql import Col, Frame, Window
 from optimizer.spark.sql import functions as F
 from optimizer.spark.types import (
@@ -82,7 +82,6 @@ from optimizer.spark.types import (
     substrait_type_to_spark,
     to_micros,
     type_kind,
-    type_nullable,
 )
 
 __all__ = [
@@ -97,6 +96,18 @@ __all__ = [
     "substrait_type_to_spark",
     "type_kind",
 ]
+
+#: The method of :class:`ExpressionCompiler` that compiles each ``rex_type`` ``(body, scope, path)``.
+_COMPILERS = {
+    "selection": "_selection",
+    "scalar_function": "_scalar_function",
+    "if_then": "_if_then",
+    "switch_expression": "_switch",
+    "multi_or_list": "_multi_or_list",
+    "cast": "_cast",
+    "subquery": "_subquery",
+    "nested": "_nested",
+}
 
 SubqueryCallback = Callable[[Rel, "Scope", str], tuple[Frame, list[str]]]
 
@@ -136,31 +147,11 @@ class ExpressionCompiler:
         kind = expr.WhichOneof("rex_type")
         if kind == "literal":
             return self._literal(expr.literal, f"{path}.literal")
-        if kind == "selection":
-            return self._selection(expr.selection, scope, f"{path}.selection")
-        if kind == "scalar_function":
-            return self._scalar_function(expr.scalar_function, scope, f"{path}.scalar_function")
         if kind == "window_function":
             wf = expr.window_function
-            return self.window(
-                wf.function_reference,
-                wf.arguments,
-                wf.options,
-                wf.output_type if wf.HasField("output_type") else None,
-                wf.partitions,
-                wf.sorts,
-                wf.lower_bound,
-                wf.upper_bound,
-                wf.bounds_type,
-                wf.invocation,
-                wf.phase,
-                scope,
-                f"{path}.window_function",
-            )
-        if kind == "if_then":
-            return self._if_then(expr.if_then, scope, f"{path}.if_then")
-        if kind == "switch_expression":
-            return self._switch(expr.switch_expression, scope, f"{path}.switch_expression")
+            return self.window(wf, wf.partitions, wf.sorts, scope, f"{path}.window_function")
+        if kind in _COMPILERS:
+            return getattr(self, _COMPILERS[kind])(getattr(expr, kind), scope, f"{path}.{kind}")
         if kind == "singular_or_list":
             sol = expr.singular_or_list
             p = f"{path}.singular_or_list"
@@ -169,14 +160,6 @@ class ExpressionCompiler:
             if not options:
                 return F.lit(False)
             return value.isin(*options)
-        if kind == "multi_or_list":
-            return self._multi_or_list(expr.multi_or_list, scope, f"{path}.multi_or_list")
-        if kind == "cast":
-            return self._cast(expr.cast, scope, f"{path}.cast")
-        if kind == "subquery":
-            return self._subquery(expr.subquery, scope, f"{path}.subquery")
-        if kind == "nested":
-            return self._nested(expr.nested, scope, f"{path}.nested")
         if kind == "execution_context_variable":
             v = expr.execution_context_variable.WhichOneof("execution_context_variable_type")
             if v == "current_date":
@@ -221,10 +204,7 @@ class ExpressionCompiler:
 
         _check_phase(fn.phase, path)
         call = self._make_call(
-            fn.function_reference,
-            fn.arguments,
-            fn.options,
-            fn.output_type if fn.HasField("output_type") else None,
+            fn,
             scope,
             path,
             distinct=fn.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT,
@@ -234,36 +214,18 @@ class ExpressionCompiler:
 
     def window(
         self,
-        fn_reference: int,
-        arguments: Sequence[FunctionArgument],
-        options: Sequence[FunctionOption],
-        output_type: Type | None,
+        wf: Expression.WindowFunction | ConsistentPartitionWindowRel.WindowRelFunction,
         partitions: Sequence[Expression],
         sorts: Sequence[SortField],
-        lower_bound: Expression.WindowFunction.Bound | None,
-        upper_bound: Expression.WindowFunction.Bound | None,
-        bounds_type: int,
-        invocation: int,
-        phase: int,
         scope: Scope,
         path: str,
     ) -> Col:
         """A window function call (``Expression.WindowFunction`` or a ``ConsistentPartitionWindowRel`` function)."""
         from optimizer.spark import functions as fns
 
-        _check_phase(phase, path)
-        if output_type is not None and output_type.WhichOneof("kind") is None:
-            output_type = None
-        call = self._make_call(
-            fn_reference,
-            arguments,
-            options,
-            output_type,
-            scope,
-            path,
-            distinct=invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT,
-            sorts=[],
-        )
+        _check_phase(wf.phase, path)
+        distinct = wf.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT
+        call = self._make_call(wf, scope, path, distinct=distinct)
         parts = [self.compile(p, scope, f"{path}.partitions[{i}]") for i, p in enumerate(partitions)]
         orders = [self.sort_order(s, scope, f"{path}.sorts[{i}]") for i, s in enumerate(sorts)]
         base = Window.partitionBy(*parts) if parts else Window.partitionBy()
@@ -271,7 +233,7 @@ class ExpressionCompiler:
             base = base.orderBy(*orders)
 
         def framed():
-            return self._frame(base, lower_bound, upper_bound, bounds_type, list(sorts), scope, path)
+            return self._frame(base, wf.lower_bound, wf.upper_bound, wf.bounds_type, list(sorts), scope, path)
 
         # Ranking functions need an order; without sorts every row is a peer of every other.
         ranking = base if orders else base.orderBy(F.lit(0))
@@ -716,7 +678,7 @@ class ExpressionCompiler:
         types = result[2] if len(result) > 2 else None
         nullable: list[bool] | None = None
         if types is not None and len(types) == len(columns):
-            nullable = [t is None or type_nullable(t) for t in types]
+            nullable = [t is None or is_nullable(t) for t in types]
         elif not nullability:
             nullable = None
         else:
@@ -730,7 +692,7 @@ class ExpressionCompiler:
     def _may_be_null(self, expr: Expression, col: Col, scope: Scope) -> bool:
         t = self.type_of(expr, scope)
         if t is not None and t.WhichOneof("kind") is not None:
-            return type_nullable(t)
+            return is_nullable(t)
         try:
             return scope.df.select(col.alias("v")).schema.fields[0].nullable
         except PySparkException:  # a correlated relation cannot be analysed alone
@@ -897,18 +859,20 @@ class ExpressionCompiler:
 
     def _make_call(
         self,
-        fn_reference: int,
-        arguments: Sequence[FunctionArgument],
-        options: Sequence[FunctionOption],
-        output_type: Type | None,
+        fn: Expression.ScalarFunction | AggregateFunction | Expression.WindowFunction
+        | ConsistentPartitionWindowRel.WindowRelFunction,
         scope: Scope,
         path: str,
         distinct: bool = False,
         sorts: Sequence[SortField] = (),
     ):
+        """The :class:`~optimizer.spark.functions.Call` of a function message (its reference,
+        arguments, options and output type, unset when it has no kind)."""
         from optimizer.spark.functions import Call
 
-        info = self.functions.get(fn_reference, f"{path}.function_reference")
+        arguments, options = fn.arguments, fn.options
+        output_type = fn.output_type if fn.HasField("output_type") else None
+        info = self.functions.get(fn.function_reference, f"{path}.function_reference")
         values: list[Col] = []
         value_exprs: list[Expression] = []
         value_types: list[Type | None] = []
@@ -951,14 +915,7 @@ class ExpressionCompiler:
     def _scalar_function(self, sf: Expression.ScalarFunction, scope: Scope, path: str) -> Col:
         from optimizer.spark import functions as fns
 
-        call = self._make_call(
-            sf.function_reference,
-            sf.arguments,
-            sf.options,
-            sf.output_type if sf.HasField("output_type") else None,
-            scope,
-            path,
-        )
+        call = self._make_call(sf, scope, path)
         return fns.scalar(call)
 
     # ----------------------------------------------------------------------------------------- frames
@@ -1047,26 +1004,10 @@ def _check_phase(phase: int, path: str) -> None:
 
 
 def _kind_type(kind: str | None) -> Type | None:
+    """A type of that kind, for the kinds whose casts need no parameters to judge."""
     if kind is None or kind in ("decimal", "struct", "list", "map"):
         return None
-    cls = {
-        "bool": Type.Boolean,
-        "i8": Type.I8,
-        "i16": Type.I16,
-        "i32": Type.I32,
-        "i64": Type.I64,
-        "fp32": Type.FP32,
-        "fp64": Type.FP64,
-        "string": Type.String,
-        "binary": Type.Binary,
-        "date": Type.Date,
-        "precision_timestamp": Type.PrecisionTimestamp,
-        "precision_timestamp_tz": Type.PrecisionTimestampTZ,
-        "interval_year": Type.IntervalYear,
-        "interval_day": Type.IntervalDay,
-        "interval_compound": Type.IntervalCompound,
-    }.get(kind)
-    return Type(**{kind: cls()}) if cls is not None else None
+    return make_type(kind)
 
 
 _INT_DIGITS = {"i8": 3, "i16": 5, "i32": 10, "i64": 19}

@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 from substrait.proto import Expression, SortField, Type
 
 from optimizer.errors import UnsupportedError
-from optimizer.functions import FunctionInfo
+from optimizer.load.functions import FunctionInfo
 from optimizer.spark.sql import Col
 from optimizer.spark.sql import functions as F
 from optimizer.spark.types import (

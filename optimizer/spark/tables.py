@@ -55,10 +55,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.errors import ParseError
-from substrait.proto import NamedStruct, ReadRel, Type
+from substrait.proto import NamedStruct, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess
+from optimizer.schema import count_nested_names
 from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
 from optimizer.spark.paths import join_location
 from optimizer.spark.paths import local_path as _location_path
@@ -71,17 +72,6 @@ __all__ = ["TableResolver", "top_level_names"]
 # ---------------------------------------------------------------------------------------------
 # Names
 # ---------------------------------------------------------------------------------------------
-
-
-def _nested_name_count(t: Type) -> int:
-    kind = t.WhichOneof("kind")
-    if kind == "struct":
-        return sum(1 + _nested_name_count(x) for x in t.struct.types)
-    if kind == "list":
-        return _nested_name_count(t.list.type)
-    if kind == "map":
-        return _nested_name_count(t.map.key) + _nested_name_count(t.map.value)
-    return 0
 
 
 def top_level_names(ns: NamedStruct, path: str | None = None) -> list[str]:
@@ -100,7 +90,7 @@ def top_level_names(ns: NamedStruct, path: str | None = None) -> list[str]:
         if pos >= len(names):
             break
         out.append(names[pos])
-        pos += 1 + _nested_name_count(t)
+        pos += 1 + count_nested_names(t)
     if len(out) != len(types) or pos != len(names):
         raise PlanError(f"base_schema has {len(names)} names for {len(types)} columns", path)
     return out

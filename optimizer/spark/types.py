@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 from substrait.proto import Expression, NamedStruct, Type
 
 from optimizer.errors import PlanError, UnsupportedError
+from optimizer.schema import SIMPLE_LITERAL_KINDS, is_nullable, make_type, type_kind
 from optimizer.spark.sql import Col
 from optimizer.spark.sql import functions as F
 
@@ -41,20 +42,6 @@ SIMPLE_SPARK_TYPES: dict[str, Callable[[], T.DataType]] = {
 }
 
 
-def type_kind(t: Type | None) -> str | None:
-    """The ``Type.kind`` oneof name (``"i32"``, ``"decimal"``, ...) or None."""
-    if t is None:
-        return None
-    return t.WhichOneof("kind")
-
-
-def type_nullable(t: Type) -> bool:
-    kind = t.WhichOneof("kind")
-    if kind is None:
-        return True
-    return getattr(t, kind).nullability != Type.NULLABILITY_REQUIRED
-
-
 def substrait_type_to_spark(
     t: Type, names: Iterator[str] | None = None, path: str | None = None
 ) -> T.DataType:
@@ -78,15 +65,15 @@ def substrait_type_to_spark(
         fields = []
         for i, ft in enumerate(t.struct.types):
             name = next(names) if names is not None else f"f{i}"
-            fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), type_nullable(ft)))
+            fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), is_nullable(ft)))
         return T.StructType(fields)
     if kind == "list":
-        return T.ArrayType(substrait_type_to_spark(t.list.type, names, path), type_nullable(t.list.type))
+        return T.ArrayType(substrait_type_to_spark(t.list.type, names, path), is_nullable(t.list.type))
     if kind == "map":
         return T.MapType(
             substrait_type_to_spark(t.map.key, names, path),
             substrait_type_to_spark(t.map.value, names, path),
-            type_nullable(t.map.value),
+            is_nullable(t.map.value),
         )
     if kind == "precision_time":
         raise UnsupportedError(
@@ -106,7 +93,7 @@ def named_struct_to_spark(ns: NamedStruct, path: str | None = None) -> T.StructT
             name = next(names)
         except StopIteration:
             raise PlanError("the schema has fewer names than fields", path) from None
-        fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), type_nullable(ft)))
+        fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), is_nullable(ft)))
     return T.StructType(fields)
 
 
@@ -142,51 +129,22 @@ def spark_type_to_kind(dt: T.DataType | None) -> str | None:
 
 
 def _spark_to_substrait_type(dt: T.DataType) -> Type | None:
-    """A Substrait type for a Spark type, where one is obvious (used when the plan gives none)."""
-    n = Type.NULLABILITY_NULLABLE
+    """A nullable Substrait type for a Spark type, where one is obvious (used when the plan gives none)."""
     kind = spark_type_to_kind(dt)
     if kind is None:
         return None
     if kind == "decimal":
-        return Type(decimal=Type.Decimal(precision=dt.precision, scale=dt.scale, nullability=n))
-    if kind in ("precision_timestamp", "precision_timestamp_tz"):
-        return Type(
-            **{
-                kind: getattr(
-                    Type, "PrecisionTimestamp" if kind == "precision_timestamp" else "PrecisionTimestampTZ"
-                )(precision=6, nullability=n)
-            }
-        )
-    if kind == "interval_day":
-        return Type(interval_day=Type.IntervalDay(precision=6, nullability=n))
+        return make_type(kind, True, precision=dt.precision, scale=dt.scale)
+    if kind in ("precision_timestamp", "precision_timestamp_tz", "interval_day"):
+        return make_type(kind, True, precision=6)  # Spark's are microseconds
     if kind == "struct":
-        types = [_spark_to_substrait_type(f.dataType) or Type() for f in dt.fields]
-        return Type(struct=Type.Struct(types=types, nullability=n))
+        return make_type(kind, True, types=[_spark_to_substrait_type(f.dataType) or Type() for f in dt.fields])
     if kind == "list":
-        return Type(list=Type.List(type=_spark_to_substrait_type(dt.elementType) or Type(), nullability=n))
+        return make_type(kind, True, type=_spark_to_substrait_type(dt.elementType) or Type())
     if kind == "map":
-        return Type(
-            map=Type.Map(
-                key=_spark_to_substrait_type(dt.keyType) or Type(),
-                value=_spark_to_substrait_type(dt.valueType) or Type(),
-                nullability=n,
-            )
-        )
-    cls = {
-        "bool": Type.Boolean,
-        "i8": Type.I8,
-        "i16": Type.I16,
-        "i32": Type.I32,
-        "i64": Type.I64,
-        "fp32": Type.FP32,
-        "fp64": Type.FP64,
-        "string": Type.String,
-        "binary": Type.Binary,
-        "date": Type.Date,
-        "interval_year": Type.IntervalYear,
-        "interval_compound": Type.IntervalCompound,
-    }[kind]
-    return Type(**{kind: cls(nullability=n)})
+        return make_type(kind, True, key=_spark_to_substrait_type(dt.keyType) or Type(),
+                         value=_spark_to_substrait_type(dt.valueType) or Type())
+    return make_type(kind, True)
 
 
 # -------------------------------------------------------------------------------------------- literals
@@ -279,59 +237,24 @@ def literal_value(expr: Expression) -> Any:
     return NOT_LITERAL
 
 
-def _nn(kind: str, **kw) -> Type:
-    return Type(**{kind: kw})
-
-
 def literal_type(lit: Expression.Literal) -> Type | None:
     """The Substrait type of a literal."""
     lk = lit.WhichOneof("literal_type")
     n = Type.NULLABILITY_NULLABLE if lit.nullable else Type.NULLABILITY_REQUIRED
-    simple = {
-        "boolean": ("bool", Type.Boolean),
-        "i8": ("i8", Type.I8),
-        "i16": ("i16", Type.I16),
-        "i32": ("i32", Type.I32),
-        "i64": ("i64", Type.I64),
-        "fp32": ("fp32", Type.FP32),
-        "fp64": ("fp64", Type.FP64),
-        "string": ("string", Type.String),
-        "binary": ("binary", Type.Binary),
-        "date": ("date", Type.Date),
-        "uuid": ("uuid", Type.UUID),
-        "interval_year_to_month": ("interval_year", Type.IntervalYear),
-        "interval_compound": ("interval_compound", Type.IntervalCompound),
-    }
-    if lk in simple:
-        kind, cls = simple[lk]
-        return Type(**{kind: cls(nullability=n)})
+    if lk in SIMPLE_LITERAL_KINDS:
+        return make_type(SIMPLE_LITERAL_KINDS[lk], lit.nullable)
+    if lk == "interval_compound":
+        return make_type(lk, lit.nullable)
     if lk == "interval_day_to_second":
-        iv = lit.interval_day_to_second
-        return Type(interval_day=Type.IntervalDay(precision=iv.precision, nullability=n))
-    if lk == "fixed_char":
-        return Type(fixed_char=Type.FixedChar(length=len(lit.fixed_char), nullability=n))
+        return make_type("interval_day", lit.nullable, precision=lit.interval_day_to_second.precision)
+    if lk in ("fixed_char", "fixed_binary"):
+        return make_type(lk, lit.nullable, length=len(getattr(lit, lk)))
     if lk == "var_char":
-        return Type(varchar=Type.VarChar(length=lit.var_char.length, nullability=n))
-    if lk == "fixed_binary":
-        return Type(fixed_binary=Type.FixedBinary(length=len(lit.fixed_binary), nullability=n))
+        return make_type("varchar", lit.nullable, length=lit.var_char.length)
     if lk == "decimal":
-        return Type(
-            decimal=Type.Decimal(precision=lit.decimal.precision, scale=lit.decimal.scale, nullability=n)
-        )
-    if lk == "precision_time":
-        return Type(precision_time=Type.PrecisionTime(precision=lit.precision_time.precision, nullability=n))
-    if lk == "precision_timestamp":
-        return Type(
-            precision_timestamp=Type.PrecisionTimestamp(
-                precision=lit.precision_timestamp.precision, nullability=n
-            )
-        )
-    if lk == "precision_timestamp_tz":
-        return Type(
-            precision_timestamp_tz=Type.PrecisionTimestampTZ(
-                precision=lit.precision_timestamp_tz.precision, nullability=n
-            )
-        )
+        return make_type("decimal", lit.nullable, precision=lit.decimal.precision, scale=lit.decimal.scale)
+    if lk in ("precision_time", "precision_timestamp", "precision_timestamp_tz"):
+        return make_type(lk, lit.nullable, precision=getattr(lit, lk).precision)
     if lk == "null":
         return lit.null if lit.null.WhichOneof("kind") else None
     if lk == "empty_list":
