@@ -93,13 +93,8 @@ def extract_join_conditions(g: nx.DiGraph, node: int, ctx: RuleContext) -> Repla
     return apply_emit(g, joined, emit_of(rel))
 
 
-RULE = Rule(
-    name="extract_join_conditions",
-    phase="normalise",
-    kinds=frozenset({"filter"}),
-    apply=extract_join_conditions,
-    description="conjuncts of a filter that read both sides of a cross product / inner join become its condition",
-)
+RULE = Rule(name="extract_join_conditions", phase="normalise", kinds=frozenset({"filter"}), apply=extract_join_conditions,
+            description="conjuncts of a filter that read both sides of a cross product / inner join become its condition")
 
 
 def is_inner_product(g: nx.DiGraph, node: int) -> bool:

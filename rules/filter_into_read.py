@@ -119,13 +119,8 @@ def filter_into_read(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement 
     return NewRel(with_emit(new_read, emit_of(rel)))
 
 
-RULE = Rule(
-    name="filter_into_read",
-    phase="physical",
-    kinds=frozenset({"filter"}),
-    apply=filter_into_read,
-    description="filter conjuncts into ReadRel.filter / best_effort_filter per the reader's capability profile",
-)
+RULE = Rule(name="filter_into_read", phase="physical", kinds=frozenset({"filter"}), apply=filter_into_read,
+            description="filter conjuncts into ReadRel.filter / best_effort_filter per the reader's capability profile")
 
 
 def base_schema(read: ReadRel) -> Schema:

@@ -195,13 +195,8 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
     return hashed
 
 
-RULE = Rule(
-    name="implement_joins",
-    phase="physical",
-    kinds=frozenset({"join"}),
-    apply=implement_join,
-    description="JoinRel -> HashJoinRel (cheaper valid build side, broadcast when small) / MergeJoinRel / NestedLoopJoinRel",
-)
+RULE = Rule(name="implement_joins", phase="physical", kinds=frozenset({"join"}), apply=implement_join,
+            description="JoinRel -> HashJoinRel (cheaper valid build side, broadcast when small) / MergeJoinRel / NestedLoopJoinRel")
 
 
 _KEY_FUNCTIONS = {

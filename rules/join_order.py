@@ -95,13 +95,8 @@ def order_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> NewRel | None:
     return NewRel(rel, [new_root])
 
 
-RULE = Rule(
-    name="join_order",
-    phase="join_order",
-    kinds=frozenset({"join", "cross"}),
-    apply=order_joins,
-    description="reorder regions of inner joins by cost (DPccp up to dp_join_limit inputs, greedy beyond)",
-)
+RULE = Rule(name="join_order", phase="join_order", kinds=frozenset({"join", "cross"}), apply=order_joins,
+            description="reorder regions of inner joins by cost (DPccp up to dp_join_limit inputs, greedy beyond)")
 
 
 INNER = JoinRel.JOIN_TYPE_INNER

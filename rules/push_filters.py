@@ -105,13 +105,8 @@ def push_filters(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | No
     return new if moved else None
 
 
-RULE = Rule(
-    name="push_filters",
-    phase="logical",
-    kinds=frozenset({"filter", "join"}),
-    apply=push_filters,
-    description="predicate pushdown through projects, sorts, exchanges, joins, aggregates and set operations",
-)
+RULE = Rule(name="push_filters", phase="logical", kinds=frozenset({"filter", "join"}), apply=push_filters,
+            description="predicate pushdown through projects, sorts, exchanges, joins, aggregates and set operations")
 
 
 #: The largest expression (in expression nodes) substituted for a column when a conjunct passes a

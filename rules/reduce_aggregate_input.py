@@ -155,13 +155,8 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
     return None
 
 
-RULE = Rule(
-    name="reduce_aggregate_input",
-    phase="physical",
-    kinds=frozenset({"join"}),
-    apply=reduce_aggregate_input,
-    description="Join over an aggregate -> the aggregate's input semi-joined with the other side first",
-)
+RULE = Rule(name="reduce_aggregate_input", phase="physical", kinds=frozenset({"join"}), apply=reduce_aggregate_input,
+            description="Join over an aggregate -> the aggregate's input semi-joined with the other side first")
 
 
 #: Apply only if the other input's keys are estimated to keep at most this fraction of the groups.

@@ -72,13 +72,8 @@ def simplify_predicates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replaceme
     return NewRel(new, [child])
 
 
-RULE = Rule(
-    name="simplify_predicates",
-    phase="normalise",
-    kinds=frozenset({"filter"}),
-    apply=simplify_predicates,
-    description="flatten AND/OR, fold true/false; remove always-true filters, empty always-false ones",
-)
+RULE = Rule(name="simplify_predicates", phase="normalise", kinds=frozenset({"filter"}), apply=simplify_predicates,
+            description="flatten AND/OR, fold true/false; remove always-true filters, empty always-false ones")
 
 
 def is_false_or_null(e: Expression) -> bool:

@@ -103,13 +103,8 @@ def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacemen
     return new
 
 
-RULE = Rule(
-    name="sort_fetch_to_topn",
-    phase="physical",
-    kinds=frozenset({"fetch"}),
-    apply=sort_fetch_to_topn,
-    description="Fetch with a literal count over a Sort (through projections) -> TopNRel",
-)
+RULE = Rule(name="sort_fetch_to_topn", phase="physical", kinds=frozenset({"fetch"}), apply=sort_fetch_to_topn,
+            description="Fetch with a literal count over a Sort (through projections) -> TopNRel")
 
 
 _INT_LITERALS = ("i8", "i16", "i32", "i64")

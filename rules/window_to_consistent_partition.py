@@ -157,13 +157,8 @@ def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx: RuleContext) -
     return new
 
 
-RULE = Rule(
-    name="window_to_consistent_partition",
-    phase="physical",
-    kinds=frozenset({"project"}),
-    apply=window_to_consistent_partition,
-    description="ProjectRel window functions -> one ConsistentPartitionWindowRel per (partition, order)",
-)
+RULE = Rule(name="window_to_consistent_partition", phase="physical", kinds=frozenset({"project"}), apply=window_to_consistent_partition,
+            description="ProjectRel window functions -> one ConsistentPartitionWindowRel per (partition, order)")
 
 
 _SUBQUERY = "substrait.Expression.Subquery"

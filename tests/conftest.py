@@ -86,6 +86,22 @@ def tpch_tables(tpch_dir):
 
 
 @pytest.fixture(scope="session")
+def backend(spark, tpch_dir):
+    """The Spark backend over the TPC-H SF 0.01 tables (a test module may define its own ``backend``)."""
+    from optimizer.spark import SparkBackend
+
+    return SparkBackend(spark, tables=tpch_dir)
+
+
+@pytest.fixture(scope="session")
+def tpch_statistics(tpch_tables):
+    """Statistics of the TPC-H SF 0.01 tables read from their Parquet files (no Spark)."""
+    from cost.statistics import default_statistics
+
+    return default_statistics(tables={k: str(v) for k, v in tpch_tables.items()})
+
+
+@pytest.fixture(scope="session")
 def duckdb_oracle(tpch_dir):
     from workloads.tpch import DuckDBOracle
 

@@ -31,13 +31,6 @@ from optimizer.explain import explain_plan
 from optimizer.plan_io import load_plan
 
 
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 @pytest.mark.spark
 def test_extract_moves_the_join_predicate_into_a_cross_product(backend):
     cond = call("and", call("equal", col(2), col(4)), call("equal", col(5), s("ASIA")), call("lt", col(0), i32(20)))

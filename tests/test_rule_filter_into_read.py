@@ -33,14 +33,6 @@ from optimizer.explain import explain_plan
 from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
 
-
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 SPEC_PROFILE = {"name": "spec-example", "default": "none", "rules": [
     {"function": ["and", "or", "not"], "support": "full"},
     {"function": ["lt", "gt", "equal"], "args": ["integer", "integer"], "support": "full"},

@@ -207,20 +207,6 @@ def test_cross_rel_is_kept():
     assert g.nodes[node]["kind"] == "cross"
 
 
-@pytest.fixture(scope="module")
-def tpch_statistics(tpch_tables):
-    from cost.statistics import default_statistics
-
-    return default_statistics(tables={k: str(v) for k, v in tpch_tables.items()})
-
-
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 JOIN_QUERIES = {
     "left_residual": "select c_custkey, o_orderkey from customer left join orders "
                      "on c_custkey = o_custkey and o_totalprice > 200000 where c_custkey < 200",

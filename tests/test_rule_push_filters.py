@@ -35,13 +35,6 @@ from optimizer.explain import explain_plan
 from optimizer.plan_io import load_plan
 
 
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 @pytest.mark.spark
 def test_push_left_join_keeps_null_side_conjuncts_above(backend):
     """A filter on the right (null-supplying) side of a LEFT join must stay above it: below, it would

@@ -150,20 +150,6 @@ QUERIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def tpch_statistics(tpch_tables):
-    from cost.statistics import default_statistics
-
-    return default_statistics(tables={k: str(v) for k, v in tpch_tables.items()})
-
-
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 def _check_on_spark(backend, plan, result, label):
     from optimizer.difftest.results import compare_tables
 

@@ -33,13 +33,6 @@ from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
 
 
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 def test_simplify_drops_true_and_flattens():
     cond = call("and", call("and", boolean(True), call("lt", col(0), i32(5))),
                 call("or", boolean(False), call("equal", col(2), i32(1))))

@@ -88,13 +88,6 @@ def test_project_without_windows_is_untouched():
     assert kinds(g) == Counter({"project": 1, "read": 1})
 
 
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 WINDOW_QUERIES = {
     "three_partitionings": """
         select o_custkey, o_orderkey,

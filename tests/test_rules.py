@@ -19,13 +19,6 @@ from optimizer.schema import check_plan
 from rules import implement_joins
 
 
-@pytest.fixture(scope="module")
-def backend(spark, tpch_dir):
-    from optimizer.spark import SparkBackend
-
-    return SparkBackend(spark, tables=tpch_dir)
-
-
 def test_rules_are_registered_in_their_phases():
     from rules import RULES
 
@@ -60,13 +53,6 @@ def _has_equi_join(g, node) -> bool:
                                               g.nodes[left]["schema"].types, g.nodes[right]["schema"].types,
                                               function_table(g.graph["plan"]))
     return bool(keys)
-
-
-@pytest.fixture(scope="module")
-def tpch_statistics(tpch_tables):
-    from cost.statistics import default_statistics
-
-    return default_statistics(tables={k: str(v) for k, v in tpch_tables.items()})
 
 
 #: Small enough that SF 0.01 gets both broadcast and shuffled hash joins, on both build sides.
