@@ -78,9 +78,16 @@ from cost.statistics import (
     local_files_statistics,
     read_hint,
 )
-from optimizer.dag import inputs, join_type_name
+from optimizer.dag import inputs
 from optimizer.errors import OptimizerError, PlanError
-from optimizer.expr_utils import call_args, conjuncts, field_index, has_outer_refs, reference_field
+from optimizer.expr_utils import (
+    call_args,
+    conjuncts,
+    field_index,
+    has_outer_refs,
+    join_type_name,
+    reference_field,
+)
 from optimizer.load.functions import FunctionTable, function_table
 from optimizer.schema import is_nullable, type_kind
 

@@ -53,9 +53,9 @@ from cost import properties
 from cost.cardinality import CardinalityEstimator
 from cost.estimates import RelEstimate
 from cost.spark_joins import LEFT, choose_build
-from optimizer.dag import inputs, join_type_name
+from optimizer.dag import inputs
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import conjuncts, field_index
+from optimizer.expr_utils import conjuncts, field_index, join_type_name
 
 
 @dataclass(frozen=True)

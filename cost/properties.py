@@ -64,9 +64,9 @@ from dataclasses import dataclass
 import networkx as nx
 from substrait.proto import SortField
 
-from optimizer.dag import inputs, join_type_name
+from optimizer.dag import inputs
 from optimizer.errors import OptimizerError
-from optimizer.expr_utils import field_index, has_window_function, reference_field
+from optimizer.expr_utils import field_index, has_window_function, join_type_name, reference_field
 
 ASC_NULLS_FIRST = SortField.SORT_DIRECTION_ASC_NULLS_FIRST
 ASC_NULLS_LAST = SortField.SORT_DIRECTION_ASC_NULLS_LAST

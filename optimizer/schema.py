@@ -93,8 +93,8 @@ from substrait.proto import (
     Type,
 )
 
-from optimizer.dag import join_type_name
 from optimizer.errors import OptimizerError, PlanError, UnsupportedError
+from optimizer.expr_utils import join_type_name
 from optimizer.load.functions import FunctionTable, function_table
 
 __all__ = [

@@ -88,7 +88,7 @@ from substrait.proto import (
 
 from cost.properties import ordering
 from cost.spark_joins import LEFT, choose_build
-from optimizer.dag import inputs, join_type_name, join_type_value, uses
+from optimizer.dag import inputs, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
@@ -100,6 +100,8 @@ from optimizer.expr_utils import (
     has_subquery,
     has_unresolvable_refs,
     is_deterministic,
+    join_type_name,
+    join_type_value,
     make_and,
     referenced_fields,
     remap_fields,

@@ -94,7 +94,6 @@ from substrait.proto import (
     Type,
 )
 
-from optimizer.dag import join_type_name
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError, spark_errors
 from optimizer.expr_utils import (
     call_args,
@@ -103,6 +102,7 @@ from optimizer.expr_utils import (
     field_index,
     function_name,
     has_window_function,
+    join_type_name,
     referenced_fields,
 )
 from optimizer.load.functions import FunctionTable, function_table
