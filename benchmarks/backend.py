@@ -86,7 +86,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
         for build in (lambda plan=plan: backend.to_dataframe(plan), lambda q=q: spark.sql(texts[q])):
             try:
                 build()
-            except Exception:  # noqa: BLE001 -- reported by the timed runs below
+            except Exception:  # reported by the timed runs below
                 pass
 
     rows = []
@@ -113,7 +113,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
                     continue
                 try:
                     seconds, table = timed(variants[key])
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     entry[f"{key}_error"] = one_line(exc)
                     bar.update()
                     continue

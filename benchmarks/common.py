@@ -73,7 +73,7 @@ def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Se
         for q in queries:
             try:
                 plans[("datafusion", q)] = load_plan(datafusion_plan(texts[q], tables))
-            except Exception as exc:  # noqa: BLE001 - reported, not fatal
+            except Exception as exc:  # reported, not fatal
                 errors[("datafusion", q)] = _one_line(exc)
     if "duckdb" in producers:
         from workloads.producers import DUCKDB_TPCH_EXCLUDED, DUCKDB_TPCH_QUERIES, duckdb_plan
@@ -84,7 +84,7 @@ def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Se
                 continue
             try:
                 plans[("duckdb", q)] = load_plan(duckdb_plan(texts[q], tables))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 errors[("duckdb", q)] = _one_line(exc)
     if "isthmus" in producers:
         from workloads.corpus import corpus_plans
@@ -96,7 +96,7 @@ def tpch_plans(tables: Mapping[str, Path], producers: Sequence[str], queries: Se
                 continue
             try:
                 plans[("isthmus", q)] = load_plan(found[q].path.read_text())
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 errors[("isthmus", q)] = _one_line(exc)
     return plans
 

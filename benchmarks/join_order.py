@@ -118,7 +118,7 @@ def plan_cost(plan, statistics) -> float | None:
         g = to_dag(plan)
         annotate_schemas(g)
         return float(RuleContext(g, statistics).cost(g.graph["roots"][0]["node"]))
-    except Exception:  # noqa: BLE001 - reported as unknown
+    except Exception:  # reported as unknown
         return None
 
 
@@ -183,7 +183,7 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
                     answers.setdefault(key, table)
                     if rep >= warmup:
                         times[key].append(seconds)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     errors[key] = one_line(exc)
             bar.update()
     bar.close()
@@ -220,7 +220,7 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
                                               title="Q5 joins written lineitem, orders, customer, supplier, "
                                                     "nation, region: before and after"))
             (out / f"{name}.svg").write_text(svg)
-        except Exception:  # noqa: BLE001 - no Graphviz: no picture
+        except Exception:  # no Graphviz: no picture
             pass
     return report
 

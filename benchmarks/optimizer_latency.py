@@ -190,7 +190,7 @@ def _profile(run: Callable[[], Any], top: int = 18) -> list[dict]:
     prof.enable()
     try:
         run()
-    except Exception:  # noqa: BLE001 - a failing run is profiled up to its failure
+    except Exception:  # a failing run is profiled up to its failure
         pass
     finally:
         prof.disable()
@@ -252,7 +252,7 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
             tpch_rows.append({"producer": producer, "query": q, "ms": round(median(times) * 1000, 2),
                               "runs": len(times), "phases_ms": _phases(result),
                               "join_order_fired": any(e.rule == "join_order" for e in result.events)})
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             tpch_rows.append({"producer": producer, "query": q, "error": one_line(exc)})
         bar.update()
 
@@ -282,7 +282,7 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
                 entry["join_order_fired"] = any(e.rule == "join_order" for e in result.events)
                 if entry["seconds"] > GIVE_UP_S:
                     given_up = True
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 entry["error"] = one_line(exc)
                 entry["seconds_until_error"] = round(time.perf_counter() - t0, 4)
             synthetic.append(entry)

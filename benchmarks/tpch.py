@@ -231,7 +231,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
             variants[f"{producer}/original"] = lambda plan=plan: collect(backend.to_dataframe(plan))
             try:
                 optimized, seconds, result = _optimize(plan, statistics, capabilities, optimize_reps)
-            except Exception as exc:  # noqa: BLE001 - an optimizer failure is a result too
+            except Exception as exc:  # an optimizer failure is a result too
                 info["optimize_error"] = one_line(exc)
                 bar.update(warmup + reps)
                 continue
@@ -255,7 +255,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
                     continue
                 try:
                     seconds, table = timed(variants[key])
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     failed[key] = one_line(exc)
                     bar.update()
                     continue

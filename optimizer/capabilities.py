@@ -214,7 +214,7 @@ class Capabilities:
         own = self.call_support(name, kinds, args)
         return weakest([own, *(self._support(a, schema, functions) for a in args)])
 
-    def _support(self, e: Expression, schema, functions) -> str:  # noqa: C901 - one branch per kind
+    def _support(self, e: Expression, schema, functions) -> str:  # one branch per kind
         kind = e.WhichOneof("rex_type")
         if kind == "literal":
             return FULL

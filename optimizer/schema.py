@@ -867,7 +867,7 @@ def _derive_cached(name: str, urn: str | None, key: tuple[bytes | str, ...]) -> 
             match = matches[0] if matches else None
     # substrait's derivation-expression evaluator raises bare Exception ("Unknown scalar type ..."),
     # besides TypeError/ValueError, on types it does not handle: nothing narrower names them.
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     if match is None or not isinstance(match[1], Type) or not _known(match[1]):
         return None

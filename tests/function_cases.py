@@ -245,7 +245,7 @@ class _Raise(ErrorListener):
     def __init__(self, file: str) -> None:
         self.file = file
 
-    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # noqa: N802,N803
+    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):
         raise ValueError(f"{self.file}:{line}:{column}: {msg}")
 
 

@@ -381,7 +381,7 @@ class Acceptance:
                 table, error = None, None
                 try:
                     table = self.backends[data].execute(load_plan(plan()))
-                except Exception as exc:  # noqa: BLE001 -- kept and raised to every caller
+                except Exception as exc:  # kept and raised to every caller
                     error = exc
                 self._memo[key] = (table, error)
         table, error = self._memo[key]
@@ -398,7 +398,7 @@ class Acceptance:
             pid = self.spark.sparkContext._gateway.proc.pid
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except Exception:  # noqa: BLE001 -- not Linux, or no local JVM
+        except Exception:  # not Linux, or no local JVM
             return None
         return py, jvm
 
@@ -451,7 +451,7 @@ def evaluate(
         if bug is not None and bug.plan_error:
             return Outcome("producer_bug", f"{bug.reason} (PlanError: {exc})")
         return Outcome("error", f"PlanError: {exc}")
-    except Exception as exc:  # noqa: BLE001 -- any other exception type is a failure
+    except Exception as exc:  # any other exception type is a failure
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return Outcome("error", f"{type(exc).__name__}: {first}")
     if bug is not None:
@@ -571,7 +571,7 @@ def outcomes(request, acceptance) -> dict[str, Outcome]:
         start = time.perf_counter()
         try:
             outcome = jobs[key]()
-        except Exception as exc:  # noqa: BLE001 -- e.g. DuckDB refusing a SQL text: this plan's failure only
+        except Exception as exc:  # e.g. DuckDB refusing a SQL text: this plan's failure only
             outcome = Outcome("error", f"checking the answer failed: {type(exc).__name__}: {exc}")
         outcome.seconds = time.perf_counter() - start
         return key, outcome

@@ -75,7 +75,7 @@ class OptimizedRuns:
         try:
             original = plan()
             result = compare(original, backend=self.backends[data], statistics=self.statistics[data])
-        except Exception as exc:  # noqa: BLE001 -- compare never raises; loading the plan may
+        except Exception as exc:  # compare never raises; loading the plan may
             return Verdict("failed", f"{type(exc).__name__}: {exc}")
         rules = tuple(dict.fromkeys(result.rules_fired))
         seconds = time.perf_counter() - start

@@ -56,7 +56,7 @@ def standalone_cluster(tmp_path_factory):
     started = time.perf_counter()
 
     def launch(name: str, args: list[str]) -> None:
-        log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        log = open(tmp / f"{name}.log", "wb")  # closed with the process
         procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True, cwd=tmp))
         log.close()

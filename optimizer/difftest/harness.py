@@ -566,7 +566,7 @@ def _attempt(step: Callable[[], T]) -> tuple[T | None, Exception | None]:
         return step(), None
     # Any error of the optimizer or the backend is a finding to report with its stage (the mutation
     # score counts planted bugs that raise IndexError, KeyError, ... as found), never to raise.
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return None, exc
 
 

@@ -417,7 +417,7 @@ def run_in_process(index: int, item: Input, command: list[str], workdir: Path) -
     except _Hang:
         return Outcome(index, item.kind, " ".join(command), -1, f"FAIL: no answer in {_TIME_LIMIT} s",
                        time.perf_counter() - start)
-    except BaseException as exc:  # noqa: BLE001 -- anything escaping main() is a failure to report
+    except BaseException as exc:  # anything escaping main() is a failure to report
         return Outcome(index, item.kind, " ".join(command), -1, f"FAIL: {type(exc).__name__} escaped main(): {exc}",
                        time.perf_counter() - start)
     finally:

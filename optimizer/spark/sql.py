@@ -249,24 +249,24 @@ class Col:
     def __neg__(self) -> Col:
         return Col(exp.Neg(this=_w(self.e)))
 
-    def eqNullSafe(self, o: Any) -> Col:  # noqa: N802
+    def eqNullSafe(self, o: Any) -> Col:
         return self._bin(exp.NullSafeEQ, o)
 
-    def bitwiseAND(self, o: Any) -> Col:  # noqa: N802
+    def bitwiseAND(self, o: Any) -> Col:
         return self._bin(exp.BitwiseAnd, o)
 
-    def bitwiseOR(self, o: Any) -> Col:  # noqa: N802
+    def bitwiseOR(self, o: Any) -> Col:
         return self._bin(exp.BitwiseOr, o)
 
-    def bitwiseXOR(self, o: Any) -> Col:  # noqa: N802
+    def bitwiseXOR(self, o: Any) -> Col:
         return self._bin(exp.BitwiseXor, o)
 
     # ------------------------------------------------------------------------------------ methods
 
-    def isNull(self) -> Col:  # noqa: N802
+    def isNull(self) -> Col:
         return Col(exp.Is(this=_w(self.e), expression=exp.Null()))
 
-    def isNotNull(self) -> Col:  # noqa: N802
+    def isNotNull(self) -> Col:
         return Col(exp.Not(this=exp.Paren(this=exp.Is(this=_w(self.e), expression=exp.Null()))))
 
     def cast(self, data_type: T.DataType | str) -> Col:
@@ -292,7 +292,7 @@ class Col:
             values = tuple(values[0])
         return Col(exp.In(this=_w(self.e), expressions=[_operand(v) for v in values]))
 
-    def getField(self, name: str) -> Col:  # noqa: N802
+    def getField(self, name: str) -> Col:
         return Col(exp.Dot(this=_w(self.e) if not isinstance(self.e, exp.Column) else exp.Paren(this=self.e),
                            expression=exp.to_identifier(name, quoted=True)))
 
@@ -549,7 +549,7 @@ class _Functions:
         return _call("last", c, ignorenulls)
 
     @staticmethod
-    def nth_value(c: Any, offset: Any, ignoreNulls: bool = False) -> Col:  # noqa: N803
+    def nth_value(c: Any, offset: Any, ignoreNulls: bool = False) -> Col:
         out = _call("nth_value", c, offset)
         if ignoreNulls:
             raise UnsupportedError("nth_value IGNORE NULLS is not used by the backend")
@@ -688,16 +688,16 @@ class WindowSpec:
                  frame: tuple[str, int, int] | None = None) -> None:
         self.partition, self.order, self.frame = partition, order, frame
 
-    def partitionBy(self, *cols: Any) -> WindowSpec:  # noqa: N802
+    def partitionBy(self, *cols: Any) -> WindowSpec:
         return WindowSpec(tuple(_operand(c) for c in _flat(cols)), self.order, self.frame)
 
-    def orderBy(self, *cols: Any) -> WindowSpec:  # noqa: N802
+    def orderBy(self, *cols: Any) -> WindowSpec:
         return WindowSpec(self.partition, tuple(_sort_order(c) for c in _flat(cols)), self.frame)
 
-    def rowsBetween(self, start: int, end: int) -> WindowSpec:  # noqa: N802
+    def rowsBetween(self, start: int, end: int) -> WindowSpec:
         return WindowSpec(self.partition, self.order, ("ROWS", start, end))
 
-    def rangeBetween(self, start: int, end: int) -> WindowSpec:  # noqa: N802
+    def rangeBetween(self, start: int, end: int) -> WindowSpec:
         return WindowSpec(self.partition, self.order, ("RANGE", start, end))
 
     def over(self, e: exp.Expression) -> exp.Expression:
@@ -732,11 +732,11 @@ class Window:
     currentRow = 0
 
     @staticmethod
-    def partitionBy(*cols: Any) -> WindowSpec:  # noqa: N802
+    def partitionBy(*cols: Any) -> WindowSpec:
         return WindowSpec().partitionBy(*cols)
 
     @staticmethod
-    def orderBy(*cols: Any) -> WindowSpec:  # noqa: N802
+    def orderBy(*cols: Any) -> WindowSpec:
         return WindowSpec().orderBy(*cols)
 
 
@@ -944,7 +944,7 @@ class Frame:
 
     where = filter
 
-    def orderBy(self, *cols: Any) -> Frame:  # noqa: N802
+    def orderBy(self, *cols: Any) -> Frame:
         return self._new(replace(self._open(), order=tuple(_sort_order(c).ordered() for c in _flat(cols))))
 
     sort = orderBy
@@ -1019,7 +1019,7 @@ class Frame:
     def _aliased_raw(self, alias: str) -> exp.Expression:
         return Frame(self.ctx, self._query)._aliased(alias)
 
-    def crossJoin(self, other: Frame) -> Frame:  # noqa: N802
+    def crossJoin(self, other: Frame) -> Frame:
         return self.join(other, None, "inner")
 
     def _set_operation(self, other: Frame, cls: type[exp.Expression], distinct: bool) -> Frame:
@@ -1033,19 +1033,19 @@ class Frame:
     def intersect(self, other: Frame) -> Frame:
         return self._set_operation(other, exp.Intersect, True)
 
-    def intersectAll(self, other: Frame) -> Frame:  # noqa: N802
+    def intersectAll(self, other: Frame) -> Frame:
         return self._set_operation(other, exp.Intersect, False)
 
     def subtract(self, other: Frame) -> Frame:
         return self._set_operation(other, exp.Except, True)
 
-    def exceptAll(self, other: Frame) -> Frame:  # noqa: N802
+    def exceptAll(self, other: Frame) -> Frame:
         return self._set_operation(other, exp.Except, False)
 
-    def groupBy(self, *cols: Col) -> _Grouped:  # noqa: N802
+    def groupBy(self, *cols: Col) -> _Grouped:
         return _Grouped(self, [c for c in _flat(cols)], None)
 
-    def groupingSets(self, sets: Sequence[Sequence[Col]], *cols: Col) -> _Grouped:  # noqa: N802
+    def groupingSets(self, sets: Sequence[Sequence[Col]], *cols: Col) -> _Grouped:
         return _Grouped(self, list(cols), [list(s) for s in sets])
 
     def agg(self, *exprs: Col) -> Frame:
@@ -1069,7 +1069,7 @@ class Frame:
     def first(self):
         return self.to_spark().first()
 
-    def toArrow(self):  # noqa: N802
+    def toArrow(self):
         return self.to_spark().toArrow()
 
     # ------------------------------------------------------------------------------- subqueries
