@@ -792,6 +792,21 @@ def test_root_names_duplicates_and_nested_struct_fields(backend):
         backend.to_dataframe(b.plan(ints(1), ["a", "b", "c"]))
 
 
+def test_root_names_in_the_text_come_back_as_written(backend):
+    """Root names stand in the query text as quoted aliases: quotes, backticks, spaces, braces, non-ASCII
+    and names equal but for case come back as written; a name with ``${`` keeps the DataFrame rename."""
+    b = Builder()
+    names = ["a`b", "it's", "x y", "{t0}", "名前", "A", "a", "$x"]
+    plan = b.plan(project(ints(1), *[ref(0)] * len(names), common=emit(*range(1, len(names) + 1))), names)
+    text, _ = backend.to_sql(plan)
+    assert "_r0" not in text
+    df = backend.to_dataframe(plan)
+    assert df.columns == names
+    assert rows(backend.execute(plan)) == [(1,) * len(names)]
+    dollar = b.plan(project(ints(1), ref(0), common=emit(1)), ["${env:HOME}"])
+    assert "_r0" in backend.to_sql(dollar)[0] and backend.to_dataframe(dollar).columns == ["${env:HOME}"]
+
+
 def test_unsupported_relations_and_functions_name_their_place(backend):
     b = Builder()
     ext = Rel(extension_single=ExtensionSingleRel(input=ints(1)))
