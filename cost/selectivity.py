@@ -659,9 +659,24 @@ def _normal_mass(normal: tuple[float, float], a: float, b: float) -> float:
 
 def column_moments(col: ColumnEstimate) -> tuple[float, float] | None:
     """(mean, variance) of a numeric column: from its normal, its moments, its histogram, or uniform over
-    its bounds."""
+    its bounds. None when they are unknown or not finite (bounds near the float limits: their squares
+    overflow).
+
+    >>> column_moments(ColumnEstimate(ndv=10, min=0, max=12))
+    (6.0, 12.0)
+    >>> column_moments(ColumnEstimate(ndv=10, min=-1e200, max=1e200)) is None
+    True
+    """
+    moments = _moments(col)
+    if moments is None or not all(math.isfinite(v) for v in moments):
+        return None
+    return moments
+
+
+def _moments(col: ColumnEstimate) -> tuple[float, float] | None:
+    # squares as products: a float product past the limit is inf, where ``**`` raises OverflowError
     if col.normal is not None:
-        return col.normal[0], col.normal[1] ** 2
+        return col.normal[0], col.normal[1] * col.normal[1]
     if col.moments is not None:
         return col.moments
     if not col.numeric:
@@ -676,12 +691,12 @@ def column_moments(col: ColumnEstimate) -> tuple[float, float] | None:
                 continue
             lo, hi = max(lo, a), min(hi, b)
             mids.append((lo + hi) / 2)
-            within += (hi - lo) ** 2 / 12
+            within += (hi - lo) * (hi - lo) / 12
         if mids:
             mean = sum(mids) / len(mids)
-            var = sum((x - mean) ** 2 for x in mids) / len(mids) + within / len(mids)
+            var = sum((x - mean) * (x - mean) for x in mids) / len(mids) + within / len(mids)
             return mean, var
-    return (a + b) / 2, (b - a) ** 2 / 12
+    return (a + b) / 2, (b - a) * (b - a) / 12
 
 
 def _quantiles(col: ColumnEstimate, n: int = 64) -> list[float]:
