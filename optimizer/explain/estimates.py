@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import networkx as nx
@@ -249,7 +249,8 @@ class _Annotator:
         return out
 
 
-def _prepare(plan: Plan) -> nx.DiGraph:
+def prepared_dag(plan: Plan) -> nx.DiGraph:
+    """The DAG of ``plan`` with schemas where they can be derived (else shown without columns)."""
     from optimizer.dag import annotate_schemas
 
     g = to_dag(plan)
@@ -260,10 +261,19 @@ def _prepare(plan: Plan) -> nx.DiGraph:
     return g
 
 
+def relation_records(g: nx.DiGraph, statistics: Any,
+                     actual: Mapping[int, int | None] | None = None) -> list[dict[str, Any]]:
+    """One record per relation of ``g`` in tree order (``path``, ``relation``, ``kind``, estimated rows,
+    width and cost, ``actual_rows`` and ``q_error`` from ``actual``), infinite or NaN values as None."""
+    ann = _Annotator(g, statistics)
+    ann.actual = dict(actual or {})
+    return _finite(ann.records())
+
+
 def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, format: str = "text") -> str:
     """``explain`` with estimates over ``statistics``, and with a ``backend`` the actual rows of every
     subtree; ``format`` ``text`` (the tree) or ``json`` (one record per relation)."""
-    g = _prepare(plan)
+    g = prepared_dag(plan)
     ann = _Annotator(g, statistics)
     if backend is not None:
         ann.actual = actual_rows(g, backend)
@@ -287,7 +297,7 @@ def explain_before_after(plan: Plan, result: Any, statistics: Any = None) -> str
 
     parts = []
     for title, p in (("before", plan), ("after", result.plan)):
-        g = _prepare(p)
+        g = prepared_dag(p)
         ann = _Annotator(g, statistics)
         total = sum((ann.cost(r["node"]) or 0.0) for r in g.graph["roots"])
         parts.append(f"-- {title} (estimated cost {human(total)})\n{explain_dag(g, ann)}")
@@ -302,6 +312,8 @@ __all__ = [
     "explain_with_estimates",
     "human",
     "join_depth",
+    "prepared_dag",
+    "relation_records",
     "relation_paths",
     "subtree_plan",
     "tree_order",

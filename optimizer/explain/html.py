@@ -59,41 +59,33 @@ class PlanPart:
 # ------------------------------------------------------------------------------------------ values
 
 
-def _dag(plan: Plan) -> nx.DiGraph:
-    from optimizer.dag import annotate_schemas, to_dag
-
-    g = to_dag(plan)
-    try:
-        annotate_schemas(g)
-    except OptimizerError:
-        pass  # drawn and listed without column names
-    return g
-
-
 def actual_rows_by_path(plan: Plan, backend: Any) -> dict[str, int | None]:
     """Rows every subtree of ``plan`` produces on ``backend`` (a :class:`optimizer.spark.SparkBackend`),
     keyed by relation path; ``None`` where the subtree could not run."""
-    from optimizer.explain.estimates import actual_rows, relation_paths
+    from optimizer.explain.estimates import actual_rows, prepared_dag, relation_paths
 
-    g = _dag(plan)
+    g = prepared_dag(plan)
     paths = relation_paths(g)
     return {paths[node]: rows for node, rows in actual_rows(g, backend).items()}
 
 
+def _by_node(g: nx.DiGraph, actual: ActualRows | None) -> dict[int, int | None] | None:
+    """``actual`` (by relation path) keyed by the nodes of ``g``."""
+    from optimizer.explain.estimates import relation_paths
+
+    if actual is None:
+        return None
+    return {node: actual[path] for node, path in relation_paths(g).items() if path in actual}
+
+
 def relation_records(plan: Plan, statistics: Any = None, actual: ActualRows | None = None) -> list[dict[str, Any]]:
     """One record per relation, in the order of the explain tree: the JSON records of ``explain``
-    (``path``, ``relation``, ``kind``, ``estimated_rows``, ``estimated_width``, ``estimated_cost``) with
-    ``actual_rows`` and ``q_error`` from ``actual``."""
-    from cost.estimates import q_error
-    from optimizer.explain.estimates import explain_with_estimates
+    (``path``, ``relation``, ``kind``, ``estimated_rows``, ``estimated_width``, ``estimated_cost``,
+    ``actual_rows``, ``q_error``), the actual rows from ``actual``."""
+    from optimizer.explain import estimates
 
-    records: list[dict[str, Any]] = json.loads(explain_with_estimates(plan, statistics, None, "json"))
-    for record in records:
-        rows = None if actual is None else actual.get(record["path"])
-        record["actual_rows"] = rows
-        est = record["estimated_rows"]
-        record["q_error"] = None if rows is None or est is None else q_error(est, rows)
-    return records
+    g = estimates.prepared_dag(plan)
+    return estimates.relation_records(g, statistics, _by_node(g, actual))
 
 
 _TOP = re.compile(r"relations\[\d+\]\.(root\.input|rel)")
@@ -105,15 +97,12 @@ def total_cost(records: Sequence[Mapping[str, Any]]) -> float | None:
     return None if not costs or any(c is None for c in costs) else float(sum(costs))
 
 
-def _svg(g: nx.DiGraph, statistics: Any, actual: ActualRows | None, svg_id: str) -> str:
+def _svg(g: nx.DiGraph, statistics: Any, actual: dict[int, int | None] | None, svg_id: str) -> str:
     """The DAG as an inline ``<svg>`` element (the XML prolog and doctype of ``dot``'s file dropped)."""
     from optimizer.explain.dot import dag_to_dot, estimate_annotator, render_svg
-    from optimizer.explain.estimates import relation_paths
 
-    by_node = None
-    if actual is not None:
-        by_node = {node: actual[path] for node, path in relation_paths(g).items() if actual.get(path) is not None}
-    dot = dag_to_dot(g, estimate_annotator(g, statistics, actual=by_node))
+    known = None if actual is None else {node: rows for node, rows in actual.items() if rows is not None}
+    dot = dag_to_dot(g, estimate_annotator(g, statistics, actual=known))
     # A graph id makes dot prefix every element id with it: the two pictures' ids stay distinct.
     dot = dot.replace("{", "{\n  id=" + json.dumps(svg_id) + ";", 1)
     svg = render_svg(dot)
@@ -203,13 +192,17 @@ def plans_html(parts: Sequence[PlanPart], statistics: Any = None, *, title: str 
     ``note`` is a line under the title, ``summary`` preformatted text at the end (e.g. the rules that
     fired). Raises :class:`~optimizer.errors.UnsupportedError` without Graphviz's ``dot``.
     """
+    from optimizer.explain import estimates
+
     columns: list[str] = []
     tables: list[str] = []
     for i, part in enumerate(parts):
-        records = relation_records(part.plan, statistics, part.actual)
+        g = estimates.prepared_dag(part.plan)  # one DAG for the table and the picture
+        actual = _by_node(g, part.actual)
+        records = estimates.relation_records(g, statistics, actual)
         cost = total_cost(records)
         heading = html.escape(part.heading)
-        svg = _svg(_dag(part.plan), statistics, part.actual, f"plan{i}")
+        svg = _svg(g, statistics, actual, f"plan{i}")
         columns.append(f'<section class="plan"><h2>{heading} <small>(estimated cost {_num(cost)})</small></h2>'
                        f'<div class="picture">{svg}</div></section>')
         order = "worst estimate first" if any(r["actual_rows"] is not None for r in records) else "tree order"
