@@ -258,6 +258,8 @@ class SparkBackend:
 
     @deep_messages()
     def _compile(self, plan, root: int) -> tuple[str, dict[str, DataFrame], list[str], int]:
+        """The query text, its bound tables, the root names still to apply on the DataFrame (none when the
+        text names the columns itself) and the number of columns."""
         plan = _as_plan(plan)
         check_expanded_size(plan)  # Spark works on the tree with every reference expanded
         roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
