@@ -79,7 +79,6 @@ from substrait.proto import (
     Expression,
     HashJoinRel,
     JoinRel,
-    MergeJoinRel,
     NestedLoopJoinRel,
     Rel,
     SortField,
@@ -152,15 +151,8 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
             join, type_name, keys, expr_keys, rest, left, right, len(left_types), len(right_types))
 
     residual = make_and(rest, ctx.registrar) if rest else None
-    hash_rel = Rel()
+    hash_rel = _keyed_join("hash_join", join, type_name, keys, residual)
     body = hash_rel.hash_join
-    body.common.CopyFrom(join.common)
-    body.type = join_type_value(HashJoinRel, type_name)
-    body.keys.extend(_comparison_key(k) for k in keys)
-    if residual is not None:
-        body.residual_expression.CopyFrom(residual)
-    if join.HasField("post_join_filter"):
-        body.post_join_filter.CopyFrom(join.post_join_filter)
 
     left_bytes, right_bytes = _bytes(ctx, left), _bytes(ctx, right)
     threshold = float(ctx.config.broadcast_threshold_bytes)
@@ -528,17 +520,23 @@ def _project_keys(join: JoinRel, type_name: str, keys: list[Key], expr_keys: lis
     return new_join, all_keys, shifted, child(left, added[0]), child(right, added[1])
 
 
-def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Expression | None) -> Rel:
+def _keyed_join(field: str, join: JoinRel, type_name: str, keys: list[Key], residual: Expression | None) -> Rel:
+    """A ``HashJoinRel`` (``field`` ``hash_join``) or ``MergeJoinRel`` (``merge_join``) with ``join``'s
+    common, type, post-join filter and these keys and residual (inputs and build side left to the caller)."""
     rel = Rel()
-    body = rel.merge_join
+    body = getattr(rel, field)
     body.common.CopyFrom(join.common)
-    body.type = join_type_value(MergeJoinRel, type_name)
+    body.type = join_type_value(type(body), type_name)
     body.keys.extend(_comparison_key(k) for k in keys)
     if residual is not None:
         body.residual_expression.CopyFrom(residual)
     if join.HasField("post_join_filter"):
         body.post_join_filter.CopyFrom(join.post_join_filter)
     return rel
+
+
+def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Expression | None) -> Rel:
+    return _keyed_join("merge_join", join, type_name, keys, residual)
 
 
 def _nested_loop(join: JoinRel, type_name: str, left: int, right: int) -> Replacement:
