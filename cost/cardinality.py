@@ -41,8 +41,9 @@ from dataclasses import replace
 from typing import Any
 
 import networkx as nx
-from substrait.proto import Expression, Rel, Type
+from substrait.proto import Expression, Rel, SetRel, Type
 
+from cost import spark_size
 from cost.estimates import (
     COMPARISONS,
     DEFAULT_GROUP_FRACTION,
@@ -62,6 +63,7 @@ from cost.estimates import (
     scale_column,
     type_width,
 )
+from cost.needed_columns import RefCache, add_candidate, needed_columns
 from cost.selectivity import (
     PredicateSelectivity,
     column_moments,
@@ -121,6 +123,8 @@ class CardinalityEstimator(PredicateSelectivity):
         self._schemas: dict[int, Any] = {}
         self._origin_ids: dict[tuple[int, int], int] = {}
         self._narrowed: set[int] = set()
+        self._needed: dict[int, set[int]] | None = None
+        self._refs: RefCache = {}
 
     # -- public ---------------------------------------------------------------------------------------
 
@@ -131,10 +135,34 @@ class CardinalityEstimator(PredicateSelectivity):
         if changed is None or changed not in self.g:
             self._memo.clear()
             self._schemas.clear()
+            self._needed = None
             return
         for n in {changed} | nx.ancestors(self.g, changed):
             self._memo.pop(n, None)
             self._schemas.pop(n, None)
+        for n in self._renew_needs():  # a width changed: the estimate, not those above it
+            self._memo.pop(n, None)
+
+    def needed(self, node: int) -> set[int] | None:
+        """The output columns of ``node`` something above reads (:mod:`cost.needed_columns`; None:
+        unknown, all count)."""
+        if self._needed is None:
+            self._needed = needed_columns(self.g, cache=self._refs)
+        return self._needed.get(node)
+
+    def same_needs(self, candidate: int, replaced: int) -> None:
+        """Price ``candidate`` (a new relation nothing reads yet) as read like ``replaced``."""
+        if self._needed is None:
+            return
+        add_candidate(self.g, self._needed, candidate, replaced, self._refs)
+
+    def _renew_needs(self) -> set[int]:
+        """Recompute the needed columns; the nodes whose needs changed."""
+        if self._needed is None:
+            return set()
+        old = self._needed
+        self._needed = needed_columns(self.g, cache=self._refs)
+        return {n for n in old.keys() | self._needed.keys() if old.get(n) != self._needed.get(n)}
 
     def estimate(self, node: int) -> RelEstimate:
         """The estimate of ``node`` (computed children first, memoised)."""
@@ -164,7 +192,51 @@ class CardinalityEstimator(PredicateSelectivity):
             log.debug("cardinality: default estimate for node %s (%s): %s", node, kind, e, exc_info=True)
             est = self._default(node, children)
         est = self._hinted(rel, est)
-        return self._finish(node, est)
+        est = self._finish(node, est)
+        return replace(est, spark_bytes=self._spark_bytes(node, kind, rel, est, children))
+
+    def _spark_bytes(self, node: int, kind: str | None, rel: Rel, est: RelEstimate,
+                     children: list[RelEstimate]) -> float | None:
+        """Spark's own size of the relation (:mod:`cost.spark_size`); None where a size it starts from
+        (a table's files, an input's size) or a type is unknown."""
+        out_types = self._types(node)
+        if out_types is None or kind is None:
+            return None
+        body = getattr(rel, kind)
+        if kind == "read":
+            which = body.WhichOneof("read_type")
+            if which == "virtual_table":
+                return est.rows * spark_size.row_size(out_types)
+            table = None
+            if which == "named_table" and self.statistics is not None:
+                table = self.statistics.table(list(body.named_table.names))
+            elif which == "local_files":
+                table = local_files_statistics(body.local_files, getattr(self.statistics, "files", None))
+            if table is None or table.file_bytes is None:
+                return None
+            return spark_size.scaled(table.file_bytes, list(body.base_schema.struct.types), out_types)
+        sizes = [c.spark_bytes for c in children]
+        if not sizes or any(s is None for s in sizes):
+            return None
+        if kind in ("join", "hash_join", "merge_join", "nested_loop_join", "lateral_join") and len(sizes) == 2:
+            return spark_size.join_size(join_type_name(body), sizes[0], sizes[1])
+        if kind == "cross" and len(sizes) == 2:
+            return spark_size.join_size("INNER", sizes[0], sizes[1])
+        if kind == "set":
+            return spark_size.set_size(SetRel.SetOp.Name(body.op), sizes)
+        if len(sizes) != 1:
+            return None
+        child_types = self._types(inputs(self.g, node)[0])
+        if child_types is None:
+            return None
+        if kind == "aggregate" and not any(len(grouping.expression_references) for grouping in body.groupings):
+            return spark_size.row_size(out_types)  # one row
+        if kind in ("fetch", "top_n"):
+            _, count = top_n_bounds(body) if kind == "top_n" else _literal_bounds(
+                None, body.count_expr if body.HasField("count_expr") else None)
+            if count is not None:
+                return count * spark_size.row_size(out_types)
+        return spark_size.scaled(sizes[0], child_types, out_types)
 
     def _emit(self, rel: Rel, kind: str, est: RelEstimate) -> RelEstimate:
         body = getattr(rel, kind)
@@ -206,7 +278,9 @@ class CardinalityEstimator(PredicateSelectivity):
         if est.source == "hint" and est.width > 0:
             width = est.width
         else:
-            width = sum((c.avg_len if c is not None and c.avg_len is not None else 8.0) for c in cols)
+            needed = self.needed(node)
+            width = sum((c.avg_len if c is not None and c.avg_len is not None else 8.0)
+                        for i, c in enumerate(cols) if needed is None or i in needed)
         return replace(est, rows=rows, width=max(width, 1.0), columns=cols)
 
     def _types(self, node: int) -> list[Type] | None:

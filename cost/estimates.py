@@ -119,7 +119,8 @@ class RelEstimate:
     ``b`` (joined on ``b``'s unique key); aggregates use them to drop functionally dependent keys.
     ``source`` is ``"derived"``, ``"hint"`` or ``"default"``. ``exprs`` holds what filters said about
     computed expressions (``substring(c_phone, 1, 2) IN (7 values)`` leaves 7 distinct values), keyed by
-    the expression's fingerprint.
+    the expression's fingerprint. ``spark_bytes`` is the size Spark plans the relation by when it is
+    left to choose (:mod:`cost.spark_size`; None: unknown).
     """
 
     rows: float
@@ -129,6 +130,7 @@ class RelEstimate:
     fds: frozenset[tuple[int, int]] = frozenset()
     source: str = "derived"
     exprs: dict[bytes, ColumnEstimate] = field(default_factory=dict)
+    spark_bytes: float | None = None
 
     @property
     def bytes(self) -> float:

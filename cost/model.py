@@ -253,6 +253,12 @@ class CostModel:
         used: set[int] = set(range(len(types)))
         if body.HasField("projection"):
             used = {i.field for i in body.projection.select.struct_items}
+        needed = estimator.needed(node)
+        if needed is not None:  # Spark reads only the columns something above reads
+            mask = sorted(used) if not body.HasField("projection") else [
+                i.field for i in body.projection.select.struct_items]
+            used = {mask[i] for i in needed if i < len(mask)}
+        if used != set(range(len(types))):
             from optimizer.expr_utils import referenced_fields
 
             for name in ("filter", "best_effort_filter"):
@@ -422,17 +428,30 @@ class CostModel:
         out, post = self._post_join_filter(g, node, body, out, estimator)
         # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
         residual = body.HasField("expression") and len(conjuncts(body.expression, estimator.functions)) > len(keys)
+        planned = None
+        if left.spark_bytes is not None and right.spark_bytes is not None:
+            planned = (left.spark_bytes, right.spark_bytes)
         return self.logical_join(join_type_name(body), left, right, out, has_keys=bool(keys), residual=residual,
                                  has_condition=body.HasField("expression"),
-                                 network=lambda: self._join_network(g, node, left, right)) + post
+                                 network=lambda: self._join_network(g, node, left, right), planned=planned) + post
 
     def logical_join(self, type_name: str | None, left: RelEstimate, right: RelEstimate, out: RelEstimate, *,
-                     has_keys: bool, residual: bool, has_condition: bool, network=None) -> Cost:
+                     has_keys: bool, residual: bool, has_condition: bool, network=None,
+                     planned: tuple[float, float] | None = None) -> Cost:
         """A logical join of ``left`` and ``right`` giving ``out``, as Spark runs it (see
         :meth:`_cost_join`). ``network``: a callable giving the shuffles of a shuffled join (default:
-        both sides shuffled). :mod:`rules.join_order` prices its candidate trees with it."""
+        both sides shuffled). ``planned``: the sizes Spark decides a broadcast by
+        (:mod:`cost.spark_size`); without them, the estimated sizes (the join
+        :mod:`rules.implement_joins` can bind: :mod:`rules.join_order` prices its candidate trees so)."""
         k = self.k
-        choice = choose_build(type_name, left.bytes, right.bytes, self.broadcast_threshold) if type_name else None
+        if type_name is None:
+            choice = None
+        elif planned is None:
+            choice = choose_build(type_name, left.bytes, right.bytes, self.broadcast_threshold)
+        else:
+            choice = choose_build(type_name, planned[0], planned[1], self.broadcast_threshold)
+            if choice is not None and not choice[1]:  # shuffled: Spark builds by its own sizes too
+                choice = choose_build(type_name, left.bytes, right.bytes, 0.0)
         if not has_keys or choice is None:
             return self._nested_loop(left, right, out, has_condition=has_condition)
         side, broadcast = choice

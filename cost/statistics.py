@@ -349,11 +349,14 @@ class TableStatistics:
     """Statistics of one table; ``None`` means unknown.
 
     ``size_bytes`` is what the source measures: Spark's ``sizeInBytes`` (bytes of the data files),
-    the Parquet footers' uncompressed size, or whatever a stats file says.
+    the Parquet footers' uncompressed size, or whatever a stats file says. ``file_bytes`` is the bytes
+    of the table's files as stored: the size Spark itself plans a file table by
+    (:mod:`cost.spark_size`).
     """
 
     row_count: float | None = None
     size_bytes: float | None = None
+    file_bytes: float | None = None
     columns: dict[str, ColumnStatistics] = field(default_factory=dict)
 
     def column(self, name: str) -> ColumnStatistics | None:
@@ -385,6 +388,7 @@ class TableStatistics:
         return TableStatistics(
             row_count=self.row_count if self.row_count is not None else fallback.row_count,
             size_bytes=self.size_bytes if self.size_bytes is not None else fallback.size_bytes,
+            file_bytes=self.file_bytes if self.file_bytes is not None else fallback.file_bytes,
             columns=columns,
         )
 
@@ -395,6 +399,8 @@ class TableStatistics:
             out["row_count"] = self.row_count
         if self.size_bytes is not None:
             out["size_bytes"] = self.size_bytes
+        if self.file_bytes is not None:
+            out["file_bytes"] = self.file_bytes
         out["columns"] = {name: stats.to_json() for name, stats in self.columns.items()}
         return out
 
@@ -406,7 +412,7 @@ class TableStatistics:
             data = json.loads(data)
         if not isinstance(data, Mapping):
             raise ValueError(f"table statistics must be an object, not {type(data).__name__}")
-        unknown = set(data) - {"row_count", "size_bytes", "columns", "name", "source"}
+        unknown = set(data) - {"row_count", "size_bytes", "file_bytes", "columns", "name", "source"}
         if unknown:
             raise ValueError(f"unknown table statistics field(s): {', '.join(sorted(unknown))}")
         columns = data.get("columns") or {}
@@ -415,6 +421,7 @@ class TableStatistics:
         return cls(
             row_count=_opt_count(data.get("row_count"), "row_count"),
             size_bytes=_opt_count(data.get("size_bytes"), "size_bytes"),
+            file_bytes=_opt_count(data.get("file_bytes"), "file_bytes"),
             columns={str(name): ColumnStatistics.from_json(col) for name, col in columns.items()},
         )
 
@@ -700,7 +707,7 @@ def _read_statistics_row(rows: Iterable[Any], stats: TableStatistics) -> None:
         if row[0] == "Statistics":
             m = _STATS_RE.search(row[1] or "")
             if m:
-                stats.size_bytes = float(m.group(1))
+                stats.size_bytes = stats.file_bytes = float(m.group(1))
                 stats.row_count = float(m.group(2)) if m.group(2) is not None else None
 _HEIGHT_RE = re.compile(r"height:\s*([^,]+),\s*num_of_bins:\s*(\d+)")
 _BIN_RE = re.compile(r"lower_bound:\s*([^,]+),\s*upper_bound:\s*([^,]+),\s*distinct_count:\s*(\S+)")
@@ -1029,7 +1036,7 @@ class CatalogStatistics(StatisticsProvider):
             document = json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {ident} AS JSON").collect()[0][0])
             found = document.get("statistics") or {}
             stats.row_count = _opt_float(found.get("num_rows"))
-            stats.size_bytes = _opt_float(found.get("size_in_bytes"))
+            stats.size_bytes = stats.file_bytes = _opt_float(found.get("size_in_bytes"))
             columns = [c["name"] for c in document.get("columns", [])]
         except ParseException:  # a server before Spark 4: no AS JSON
             _read_statistics_row(spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect(), stats)
@@ -1174,8 +1181,10 @@ def read_parquet_statistics(path: str) -> TableStatistics | None:
         return None
     row_count = 0
     size = 0
+    stored = 0
     columns: dict[str, _ColumnAccumulator] = {}
     for file in files:
+        stored += os.path.getsize(file)
         meta = pq.ParquetFile(file).metadata
         arrow_schema = meta.schema.to_arrow_schema()
         top_level = {f.name: f for f in arrow_schema}
@@ -1194,6 +1203,7 @@ def read_parquet_statistics(path: str) -> TableStatistics | None:
     return TableStatistics(
         row_count=float(row_count),
         size_bytes=float(size),
+        file_bytes=float(stored),
         columns={name: acc.result() for name, acc in columns.items()},
     )
 
@@ -1223,6 +1233,7 @@ def merge_file_statistics(parts: list[TableStatistics]) -> TableStatistics:
     """The statistics of a table made of these files (row counts and sizes add; min/max widen)."""
     rows = sum(p.row_count or 0.0 for p in parts)
     size = sum(p.size_bytes or 0.0 for p in parts)
+    stored = None if any(p.file_bytes is None for p in parts) else sum(p.file_bytes or 0.0 for p in parts)
     columns: dict[str, ColumnStatistics] = {}
     for p in parts:
         for name, c in p.columns.items():
@@ -1236,7 +1247,7 @@ def merge_file_statistics(parts: list[TableStatistics]) -> TableStatistics:
             except TypeError:
                 m.min = m.max = None
             m.null_count = None if m.null_count is None or c.null_count is None else m.null_count + c.null_count
-    return TableStatistics(row_count=rows, size_bytes=size, columns=columns)
+    return TableStatistics(row_count=rows, size_bytes=size, file_bytes=stored, columns=columns)
 
 
 def local_files_statistics(local_files: Any, files: FileAccess | None) -> TableStatistics | None:

@@ -7,7 +7,8 @@ Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate 
 
 Never costlier: in the physical phase a rewrite is applied only if it does not raise the estimated
 cost of what it replaces; and the cost model prices the plan before and after each phase: a phase whose
-rewrites leave the plan estimated costlier than it found it is undone (its report says so). So the plan that
+rewrites leave the plan estimated costlier than it found it is undone (its report says so). ``join_order``
+is judged with the physical phase after it (:data:`JUDGED_WITH_NEXT`). So the plan that
 comes out is never estimated costlier than the plan that went in, by the same model that priced each
 rule's choice.
 """
@@ -146,15 +147,45 @@ class Optimizer:
         ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
         result = OptimizeResult(plan)
         cost: float | None = None  # the plan's estimated cost as the last phase left it
+        judged_later: tuple[nx.DiGraph, float] | None = None  # the plan before a phase judged with the next
         for phase in PHASES:
             phase_rules = [r for r in self.rules if r.phase == phase]
-            if phase_rules:
-                if cost is None:
+            if not phase_rules:
+                continue
+            if cost is None:
+                cost = plan_cost(ctx)
+            kept, cost_before = copy_dag(g), cost
+            if judged_later is not None:
+                # The previous phase is worth what this one makes of it: run this phase on the plan
+                # without the previous phase's rewrites too, and keep the cheapest outcome (neither
+                # phase, if both leave the plan costlier than it was before them).
+                alternative, alternative_cost = judged_later
+                judged_later = None
+                report = self._phase(g, phase, phase_rules, ctx)
+                cost_after = plan_cost(ctx) if report.events else cost_before
+                untouched = copy_dag(alternative)
+                alt_ctx = PlanContext(alternative, self.statistics, self.capabilities, self.config)
+                alt_report = self._phase(alternative, phase, phase_rules, alt_ctx)
+                alt_after = plan_cost(alt_ctx) if alt_report.events else alternative_cost
+                if alt_after * (1 + COST_TOLERANCE) < cost_after:
+                    result.phases[-1].undone = (
+                        f"with the {phase} phase after it, its plan was estimated costlier "
+                        f"({cost_after:.4g} > {alt_after:.4g}): its rewrites are undone")
+                    g, ctx, report, cost_after = alternative, alt_ctx, alt_report, alt_after
+                if cost_after > alternative_cost * (1 + COST_TOLERANCE):
+                    report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {alternative_cost:.4g}): "
+                                     "the phase's rewrites are undone")
+                    g, cost_after = untouched, alternative_cost
+                    ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
+                cost = cost_after
+                result.phases.append(report)
+                continue
+            report = self._phase(g, phase, phase_rules, ctx)
+            if report.events:
+                if phase in JUDGED_WITH_NEXT:
+                    judged_later = (kept, cost_before)
                     cost = plan_cost(ctx)
-                kept, cost_before = copy_dag(g), cost
-                report = run_phase(g, phase, phase_rules, ctx, self.config.max_iterations,
-                                   priced=phase in PRICED_PHASES)
-                if report.events:
+                else:
                     cost_after = plan_cost(ctx)
                     if cost_after > cost_before * (1 + COST_TOLERANCE):
                         report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {cost_before:.4g}): "
@@ -163,17 +194,29 @@ class Optimizer:
                         ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
                     else:
                         cost = cost_after
-                result.phases.append(report)
+            result.phases.append(report)
+        if judged_later is not None and cost is not None and cost > judged_later[1] * (1 + COST_TOLERANCE):
+            result.phases[-1].undone = (f"its plan was estimated costlier ({cost:.4g} > {judged_later[1]:.4g}): "
+                                        "the phase's rewrites are undone")
+            g = judged_later[0]
         result.plan = from_dag(g)
         result.graph = g
         result.seconds = time.perf_counter() - start
         return result
+
+    def _phase(self, g: nx.DiGraph, phase: str, rules: list[Rule], ctx: PlanContext) -> PhaseReport:
+        return run_phase(g, phase, rules, ctx, self.config.max_iterations, priced=phase in PRICED_PHASES)
 
 
 #: Phases whose every rewrite must not raise the cost of what it replaces: the physical choices are
 #: final and local (a join left logical is priced as what Spark itself would run). Logical rewrites may
 #: pay only later (a filter moved to where a read can take it), so they are judged by the whole phase.
 PRICED_PHASES = frozenset({"physical"})
+
+#: Phases judged together with the phase after them: a join order is worth what the physical phase makes
+#: of it (its logical joins are priced as Spark would run them, with Spark's own sizes, while the order
+#: was chosen for the joins the physical phase can bind: a broadcast Spark would not choose by itself).
+JUDGED_WITH_NEXT = frozenset({"join_order"})
 
 
 def plan_cost(ctx: PlanContext) -> float:

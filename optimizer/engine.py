@@ -235,6 +235,7 @@ def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -
     at ``new_root`` has: what they share (the inputs both read) costs the same on either side."""
     old = {node} | nx.descendants(g, node)
     new = {new_root} | nx.descendants(g, new_root)
+    ctx.estimator.same_needs(new_root, node)  # the new relations are read as the old ones are
 
     def price(nodes: set[int]) -> float:
         return sum(ctx.cost_model.node_cost(g, n, ctx.estimator).total for n in nodes)

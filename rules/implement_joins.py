@@ -162,7 +162,7 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
     side, broadcast = choice
     if broadcast:
         size = left_bytes if side == LEFT else right_bytes
-        if size * broadcast_uncertainty(g, left if side == LEFT else right) > threshold:
+        if size * broadcast_uncertainty(g, left if side == LEFT else right, ctx) > threshold:
             # the estimate of a join result is too uncertain to bind Spark to a broadcast
             side, broadcast = choose_build(type_name, left_bytes, right_bytes, -1.0) or (side, False)
 
@@ -359,17 +359,25 @@ def _bytes(ctx: RuleContext, node: int) -> float:
     return max(float(est.rows), 0.0) * max(float(est.width), 1.0)
 
 
-#: Each join below a candidate broadcast side multiplies its estimated size by this (for the
-#: broadcast decision only), up to MAX_UNCERTAINTY.
+#: Each join below a candidate broadcast side whose estimate is not bounded by a unique key multiplies
+#: its estimated size by this (for the broadcast decision only), up to MAX_UNCERTAINTY.
 BROADCAST_UNCERTAINTY = 2.0
 MAX_UNCERTAINTY = 16.0
 
 _JOIN_KINDS = frozenset({"join", "hash_join", "merge_join", "nested_loop_join", "cross"})
 
 
-def broadcast_uncertainty(g: nx.DiGraph, node: int) -> float:
-    """``BROADCAST_UNCERTAINTY ** joins`` over the joins in the subtree of ``node`` (capped)."""
-    joins = sum(1 for n in {node, *nx.descendants(g, node)} if g.nodes[n].get("kind") in _JOIN_KINDS)
+def broadcast_uncertainty(g: nx.DiGraph, node: int, ctx: RuleContext) -> float:
+    """``BROADCAST_UNCERTAINTY ** joins`` over the joins in the subtree of ``node`` (capped), not counting
+    a join on a unique key of one input (the estimator records it as a functional dependency): each row
+    of the other input meets at most one row there, so its estimate is as sure as that input's."""
+    joins = 0
+    for n in {node, *nx.descendants(g, node)}:
+        if g.nodes[n].get("kind") not in _JOIN_KINDS:
+            continue
+        below = frozenset().union(*(ctx.estimate(c).fds for c in inputs(g, n)))
+        if not ctx.estimate(n).fds - below:
+            joins += 1
     return min(BROADCAST_UNCERTAINTY ** joins, MAX_UNCERTAINTY)
 
 

@@ -121,9 +121,13 @@ def _check_tpch(results) -> Counter:
 def test_tpch_structure(tpch_physical):
     seen = _check_tpch(tpch_physical)
     assert seen["top_n"] == 5  # Q2, Q3, Q10, Q18, Q21
-    assert seen["joins"] == 60
+    # every join is bound, or left to Spark where Spark broadcasts it by its own sizes and the model
+    # prices that below the join the rule would bind (Q2: an aggregate's estimate is too unsure for a
+    # binding broadcast hint)
+    assert seen["joins"] + seen["left to Spark"] == 60
+    assert seen["left to Spark"] <= 2
     # at SF 0.01 every build side is under Spark's 10 MiB broadcast threshold
-    assert seen["broadcast LEFT"] + seen["broadcast RIGHT"] == 60
+    assert seen["broadcast LEFT"] + seen["broadcast RIGHT"] == seen["joins"]
 
 
 def test_tpch_structure_mixed(tpch_mixed):

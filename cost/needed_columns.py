@@ -1,0 +1,187 @@
+"""The output columns of each relation that something above reads: what Spark keeps after its column
+pruning, so the bytes the cost model moves, holds and reads are those of these columns only.
+
+Producers differ here (Isthmus reads every column of a table and projects late, DataFusion prunes at
+the read); Spark prunes both the same way, so the estimates should not depend on it.
+
+Top-down from the roots (every root column is needed): a relation needs, of its inputs, the columns its
+needed outputs come from and every column its own expressions read (conditions, keys, sort fields,
+measures). A relation read by several parents needs the union of what they need. Where the rules are
+not sure (an aggregate's measures, set operations other than ``UNION ALL``, expressions with subqueries,
+kinds not listed), every input column is needed: never fewer than Spark keeps.
+
+A relation no root reaches (a rewrite's candidate, priced before it replaces a relation) takes the
+needs of the relation it would replace (``seeds``); one with neither is left out (all its columns count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import networkx as nx
+
+from optimizer.dag import inputs
+from optimizer.expr_utils import has_outer_refs, has_subquery, join_type_name, referenced_fields
+
+#: Body fields that are not expressions of the relation itself.
+_NOT_EXPRESSIONS = frozenset({"input", "left", "right", "inputs", "common", "advanced_extension",
+                              "keys", "left_keys", "right_keys"})
+_JOIN_KINDS = frozenset({"join", "hash_join", "merge_join", "nested_loop_join", "cross"})
+_PASS_THROUGH = frozenset({"filter", "fetch", "sort", "top_n", "exchange"})
+
+
+#: Per node: its ``Rel`` and what :func:`_own_refs` found in it (valid while the node keeps that ``Rel``).
+RefCache = dict[int, tuple[object, tuple[set[int], bool]]]
+
+
+def needed_columns(g: nx.DiGraph, seeds: dict[int, int] | None = None,
+                   cache: RefCache | None = None) -> dict[int, set[int]]:
+    """``{node: output columns read above}`` for every node reachable from a root, or from a seed
+    ``{candidate: relation it would replace}`` (the candidate needs what that relation needs).
+    ``cache`` keeps each relation's own column references between calls."""
+    width = _widths(g)
+    needed: dict[int, set[int]] = {}
+    for root in g.graph.get("roots", []):
+        n = root["node"]
+        if n in g and width[n] is not None:  # a relation of unknown width is left out: all its columns count
+            needed.setdefault(n, set()).update(_all(width[n]))
+    _propagate(g, needed, width, nx.topological_sort(g), cache)
+    for candidate, replaced in (seeds or {}).items():
+        add_candidate(g, needed, candidate, replaced, cache)
+    return needed
+
+
+def add_candidate(g: nx.DiGraph, needed: dict[int, set[int]], candidate: int, replaced: int,
+                  cache: RefCache | None = None) -> None:
+    """Give the relations of ``candidate``'s subtree that no root reaches the needs they have when
+    ``candidate`` is read as ``replaced`` is (in place; relations a root reaches keep theirs)."""
+    if candidate not in g or replaced not in needed or g.in_degree(candidate):
+        return
+    fresh = {candidate} | {n for n in nx.descendants(g, candidate) if n not in needed}
+    needed[candidate] = set(needed[replaced])
+    order = [n for n in nx.topological_sort(g.subgraph(fresh))]
+    _propagate(g, needed, _widths(g), order, cache, only=fresh)
+
+
+def _widths(g: nx.DiGraph) -> dict[int, int | None]:
+    return {n: len(g.nodes[n]["schema"].types) if g.nodes[n].get("schema") is not None else None for n in g}
+
+
+def _propagate(g: nx.DiGraph, needed: dict[int, set[int]], width: dict[int, int | None], order: Iterable[int],
+               cache: RefCache | None, only: set[int] | None = None) -> None:
+    for node in order:
+        if node not in needed:
+            continue
+        children = inputs(g, node)
+        if not children or any(width[c] is None for c in children):
+            continue
+        for child, cols in zip(children, _input_needs(g, node, needed[node], children, width, cache), strict=True):
+            if only is None or child in only:
+                needed.setdefault(child, set()).update(cols)
+
+
+def _all(width: int | None) -> set[int]:
+    return set(range(width or 0))
+
+
+def _own_refs(body) -> tuple[set[int], bool]:
+    """Columns the relation's own expressions read (over its direct input columns), and whether they
+    read anything the rule cannot follow (a subquery, an outer reference)."""
+    refs: set[int] = set()
+    unsure = False
+    for fd, value in body.ListFields():
+        if fd.name in _NOT_EXPRESSIONS:
+            continue
+        items: Iterable = value if fd.label == fd.LABEL_REPEATED else [value]
+        for item in items:
+            if not hasattr(item, "ListFields"):
+                continue
+            refs |= referenced_fields(item)
+            unsure = unsure or has_subquery(item) or has_outer_refs(item)
+    return refs, unsure
+
+
+def _cached_refs(g: nx.DiGraph, node: int, body, cache: RefCache | None) -> tuple[set[int], bool]:
+    rel = g.nodes[node]["rel"]
+    if cache is not None:
+        found = cache.get(node)
+        if found is not None and found[0] is rel:
+            return found[1]
+    result = _own_refs(body)
+    if cache is not None:
+        cache[node] = (rel, result)
+    return result
+
+
+def _direct(body, out: set[int]) -> set[int] | None:
+    """The needed columns before the relation's emit (None: the emit names a column it does not have)."""
+    common = getattr(body, "common", None)
+    if common is None or common.WhichOneof("emit_kind") != "emit":
+        return set(out)
+    mapping = list(common.emit.output_mapping)
+    if any(i >= len(mapping) for i in out):
+        return None
+    return {mapping[i] for i in out}
+
+
+def _input_needs(g: nx.DiGraph, node: int, out: set[int], children: list[int],
+                 width: dict[int, int | None], cache: RefCache | None = None) -> list[set[int]]:
+    data = g.nodes[node]
+    kind = data["kind"]
+    everything = [_all(width[c]) for c in children]
+    body = getattr(data["rel"], kind)
+    direct = _direct(body, out)
+    refs, unsure = _cached_refs(g, node, body, cache)
+    if direct is None or unsure:
+        return everything
+    if kind in _PASS_THROUGH and len(children) == 1:
+        return [(direct | refs) & everything[0]]
+    if kind == "project" and len(children) == 1:
+        n_in = width[children[0]] or 0
+        need = {i for i in direct if i < n_in}
+        for i in direct:
+            if i >= n_in and i - n_in < len(body.expressions):
+                need |= referenced_fields(body.expressions[i - n_in])
+        if any(i >= n_in for i in need):  # an expression reading an earlier expression
+            return everything
+        return [need]
+    if kind in _JOIN_KINDS and len(children) == 2:
+        n_left = width[children[0]] or 0
+        type_name = join_type_name(body) if kind != "cross" else "INNER"
+        if type_name in ("RIGHT_SEMI", "RIGHT_ANTI", "RIGHT_MARK", "LEFT_MARK", "RIGHT_SINGLE", "LEFT_SINGLE"):
+            return everything
+        key_left, key_right = _key_columns(body)
+        left = {i for i in direct if i < n_left}
+        right = {i - n_left for i in direct if i >= n_left}
+        for i in refs:
+            if i < n_left:
+                left.add(i)
+            else:
+                right.add(i - n_left)
+        return [(left | key_left) & everything[0], (right | key_right) & everything[1]]
+    if kind == "window" and len(children) == 1:  # ConsistentPartitionWindowRel: input ++ window functions
+        n_in = width[children[0]] or 0
+        return [({i for i in direct if i < n_in} | refs) & everything[0]]
+    if kind == "aggregate" and len(children) == 1:  # every grouping and measure is computed
+        return [refs & everything[0]]
+    if kind == "set":
+        from substrait.proto import SetRel
+
+        if body.op == SetRel.SET_OP_UNION_ALL:
+            return [set(direct) & e for e in everything]
+        return everything
+    return everything
+
+
+def _key_columns(body) -> tuple[set[int], set[int]]:
+    """Key columns of a hash or merge join, each relative to its own input."""
+    left: set[int] = set()
+    right: set[int] = set()
+    for key in getattr(body, "keys", []):
+        left |= referenced_fields(key.left)
+        right |= referenced_fields(key.right)
+    for ref in getattr(body, "left_keys", []):
+        left |= referenced_fields(ref)
+    for ref in getattr(body, "right_keys", []):
+        right |= referenced_fields(ref)
+    return left, right
