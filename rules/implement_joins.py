@@ -45,7 +45,10 @@ and the join type allows broadcasting it, the build input is wrapped in an
 itself the result of joins is broadcast only if ``BROADCAST_UNCERTAINTY`` to the power of the joins
 below it (at most ``MAX_UNCERTAINTY``) times its estimated size fits: join estimates compound their
 errors, and a broadcast hint is binding (Spark cannot fall back at run time), where an unneeded
-shuffle costs little.
+shuffle costs little. A join on a unique key of one input is not counted: it keeps at most the rows of
+the other input, so its estimate is as sure as that input's. The logical join the rule replaces is
+priced as Spark would run it, by Spark's own sizes (:mod:`cost.spark_size`), so a broadcast Spark would
+not choose (a filtered table it sizes by its files) is bound where it pays.
 
 A **MergeJoinRel** is chosen, with no sort added, when both inputs are already ordered on the keys
 (``cost.properties.ordering`` of each input starts with its key columns, in the same key order and
