@@ -12,7 +12,6 @@ import contextlib
 import json
 import math
 import platform
-import re
 import statistics as stats_mod
 import sys
 import time
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python benchmarks/x.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from workloads.tpch import TPCH_TABLES, generate_tpch, table_paths, tpch_queries  # noqa: E402
+from workloads.tpch import generate_tpch, table_paths, tpch_queries  # noqa: E402
 
 REPORT_DIR = ROOT / "docs" / "benchmarks"
 PRODUCERS = ("datafusion", "duckdb", "isthmus")
@@ -119,11 +118,6 @@ def report_parser(doc: str, name: str, *, scale: float = 1.0, reps: int = 3, war
         p.add_argument("--master", default=None, help="Spark master (default: get_spark's local[*])")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
-
-
-def tables_of_sql(sql: str) -> list[str]:
-    """The TPC-H tables a query text reads."""
-    return [t for t in TPCH_TABLES if re.search(rf"\b{t}\b", sql, re.IGNORECASE)]
 
 
 # ------------------------------------------------------------------------------------------ Spark
