@@ -47,9 +47,12 @@ fuzz: install fuzz-hostile
 mutate: install
 	$(PY) -m optimizer.difftest.mutate $(ARGS)
 
-# e.g. make bench ARGS='--scale 0.01 --queries 3,5'
+# TPC-H SF 1 (three producers), then TPC-DS SF 0.1 (DataFusion's 99 plans); each writes docs/benchmarks/.
+# e.g. make bench ARGS='--scale 0.01 --queries 3,5' TPCDS_ARGS='--queries 1-10'
+TPCDS_ARGS ?=
 bench: install
 	$(PY) benchmarks/tpch.py $(ARGS)
+	$(PY) benchmarks/tpch.py --suite tpcds --scale 0.1 --reps 1 $(TPCDS_ARGS)
 
 # The backend against Spark SQL (overhead and execution), e.g. make bench-backend ARGS='--scale 1'
 bench-backend: install

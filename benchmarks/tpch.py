@@ -491,7 +491,8 @@ def markdown(report: dict) -> str:
         f"| plans costlier by the model | {s.get('plans_costlier_by_model')} |",
         f"| producer spread (geomean slowest / fastest optimized) | {fmt(s.get('producer_spread_geomean'))} |",
         f"| rank correlation of estimated cost and time (Spearman) | {fmt(s.get('cost_time_spearman'))} |",
-        f"| answers equal (original and optimized, vs Spark SQL) | {s['queries_equal']} of {s['plans_compared']} plans |",
+        f"| answers equal (original and optimized, vs {'DuckDB' if s.get('suite') == 'tpcds' else 'Spark SQL'}) "
+        f"| {s['queries_equal']} of {s['plans_compared']} plans |",
         f"| median optimize time | {fmt(s['median_optimize_ms'])} ms |",
         "",
         "| producer | plans | equal | geomean d/b | geomean d/a | geomean d/c |",
