@@ -37,6 +37,24 @@ def test_tpch_benchmark_runs(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_tpcds_benchmark_runs(spark, tmp_path):
+    """``--suite tpcds``: DataFusion's plan of one TPC-DS query against Spark SQL, judged by DuckDB."""
+    from benchmarks import tpch
+
+    report = tpch.main([*TINY, "--suite", "tpcds", "--queries", "3", "--optimize-reps", "1", "--out", str(tmp_path)],
+                       spark=spark)
+    summary = json.loads((tmp_path / "tpcds.json").read_text())["summary"]
+    assert summary["suite"] == "tpcds" and summary["plans_compared"] == 1
+    assert summary["plans_costlier_by_model"] == 0
+    assert "geomean_optimized_vs_spark_cbo<=0.95" in summary["targets"]
+    entry = report["queries"][0]
+    assert entry["spark_default_equal"] is True and entry["spark_cbo_equal"] is True, entry
+    info = entry["plans"]["datafusion"]
+    assert info["original_equal"] is True and info["optimized_equal"] is True, info
+    assert (tmp_path / "tpcds.md").read_text().startswith("# TPC-DS")
+
+
+@pytest.mark.spark
 def test_backend_benchmark_runs(spark, tmp_path):
     from benchmarks import backend
 
