@@ -168,12 +168,17 @@ class CostModel:
             out = out + self.node_cost(g, n, estimator)
         return out
 
-    def node_cost(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator) -> Cost:
-        """The cost of one relation's own work (its inputs excluded)."""
+    def node_cost(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator, *,
+                  bindable: bool = False) -> Cost:
+        """The cost of one relation's own work (its inputs excluded). ``bindable``: a logical join is
+        priced as the cheaper of what Spark would choose and what :mod:`rules.implement_joins` can bind
+        (for a join a rewrite creates, which the physical phase then offers to that rule)."""
         kind = g.nodes[node]["kind"]
         body = getattr(g.nodes[node]["rel"], kind)
         out = estimator.estimate(node)
         ins = [estimator.estimate(c) for c in inputs(g, node)]
+        if bindable and kind in ("join", "lateral_join"):
+            return self._cost_join(g, node, body, out, ins, estimator, bindable=True)
         handler = getattr(self, f"_cost_{kind}", None)
         if handler is None:  # a relation kind newer than this model
             raise UnsupportedError(f"the cost model has no cost for a {kind} relation", f"node {node}")
@@ -418,7 +423,7 @@ class CostModel:
                 memory += self._memory(est.bytes)
         return Cost(cpu, 0.0, self._join_network(g, node, left, right), memory, k) + post
 
-    def _cost_join(self, g, node, body, out, ins, estimator) -> Cost:
+    def _cost_join(self, g, node, body, out, ins, estimator, bindable: bool = False) -> Cost:
         """A logical join priced as what Spark will run, by the same choice as the physical rule
         (:func:`cost.spark_joins.choose_build`): a broadcast hash join (a broadcast exchange of the
         build side under a hash join) when a side Spark may broadcast is under the threshold, else a
@@ -431,9 +436,18 @@ class CostModel:
         planned = None
         if left.spark_bytes is not None and right.spark_bytes is not None:
             planned = (left.spark_bytes, right.spark_bytes)
-        return self.logical_join(join_type_name(body), left, right, out, has_keys=bool(keys), residual=residual,
-                                 has_condition=body.HasField("expression"),
-                                 network=lambda: self._join_network(g, node, left, right), planned=planned) + post
+
+        def price(sizes: tuple[float, float] | None) -> Cost:
+            return self.logical_join(join_type_name(body), left, right, out, has_keys=bool(keys),
+                                     residual=residual, has_condition=body.HasField("expression"),
+                                     network=lambda: self._join_network(g, node, left, right), planned=sizes)
+
+        spark_choice = price(planned)
+        if bindable and planned is not None:
+            bound = price(None)
+            if bound.total < spark_choice.total:
+                spark_choice = bound
+        return spark_choice + post
 
     def logical_join(self, type_name: str | None, left: RelEstimate, right: RelEstimate, out: RelEstimate, *,
                      has_keys: bool, residual: bool, has_condition: bool, network=None,

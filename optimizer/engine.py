@@ -232,15 +232,18 @@ class PhaseReport:
 
 def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -> tuple[float, float]:
     """The estimated costs of the relations only the subtree at ``node`` has and of those only the one
-    at ``new_root`` has: what they share (the inputs both read) costs the same on either side."""
+    at ``new_root`` has: what they share (the inputs both read) costs the same on either side. The new
+    relations are read as ``node`` is (their widths count the same columns)."""
     old = {node} | nx.descendants(g, node)
     new = {new_root} | nx.descendants(g, new_root)
     ctx.estimator.same_needs(new_root, node)  # the new relations are read as the old ones are
 
-    def price(nodes: set[int]) -> float:
-        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator).total for n in nodes)
+    def price(nodes: set[int], bindable: bool) -> float:
+        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator, bindable=bindable).total for n in nodes)
 
-    return price(old - new), price(new - old)
+    # A logical join the rewrite creates is offered to implement_joins later in the phase: priced as the
+    # cheaper of Spark's own choice and the join that rule can bind.
+    return price(old - new, False), price(new - old, True)
 
 
 def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | None, max_iterations: int = 10,

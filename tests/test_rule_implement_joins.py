@@ -155,10 +155,10 @@ def test_merge_join_for_an_order_needed_above_only_when_cheaper(monkeypatch):
 
     real = CostModel.node_cost
 
-    def merge_is_cheap(self, graph, node, estimator):
+    def merge_is_cheap(self, graph, node, estimator, **kwargs):
         # A world where a merge join and the sorts it needs cost a hundredth: every price the driver
         # takes (the rule's choice, the phase's never-costlier check) sees it.
-        cost = real(self, graph, node, estimator)
+        cost = real(self, graph, node, estimator, **kwargs)
         kind = graph.nodes[node]["kind"]
         feeds_merge = any(graph.nodes[p]["kind"] == "merge_join" for p in graph.predecessors(node))
         if kind == "merge_join" or (kind == "sort" and feeds_merge):

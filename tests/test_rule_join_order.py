@@ -185,11 +185,15 @@ def test_reordered_tpch_gives_the_same_answer(spark, tpch_dir, datafusion_tpch_p
     from cost.statistics import default_statistics
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
+    from rules import implement_joins
     from workloads.tpch import TPCH_ORDER_BY
 
     plan = load_plan(datafusion_tpch_plans[query])
-    result = Optimizer(statistics=default_statistics(tables=str(tpch_dir)), rules=[join_order.RULE]).run(plan)
-    assert [e.rule for e in result.events] == ["join_order"] * len(result.events) and result.events
+    # join_order is judged with the physical phase after it (its order counts on the broadcasts that
+    # phase binds), so the joins are implemented too
+    result = Optimizer(statistics=default_statistics(tables=str(tpch_dir)),
+                       rules=[join_order.RULE, implement_joins.RULE]).run(plan)
+    assert "join_order" in [e.rule for e in result.events], result.summary()
     backend = SparkBackend(spark, tables=str(tpch_dir))
     verdict = compare_tables(backend.execute(result.plan), backend.execute(plan), ordered_by=TPCH_ORDER_BY.get(query))
     assert verdict.equal, verdict.reason
