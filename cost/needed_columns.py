@@ -31,7 +31,7 @@ _PASS_THROUGH = frozenset({"filter", "fetch", "sort", "top_n", "exchange"})
 
 
 #: Per node: its ``Rel`` and what :func:`_own_refs` found in it (valid while the node keeps that ``Rel``).
-RefCache = dict[int, tuple[object, tuple[set[int], bool]]]
+RefCache = dict[int, tuple[object, tuple]]
 
 
 def needed_columns(g: nx.DiGraph, seeds: dict[int, int] | None = None,
@@ -101,13 +101,18 @@ def _own_refs(body) -> tuple[set[int], bool]:
     return refs, unsure
 
 
-def _cached_refs(g: nx.DiGraph, node: int, body, cache: RefCache | None) -> tuple[set[int], bool]:
+def _facts(g: nx.DiGraph, node: int, body, cache: RefCache | None):
+    """``((own refs, unsure), per-expression refs of a projection, (left keys, right keys))`` of a
+    relation, kept in ``cache`` while the node keeps its ``Rel``."""
     rel = g.nodes[node]["rel"]
     if cache is not None:
         found = cache.get(node)
         if found is not None and found[0] is rel:
             return found[1]
-    result = _own_refs(body)
+    kind = g.nodes[node]["kind"]
+    expression_refs = [referenced_fields(e) for e in body.expressions] if kind == "project" else []
+    keys = _key_columns(body) if kind in ("hash_join", "merge_join") else (set(), set())
+    result = (_own_refs(body), expression_refs, keys)
     if cache is not None:
         cache[node] = (rel, result)
     return result
@@ -131,7 +136,7 @@ def _input_needs(g: nx.DiGraph, node: int, out: set[int], children: list[int],
     everything = [_all(width[c]) for c in children]
     body = getattr(data["rel"], kind)
     direct = _direct(body, out)
-    refs, unsure = _cached_refs(g, node, body, cache)
+    (refs, unsure), expression_refs, (key_left, key_right) = _facts(g, node, body, cache)
     if direct is None or unsure:
         return everything
     if kind in _PASS_THROUGH and len(children) == 1:
@@ -140,8 +145,8 @@ def _input_needs(g: nx.DiGraph, node: int, out: set[int], children: list[int],
         n_in = width[children[0]] or 0
         need = {i for i in direct if i < n_in}
         for i in direct:
-            if i >= n_in and i - n_in < len(body.expressions):
-                need |= referenced_fields(body.expressions[i - n_in])
+            if i >= n_in and i - n_in < len(expression_refs):
+                need |= expression_refs[i - n_in]
         if any(i >= n_in for i in need):  # an expression reading an earlier expression
             return everything
         return [need]
@@ -150,7 +155,6 @@ def _input_needs(g: nx.DiGraph, node: int, out: set[int], children: list[int],
         type_name = join_type_name(body) if kind != "cross" else "INNER"
         if type_name in ("RIGHT_SEMI", "RIGHT_ANTI", "RIGHT_MARK", "LEFT_MARK", "RIGHT_SINGLE", "LEFT_SINGLE"):
             return everything
-        key_left, key_right = _key_columns(body)
         left = {i for i in direct if i < n_left}
         right = {i - n_left for i in direct if i >= n_left}
         for i in refs:
