@@ -11,7 +11,7 @@ not sure (an aggregate's measures, set operations other than ``UNION ALL``, expr
 kinds not listed), every input column is needed: never fewer than Spark keeps.
 
 A relation no root reaches (a rewrite's candidate, priced before it replaces a relation) takes the
-needs of the relation it would replace (``seeds``); one with neither is left out (all its columns count).
+needs of the relation it would replace (:func:`add_candidate`); one with neither is left out (all its columns count).
 """
 
 from __future__ import annotations
@@ -30,15 +30,13 @@ _JOIN_KINDS = frozenset({"join", "hash_join", "merge_join", "nested_loop_join", 
 _PASS_THROUGH = frozenset({"filter", "fetch", "sort", "top_n", "exchange"})
 
 
-#: Per node: its ``Rel`` and what :func:`_own_refs` found in it (valid while the node keeps that ``Rel``).
+#: Per node: its ``Rel`` and what :func:`_facts` found in it (valid while the node keeps that ``Rel``).
 RefCache = dict[int, tuple[object, tuple]]
 
 
-def needed_columns(g: nx.DiGraph, seeds: dict[int, int] | None = None,
-                   cache: RefCache | None = None) -> dict[int, set[int]]:
-    """``{node: output columns read above}`` for every node reachable from a root, or from a seed
-    ``{candidate: relation it would replace}`` (the candidate needs what that relation needs).
-    ``cache`` keeps each relation's own column references between calls."""
+def needed_columns(g: nx.DiGraph, cache: RefCache | None = None) -> dict[int, set[int]]:
+    """``{node: output columns read above}`` for every node reachable from a root (a candidate is added
+    with :func:`add_candidate`). ``cache`` keeps each relation's own column references between calls."""
     width = _widths(g)
     needed: dict[int, set[int]] = {}
     for root in g.graph.get("roots", []):
@@ -46,8 +44,6 @@ def needed_columns(g: nx.DiGraph, seeds: dict[int, int] | None = None,
         if n in g and width[n] is not None:  # a relation of unknown width is left out: all its columns count
             needed.setdefault(n, set()).update(_all(width[n]))
     _propagate(g, needed, width, nx.topological_sort(g), cache)
-    for candidate, replaced in (seeds or {}).items():
-        add_candidate(g, needed, candidate, replaced, cache)
     return needed
 
 
@@ -59,8 +55,7 @@ def add_candidate(g: nx.DiGraph, needed: dict[int, set[int]], candidate: int, re
         return
     fresh = {candidate} | {n for n in nx.descendants(g, candidate) if n not in needed}
     needed[candidate] = set(needed[replaced])
-    order = [n for n in nx.topological_sort(g.subgraph(fresh))]
-    _propagate(g, needed, _widths(g), order, cache, only=fresh)
+    _propagate(g, needed, _widths(g), nx.topological_sort(g.subgraph(fresh)), cache, only=fresh)
 
 
 def _widths(g: nx.DiGraph) -> dict[int, int | None]:

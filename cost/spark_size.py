@@ -59,9 +59,9 @@ def scaled(child_bytes: float, child_types: Sequence[Type], out_types: Sequence[
     return child_bytes * row_size(out_types) / row_size(child_types)
 
 
-#: Set operations by Substrait ``SetRel.op`` name: Spark's size of each.
 def set_size(op: str, sizes: Sequence[float]) -> float:
-    """``visitUnion`` (sum), ``visitIntersect`` (the smaller), ``visitExcept`` (the first input)."""
+    """Spark's size of a set operation by its Substrait ``SetRel.op`` name: ``visitUnion`` (sum),
+    ``visitIntersect`` (the smaller), ``visitExcept`` (the first input)."""
     if "UNION" in op:
         return sum(sizes)
     if "INTERSECTION" in op:
