@@ -5,7 +5,7 @@ Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate 
 ``annotate`` (estimates written into ``hint.stats``). The rules, with their phases, are listed in
 :mod:`rules`.
 
-Never costlier: in the physical phase a rewrite is applied only if it does not raise the estimated
+Never costlier: the model prices a plan normalised (:data:`PRICED_AFTER`); in the physical phase a rewrite is applied only if it does not raise the estimated
 cost of what it replaces; and the cost model prices the plan before and after each phase: a phase whose
 rewrites leave the plan estimated costlier than it found it is undone (its report says so). ``join_order``
 is judged with the physical phase after it (:data:`JUDGED_WITH_NEXT`). So the plan that
@@ -152,6 +152,9 @@ class Optimizer:
             phase_rules = [r for r in self.rules if r.phase == phase]
             if not phase_rules:
                 continue
+            if phase in PRICED_AFTER:
+                result.phases.append(self._phase(g, phase, phase_rules, ctx))
+                continue
             if cost is None:
                 cost = plan_cost(ctx)
             kept, cost_before = copy_dag(g), cost
@@ -213,6 +216,12 @@ class Optimizer:
 #: pay only later (a filter moved to where a read can take it), so they are judged by the whole phase.
 PRICED_PHASES = frozenset({"physical"})
 
+#: Phases the cost model prices the plan after: their rewrites are those Spark applies to any plan
+#: before planning it (conditions of comma joins become join keys, correlated subqueries become joins),
+#: so the model prices a plan as Spark runs it, normalised (:func:`estimated_cost` too), and the
+#: phase is not judged by cost.
+PRICED_AFTER = frozenset({"normalise"})
+
 #: Phases judged together with the phase after them: a join order is worth what the physical phase makes
 #: of it (its logical joins are priced as Spark would run them, with Spark's own sizes, while the order
 #: was chosen for the joins the physical phase can bind: a broadcast Spark would not choose by itself).
@@ -231,10 +240,17 @@ def plan_cost(ctx: PlanContext) -> float:
 
 
 def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:
-    """The cost model's estimate for a whole plan, as the driver prices it (see :func:`plan_cost`)."""
+    """The cost model's estimate for a whole plan, as the driver prices it: normalised (the phases in
+    :data:`PRICED_AFTER`, with the standard rules), then :func:`plan_cost`."""
+    from rules import RULES
+
     g = to_dag(load_plan(plan))
     annotate_schemas(g)
-    return plan_cost(PlanContext(g, statistics, config=config))
+    ctx = PlanContext(g, statistics, config=config)
+    for phase in PHASES:
+        if phase in PRICED_AFTER:
+            run_phase(g, phase, [r for r in RULES if r.phase == phase], ctx, ctx.config.max_iterations)
+    return plan_cost(ctx)
 
 
 def optimize(plan: Plan | Any, *, statistics: Any = None, capabilities: Any = None,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import networkx as nx
 from substrait.proto import Rel
 
-from optimizer.dag import inputs, strip_inputs
+from optimizer.dag import inputs, rel_inputs, strip_inputs
 from optimizer.errors import OptimizerError
 
 if TYPE_CHECKING:  # the cost package reads rules (rules read this module): types only
@@ -118,6 +118,11 @@ class NewRel:
 
 
 Replacement = NewRel | int
+
+
+def new_subtree(rel: Rel) -> NewRel:
+    """A relation tree given whole (a subquery's relation) as relations to add to the DAG."""
+    return NewRel(strip_inputs(rel), [new_subtree(r) for r in rel_inputs(rel)])
 
 
 @dataclass(frozen=True)

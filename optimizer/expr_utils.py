@@ -21,6 +21,7 @@ from substrait.proto import Expression, Plan, Type
 from optimizer.load.functions import STANDARD_URN_PREFIX, FunctionTable, function_table
 
 _SUBQUERY = "substrait.Expression.Subquery"
+_REFERENCE_REL = "substrait.ReferenceRel"
 _FIELD_REF = "substrait.Expression.FieldReference"
 _EXPRESSION = "substrait.Expression"
 
@@ -157,6 +158,25 @@ def has_outer_refs(e: Message) -> bool:
 
     _walk_refs(e, 0, visit)
     return found
+
+
+def escapes_scope(msg: Message) -> bool:
+    """Does anything in ``msg`` (a relation's own fields or an expression, its subqueries included)
+    read a column of a query enclosing it: an outer reference stepping out further than the
+    subqueries it sits in?"""
+    found = False
+
+    def visit(ref, depth):
+        nonlocal found
+        found = found or (ref.WhichOneof("root_type") == "outer_reference" and ref.outer_reference.steps_out > depth)
+
+    _walk_refs(msg, 0, visit)
+    return found
+
+
+def reads_shared_relation(msg: Message) -> bool:
+    """Does ``msg`` (a relation tree or an expression, subqueries included) hold a ``ReferenceRel``?"""
+    return contains(msg, lambda m: m.DESCRIPTOR.full_name == _REFERENCE_REL, enter_subqueries=True)
 
 
 def has_unresolvable_refs(e: Message) -> bool:

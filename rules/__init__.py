@@ -12,9 +12,11 @@ from __future__ import annotations
 from optimizer.engine import Rule
 from rules import (
     annotate_estimates,
+    decorrelate_scalar_subquery,
     extract_join_conditions,
     filter_into_read,
     implement_joins,
+    in_subquery_to_semi_join,
     join_order,
     push_filters,
     reduce_aggregate_input,
@@ -27,6 +29,10 @@ RULES: list[Rule] = [
     # normalise
     # Flattened, folded conditions: the conjuncts the rules after it split and move stand on their own.
     simplify_predicates.RULE,
+    # IN (subquery) becomes a semi join: the subquery's relations join the DAG, where the rules see them.
+    in_subquery_to_semi_join.RULE,
+    # A correlated scalar subquery becomes a join before the joins get their conditions and order.
+    decorrelate_scalar_subquery.RULE,
     # A filter over a comma join becomes the join's condition: joins get keys before anything is moved.
     extract_join_conditions.RULE,
     # logical

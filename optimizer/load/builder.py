@@ -79,6 +79,30 @@ def ref(i: int) -> Expression:
     return field(i)
 
 
+def outer(i: int, steps_out: int = 1) -> Expression:
+    """A reference to column ``i`` of the query ``steps_out`` levels out (inside a subquery)."""
+    e = field(i)
+    e.selection.ClearField("root_reference")
+    e.selection.outer_reference.steps_out = steps_out
+    return e
+
+
+def scalar(rel: Rel) -> Expression:
+    """A scalar subquery over ``rel`` (one column, at most one row)."""
+    e = Expression()
+    e.subquery.scalar.input.CopyFrom(rel)
+    return e
+
+
+def in_subquery(needles: Sequence[Expression], rel: Rel) -> Expression:
+    """``(needles...) IN (rel)``."""
+    e = Expression()
+    e.subquery.in_predicate.haystack.CopyFrom(rel)
+    for n in needles:
+        e.subquery.in_predicate.needles.add().CopyFrom(n)
+    return e
+
+
 def fref(i: int) -> Expression.FieldReference:
     return field(i).selection
 
