@@ -231,7 +231,13 @@ class Database:
     tables: dict[str, TableSpec] = field(default_factory=dict)
 
     def write_parquet(self, directory: str | os.PathLike) -> dict[str, str]:
-        """Write every table to ``directory/<name>.parquet``; return ``{name: path}``."""
+        """Write every table to ``directory/<name>.parquet``; return ``{name: path}``.
+
+        A table with floating-point columns is written without dictionary encoding: parquet-java's
+        dictionary filter (Spark reads through it) looks a pushed-down ``x = 0.0`` or ``x IN (0.0, ...)``
+        up with ``Double.equals``, for which ``-0.0`` is not ``0.0``, and skips a row group holding
+        only ``-0.0`` that Spark's own comparison keeps: the same plan would then answer differently
+        depending on where Spark evaluates the predicate (tests/regressions/fuzz-8f022b4b9bf7.json)."""
         import pyarrow.parquet as pq
 
         directory = Path(directory)
@@ -239,7 +245,8 @@ class Database:
         paths = {}
         for name, table in self.tables.items():
             path = directory / f"{name}.parquet"
-            pq.write_table(table.to_arrow(), path)
+            arrow = table.to_arrow()
+            pq.write_table(arrow, path, use_dictionary=not any(_has_floats(f.type) for f in arrow.schema))
             paths[name] = str(path)
         return paths
 
@@ -249,6 +256,15 @@ class Database:
     @classmethod
     def from_json(cls, data: dict) -> Database:
         return cls({name: TableSpec.from_json(name, t) for name, t in data.items()})
+
+
+def _has_floats(t) -> bool:
+    """Is there a floating-point type in ``t`` (a pyarrow type, nested ones looked into)?"""
+    import pyarrow as pa
+
+    if pa.types.is_floating(t):
+        return True
+    return any(_has_floats(t.field(i).type) for i in range(t.num_fields)) if hasattr(t, "num_fields") else False
 
 
 _CONFIG_FIELDS = ("max_iterations", "dp_join_limit", "dp_pair_budget", "broadcast_threshold_bytes", "annotate_estimates")
