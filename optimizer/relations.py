@@ -13,7 +13,7 @@ from substrait.proto import Expression, Rel
 
 from optimizer.dag import inputs, rel_body, uses
 from optimizer.engine import NewRel, Replacement
-from optimizer.expr_utils import field, make_and, remap_fields
+from optimizer.expr_utils import conjuncts, field, make_and, remap_fields
 
 
 def rel_copy(g: nx.DiGraph, node: int) -> Rel:
@@ -90,6 +90,14 @@ def filter_rel(condition: Expression, emit: Sequence[int] | None = None) -> Rel:
     if emit is not None:
         rel.filter.common.emit.output_mapping.extend(emit)
     return rel
+
+
+def filter_conjuncts(g: nx.DiGraph, node: int, functions) -> tuple[int, list[Expression]] | None:
+    """A ``FilterRel`` without emit: its input node and the conjuncts of its condition (None: it has an emit)."""
+    rel = g.nodes[node]["rel"]
+    if emit_of(rel) is not None:
+        return None
+    return inputs(g, node)[0], conjuncts(rel.filter.condition, functions)
 
 
 def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx) -> Replacement:

@@ -37,7 +37,7 @@ import networkx as nx
 from google.protobuf.message import Message
 from substrait.proto import Expression, JoinRel, Rel
 
-from optimizer.dag import inputs, strip_inputs
+from optimizer.dag import strip_inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, new_subtree
 from optimizer.expr_utils import (
     FunctionRegistrar,
@@ -55,7 +55,7 @@ from optimizer.expr_utils import (
     walk,
 )
 from optimizer.load.functions import FunctionTable
-from optimizer.relations import emit_of, width
+from optimizer.relations import emit_of, filter_conjuncts, filter_over, width
 from optimizer.schema import Schema, tree_schema
 
 _FIELD_REF = Expression.FieldReference.DESCRIPTOR.full_name
@@ -81,12 +81,11 @@ def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> R
                                          |       Aggregate(groups=[(l_k#0)], measures=[avg(l_q#1)])
                                          |         Read(li)
     """
-    rel: Rel = g.nodes[node]["rel"]
-    if emit_of(rel) is not None:
+    parts = filter_conjuncts(g, node, ctx.functions)
+    if parts is None:
         return None
-    (x,) = inputs(g, node)
+    x, conds = parts
     n_x = width(g, x)
-    conds = conjuncts(rel.filter.condition, ctx.functions)
     for i, c in enumerate(conds):
         found = _compared_subquery(c, ctx.functions)
         if found is None:
@@ -109,12 +108,10 @@ def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> R
         new_compare = Expression()
         new_compare.CopyFrom(compare)
         _follow(new_compare, path).CopyFrom(field(n_x + len(split.correlations)))
-        kept = conds[:i] + [new_compare] + conds[i + 1:]
-        filtered = Rel()
-        filtered.filter.condition.CopyFrom(make_and(kept, ctx.registrar))
         only_x = Rel()
         only_x.project.common.emit.output_mapping.extend(range(n_x))
-        return NewRel(only_x, [NewRel(filtered, [NewRel(joined, [x, split.grouped])])])
+        kept = conds[:i] + [new_compare] + conds[i + 1:]
+        return NewRel(only_x, [filter_over(g, NewRel(joined, [x, split.grouped]), kept, ctx)])
     return None
 
 

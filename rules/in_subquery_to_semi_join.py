@@ -23,11 +23,9 @@ from __future__ import annotations
 import networkx as nx
 from substrait.proto import JoinRel, Rel
 
-from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, new_subtree
 from optimizer.expr_utils import (
     boolean_type,
-    conjuncts,
     escapes_scope,
     field,
     has_subquery,
@@ -35,7 +33,7 @@ from optimizer.expr_utils import (
     make_and,
     reads_shared_relation,
 )
-from optimizer.relations import emit_of, width
+from optimizer.relations import filter_conjuncts, filter_over, width
 
 
 def in_subquery_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -52,12 +50,11 @@ def in_subquery_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Repl
       Read(t)                          |   Read(t)
                                        |   Read(s)
     """
-    rel: Rel = g.nodes[node]["rel"]
-    if emit_of(rel) is not None:
+    parts = filter_conjuncts(g, node, ctx.functions)
+    if parts is None:
         return None
-    (x,) = inputs(g, node)
+    x, conds = parts
     n_x = width(g, x)
-    conds = conjuncts(rel.filter.condition, ctx.functions)
     for i, c in enumerate(conds):
         if c.WhichOneof("rex_type") != "subquery" or c.subquery.WhichOneof("subquery_type") != "in_predicate":
             continue
@@ -73,13 +70,7 @@ def in_subquery_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Repl
         semi = Rel()
         semi.join.type = JoinRel.JOIN_TYPE_LEFT_SEMI
         semi.join.expression.CopyFrom(make_and(equalities, ctx.registrar))
-        joined = NewRel(semi, [x, new_subtree(haystack)])
-        kept = conds[:i] + conds[i + 1:]
-        if not kept:
-            return joined
-        filtered = Rel()
-        filtered.filter.condition.CopyFrom(make_and(kept, ctx.registrar))
-        return NewRel(filtered, [joined])
+        return filter_over(g, NewRel(semi, [x, new_subtree(haystack)]), conds[:i] + conds[i + 1:], ctx)
     return None
 
 

@@ -111,30 +111,26 @@ def test_in_subquery_becomes_a_semi_join():
     assert not _fired(_run([SEMI_JOIN], _in_plan(Builder(), correlated=True)), SEMI_JOIN)
 
 
+def _same_rows_on_spark(backend, plan, rule):
+    from optimizer.difftest.results import compare_tables
+
+    result = _run([rule], plan)
+    assert _fired(result, rule)
+    expected = backend.execute(plan)
+    assert expected.num_rows > 0
+    assert compare_tables(backend.execute(result.plan), expected)
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("measure", ["avg", "sum", "min", "max"])
 @pytest.mark.parametrize("compare", ["lt", "gte", "not_equal"])
 def test_decorrelated_plans_give_the_same_rows_on_spark(backend, measure, compare):
-    from optimizer.difftest.results import compare_tables
-
-    plan = _scalar_plan(Builder(), measure, compare=compare)
-    result = _run([DECORRELATE], plan)
-    assert _fired(result, DECORRELATE)
-    expected = backend.execute(plan)
-    assert expected.num_rows > 0
-    assert compare_tables(backend.execute(result.plan), expected)
+    _same_rows_on_spark(backend, _scalar_plan(Builder(), measure, compare=compare), DECORRELATE)
 
 
 @pytest.mark.spark
 def test_semi_joined_plan_gives_the_same_rows_on_spark(backend):
-    from optimizer.difftest.results import compare_tables
-
-    plan = _in_plan(Builder())
-    result = _run([SEMI_JOIN], plan)
-    assert _fired(result, SEMI_JOIN)
-    expected = backend.execute(plan)
-    assert expected.num_rows > 0
-    assert compare_tables(backend.execute(result.plan), expected)
+    _same_rows_on_spark(backend, _in_plan(Builder()), SEMI_JOIN)
 
 
 @pytest.mark.spark
