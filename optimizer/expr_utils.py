@@ -174,6 +174,33 @@ def escapes_scope(msg: Message) -> bool:
     return found
 
 
+def reads_scopes(e: Message) -> set[str]:
+    """What the column references of ``e`` (subqueries not entered) read: ``own`` (the input),
+    ``outer`` (the query one level out) or ``other`` (further out, or not a plain column)."""
+    out: set[str] = set()
+    for m in walk(e, enter_subqueries=False):
+        if m.DESCRIPTOR.full_name != _FIELD_REF:
+            continue
+        root = m.WhichOneof("root_type")
+        if root in (None, "root_reference") and m.WhichOneof("reference_type") == "direct_reference":
+            out.add("own")
+        elif root == "outer_reference" and m.outer_reference.steps_out == 1:
+            out.add("outer")
+        else:
+            out.add("other")
+    return out
+
+
+def outer_to_own(e: Expression) -> Expression:
+    """A copy of ``e`` (no subquery in it) whose references one level out read the input instead."""
+    out = Expression()
+    out.CopyFrom(e)
+    for m in walk(out, enter_subqueries=False):
+        if m.DESCRIPTOR.full_name == _FIELD_REF and m.WhichOneof("root_type") == "outer_reference":
+            m.root_reference.SetInParent()
+    return out
+
+
 def reads_shared_relation(msg: Message) -> bool:
     """Does ``msg`` (a relation tree or an expression, subqueries included) hold a ``ReferenceRel``?"""
     return contains(msg, lambda m: m.DESCRIPTOR.full_name == _REFERENCE_REL, enter_subqueries=True)

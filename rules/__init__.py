@@ -13,6 +13,7 @@ from optimizer.engine import Rule
 from rules import (
     annotate_estimates,
     decorrelate_scalar_subquery,
+    exists_to_semi_join,
     extract_join_conditions,
     filter_into_read,
     implement_joins,
@@ -31,6 +32,8 @@ RULES: list[Rule] = [
     simplify_predicates.RULE,
     # IN (subquery) becomes a semi join: the subquery's relations join the DAG, where the rules see them.
     in_subquery_to_semi_join.RULE,
+    # [NOT] EXISTS (correlated subquery) becomes a semi (anti) join, for the same reason.
+    exists_to_semi_join.RULE,
     # A correlated scalar subquery becomes a join before the joins get their conditions and order.
     decorrelate_scalar_subquery.RULE,
     # A filter over a comma join becomes the join's condition: joins get keys before anything is moved.

@@ -34,7 +34,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import networkx as nx
-from google.protobuf.message import Message
 from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.dag import strip_inputs
@@ -50,15 +49,14 @@ from optimizer.expr_utils import (
     has_subquery,
     is_deterministic,
     make_and,
+    outer_to_own,
+    reads_scopes,
     reads_shared_relation,
     shift_fields,
-    walk,
 )
 from optimizer.load.functions import FunctionTable
 from optimizer.relations import emit_of, filter_conjuncts, filter_over, width
 from optimizer.schema import Schema, tree_schema
-
-_FIELD_REF = Expression.FieldReference.DESCRIPTOR.full_name
 
 
 def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -294,34 +292,9 @@ def _correlation(c: Expression, functions: FunctionTable) -> tuple[int, Expressi
         return None
     for inner_position in (0, 1):
         inner, outer_side = args[inner_position], args[1 - inner_position]
-        if _reads(inner) == {"own"} and _reads(outer_side) == {"outer"}:
-            return inner_position, inner, _outer_to_own(outer_side)
+        if reads_scopes(inner) == {"own"} and reads_scopes(outer_side) == {"outer"}:
+            return inner_position, inner, outer_to_own(outer_side)
     return None
-
-
-def _reads(e: Message) -> set[str]:
-    """What the references in ``e`` read: ``own`` input, the ``outer`` query one level out, ``other``."""
-    out: set[str] = set()
-    for m in walk(e, enter_subqueries=False):
-        if m.DESCRIPTOR.full_name != _FIELD_REF:
-            continue
-        root = m.WhichOneof("root_type")
-        if root in (None, "root_reference") and m.WhichOneof("reference_type") == "direct_reference":
-            out.add("own")
-        elif root == "outer_reference" and m.outer_reference.steps_out == 1:
-            out.add("outer")
-        else:
-            out.add("other")
-    return out
-
-
-def _outer_to_own(e: Expression) -> Expression:
-    out = Expression()
-    out.CopyFrom(e)
-    for m in walk(out, enter_subqueries=False):
-        if m.DESCRIPTOR.full_name == _FIELD_REF and m.WhichOneof("root_type") == "outer_reference":
-            m.root_reference.SetInParent()
-    return out
 
 
 def _is_strict(e: Expression, strict: list[bool], functions: FunctionTable) -> bool:

@@ -1,7 +1,7 @@
-"""``in_subquery_to_semi_join`` and ``decorrelate_scalar_subquery``: where they apply, where they must
+"""``in_subquery_to_semi_join``, ``exists_to_semi_join`` and ``decorrelate_scalar_subquery``: where they apply, where they must
 not (the COUNT bug, a constant above the aggregate, a reference to the enclosing query they cannot move,
 a comparison under OR), and that the rewritten plans give the original's rows on Spark (NULL keys on
-both sides, groups with no match, Isthmus' TPC-H Q17, Q18 and Q20)."""
+both sides, groups with no match, Isthmus' TPC-H Q4, Q17, Q18, Q20, Q21 and Q22)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from optimizer.load.builder import (
     Builder,
     aggregate,
     emit,
+    exists,
     filter_,
     in_subquery,
     lit,
@@ -23,6 +24,7 @@ from optimizer.load.builder import (
 )
 from optimizer.schema import check_plan
 from rules.decorrelate_scalar_subquery import RULE as DECORRELATE
+from rules.exists_to_semi_join import RULE as EXISTS
 from rules.in_subquery_to_semi_join import RULE as SEMI_JOIN
 
 QUIET = OptimizerConfig(annotate_estimates=False)
@@ -54,7 +56,7 @@ def _scalar_plan(b: Builder, measure: str = "avg", above=None, correlation=None,
 
 
 def test_rules_are_in_the_normalise_phase():
-    assert DECORRELATE.phase == SEMI_JOIN.phase == "normalise"
+    assert DECORRELATE.phase == SEMI_JOIN.phase == EXISTS.phase == "normalise"
 
 
 @pytest.mark.parametrize("measure", ["avg", "sum", "min", "max"])
@@ -111,6 +113,39 @@ def test_in_subquery_becomes_a_semi_join():
     assert not _fired(_run([SEMI_JOIN], _in_plan(Builder(), correlated=True)), SEMI_JOIN)
 
 
+def _exists_plan(b: Builder, negated: bool = False, correlation=None):
+    """``SELECT * FROM outer WHERE [NOT] EXISTS (SELECT * FROM inner WHERE ik = k AND q > 1.5)``."""
+    corr = correlation if correlation is not None else b.call("equal", ref(0), outer(0))
+    inner = filter_(values(INNER, INNER_ROWS), b.call("and", corr, b.call("gt", ref(1), lit(1.5, "fp64"))))
+    cond = exists(project(inner, common=emit(1)))
+    if negated:
+        cond = b.call("not", cond)
+    return b.plan(filter_(values(OUTER, OUTER_ROWS), cond), ["k", "v"])
+
+
+def test_exists_becomes_a_semi_or_anti_join():
+    for negated in (False, True):
+        result = _run([EXISTS], _exists_plan(Builder(), negated))
+        assert _fired(result, EXISTS)
+        assert check_plan(result.plan) == []
+    b = Builder()  # a reference two levels out cannot be read by the join
+    deeper = b.call("equal", ref(0), outer(0, steps_out=2))
+    assert not _fired(_run([EXISTS], _exists_plan(b, correlation=deeper)), EXISTS)
+    b = Builder()  # uncorrelated: no join condition to move (left to Spark)
+    assert not _fired(_run([EXISTS], _exists_plan(b, correlation=b.call("gt", ref(0), lit(0)))), EXISTS)
+
+
+def _isthmus_file(query: int) -> str:
+    """The corpus names Isthmus' TPC-H plans ``q4-``, ``q04-`` or ``Q02-``."""
+    import re
+
+    from workloads.corpus import corpus_root
+
+    folder = corpus_root() / "substrait_consumer" / "snapshots" / "producer" / "integration" / "tpch"
+    return next(p.name for p in folder.glob("*-isthmus_plan.json")
+                if re.fullmatch(rf"[qQ]0?{query}-isthmus_plan\.json", p.name))
+
+
 def _same_rows_on_spark(backend, plan, rule):
     from optimizer.difftest.results import compare_tables
 
@@ -134,18 +169,28 @@ def test_semi_joined_plan_gives_the_same_rows_on_spark(backend):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("query, rules", [(17, {"decorrelate_scalar_subquery", "reduce_aggregate_input"}),
+@pytest.mark.parametrize("negated", [False, True])
+def test_exists_as_a_join_gives_the_same_rows_on_spark(backend, negated):
+    _same_rows_on_spark(backend, _exists_plan(Builder(), negated), EXISTS)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("query, rules", [(4, {"exists_to_semi_join"}),
+                                          (21, {"exists_to_semi_join"}),
+                                          (22, {"exists_to_semi_join"}),
+                                          (17, {"decorrelate_scalar_subquery", "reduce_aggregate_input"}),
                                           (18, {"in_subquery_to_semi_join"}),
                                           (20, {"in_subquery_to_semi_join", "decorrelate_scalar_subquery",
                                                 "reduce_aggregate_input"})])
 def test_isthmus_tpch_subqueries_on_spark(backend, tpch_statistics, query, rules):
     """All rules on Isthmus' plans: its subqueries become joins, the aggregate of Q17 and Q20 is then
     reduced as in DataFusion's plans, and the answers stay the same."""
+
     from filter_rule_plans import corpus_plan
 
     from optimizer.difftest.results import compare_tables
 
-    plan = corpus_plan(f"q{query}-isthmus_plan.json")
+    plan = corpus_plan(_isthmus_file(query))
     result = Optimizer(statistics=tpch_statistics, config=QUIET).run(plan)
     fired = {e.rule for e in result.events}
     assert rules <= fired, fired

@@ -103,6 +103,14 @@ def in_subquery(needles: Sequence[Expression], rel: Rel) -> Expression:
     return e
 
 
+def exists(rel: Rel) -> Expression:
+    """``EXISTS (rel)``."""
+    e = Expression()
+    e.subquery.set_predicate.tuples.CopyFrom(rel)
+    e.subquery.set_predicate.predicate_op = Expression.Subquery.SetPredicate.PREDICATE_OP_EXISTS
+    return e
+
+
 def fref(i: int) -> Expression.FieldReference:
     return field(i).selection
 
