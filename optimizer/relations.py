@@ -6,10 +6,10 @@ helpers read it, compose it and move expressions through it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import networkx as nx
-from substrait.proto import Expression, Rel
+from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.dag import inputs, rel_body, uses
 from optimizer.engine import NewRel, Replacement
@@ -92,12 +92,33 @@ def filter_rel(condition: Expression, emit: Sequence[int] | None = None) -> Rel:
     return rel
 
 
-def filter_conjuncts(g: nx.DiGraph, node: int, functions) -> tuple[int, list[Expression]] | None:
-    """A ``FilterRel`` without emit: its input node and the conjuncts of its condition (None: it has an emit)."""
+#: What a rule makes of one conjunct of a filter over ``x`` (``n_x`` columns): the join of ``x`` with
+#: something (``x`` its left input, as the given node), and the conjunct left in its place (or None).
+ConjunctJoin = Callable[[Expression, int, int], "tuple[NewRel, Expression | None] | None"]
+
+
+def conjunct_to_join(g: nx.DiGraph, node: int, ctx, attempt: ConjunctJoin) -> Replacement | None:
+    """A ``FilterRel`` (without emit) whose first conjunct ``attempt`` turns into a join: the filter's
+    other conjuncts (and what ``attempt`` left) above that join, and, when the join adds columns to
+    ``x``'s, a projection back to ``x``'s columns."""
     rel = g.nodes[node]["rel"]
     if emit_of(rel) is not None:
         return None
-    return inputs(g, node)[0], conjuncts(rel.filter.condition, functions)
+    x = inputs(g, node)[0]
+    n_x = width(g, x)
+    conds = conjuncts(rel.filter.condition, ctx.functions)
+    for i, c in enumerate(conds):
+        made = attempt(c, x, n_x)
+        if made is None:
+            continue
+        joined, left = made
+        out = filter_over(g, joined, conds[:i] + ([left] if left is not None else []) + conds[i + 1:], ctx)
+        if joined.rel.join.type in (JoinRel.JOIN_TYPE_LEFT_SEMI, JoinRel.JOIN_TYPE_LEFT_ANTI):
+            return out
+        only_x = Rel()
+        only_x.project.common.emit.output_mapping.extend(range(n_x))
+        return NewRel(only_x, [out])
+    return None
 
 
 def filter_over(g: nx.DiGraph, child: Replacement, conjs: Sequence[Expression], ctx) -> Replacement:

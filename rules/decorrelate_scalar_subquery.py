@@ -55,7 +55,7 @@ from optimizer.expr_utils import (
     shift_fields,
 )
 from optimizer.load.functions import FunctionTable
-from optimizer.relations import emit_of, filter_conjuncts, filter_over, width
+from optimizer.relations import conjunct_to_join, emit_of
 from optimizer.schema import Schema, tree_schema
 
 
@@ -79,20 +79,15 @@ def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> R
                                          |       Aggregate(groups=[(l_k#0)], measures=[avg(l_q#1)])
                                          |         Read(li)
     """
-    parts = filter_conjuncts(g, node, ctx.functions)
-    if parts is None:
-        return None
-    x, conds = parts
-    n_x = width(g, x)
-    for i, c in enumerate(conds):
+    def attempt(c: Expression, x: int, n_x: int) -> tuple[NewRel, Expression] | None:
         found = _compared_subquery(c, ctx.functions)
         if found is None:
-            continue
+            return None
         compare, path = found
         subquery = _follow(compare, path)
         split = decorrelate(subquery.subquery.scalar.input, ctx.functions, ctx.registrar, ctx.schema(x))
         if split is None:
-            continue
+            return None
         equalities = []
         for k, (equality, inner_position, outer_expr) in enumerate(split.correlations):
             eq = Expression()
@@ -106,11 +101,9 @@ def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> R
         new_compare = Expression()
         new_compare.CopyFrom(compare)
         _follow(new_compare, path).CopyFrom(field(n_x + len(split.correlations)))
-        only_x = Rel()
-        only_x.project.common.emit.output_mapping.extend(range(n_x))
-        kept = conds[:i] + [new_compare] + conds[i + 1:]
-        return NewRel(only_x, [filter_over(g, NewRel(joined, [x, split.grouped]), kept, ctx)])
-    return None
+        return NewRel(joined, [x, split.grouped]), new_compare
+
+    return conjunct_to_join(g, node, ctx, attempt)
 
 
 RULE = Rule(name="decorrelate_scalar_subquery", phase="normalise", kinds=frozenset({"filter"}),

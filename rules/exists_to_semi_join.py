@@ -41,7 +41,7 @@ from optimizer.expr_utils import (
     shift_fields,
 )
 from optimizer.load.functions import FunctionTable
-from optimizer.relations import emit_of, filter_conjuncts, filter_over, width
+from optimizer.relations import conjunct_to_join, emit_of, filter_over
 
 
 def exists_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -61,27 +61,19 @@ def exists_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replaceme
                                         |   Filter(l_late#1)
                                         |     Read(li)
     """
-    parts = filter_conjuncts(g, node, ctx.functions)
-    if parts is None:
-        return None
-    x, conds = parts
-    n_x = width(g, x)
-    for i, c in enumerate(conds):
+    def attempt(c: Expression, x: int, n_x: int) -> tuple[NewRel, None] | None:
         found = _exists(c, ctx.functions)
-        if found is None:
-            continue
-        tuples, negated = found
-        split = _split(tuples, ctx.functions)
+        split = _split(found[0], ctx.functions) if found is not None else None
         if split is None:
-            continue
+            return None
         base, local, correlated = split
         joined = Rel()
-        joined.join.type = JoinRel.JOIN_TYPE_LEFT_ANTI if negated else JoinRel.JOIN_TYPE_LEFT_SEMI
+        joined.join.type = JoinRel.JOIN_TYPE_LEFT_ANTI if found[1] else JoinRel.JOIN_TYPE_LEFT_SEMI
         joined.join.expression.CopyFrom(
-            make_and([outer_to_own(shift_fields(c, n_x)) for c in correlated], ctx.registrar))
-        right = filter_over(g, new_subtree(base), local, ctx)
-        return filter_over(g, NewRel(joined, [x, right]), conds[:i] + conds[i + 1:], ctx)
-    return None
+            make_and([outer_to_own(shift_fields(e, n_x)) for e in correlated], ctx.registrar))
+        return NewRel(joined, [x, filter_over(g, new_subtree(base), local, ctx)]), None
+
+    return conjunct_to_join(g, node, ctx, attempt)
 
 
 RULE = Rule(name="exists_to_semi_join", phase="normalise", kinds=frozenset({"filter"}), apply=exists_to_semi_join,

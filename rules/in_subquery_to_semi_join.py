@@ -21,7 +21,7 @@ correlated scalar subquery inside it, Isthmus' TPC-H Q20, can then be decorrelat
 from __future__ import annotations
 
 import networkx as nx
-from substrait.proto import JoinRel, Rel
+from substrait.proto import Expression, JoinRel, Rel
 
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, new_subtree
 from optimizer.expr_utils import (
@@ -33,7 +33,7 @@ from optimizer.expr_utils import (
     make_and,
     reads_shared_relation,
 )
-from optimizer.relations import filter_conjuncts, filter_over, width
+from optimizer.relations import conjunct_to_join
 
 
 def in_subquery_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -50,28 +50,23 @@ def in_subquery_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Repl
       Read(t)                          |   Read(t)
                                        |   Read(s)
     """
-    parts = filter_conjuncts(g, node, ctx.functions)
-    if parts is None:
-        return None
-    x, conds = parts
-    n_x = width(g, x)
-    for i, c in enumerate(conds):
+    def attempt(c: Expression, x: int, n_x: int) -> tuple[NewRel, None] | None:
         if c.WhichOneof("rex_type") != "subquery" or c.subquery.WhichOneof("subquery_type") != "in_predicate":
-            continue
-        predicate = c.subquery.in_predicate
-        needles = list(predicate.needles)
-        haystack = predicate.haystack
+            return None
+        needles = list(c.subquery.in_predicate.needles)
+        haystack = c.subquery.in_predicate.haystack
         if (not needles or any(has_subquery(n) or not is_deterministic(n, ctx.functions) for n in needles)
                 or escapes_scope(haystack) or any(escapes_scope(n) for n in needles)
                 or reads_shared_relation(haystack)):
-            continue
+            return None
         equalities = [ctx.registrar.call("equal", "functions_comparison", [n, field(n_x + k)], boolean_type(),
                                          "equal:any_any") for k, n in enumerate(needles)]
         semi = Rel()
         semi.join.type = JoinRel.JOIN_TYPE_LEFT_SEMI
         semi.join.expression.CopyFrom(make_and(equalities, ctx.registrar))
-        return filter_over(g, NewRel(semi, [x, new_subtree(haystack)]), conds[:i] + conds[i + 1:], ctx)
-    return None
+        return NewRel(semi, [x, new_subtree(haystack)]), None
+
+    return conjunct_to_join(g, node, ctx, attempt)
 
 
 RULE = Rule(name="in_subquery_to_semi_join", phase="normalise", kinds=frozenset({"filter"}),
