@@ -80,6 +80,15 @@ def order_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> NewRel | None:
     region = collect_region(g, node, ctx)
     if len(region.leaves) < 3:
         return None
+    # A region searched once in this phase (the tree this rule built, or one it found best as written)
+    # is not searched again when the phase's next pass visits it: its inputs are the same relations
+    # (reordering a region below one of them keeps its estimated rows), so the search would find the
+    # same tree again.
+    done = g.graph.setdefault("join_order_searched", set())
+    signature = _signature(region)
+    if signature in done:
+        return None
+    done.add(signature)
     jg = JoinGraph(region, ctx)
     _, written_cost = jg.tree_cost(region.shape)
     best_cost, best = jg.best_tree(ctx.config.dp_join_limit, ctx.config.dp_pair_budget)
@@ -103,6 +112,23 @@ INNER = JoinRel.JOIN_TYPE_INNER
 
 #: A join order: an input by its index in the region, or a join of two trees (left, right).
 JoinTree = int | tuple["JoinTree", "JoinTree"]
+
+
+def _signature(region: Region) -> tuple[frozenset[int], tuple[bytes, ...]]:
+    """The region whatever its join order: its inputs and its predicates with each column named by
+    (input node, column of that input) instead of its position in the written order."""
+    starts = [sum(region.widths[:k]) for k in range(len(region.widths))]
+
+    def named(i: int) -> int:
+        k = max(k for k, start in enumerate(starts) if start <= i)
+        return region.leaves[k] * _COLUMNS_PER_NODE + (i - starts[k])
+
+    predicates = sorted(remap_fields(p, named).SerializeToString(deterministic=True) for p in region.predicates)
+    return frozenset(region.leaves), tuple(predicates)
+
+
+#: Column numbering of :func:`_signature` (an input of more columns than this is not expected).
+_COLUMNS_PER_NODE = 10_000
 
 
 def _is_join(g: nx.DiGraph, node: int) -> bool:
