@@ -149,7 +149,8 @@ def decorrelate(subquery: Rel, functions: FunctionTable, registrar: FunctionRegi
             or any(len(gr.expression_references) for gr in agg.groupings)
             or not agg.measures):
         return None
-    if any(_function(m.measure.function_reference, functions) not in _NULL_ON_NO_ROWS for m in agg.measures):
+    if any(m.measure.function_reference not in functions
+           or functions.get(m.measure.function_reference).name not in _NULL_ON_NO_ROWS for m in agg.measures):
         return None
     below: list[Rel] = []
     r = agg.input
@@ -203,7 +204,7 @@ def decorrelate(subquery: Rel, functions: FunctionTable, registrar: FunctionRegi
         return None
 
     # The aggregate, grouped by the keys: its output is the keys, then the measures.
-    grouped = strip_inputs(_rel_of(agg))
+    grouped = strip_inputs(Rel(aggregate=agg))
     grouped.aggregate.ClearField("groupings")
     grouped.aggregate.ClearField("grouping_expressions")
     grouped.aggregate.grouping_expressions.extend(keys)
@@ -233,18 +234,6 @@ def decorrelate(subquery: Rel, functions: FunctionTable, registrar: FunctionRegi
     if width_in != 1 or not strict[0]:
         return None
     return Decorrelated(current, correlations)
-
-
-def _rel_of(agg) -> Rel:
-    out = Rel()
-    out.aggregate.CopyFrom(agg)
-    return out
-
-
-def _function(anchor: int, functions: FunctionTable) -> str | None:
-    e = Expression()
-    e.scalar_function.function_reference = anchor
-    return function_name(e, functions)
 
 
 def _compared_subquery(c: Expression, functions: FunctionTable) -> tuple[Expression, list[int]] | None:
