@@ -6,11 +6,11 @@ Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate 
 :mod:`rules`.
 
 Never costlier: the model prices a plan normalised (:data:`PRICED_AFTER`); in the physical phase a
-rewrite is applied only if it does not raise the estimated cost of what it replaces; and the cost model prices the plan before and after each phase: a phase whose
-rewrites leave the plan estimated costlier than it found it is undone (its report says so). ``join_order``
-is judged with the physical phase after it (:data:`JUDGED_WITH_NEXT`). So the plan that
-comes out is never estimated costlier than the plan that went in, by the same model that priced each
-rule's choice.
+rewrite is applied only if it does not raise the estimated cost of what it replaces; and the cost model
+prices the plan before and after each phase: a phase whose rewrites leave the plan estimated costlier
+than it found it is undone (its report says so). ``join_order`` is judged with the physical phase after
+it (:data:`JUDGED_WITH_NEXT`). So the plan that comes out is never estimated costlier than the plan that
+went in, by the same model that priced each rule's choice.
 """
 
 from __future__ import annotations
