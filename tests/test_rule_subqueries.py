@@ -22,6 +22,7 @@ from optimizer.load.builder import (
     scalar,
     values,
 )
+from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
 from rules.decorrelate_scalar_subquery import RULE as DECORRELATE
 from rules.exists_to_semi_join import RULE as EXISTS
@@ -135,17 +136,6 @@ def test_exists_becomes_a_semi_or_anti_join():
     assert not _fired(_run([EXISTS], _exists_plan(b, correlation=b.call("gt", ref(0), lit(0)))), EXISTS)
 
 
-def _isthmus_file(query: int) -> str:
-    """The corpus names Isthmus' TPC-H plans ``q4-``, ``q04-`` or ``Q02-``."""
-    import re
-
-    from workloads.corpus import corpus_root
-
-    folder = corpus_root() / "substrait_consumer" / "snapshots" / "producer" / "integration" / "tpch"
-    return next(p.name for p in folder.glob("*-isthmus_plan.json")
-                if re.fullmatch(rf"[qQ]0?{query}-isthmus_plan\.json", p.name))
-
-
 def _same_rows_on_spark(backend, plan, rule):
     from optimizer.difftest.results import compare_tables
 
@@ -186,11 +176,11 @@ def test_isthmus_tpch_subqueries_on_spark(backend, tpch_statistics, query, rules
     """All rules on Isthmus' plans: its subqueries become joins, the aggregate of Q17 and Q20 is then
     reduced as in DataFusion's plans, and the answers stay the same."""
 
-    from filter_rule_plans import corpus_plan
-
     from optimizer.difftest.results import compare_tables
+    from workloads.corpus import corpus_plans
 
-    plan = corpus_plan(_isthmus_file(query))
+    found = next(p for p in corpus_plans(producer="isthmus", category="integration/tpch") if p.tpch_query == query)
+    plan = load_plan(found.path)
     result = Optimizer(statistics=tpch_statistics, config=QUIET).run(plan)
     fired = {e.rule for e in result.events}
     assert rules <= fired, fired
