@@ -14,6 +14,7 @@ expression reads" and "renumber the fields" also look inside subqueries at the r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple
 
 from google.protobuf.message import Message
 from substrait.proto import Expression, Plan, Type
@@ -150,44 +151,65 @@ def _is_ours(ref, depth: int) -> bool:
     return root == "outer_reference" and ref.outer_reference.steps_out == depth
 
 
-def referenced_fields(e: Message) -> set[int]:
-    """Input columns an expression (or any message holding expressions) reads."""
-    out: set[int] = set()
+class _ColumnFacts(NamedTuple):
+    own: frozenset[int]  # input columns read (plain top-level columns)
+    unresolvable: bool  # reads its input other than by a plain top-level column
+    outer: bool  # holds an outer reference (inside a subquery too)
+    escapes: bool  # an outer reference steps out further than the subqueries it sits in
+
+
+#: Column facts by message content (type name, serialized bytes): rules and the estimator ask the
+#: same expressions again and again, and serializing is a C call where walking is Python.
+_FACTS: dict[tuple[str, bytes], _ColumnFacts] = {}
+_FACTS_LIMIT = 8192  # entries, then the table starts again
+_FACTS_KEY_BYTES = 4096  # a larger message is walked each time (its key would cost memory)
+
+
+def _column_facts(e: Message) -> _ColumnFacts:
+    data = e.SerializeToString()
+    key = (e.DESCRIPTOR.full_name, data)
+    found = _FACTS.get(key) if len(data) <= _FACTS_KEY_BYTES else None
+    if found is not None:
+        return found
+    own: set[int] = set()
+    unresolvable = outer = escapes = False
 
     def visit(ref, depth):
+        nonlocal unresolvable, outer, escapes
         if _is_ours(ref, depth):
             i = reference_field(ref)
-            if i is not None:
-                out.add(i)
+            if i is None:
+                unresolvable = True
+            else:
+                own.add(i)
+        if ref.WhichOneof("root_type") == "outer_reference":
+            outer = True
+            escapes = escapes or ref.outer_reference.steps_out > depth
 
     _walk_refs(e, 0, visit)
-    return out
+    facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes)
+    if len(data) <= _FACTS_KEY_BYTES:
+        if len(_FACTS) >= _FACTS_LIMIT:
+            _FACTS.clear()
+        _FACTS[key] = facts
+    return facts
+
+
+def referenced_fields(e: Message) -> set[int]:
+    """Input columns an expression (or any message holding expressions) reads."""
+    return set(_column_facts(e).own)
 
 
 def has_outer_refs(e: Message) -> bool:
     """True if it reads a column of an enclosing query (an ``outer_reference``)."""
-    found = False
-
-    def visit(ref, depth):
-        nonlocal found
-        found = found or ref.WhichOneof("root_type") == "outer_reference"
-
-    _walk_refs(e, 0, visit)
-    return found
+    return _column_facts(e).outer
 
 
 def escapes_scope(msg: Message) -> bool:
     """Does anything in ``msg`` (a relation's own fields or an expression, its subqueries included)
     read a column of a query enclosing it: an outer reference stepping out further than the
     subqueries it sits in?"""
-    found = False
-
-    def visit(ref, depth):
-        nonlocal found
-        found = found or (ref.WhichOneof("root_type") == "outer_reference" and ref.outer_reference.steps_out > depth)
-
-    _walk_refs(msg, 0, visit)
-    return found
+    return _column_facts(msg).escapes
 
 
 def reads_scopes(e: Message) -> set[str]:
@@ -224,15 +246,7 @@ def reads_shared_relation(msg: Message) -> bool:
 
 def has_unresolvable_refs(e: Message) -> bool:
     """True if it reads something other than plain top-level columns (expression-based references)."""
-    bad = False
-
-    def visit(ref, depth):
-        nonlocal bad
-        if _is_ours(ref, depth) and reference_field(ref) is None:
-            bad = True
-
-    _walk_refs(e, 0, visit)
-    return bad
+    return _column_facts(e).unresolvable
 
 
 def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
