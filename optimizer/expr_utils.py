@@ -156,6 +156,7 @@ class _ColumnFacts(NamedTuple):
     unresolvable: bool  # reads its input other than by a plain top-level column
     outer: bool  # holds an outer reference (inside a subquery too)
     escapes: bool  # an outer reference steps out further than the subqueries it sits in
+    subquery: bool  # holds a subquery
 
 
 #: Column facts by message content (type name, serialized bytes): rules and the estimator ask the
@@ -172,22 +173,33 @@ def _column_facts(e: Message) -> _ColumnFacts:
     if found is not None:
         return found
     own: set[int] = set()
-    unresolvable = outer = escapes = False
-
-    def visit(ref, depth):
-        nonlocal unresolvable, outer, escapes
-        if _is_ours(ref, depth):
-            i = reference_field(ref)
-            if i is None:
-                unresolvable = True
-            else:
-                own.add(i)
-        if ref.WhichOneof("root_type") == "outer_reference":
-            outer = True
-            escapes = escapes or ref.outer_reference.steps_out > depth
-
-    _walk_refs(e, 0, visit)
-    facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes)
+    unresolvable = outer = escapes = subquery = False
+    stack = [(e, 0)]
+    while stack:
+        m, depth = stack.pop()
+        name = m.DESCRIPTOR.full_name
+        if name == _FIELD_REF:
+            if _is_ours(m, depth):
+                i = reference_field(m)
+                if i is None:
+                    unresolvable = True
+                else:
+                    own.add(i)
+            if m.WhichOneof("root_type") == "outer_reference":
+                outer = True
+                escapes = escapes or m.outer_reference.steps_out > depth
+        elif name == _SUBQUERY:
+            subquery = True
+            depth += 1
+        for f, value in m.ListFields():
+            kind = _FIELD_KIND.get(f)
+            if kind is None:
+                kind = _field_kind(f)
+            if kind == 1:
+                stack.append((value, depth))
+            elif kind == 2:
+                stack.extend((item, depth) for item in value)
+    facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes, subquery)
     if len(data) <= _FACTS_KEY_BYTES:
         if len(_FACTS) >= _FACTS_LIMIT:
             _FACTS.clear()
@@ -332,7 +344,7 @@ def has_window_function(msg: Message, *, enter_subqueries: bool) -> bool:
 
 
 def has_subquery(e: Message) -> bool:
-    return contains(e, lambda m: m.DESCRIPTOR.full_name == _SUBQUERY, enter_subqueries=False)
+    return _column_facts(e).subquery
 
 
 def is_constant(e: Message) -> bool:
