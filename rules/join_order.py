@@ -10,7 +10,7 @@
 generation of optimal bushy join trees without cross products", VLDB 2006) for up to
 ``config.dp_join_limit`` inputs (14 by default) and by greedy operator ordering (GOO, Fegaras 1998)
 beyond, or when DPccp would consider more than ``config.dp_pair_budget`` join pairs (dense graphs: a
-13-relation clique has 797,161 pairs, a chain of 14 only 455). Only pairs connected by a predicate are joined, so no cross product is introduced unless the
+10-relation clique has 28,501 pairs, a chain of 14 only 455). Only pairs connected by a predicate are joined, so no cross product is introduced unless the
 query has one (then its components are joined, smallest first, at the end). Every conjunct of the
 region's join conditions is placed at the lowest join that has all the columns it reads; a conjunct
 that reads one input only becomes a filter on that input. Column equalities are closed transitively
@@ -298,6 +298,17 @@ class JoinGraph:
             if movable and bin(mask).count("1") >= 2:
                 for a in _bits(mask):
                     self.neighbors[a] |= mask & ~(1 << a)
+        #: Per leaf, the leaves it has an equi-key with; the predicates that are not equi-keys.
+        #: join_cost reads a pair's kind of condition from them without listing its predicates.
+        self.equi_adj = [0] * self.n
+        self.other_preds: list[tuple[int, bool]] = []
+        for pm, mv, eq in zip(self.pred_masks, self.movable, self.pred_equi, strict=True):
+            if eq:
+                a, b = _bits(pm)
+                self.equi_adj[a] |= 1 << b
+                self.equi_adj[b] |= 1 << a
+            else:
+                self.other_preds.append((pm, mv))
         self.estimator = ctx.estimator
         self.model = ctx.cost_model
         #: The estimate of every subset of leaves priced so far (columns in leaf order), and its rows.
@@ -419,12 +430,22 @@ class JoinGraph:
         """The cost model's price of joining ``s1`` and ``s2`` as a logical join (what Spark runs:
         broadcast or shuffled hash join by the estimated sizes, nested loops without an equi-key)."""
         self.cardinality(s1, s2)
-        between = self._between(s1, s2)
-        has_keys = any(self.pred_equi[i] for i in between)
-        residual = any(not self.pred_equi[i] for i in between)
+        has_keys, residual = self._condition(s1, s2)
         cost = self.model.logical_join("INNER", self.est[s1], self.est[s2], self.est[s1 | s2], has_keys=has_keys,
-                                       residual=residual, has_condition=bool(between))
+                                       residual=residual, has_condition=has_keys or residual)
         return saturate_cost(cost.total)
+
+    def _condition(self, s1: int, s2: int) -> tuple[bool, bool]:
+        """Does the join of ``s1`` and ``s2`` evaluate an equi-key, and another predicate (of
+        :meth:`_between`)?"""
+        reach = 0
+        for a in _bits(s1):
+            reach |= self.equi_adj[a]
+        both = s1 | s2
+        full = (1 << self.n) - 1
+        residual = any((mv and pm & both == pm and pm & s1 != pm and pm & s2 != pm) or (not mv and both == full)
+                       for pm, mv in self.other_preds)
+        return bool(reach & s2), residual
 
     def neighborhood(self, mask: int, exclude: int) -> int:
         n = 0

@@ -1631,7 +1631,7 @@ def optimizer_configs(draw) -> dict:
     threshold, iteration cap, estimates)."""
     return {
         "dp_join_limit": _pick(draw, [14, 1, 2, 3]),
-        "dp_pair_budget": _pick(draw, [300_000, 1, 4]),
+        "dp_pair_budget": _pick(draw, [10_000, 1, 4]),
         "broadcast_threshold_bytes": float(_pick(draw, [10 * 1024 * 1024, 0, 1000, 1e15])),
         "max_iterations": _pick(draw, [10, 2, 50]),
         "annotate_estimates": draw(st.booleans()),
