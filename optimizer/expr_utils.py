@@ -163,7 +163,7 @@ class _ColumnFacts(NamedTuple):
 #: same expressions again and again, and serializing is a C call where walking is Python.
 _FACTS: dict[tuple[str, bytes], _ColumnFacts] = {}
 _FACTS_LIMIT = 8192  # entries, then the table starts again
-_FACTS_KEY_BYTES = 4096  # a larger message is walked each time (its key would cost memory)
+_FACTS_KEY_BYTES = 2048  # a larger message is walked each time (at most 16 MiB of keys)
 
 
 def _column_facts(e: Message) -> _ColumnFacts:
