@@ -1097,10 +1097,16 @@ def _replace(call: Call) -> Col:
     return F.replace(*call.values)
 
 
-@_scalar("repeat")
-def _repeat(call: Call) -> Col:
-    call.arity(2)
-    return F.repeat(call.values[0], call.values[1].cast(T.IntegerType()))
+def _string_and_count(spark_fn: Callable[[Col, Col], Col]):
+    """``spark_fn(string, count)``, the count (Substrait's i64 or smaller) cast to Spark's INT."""
+    def impl(call: Call) -> Col:
+        call.arity(2)
+        return spark_fn(call.values[0], call.values[1].cast(T.IntegerType()))
+
+    return impl
+
+
+_scalar("repeat")(_string_and_count(F.repeat))
 
 
 @_scalar("reverse")
@@ -1109,19 +1115,23 @@ def _reverse(call: Call) -> Col:
     return F.reverse(call.values[0])
 
 
-@_scalar("lpad")
-def _lpad(call: Call) -> Col:
+def _pad_args(call: Call) -> tuple[Col, Col, Col]:
+    """``(string, length, pad)`` of a padding function: the length cast to Spark's INT, the pad a space
+    when not given."""
     call.arity(2, 3)
     s, n = call.values[0], call.values[1].cast(T.IntegerType())
     pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
-    return F.lpad(s, n, pad)  # longer input: cut on the right, as Substrait asks
+    return s, n, pad
+
+
+@_scalar("lpad")
+def _lpad(call: Call) -> Col:
+    return F.lpad(*_pad_args(call))  # longer input: cut on the right, as Substrait asks
 
 
 @_scalar("rpad")
 def _rpad(call: Call) -> Col:
-    call.arity(2, 3)
-    s, n = call.values[0], call.values[1].cast(T.IntegerType())
-    pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
+    s, n, pad = _pad_args(call)
     # A longer input is cut on the right. (The YAML's text says "on the left", but its own test cases,
     # tests/cases/string/rpad.test, and every engine cut on the right.)
     return F.rpad(s, n, pad)
@@ -1129,9 +1139,7 @@ def _rpad(call: Call) -> Col:
 
 @_scalar("center")
 def _center(call: Call) -> Col:
-    call.arity(2, 3)
-    s, n = call.values[0], call.values[1].cast(T.IntegerType())
-    pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
+    s, n, pad = _pad_args(call)
     side = call.option("padding", ("RIGHT", "LEFT"), "RIGHT")
     total = F.greatest(n - F.char_length(s), F.lit(0))
     left = F.floor(total / 2).cast("int") if side == "RIGHT" else F.ceil(total / 2).cast("int")
@@ -1141,16 +1149,8 @@ def _center(call: Call) -> Col:
     )
 
 
-@_scalar("left")
-def _left(call: Call) -> Col:
-    call.arity(2)
-    return F.left(call.values[0], call.values[1].cast(T.IntegerType()))
-
-
-@_scalar("right")
-def _right(call: Call) -> Col:
-    call.arity(2)
-    return F.right(call.values[0], call.values[1].cast(T.IntegerType()))
+_scalar("left")(_string_and_count(F.left))
+_scalar("right")(_string_and_count(F.right))
 
 
 @_scalar("replace_slice", "overlay")
