@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import decimal
 import functools
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -177,13 +178,21 @@ _AGG_DISTINCT: dict[str, str] = {}
 _AGG_ORDERED: set[str] = set()
 
 
-def _scalar(*names: str):
-    def register(fn):
-        for n in names:
-            SCALAR[n] = fn
-        return fn
+def _registrar(table: dict[str, Any]):
+    """A decorator factory: ``@reg("name", "alias")`` enters the function in ``table`` under each name."""
+    def names(*names: str):
+        def register(fn):
+            for n in names:
+                table[n] = fn
+            return fn
 
-    return register
+        return register
+
+    return names
+
+
+_scalar = _registrar(SCALAR)
+_window = _registrar(WINDOW)
 
 
 def _aggregate(*names: str, distinct: str | None = None, ordered: bool = False):
@@ -194,15 +203,6 @@ def _aggregate(*names: str, distinct: str | None = None, ordered: bool = False):
                 _AGG_DISTINCT[n] = distinct
             if ordered:
                 _AGG_ORDERED.add(n)
-        return fn
-
-    return register
-
-
-def _window(*names: str):
-    def register(fn):
-        for n in names:
-            WINDOW[n] = fn
         return fn
 
     return register
@@ -530,19 +530,29 @@ def _modulus(call: Call) -> Col:
     return call.cast_out(F.when(bad & a.isNotNull(), bad_value).otherwise(r))
 
 
-def _negate(call: Call) -> Col:
+def _sign_flip(call: Call, fn: Callable[[Col], Col], on_decimal: Callable[[Col], Col]) -> Col:
+    """``fn(a)`` (negation, absolute value): an integer's minimum overflows (its negation is one past
+    the maximum); decimals through ``on_decimal``."""
     call.arity(1)
     (a,) = call.values
     kind = _numeric_kind(call)
     if kind in _INT_TYPES:
         t, lo, hi = _INT_TYPES[kind]
         a = a.cast(t())
-        checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(-a)
-        return _overflow(call, checked, [a], -a, _int_lit(kind, hi))
+        checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(fn(a))
+        return _overflow(call, checked, [a], fn(a), _int_lit(kind, hi))
     if kind == "decimal":
-        # (Spark's decimal negation rounds to 34 digits; subtraction is exact)
-        return call.cast_out(F.lit(0).cast(T.DecimalType(1, 0)) - a)
-    return call.cast_out(-a)
+        return call.cast_out(on_decimal(a))
+    return call.cast_out(fn(a))
+
+
+def _exact_negation(a: Col) -> Col:
+    """``-a`` of a decimal: Spark's decimal negation rounds to 34 digits, subtraction is exact."""
+    return F.lit(0).cast(T.DecimalType(1, 0)) - a
+
+
+def _negate(call: Call) -> Col:
+    return _sign_flip(call, operator.neg, _exact_negation)
 
 
 _scalar("negate", "negative")(_negate)
@@ -550,17 +560,7 @@ _scalar("negate", "negative")(_negate)
 
 @_scalar("abs")
 def _abs(call: Call) -> Col:
-    call.arity(1)
-    (a,) = call.values
-    kind = _numeric_kind(call)
-    if kind in _INT_TYPES:
-        t, lo, hi = _INT_TYPES[kind]
-        a = a.cast(t())
-        checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(F.abs(a))
-        return _overflow(call, checked, [a], F.abs(a), _int_lit(kind, hi))
-    if kind == "decimal":  # (exact beyond 34 digits, see negate)
-        return call.cast_out(F.when(a < 0, F.lit(0).cast(T.DecimalType(1, 0)) - a).otherwise(a))
-    return call.cast_out(F.abs(a))
+    return _sign_flip(call, F.abs, lambda a: F.when(a < 0, _exact_negation(a)).otherwise(a))
 
 
 @_scalar("sign", "signum")
