@@ -149,6 +149,13 @@ class Call:
             raise self.unsupported(f"the {what} must be a literal for Spark")
         return value
 
+    def string_lit(self, i: int, what: str) -> str:
+        """Like :meth:`lit` for an argument that must be a string literal."""
+        value = self.lit(i, what)
+        if not isinstance(value, str):
+            raise self.unsupported(f"the {what} must be a string literal")
+        return value
+
     def lit_or(self, i: int, default: Any = NOT_LITERAL) -> Any:
         """Like :meth:`lit` without failing: ``default`` when the argument is absent or not a literal."""
         if i >= len(self.value_exprs):
@@ -1524,9 +1531,7 @@ def _engine_part(call: Call, part: str, x: Col, kind: str | None) -> Col:
 @_scalar("date_part", "datepart")
 def _date_part(call: Call) -> Col:
     call.arity(2)
-    part = call.lit(0, "date part")
-    if not isinstance(part, str):
-        raise call.unsupported("the date part must be a string literal")
+    part = call.string_lit(0, "date part")
     r = _engine_part(call, part, call.values[1], call.kind(1))
     return call.cast_out(r)
 
@@ -1566,9 +1571,7 @@ for _p in (
 @_scalar("date_trunc", "datetrunc")
 def _date_trunc(call: Call) -> Col:
     call.arity(2)
-    unit = call.lit(0, "unit")
-    if not isinstance(unit, str):
-        raise call.unsupported("the unit must be a string literal")
+    unit = call.string_lit(0, "unit")
     x, kind = call.values[1], call.kind(1)
     u = unit.lower().rstrip("s") if unit.lower() not in ("ms",) else unit.lower()
     allowed = {
@@ -1692,9 +1695,7 @@ def _strftime_to_java(fmt: str, call: Call) -> str:
 @_scalar("strftime", "to_char")
 def _strftime(call: Call) -> Col:
     call.arity(2, 3)
-    fmt = call.lit(1, "format")
-    if not isinstance(fmt, str):
-        raise call.unsupported("the format must be a string literal")
+    fmt = call.string_lit(1, "format")
     x, kind = call.values[0], call.kind(0)
     if len(call.values) == 3:
         x = _local(x, kind, call.values[2])
