@@ -26,27 +26,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (  # noqa: E402
-    REPORT_DIR,
-    collect,
-    fmt,
-    fmt_ms,
-    geomean,
-    get_session,
-    machine,
-    markdown_table,
-    median,
-    one_line,
-    parse_queries,
-    progress_bar,
-    ratio,
-    register_temp_views,
-    report_parser,
-    timed,
-    tpch_data,
-    tpch_plans,
-    write_report,
-)
+from benchmarks import common  # noqa: E402
 
 TARGET_OVERHEAD_MS = 20.0
 TARGET_SQL_MS = 10.0
@@ -55,7 +35,7 @@ TARGET_RATIO = 1.2
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = report_parser(__doc__, "backend", reps=9, queries=True)
+    p = common.report_parser(__doc__, "backend", reps=9, queries=True)
     p.add_argument("--producer", default="datafusion", choices=["datafusion", "duckdb", "isthmus"])
     p.add_argument("--overhead-reps", type=int, default=10, help="to_dataframe calls per plan (median)")
     p.add_argument("--remote", default=None, metavar="sc://HOST:PORT", help="a Spark Connect server")
@@ -63,20 +43,20 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "datafusion", reps: int = 9,
-        warmup: int = 1, overhead_reps: int = 10, spark: Any = None, out_dir: Path | str | None = REPORT_DIR,
-        name: str = "backend", progress: bool = True) -> dict:
+        warmup: int = 1, overhead_reps: int = 10, spark: Any = None,
+        out_dir: Path | str | None = common.REPORT_DIR, name: str = "backend", progress: bool = True) -> dict:
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
     from workloads.tpch import TPCH_ORDER_BY, tpch_queries
 
     queries = queries or list(range(1, 23))
-    spark = get_session(spark)
+    spark = common.get_session(spark)
     started = time.time()
-    _, tables = tpch_data(scale)
+    _, tables = common.tpch_data(scale)
     texts = tpch_queries()
     errors: dict = {}
-    plans = tpch_plans(tables, [producer], queries, errors)
-    register_temp_views(spark, tables)
+    plans = common.tpch_plans(tables, [producer], queries, errors)
+    common.register_temp_views(spark, tables)
     backend = SparkBackend(spark, tables=tables)
 
     # JIT warm-up for the JVM's parser and analyzer: build every plan and analyse every query once, so
@@ -90,7 +70,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
                 pass
 
     rows = []
-    bar = progress_bar(len(queries) * (2 * (warmup + reps) + 1), f"backend SF {scale:g}", progress)
+    bar = common.progress_bar(len(queries) * (2 * (warmup + reps) + 1), f"backend SF {scale:g}", progress)
     for q in queries:
         entry: dict[str, Any] = {"query": q}
         rows.append(entry)
@@ -100,8 +80,8 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
             bar.update(2 * (warmup + reps) + 1)
             continue
         sql = texts[q]
-        variants = {"spark_sql": lambda sql=sql: collect(spark.sql(sql)),
-                    "backend": lambda plan=plan: collect(backend.to_dataframe(plan))}
+        variants = {"spark_sql": lambda sql=sql: common.collect(spark.sql(sql)),
+                    "backend": lambda plan=plan: common.collect(backend.to_dataframe(plan))}
         times: dict[str, list[float]] = {k: [] for k in variants}
         answers: dict[str, Any] = {}
         for rep in range(warmup + reps):
@@ -112,9 +92,9 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
                     bar.update()
                     continue
                 try:
-                    seconds, table = timed(variants[key])
+                    seconds, table = common.timed(variants[key])
                 except Exception as exc:
-                    entry[f"{key}_error"] = one_line(exc)
+                    entry[f"{key}_error"] = common.one_line(exc)
                     bar.update()
                     continue
                 answers.setdefault(key, table)
@@ -125,16 +105,17 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
         overhead, sql_overhead, build = [], [], []
         if "backend_error" not in entry:
             for _ in range(max(1, overhead_reps)):
-                build.append(timed(lambda plan=plan: backend.to_sql(plan))[0])
-                overhead.append(timed(lambda plan=plan: backend.to_dataframe(plan))[0])
-                sql_overhead.append(timed(lambda sql=sql: spark.sql(sql))[0])
+                build.append(common.timed(lambda plan=plan: backend.to_sql(plan))[0])
+                overhead.append(common.timed(lambda plan=plan: backend.to_dataframe(plan))[0])
+                sql_overhead.append(common.timed(lambda sql=sql: spark.sql(sql))[0])
         bar.update()
-        entry["spark_sql_s"] = median(times["spark_sql"])
-        entry["backend_s"] = median(times["backend"])
-        entry["backend_vs_spark_sql"] = ratio(entry["backend_s"], entry["spark_sql_s"])
-        entry["to_dataframe_ms"] = None if not overhead else round(median(overhead) * 1000, 2)
-        entry["to_sql_ms"] = None if not build else round(median(build) * 1000, 2)
-        entry["spark_sql_parse_ms"] = None if not sql_overhead else round(median(sql_overhead) * 1000, 2)
+        entry["spark_sql_s"] = common.median(times["spark_sql"])
+        entry["backend_s"] = common.median(times["backend"])
+        entry["backend_vs_spark_sql"] = common.ratio(entry["backend_s"], entry["spark_sql_s"])
+        entry["to_dataframe_ms"] = None if not overhead else round(common.median(overhead) * 1000, 2)
+        entry["to_sql_ms"] = None if not build else round(common.median(build) * 1000, 2)
+        entry["spark_sql_parse_ms"] = (None if not sql_overhead
+                                       else round(common.median(sql_overhead) * 1000, 2))
         if "backend" in answers and "spark_sql" in answers:
             verdict = compare_tables(answers["backend"], answers["spark_sql"], ordered_by=TPCH_ORDER_BY.get(q))
             entry["equal"] = verdict.equal
@@ -151,13 +132,13 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
         "producer": producer,
         "plans": len(ok),
         "equal": sum(1 for e in rows if e.get("equal")),
-        "geomean_backend_vs_spark_sql": geomean(e["backend_vs_spark_sql"] for e in ok),
+        "geomean_backend_vs_spark_sql": common.geomean(e["backend_vs_spark_sql"] for e in ok),
         "max_backend_vs_spark_sql": max((e["backend_vs_spark_sql"] for e in ok), default=None),
-        "median_to_dataframe_ms": median(overheads),
+        "median_to_dataframe_ms": common.median(overheads),
         "max_to_dataframe_ms": max(overheads, default=None),
-        "median_to_sql_ms": median([e["to_sql_ms"] for e in rows if e.get("to_sql_ms") is not None]),
+        "median_to_sql_ms": common.median([e["to_sql_ms"] for e in rows if e.get("to_sql_ms") is not None]),
         "max_to_sql_ms": max((e["to_sql_ms"] for e in rows if e.get("to_sql_ms") is not None), default=None),
-        "median_spark_sql_parse_ms": median([e["spark_sql_parse_ms"] for e in rows if e.get("spark_sql_parse_ms")]),
+        "median_spark_sql_parse_ms": common.median([e["spark_sql_parse_ms"] for e in rows if e.get("spark_sql_parse_ms")]),
         "over_overhead_target": [e["query"] for e in rows if (e.get("to_dataframe_ms") or 0) > TARGET_OVERHEAD_MS],
         "over_ratio_target": [e["query"] for e in ok if e["backend_vs_spark_sql"] > TARGET_RATIO],
         "failed": {e["query"]: e.get("error") or e.get("backend_error") or e.get("spark_sql_error")
@@ -166,11 +147,11 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
     report = {"summary": summary,
               "config": {"scale_factor": scale, "producer": producer, "reps": reps, "warmup": warmup,
                          "remote": type(spark).__module__.startswith("pyspark.sql.connect"),
-                         "overhead_reps": overhead_reps, "sink": "DataFrame.toArrow()", "machine": machine(),
-                         "wall_seconds": round(time.time() - started, 1)},
+                         "overhead_reps": overhead_reps, "sink": "DataFrame.toArrow()",
+                         "machine": common.machine(), "wall_seconds": round(time.time() - started, 1)},
               "queries": rows}
     if out_dir is not None:
-        write_report(out_dir, name, report, markdown)
+        common.write_report(out_dir, name, report, markdown)
     return report
 
 
@@ -189,13 +170,16 @@ def markdown(report: dict) -> str:
         "",
         "| summary | value | target |",
         "| --- | --- | --- |",
-        f"| geomean backend / Spark SQL | {fmt(s['geomean_backend_vs_spark_sql'])} | <= {TARGET_GEOMEAN} |",
-        f"| worst backend / Spark SQL | {fmt(s['max_backend_vs_spark_sql'])} | <= {TARGET_RATIO} |",
-        f"| median `to_dataframe` | {fmt(s['median_to_dataframe_ms'])} ms | < {TARGET_OVERHEAD_MS:g} ms |",
-        f"| worst `to_dataframe` | {fmt(s['max_to_dataframe_ms'])} ms | < {TARGET_OVERHEAD_MS:g} ms |",
-        f"| median `to_sql` (SQL text built) | {fmt(s.get('median_to_sql_ms'))} ms | < {TARGET_SQL_MS:g} ms |",
-        f"| worst `to_sql` | {fmt(s.get('max_to_sql_ms'))} ms | |",
-        f"| median `spark.sql(text)` | {fmt(s['median_spark_sql_parse_ms'])} ms | |",
+        f"| geomean backend / Spark SQL | {common.fmt(s['geomean_backend_vs_spark_sql'])} "
+        f"| <= {TARGET_GEOMEAN} |",
+        f"| worst backend / Spark SQL | {common.fmt(s['max_backend_vs_spark_sql'])} | <= {TARGET_RATIO} |",
+        f"| median `to_dataframe` | {common.fmt(s['median_to_dataframe_ms'])} ms "
+        f"| < {TARGET_OVERHEAD_MS:g} ms |",
+        f"| worst `to_dataframe` | {common.fmt(s['max_to_dataframe_ms'])} ms | < {TARGET_OVERHEAD_MS:g} ms |",
+        f"| median `to_sql` (SQL text built) | {common.fmt(s.get('median_to_sql_ms'))} ms "
+        f"| < {TARGET_SQL_MS:g} ms |",
+        f"| worst `to_sql` | {common.fmt(s.get('max_to_sql_ms'))} ms | |",
+        f"| median `spark.sql(text)` | {common.fmt(s['median_spark_sql_parse_ms'])} ms | |",
         f"| answers equal | {s['equal']} of {s['plans']} | all |",
         "",
     ]
@@ -204,13 +188,14 @@ def markdown(report: dict) -> str:
         if e.get("error"):
             rows.append([f"Q{e['query']}", "–", "–", "–", "–", "–", e["error"]])
             continue
-        rows.append([f"Q{e['query']}", fmt(e.get("spark_sql_s")), fmt(e.get("backend_s")),
-                     fmt(e.get("backend_vs_spark_sql")), fmt_ms((e.get("to_dataframe_ms") or 0) / 1000)
+        rows.append([f"Q{e['query']}", common.fmt(e.get("spark_sql_s")), common.fmt(e.get("backend_s")),
+                     common.fmt(e.get("backend_vs_spark_sql")),
+                     common.fmt_ms((e.get("to_dataframe_ms") or 0) / 1000)
                      if e.get("to_dataframe_ms") is not None else "–",
-                     fmt(e.get("spark_sql_parse_ms")),
+                     common.fmt(e.get("spark_sql_parse_ms")),
                      "yes" if e.get("equal") else f"**no** {e.get('difference') or e.get('backend_error') or ''}"])
-    lines.append(markdown_table(["query", "Spark SQL s", "backend s", "ratio", "to_dataframe ms",
-                                 "spark.sql ms", "equal"], rows))
+    lines.append(common.markdown_table(["query", "Spark SQL s", "backend s", "ratio", "to_dataframe ms",
+                                        "spark.sql ms", "equal"], rows))
     if s["over_overhead_target"] or s["over_ratio_target"]:
         lines += ["", "Over target: overhead " + (", ".join(f"Q{q}" for q in s["over_overhead_target"]) or "none")
                   + "; execution ratio " + (", ".join(f"Q{q}" for q in s["over_ratio_target"]) or "none")
@@ -225,13 +210,15 @@ def main(argv=None, spark: Any = None) -> dict:
         from optimizer.spark.session import get_spark
 
         spark = get_spark(args.master, remote=args.remote)
-    report = run(scale=args.scale, queries=parse_queries(args.queries), producer=args.producer, reps=args.reps,
-                 warmup=args.warmup, overhead_reps=args.overhead_reps, spark=spark,
+    report = run(scale=args.scale, queries=common.parse_queries(args.queries), producer=args.producer,
+                 reps=args.reps, warmup=args.warmup, overhead_reps=args.overhead_reps, spark=spark,
                  out_dir=Path(args.out) if args.out else None, name=args.name, progress=not args.no_progress)
     s = report["summary"]
-    print(f"backend SF {s['scale_factor']:g}: geomean backend/SQL {fmt(s['geomean_backend_vs_spark_sql'])}, "
-          f"worst {fmt(s['max_backend_vs_spark_sql'])}, median to_dataframe {fmt(s['median_to_dataframe_ms'])} ms, "
-          f"worst {fmt(s['max_to_dataframe_ms'])} ms, equal {s['equal']}/{s['plans']}")
+    print(f"backend SF {s['scale_factor']:g}: "
+          f"geomean backend/SQL {common.fmt(s['geomean_backend_vs_spark_sql'])}, "
+          f"worst {common.fmt(s['max_backend_vs_spark_sql'])}, "
+          f"median to_dataframe {common.fmt(s['median_to_dataframe_ms'])} ms, "
+          f"worst {common.fmt(s['max_to_dataframe_ms'])} ms, equal {s['equal']}/{s['plans']}")
     return report
 
 

@@ -29,22 +29,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (  # noqa: E402
-    REPORT_DIR,
-    collect,
-    fmt,
-    get_session,
-    machine,
-    median,
-    one_line,
-    progress_bar,
-    ratio,
-    register_temp_views,
-    report_parser,
-    timed,
-    tpch_data,
-    write_report,
-)
+from benchmarks import common  # noqa: E402
 
 WRITTEN_ORDER = ("lineitem", "orders", "customer", "supplier", "nation", "region")
 
@@ -123,16 +108,17 @@ def plan_cost(plan, statistics) -> float | None:
 
 
 def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
-        out_dir: Path | str | None = REPORT_DIR, name: str = "join_order", progress: bool = True) -> dict:
+        out_dir: Path | str | None = common.REPORT_DIR, name: str = "join_order",
+        progress: bool = True) -> dict:
     from cost.statistics import default_statistics
     from optimizer.capabilities import default_capabilities
     from optimizer.difftest.results import compare_tables
     from optimizer.driver import Optimizer, OptimizerConfig
     from optimizer.spark import SparkBackend
 
-    spark = get_session(spark)
+    spark = common.get_session(spark)
     started = time.time()
-    _, tables = tpch_data(scale)
+    _, tables = common.tpch_data(scale)
     plan, source = produce_plan(tables)
     statistics = default_statistics(spark=spark, tables=tables)
     capabilities = default_capabilities()
@@ -159,35 +145,35 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         "optimize_ms": round(full.seconds * 1000, 1),
     }
     c = report["estimated_cost"]
-    report["estimated_cost"]["chosen_vs_written"] = ratio(c["chosen_order"], c["written_order"])
+    report["estimated_cost"]["chosen_vs_written"] = common.ratio(c["chosen_order"], c["written_order"])
 
-    register_temp_views(spark, tables)
+    common.register_temp_views(spark, tables)
     backend = SparkBackend(spark, tables=tables)
     variants = {
-        "spark_sql": lambda: collect(spark.sql(SQL)),
-        "original": lambda: collect(backend.to_dataframe(plan)),
-        "optimized_without_join_order": lambda: collect(backend.to_dataframe(no_jo.plan)),
-        "optimized": lambda: collect(backend.to_dataframe(full.plan)),
+        "spark_sql": lambda: common.collect(spark.sql(SQL)),
+        "original": lambda: common.collect(backend.to_dataframe(plan)),
+        "optimized_without_join_order": lambda: common.collect(backend.to_dataframe(no_jo.plan)),
+        "optimized": lambda: common.collect(backend.to_dataframe(full.plan)),
     }
     times: dict[str, list[float]] = {k: [] for k in variants}
     answers: dict[str, Any] = {}
     errors: dict[str, str] = {}
-    bar = progress_bar(len(variants) * (warmup + reps), f"join order SF {scale:g}", progress)
+    bar = common.progress_bar(len(variants) * (warmup + reps), f"join order SF {scale:g}", progress)
     names = list(variants)
     for rep in range(warmup + reps):
         for key in names[rep % len(names):] + names[: rep % len(names)]:
             bar.set_postfix_str(key)
             if key not in errors:
                 try:
-                    seconds, table = timed(variants[key])
+                    seconds, table = common.timed(variants[key])
                     answers.setdefault(key, table)
                     if rep >= warmup:
                         times[key].append(seconds)
                 except Exception as exc:
-                    errors[key] = one_line(exc)
+                    errors[key] = common.one_line(exc)
             bar.update()
     bar.close()
-    run_s = {k: median(v) for k, v in times.items()}
+    run_s = {k: common.median(v) for k, v in times.items()}
     equal = {}
     for key in ("original", "optimized_without_join_order", "optimized"):
         if key in answers and "spark_sql" in answers:
@@ -199,10 +185,10 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         "runs": times,
         "errors": errors,
         "answers_equal": equal,
-        "optimized_vs_original": ratio(run_s.get("optimized"), run_s.get("original")),
-        "optimized_vs_without_join_order": ratio(run_s.get("optimized"), run_s.get("optimized_without_join_order")),
+        "optimized_vs_original": common.ratio(run_s.get("optimized"), run_s.get("original")),
+        "optimized_vs_without_join_order": common.ratio(run_s.get("optimized"), run_s.get("optimized_without_join_order")),
         "config": {"scale_factor": scale, "reps": reps, "warmup": warmup, "sink": "DataFrame.toArrow()",
-                   "machine": machine(), "wall_seconds": round(time.time() - started, 1)},
+                   "machine": common.machine(), "wall_seconds": round(time.time() - started, 1)},
     })
     report["summary"] = {
         "scale_factor": scale,
@@ -212,7 +198,7 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         "answers_equal": all(equal.values()),
     }
     if out_dir is not None:
-        out = write_report(out_dir, name, report, markdown)
+        out = common.write_report(out_dir, name, report, markdown)
         try:
             from optimizer.explain.dot import before_after_dot, render_svg
 
@@ -241,20 +227,21 @@ def markdown(r: dict) -> str:
         f"* written order: `{r['written_order']}`",
         f"* optimized without the join_order rule: `{r['optimized_without_join_order']}`",
         f"* chosen order: `{r['chosen_order']}` (join_order fired: {'yes' if r['join_order_fired'] else 'no'}; "
-        f"optimize time {fmt(r['optimize_ms'])} ms)",
+        f"optimize time {common.fmt(r['optimize_ms'])} ms)",
         "",
         "| | estimated cost | Spark seconds | answer equal |",
         "| --- | --- | --- | --- |",
-        f"| Spark SQL (default) | | {fmt(s.get('spark_sql'))} | (reference) |",
-        f"| original plan | {fmt(c['original_plan'])} | {fmt(s.get('original'))} | {r['answers_equal'].get('original')} |",
-        f"| optimized, written order (join_order off) | {fmt(c['written_order'])} | "
-        f"{fmt(s.get('optimized_without_join_order'))} | {r['answers_equal'].get('optimized_without_join_order')} |",
-        f"| optimized, chosen order | {fmt(c['chosen_order'])} | {fmt(s.get('optimized'))} | "
+        f"| Spark SQL (default) | | {common.fmt(s.get('spark_sql'))} | (reference) |",
+        f"| original plan | {common.fmt(c['original_plan'])} | {common.fmt(s.get('original'))} | {r['answers_equal'].get('original')} |",
+        f"| optimized, written order (join_order off) | {common.fmt(c['written_order'])} | "
+        f"{common.fmt(s.get('optimized_without_join_order'))} | {r['answers_equal'].get('optimized_without_join_order')} |",
+        f"| optimized, chosen order | {common.fmt(c['chosen_order'])} | {common.fmt(s.get('optimized'))} | "
         f"{r['answers_equal'].get('optimized')} |",
         "",
-        f"Chosen / written estimated cost: {fmt(c.get('chosen_vs_written'))}. Optimized / original run time: "
-        f"{fmt(r['optimized_vs_original'])}; optimized / optimized-without-join-order: "
-        f"{fmt(r['optimized_vs_without_join_order'])}.",
+        f"Chosen / written estimated cost: {common.fmt(c.get('chosen_vs_written'))}. "
+        "Optimized / original run time: "
+        f"{common.fmt(r['optimized_vs_original'])}; optimized / optimized-without-join-order: "
+        f"{common.fmt(r['optimized_vs_without_join_order'])}.",
         "",
     ]
     if r["errors"]:
@@ -263,7 +250,7 @@ def markdown(r: dict) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    return report_parser(__doc__, "join_order").parse_args(argv)
+    return common.report_parser(__doc__, "join_order").parse_args(argv)
 
 
 def main(argv=None, spark: Any = None) -> dict:
@@ -275,8 +262,8 @@ def main(argv=None, spark: Any = None) -> dict:
     r = run(scale=args.scale, reps=args.reps, warmup=args.warmup, spark=spark,
             out_dir=Path(args.out) if args.out else None, name=args.name, progress=not args.no_progress)
     c = r["estimated_cost"]
-    print(f"join order SF {args.scale:g}: cost written {fmt(c['written_order'])} -> chosen {fmt(c['chosen_order'])}; "
-          f"Spark original {fmt(r['seconds'].get('original'))} s, optimized {fmt(r['seconds'].get('optimized'))} s; "
+    print(f"join order SF {args.scale:g}: cost written {common.fmt(c['written_order'])} -> chosen {common.fmt(c['chosen_order'])}; "
+          f"Spark original {common.fmt(r['seconds'].get('original'))} s, optimized {common.fmt(r['seconds'].get('optimized'))} s; "
           f"equal {r['answers_equal']}")
     return r
 

@@ -31,21 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (  # noqa: E402
-    PRODUCERS,
-    REPORT_DIR,
-    fmt,
-    machine,
-    markdown_table,
-    median,
-    one_line,
-    parse_queries,
-    progress_bar,
-    report_parser,
-    tpch_data,
-    tpch_plans,
-    write_report,
-)
+from benchmarks import common  # noqa: E402
 
 SHAPES = ("chain", "star", "cycle", "clique")
 TARGET_TPCH_MEDIAN_MS = 20.0
@@ -219,15 +205,15 @@ def _phases(result) -> dict[str, float]:
 
 def run(max_relations: int = 30, shapes: list[str] | None = None, producers: list[str] | None = None,
         queries: list[int] | None = None, reps: int = 5, scale: float = 0.01, budget_s: float = 5.0,
-        out_dir: Path | str | None = REPORT_DIR, name: str = "optimizer_latency", progress: bool = True,
-        profile: bool = True, min_relations: int = 2) -> dict:
+        out_dir: Path | str | None = common.REPORT_DIR, name: str = "optimizer_latency",
+        progress: bool = True, profile: bool = True, min_relations: int = 2) -> dict:
     from cost.statistics import default_statistics
     from optimizer.capabilities import default_capabilities
     from optimizer.driver import Optimizer, OptimizerConfig
     from optimizer.plan_io import load_plan
 
     shapes = shapes or list(SHAPES)
-    producers = producers if producers is not None else list(PRODUCERS)
+    producers = producers if producers is not None else list(common.PRODUCERS)
     queries = queries or list(range(1, 23))
     config = OptimizerConfig()
     started = time.time()
@@ -239,21 +225,21 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
     plans = {}
     statistics = None
     if producers:
-        _, tables = tpch_data(scale)
-        plans = tpch_plans(tables, producers, queries, errors)
+        _, tables = common.tpch_data(scale)
+        plans = common.tpch_plans(tables, producers, queries, errors)
         statistics = default_statistics(tables=tables)
     sizes = list(range(min_relations, max_relations + 1))
-    bar = progress_bar(len(plans) + len(shapes) * len(sizes), "optimizer latency", progress)
+    bar = common.progress_bar(len(plans) + len(shapes) * len(sizes), "optimizer latency", progress)
     for (producer, q), plan in sorted(plans.items()):
         bar.set_postfix_str(f"{producer} Q{q}")
         optimizer = Optimizer(statistics=statistics, capabilities=capabilities, config=config)
         try:
             times, result = _measure(lambda optimizer=optimizer, plan=plan: optimizer.run(plan), reps, budget_s)
-            tpch_rows.append({"producer": producer, "query": q, "ms": round(median(times) * 1000, 2),
+            tpch_rows.append({"producer": producer, "query": q, "ms": round(common.median(times) * 1000, 2),
                               "runs": len(times), "phases_ms": _phases(result),
                               "join_order_fired": any(e.rule == "join_order" for e in result.events)})
         except Exception as exc:
-            tpch_rows.append({"producer": producer, "query": q, "error": one_line(exc)})
+            tpch_rows.append({"producer": producer, "query": q, "error": common.one_line(exc)})
         bar.update()
 
     # Synthetic join graphs (hints only: no statistics provider but the plan's own hints)
@@ -276,14 +262,14 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
             t0 = time.perf_counter()
             try:
                 times, result = _measure(lambda optimizer=optimizer, plan=plan: optimizer.run(plan), reps, budget_s)
-                entry["seconds"] = median(times)
+                entry["seconds"] = common.median(times)
                 entry["runs"] = len(times)
                 entry["phases_ms"] = _phases(result)
                 entry["join_order_fired"] = any(e.rule == "join_order" for e in result.events)
                 if entry["seconds"] > GIVE_UP_S:
                     given_up = True
             except Exception as exc:
-                entry["error"] = one_line(exc)
+                entry["error"] = common.one_line(exc)
                 entry["seconds_until_error"] = round(time.perf_counter() - t0, 4)
             synthetic.append(entry)
             bar.update()
@@ -301,9 +287,9 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
                      if find(s, 30) and "error" in find(s, 30)}
     summary: dict[str, Any] = {
         "tpch_plans": len(tpch_ok),
-        "tpch_median_ms": median(tpch_ok),
+        "tpch_median_ms": common.median(tpch_ok),
         "tpch_max_ms": max(tpch_ok, default=None),
-        "tpch_median_ms_by_producer": {p: median([r["ms"] for r in tpch_rows if r["producer"] == p and "ms" in r])
+        "tpch_median_ms_by_producer": {p: common.median([r["ms"] for r in tpch_rows if r["producer"] == p and "ms" in r])
                                        for p in producers},
         "clique12_seconds": (clique12 or {}).get("seconds"),
         "relations30_seconds": at30,
@@ -338,11 +324,11 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
             profiles[f"{worst} 30"] = _profile(lambda: opt.run(plan))
 
     report = {"summary": summary,
-              "config": {"reps": reps, "budget_s": budget_s, "statistics_scale": scale, "machine": machine(),
-                         "wall_seconds": round(time.time() - started, 1)},
+              "config": {"reps": reps, "budget_s": budget_s, "statistics_scale": scale,
+                         "machine": common.machine(), "wall_seconds": round(time.time() - started, 1)},
               "tpch": tpch_rows, "synthetic": synthetic, "profiles": profiles}
     if out_dir is not None:
-        out = write_report(out_dir, name, report, markdown)
+        out = common.write_report(out_dir, name, report, markdown)
         try:
             plot(report, out / f"{name}.png")
         except ImportError:
@@ -369,13 +355,13 @@ def markdown(report: dict) -> str:
         "",
         "| target | value | |",
         "| --- | --- | --- |",
-        f"| TPC-H plans, median < {TARGET_TPCH_MEDIAN_MS:g} ms | {fmt(s['tpch_median_ms'])} ms "
-        f"(max {fmt(s['tpch_max_ms'])} ms, {s['tpch_plans']} plans) | {verdict(t[f'tpch_median<{TARGET_TPCH_MEDIAN_MS:g}ms'])} |",
-        f"| 12-relation clique < {TARGET_CLIQUE12_S:g} s (DPccp) | {fmt(s['clique12_seconds'])} s | "
+        f"| TPC-H plans, median < {TARGET_TPCH_MEDIAN_MS:g} ms | {common.fmt(s['tpch_median_ms'])} ms "
+        f"(max {common.fmt(s['tpch_max_ms'])} ms, {s['tpch_plans']} plans) | {verdict(t[f'tpch_median<{TARGET_TPCH_MEDIAN_MS:g}ms'])} |",
+        f"| 12-relation clique < {TARGET_CLIQUE12_S:g} s (DPccp) | {common.fmt(s['clique12_seconds'])} s | "
         f"{verdict(t[f'clique12<{TARGET_CLIQUE12_S:g}s'])} |",
         f"| 30 relations < {TARGET_30_S:g} s (greedy) | "
-        + ", ".join(f"{k} {fmt(v)} s" if v is not None
-                    else f"{k} failed after {fmt(s['relations30_seconds_until_error'].get(k))} s"
+        + ", ".join(f"{k} {common.fmt(v)} s" if v is not None
+                    else f"{k} failed after {common.fmt(s['relations30_seconds_until_error'].get(k))} s"
                     for k, v in s["relations30_seconds"].items())
         + f" | {verdict(t[f'30_relations<{TARGET_30_S:g}s'])} |",
         "",
@@ -389,10 +375,10 @@ def markdown(report: dict) -> str:
             row = [f"Q{q}"]
             for p in producers:
                 r = next((x for x in report["tpch"] if x["producer"] == p and x["query"] == q), None)
-                row.append("–" if r is None else (fmt(r["ms"]) if "ms" in r else "error"))
+                row.append("–" if r is None else (common.fmt(r["ms"]) if "ms" in r else "error"))
             rows.append(row)
-        rows.append(["**median**", *[f"**{fmt(by_p[p])}**" for p in producers]])
-        lines += [markdown_table(["query", *producers], rows), ""]
+        rows.append(["**median**", *[f"**{common.fmt(by_p[p])}**" for p in producers]])
+        lines += [common.markdown_table(["query", *producers], rows), ""]
         errs = [r for r in report["tpch"] if "error" in r]
         if errs:
             lines += [f"* {r['producer']} Q{r['query']}: {r['error']}" for r in errs] + [""]
@@ -412,15 +398,16 @@ def markdown(report: dict) -> str:
                 if e is None:
                     row.append("–")
                 elif "seconds" in e:
-                    row.append(fmt(e["seconds"]) + ("" if e.get("join_order_fired", True) else " (kept)")
+                    row.append(common.fmt(e["seconds"])
+                               + ("" if e.get("join_order_fired", True) else " (kept)")
                                + (" (greedy*)" if e.get("algorithm") == "greedy*" else ""))
                 else:
                     row.append("skipped" if "skipped" in e else "error")
             rows.append(row)
-        lines += [markdown_table(["relations", *shapes], rows), ""]
+        lines += [common.markdown_table(["relations", *shapes], rows), ""]
         errs = [e for e in report["synthetic"] if "error" in e]
         if errs:
-            lines += [f"* {e['shape']} {e['relations']}: {e['error']} (after {fmt(e.get('seconds_until_error'))} s)"
+            lines += [f"* {e['shape']} {e['relations']}: {e['error']} (after {common.fmt(e.get('seconds_until_error'))} s)"
                       for e in errs] + [""]
     if report["profiles"]:
         lines += ["## Where the time goes (cProfile of one run)", ""]
@@ -428,9 +415,9 @@ def markdown(report: dict) -> str:
             lines += [f"### {case}", ""]
             for view in views:
                 lines += [f"{view['view']}:", "",
-                          markdown_table(["function", "calls", "self s", "cumulative s"],
-                                         [[f"`{r['function']}`", r["calls"], r["tottime_s"], r["cumtime_s"]]
-                                          for r in view["rows"]]), ""]
+                          common.markdown_table(["function", "calls", "self s", "cumulative s"],
+                                                [[f"`{r['function']}`", r["calls"], r["tottime_s"], r["cumtime_s"]]
+                                                 for r in view["rows"]]), ""]
     return "\n".join(lines)
 
 
@@ -472,11 +459,12 @@ def plot(report: dict, path: Path) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     # --scale: the TPC-H data whose footers give the plans' statistics
-    p = report_parser(__doc__, "optimizer_latency", scale=0.01, reps=5, warmup=False, queries=True, spark=False)
+    p = common.report_parser(__doc__, "optimizer_latency", scale=0.01, reps=5, warmup=False, queries=True, spark=False)
     p.add_argument("--max-relations", type=int, default=30)
     p.add_argument("--min-relations", type=int, default=2)
     p.add_argument("--shapes", default=",".join(SHAPES))
-    p.add_argument("--producers", default=",".join(PRODUCERS), help="TPC-H plan producers ('' for none)")
+    p.add_argument("--producers", default=",".join(common.PRODUCERS),
+                   help="TPC-H plan producers ('' for none)")
     p.add_argument("--budget", type=float, default=5.0, help="seconds of timed runs per case at most")
     p.add_argument("--no-profile", action="store_true")
     return p.parse_args(argv)
@@ -487,14 +475,16 @@ def main(argv=None, spark: Any = None) -> dict:
     args = parse_args(argv)
     report = run(max_relations=args.max_relations, min_relations=args.min_relations,
                  shapes=[s for s in args.shapes.split(",") if s],
-                 producers=[p for p in args.producers.split(",") if p], queries=parse_queries(args.queries),
+                 producers=[p for p in args.producers.split(",") if p],
+                 queries=common.parse_queries(args.queries),
                  reps=args.reps, scale=args.scale, budget_s=args.budget,
                  out_dir=Path(args.out) if args.out else None, name=args.name, progress=not args.no_progress,
                  profile=not args.no_profile)
     s = report["summary"]
-    print(f"optimizer latency: TPC-H median {fmt(s['tpch_median_ms'])} ms (max {fmt(s['tpch_max_ms'])}), "
-          f"clique 12 {fmt(s['clique12_seconds'])} s, 30 relations "
-          + ", ".join(f"{k} {fmt(v)} s" if v is not None else f"{k} failed" for k, v in s["relations30_seconds"].items()))
+    print(f"optimizer latency: TPC-H median {common.fmt(s['tpch_median_ms'])} ms "
+          f"(max {common.fmt(s['tpch_max_ms'])}), "
+          f"clique 12 {common.fmt(s['clique12_seconds'])} s, 30 relations "
+          + ", ".join(f"{k} {common.fmt(v)} s" if v is not None else f"{k} failed" for k, v in s["relations30_seconds"].items()))
     return report
 
 

@@ -35,30 +35,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (  # noqa: E402
-    CBO_CONF,
-    PRODUCERS,
-    REPORT_DIR,
-    analyzed_session,
-    collect,
-    conf_set,
-    fmt,
-    geomean,
-    get_session,
-    machine,
-    markdown_table,
-    median,
-    one_line,
-    parse_queries,
-    progress_bar,
-    ratio,
-    register_temp_views,
-    report_parser,
-    timed,
-    tpch_data,
-    tpch_plans,
-    write_report,
-)
+from benchmarks import common  # noqa: E402
 
 #: Queries whose optimized plan should beat the original by 20% (they have joins worth reordering).
 JOIN_HEAVY = (2, 5, 7, 8, 9, 10, 21)
@@ -84,7 +61,7 @@ class Suite:
     sql_conf: tuple[tuple[str, str], ...] = ()
 
 
-TPCH = Suite("tpch", "TPC-H", tuple(range(1, 23)), tuple(PRODUCERS), TARGET_GEOMEAN_VS_CBO, JOIN_HEAVY)
+TPCH = Suite("tpch", "TPC-H", tuple(range(1, 23)), tuple(common.PRODUCERS), TARGET_GEOMEAN_VS_CBO, JOIN_HEAVY)
 #: TPC-DS: DataFusion writes all 99 plans (DuckDB about half, without correlated subqueries). Spark SQL
 #: runs DuckDB's query texts; DuckDB's answer to the text is the expected one (as in tests/test_tpcds.py).
 #: DuckDB's texts name columns with double quotes (``AS "order count"``): identifiers, as in ANSI SQL
@@ -100,7 +77,7 @@ def suite_data(suite: Suite, scale: float) -> tuple[Path, dict[str, Path]]:
 
         data_dir = generate_tpcds(scale)
         return data_dir, tpcds_table_paths(data_dir)
-    return tpch_data(scale)
+    return common.tpch_data(scale)
 
 
 def suite_texts(suite: Suite) -> dict[int, str]:
@@ -116,7 +93,7 @@ def suite_texts(suite: Suite) -> dict[int, str]:
 def suite_plans(suite: Suite, data_dir: Path, tables: dict[str, Path], producers: list[str],
                 queries: list[int], errors: dict) -> dict[tuple[str, int], Any]:
     if suite is not TPCDS:
-        return tpch_plans(tables, producers, queries, errors)
+        return common.tpch_plans(tables, producers, queries, errors)
     from optimizer.plan_io import load_plan
     from workloads.tpcds import datafusion_tpcds_plans, duckdb_tpcds_plans
 
@@ -130,12 +107,12 @@ def suite_plans(suite: Suite, data_dir: Path, tables: dict[str, Path], producers
             if isinstance(plan, bytes):
                 plans[(producer, q)] = load_plan(plan)
             else:
-                errors[(producer, q)] = one_line(plan)
+                errors[(producer, q)] = common.one_line(plan)
     return plans
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = report_parser(__doc__, "tpch", queries=True)
+    p = common.report_parser(__doc__, "tpch", queries=True)
     p.add_argument("--suite", choices=sorted(SUITES), default="tpch",
                    help="tpch (default) or tpcds (DataFusion's 99 plans; answers checked against DuckDB)")
     p.add_argument("--producers", default=None,
@@ -154,7 +131,7 @@ def _optimize(plan, statistics, capabilities, reps: int) -> tuple[Any, float, An
     for _ in range(max(1, reps)):
         result = optimizer.run(plan)
         times.append(result.seconds)
-    return result.plan, median(times), result
+    return result.plan, common.median(times), result
 
 
 def _plan_cost(plan, statistics) -> float:
@@ -220,7 +197,7 @@ def model_summary(rows: list[dict]) -> dict:
                     points.append((cost, seconds))
         if len(times) >= 2 and min(times) > 0:
             spreads.append(max(times) / min(times))
-    return {"plans_costlier_by_model": costlier, "producer_spread_geomean": geomean(spreads),
+    return {"plans_costlier_by_model": costlier, "producer_spread_geomean": common.geomean(spreads),
             "cost_time_spearman": spearman(points)}
 
 
@@ -245,7 +222,7 @@ def _own_sql(plans: dict, texts: dict[int, str]) -> dict[tuple[str, int], str]:
 
 def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[str] | None = None,
         reps: int = 3, warmup: int = 1, optimize_reps: int = 5, spark: Any = None,
-        out_dir: Path | str | None = REPORT_DIR, name: str = "tpch", progress: bool = True,
+        out_dir: Path | str | None = common.REPORT_DIR, name: str = "tpch", progress: bool = True,
         suite: Suite = TPCH) -> dict:
     """Run the benchmark; return the report (also written to ``out_dir`` unless it is None)."""
     from cost.statistics import default_statistics
@@ -256,7 +233,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
 
     queries = queries or list(suite.queries)
     producers = producers or list(suite.producers)
-    spark = get_session(spark)
+    spark = common.get_session(spark)
     started = time.time()
     data_dir, tables = suite_data(suite, scale)
     texts = suite_texts(suite)
@@ -286,23 +263,23 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
 
         return datafusion_context({k: str(v) for k, v in tables.items()}).sql(sql).to_arrow_table()
 
-    register_temp_views(spark, tables)
+    common.register_temp_views(spark, tables)
     needed = sorted({t for q in queries for t in tables if re.search(rf"\b{t}\b", texts[q], re.IGNORECASE)})
     database = f"bench_{suite.name}_sf{scale:g}".replace(".", "_")
-    t_analyze, cbo = timed(lambda: analyzed_session(spark, tables, database, analyze=needed))
+    t_analyze, cbo = common.timed(lambda: common.analyzed_session(spark, tables, database, analyze=needed))
     statistics = default_statistics(spark=spark, tables=tables)
     capabilities = default_capabilities()
     backend = SparkBackend(spark, tables=tables)
 
     rows: list[dict] = []
     n_runs = sum((2 + 2 * sum(1 for p in producers if (p, q) in plans)) for q in queries) * (warmup + reps)
-    bar = progress_bar(n_runs, f"{suite.title} SF {scale:g}", progress)
+    bar = common.progress_bar(n_runs, f"{suite.title} SF {scale:g}", progress)
     for q in queries:
         sql = texts[q]
         entry: dict[str, Any] = {"query": q, "plans": {}}
         variants: dict[str, Any] = {
             "spark_default": lambda sql=sql: _sql_run(spark, sql, dict(suite.sql_conf)),
-            "spark_cbo": lambda sql=sql: _sql_run(cbo, sql, {**CBO_CONF, **dict(suite.sql_conf)}),
+            "spark_cbo": lambda sql=sql: _sql_run(cbo, sql, {**common.CBO_CONF, **dict(suite.sql_conf)}),
         }
         for producer in producers:
             info: dict[str, Any] = {}
@@ -311,18 +288,19 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
                 info["error"] = plan_errors.get((producer, q), "no plan")
                 continue
             plan = plans[(producer, q)]
-            variants[f"{producer}/original"] = lambda plan=plan: collect(backend.to_dataframe(plan))
+            variants[f"{producer}/original"] = lambda plan=plan: common.collect(backend.to_dataframe(plan))
             try:
                 optimized, seconds, result = _optimize(plan, statistics, capabilities, optimize_reps)
             except Exception as exc:  # an optimizer failure is a result too
-                info["optimize_error"] = one_line(exc)
+                info["optimize_error"] = common.one_line(exc)
                 bar.update(warmup + reps)
                 continue
             info["optimize_ms"] = round(seconds * 1000, 2)
             info["rules_fired"] = dict(Counter(e.rule for e in result.events))
             info["estimated_cost_original"] = _plan_cost(plan, statistics)
             info["estimated_cost_optimized"] = _plan_cost(optimized, statistics)
-            variants[f"{producer}/optimized"] = lambda plan=optimized: collect(backend.to_dataframe(plan))
+            variants[f"{producer}/optimized"] = (
+                lambda plan=optimized: common.collect(backend.to_dataframe(plan)))
 
         times: dict[str, list[float]] = {k: [] for k in variants}
         answers: dict[str, Any] = {}
@@ -337,9 +315,9 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
                     bar.update()
                     continue
                 try:
-                    seconds, table = timed(variants[key])
+                    seconds, table = common.timed(variants[key])
                 except Exception as exc:
-                    failed[key] = one_line(exc)
+                    failed[key] = common.one_line(exc)
                     bar.update()
                     continue
                 if key not in answers:
@@ -348,8 +326,8 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
                     times[key].append(seconds)
                 bar.update()
 
-        a = median(times["spark_default"])
-        b = median(times["spark_cbo"])
+        a = common.median(times["spark_default"])
+        b = common.median(times["spark_cbo"])
         entry["spark_default_s"] = a
         entry["spark_cbo_s"] = b
         entry["times_s"] = {k: v for k, v in times.items() if v}
@@ -383,8 +361,8 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
         for producer, info in entry["plans"].items():
             if "error" in info:
                 continue
-            c = median(times.get(f"{producer}/original", []))
-            d = median(times.get(f"{producer}/optimized", []))
+            c = common.median(times.get(f"{producer}/original", []))
+            d = common.median(times.get(f"{producer}/optimized", []))
             info["original_s"] = c
             info["optimized_s"] = d
             for key, label in ((f"{producer}/original", "original"), (f"{producer}/optimized", "optimized")):
@@ -396,9 +374,9 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
                     info[f"{label}_judged_by"] = "datafusion (its own answer; DuckDB's differs)"
                 if verdict not in (True, None):
                     info[f"{label}_difference"] = verdict
-            info["optimized_vs_spark_default"] = ratio(d, a)
-            info["optimized_vs_spark_cbo"] = ratio(d, b)
-            info["optimized_vs_original"] = ratio(d, c)
+            info["optimized_vs_spark_default"] = common.ratio(d, a)
+            info["optimized_vs_spark_cbo"] = common.ratio(d, b)
+            info["optimized_vs_original"] = common.ratio(d, c)
         rows.append(entry)
 
     bar.close()
@@ -410,8 +388,8 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
 
 
 def _sql_run(session, sql: str, conf: dict[str, str]):
-    with conf_set(session, conf):
-        return collect(session.sql(sql))
+    with common.conf_set(session, conf):
+        return common.collect(session.sql(sql))
 
 
 def _pairs(rows: list[dict]):
@@ -440,29 +418,29 @@ def _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started, 
                            "detail": info.get("optimized_difference") or info.get("original_difference")
                            or info.get("optimize_error") or info.get("optimized_error")
                            or info.get("original_error")})
-    g_cbo = geomean(i.get("optimized_vs_spark_cbo") for _, _, i in pairs)
+    g_cbo = common.geomean(i.get("optimized_vs_spark_cbo") for _, _, i in pairs)
     target = suite.target_geomean_vs_cbo
     summary = {
         "suite": suite.name,
         "scale_factor": scale,
         "geomean_optimized_vs_spark_cbo": g_cbo,
-        "geomean_optimized_vs_spark_default": geomean(i.get("optimized_vs_spark_default") for _, _, i in pairs),
-        "geomean_optimized_vs_original": geomean(i.get("optimized_vs_original") for _, _, i in pairs),
+        "geomean_optimized_vs_spark_default": common.geomean(i.get("optimized_vs_spark_default") for _, _, i in pairs),
+        "geomean_optimized_vs_original": common.geomean(i.get("optimized_vs_original") for _, _, i in pairs),
         "queries_equal": len(equal),
         "plans_compared": len(pairs),
-        "median_optimize_ms": median([i["optimize_ms"] for _, _, i in pairs if "optimize_ms" in i]),
+        "median_optimize_ms": common.median([i["optimize_ms"] for _, _, i in pairs if "optimize_ms" in i]),
         "by_producer": {
             p: {
                 "plans": sum(1 for _, pp, _ in pairs if pp == p),
                 "equal": sum(1 for _, pp, i in pairs if pp == p and i in equal),
-                "geomean_optimized_vs_spark_cbo": geomean(i.get("optimized_vs_spark_cbo") for _, pp, i in pairs if pp == p),
-                "geomean_optimized_vs_spark_default": geomean(i.get("optimized_vs_spark_default") for _, pp, i in pairs if pp == p),
-                "geomean_optimized_vs_original": geomean(i.get("optimized_vs_original") for _, pp, i in pairs if pp == p),
+                "geomean_optimized_vs_spark_cbo": common.geomean(i.get("optimized_vs_spark_cbo") for _, pp, i in pairs if pp == p),
+                "geomean_optimized_vs_spark_default": common.geomean(i.get("optimized_vs_spark_default") for _, pp, i in pairs if pp == p),
+                "geomean_optimized_vs_original": common.geomean(i.get("optimized_vs_original") for _, pp, i in pairs if pp == p),
             }
             for p in producers
         },
-        "geomean_spark_cbo_vs_spark_default": geomean(
-            ratio(e.get("spark_cbo_s"), e.get("spark_default_s")) for e in rows),
+        "geomean_spark_cbo_vs_spark_default": common.geomean(
+            common.ratio(e.get("spark_cbo_s"), e.get("spark_default_s")) for e in rows),
         "targets": {
             f"geomean_optimized_vs_spark_cbo<={target:g}": g_cbo is not None and g_cbo <= target,
             "every_query_optimized_vs_spark_cbo<=1.2": not any(m["target"].startswith("d/b") for m in misses),
@@ -477,14 +455,14 @@ def _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started, 
         "config": {"suite": suite.name, "scale_factor": scale, "producers": list(producers), "reps": reps,
                    "warmup": warmup,
                    "sink": "DataFrame.toArrow()", "analyze_seconds": round(t_analyze, 1),
-                   "data_dir": str(data_dir), "cbo_conf": CBO_CONF, "machine": machine(),
+                   "data_dir": str(data_dir), "cbo_conf": common.CBO_CONF, "machine": common.machine(),
                    "wall_seconds": round(time.time() - started, 1)},
         "queries": rows,
     }
 
 
 def write_reports(report: dict, out_dir: Path, name: str = "tpch") -> None:
-    write_report(out_dir, name, report, markdown)
+    common.write_report(out_dir, name, report, markdown)
     try:
         plot(report, out_dir / f"{name}.png")
     except ImportError:
@@ -504,23 +482,28 @@ def markdown(report: dict) -> str:
         "",
         "| summary | value |",
         "| --- | --- |",
-        f"| geomean d/b (optimized vs Spark CBO) | {fmt(s['geomean_optimized_vs_spark_cbo'])} |",
-        f"| geomean d/a (optimized vs Spark default) | {fmt(s['geomean_optimized_vs_spark_default'])} |",
-        f"| geomean d/c (optimized vs original plan) | {fmt(s['geomean_optimized_vs_original'])} |",
-        f"| geomean b/a (Spark CBO vs default) | {fmt(s['geomean_spark_cbo_vs_spark_default'])} |",
+        f"| geomean d/b (optimized vs Spark CBO) | {common.fmt(s['geomean_optimized_vs_spark_cbo'])} |",
+        f"| geomean d/a (optimized vs Spark default) "
+        f"| {common.fmt(s['geomean_optimized_vs_spark_default'])} |",
+        f"| geomean d/c (optimized vs original plan) | {common.fmt(s['geomean_optimized_vs_original'])} |",
+        f"| geomean b/a (Spark CBO vs default) | {common.fmt(s['geomean_spark_cbo_vs_spark_default'])} |",
         f"| plans costlier by the model | {s.get('plans_costlier_by_model')} |",
-        f"| producer spread (geomean slowest / fastest optimized) | {fmt(s.get('producer_spread_geomean'))} |",
-        f"| rank correlation of estimated cost and time (Spearman) | {fmt(s.get('cost_time_spearman'))} |",
+        f"| producer spread (geomean slowest / fastest optimized) "
+        f"| {common.fmt(s.get('producer_spread_geomean'))} |",
+        f"| rank correlation of estimated cost and time (Spearman) "
+        f"| {common.fmt(s.get('cost_time_spearman'))} |",
         f"| answers equal (original and optimized, vs {'DuckDB' if s.get('suite') == 'tpcds' else 'Spark SQL'}) "
         f"| {s['queries_equal']} of {s['plans_compared']} plans |",
-        f"| median optimize time | {fmt(s['median_optimize_ms'])} ms |",
+        f"| median optimize time | {common.fmt(s['median_optimize_ms'])} ms |",
         "",
         "| producer | plans | equal | geomean d/b | geomean d/a | geomean d/c |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for p, v in s["by_producer"].items():
-        lines.append(f"| {p} | {v['plans']} | {v['equal']} | {fmt(v['geomean_optimized_vs_spark_cbo'])} | "
-                     f"{fmt(v['geomean_optimized_vs_spark_default'])} | {fmt(v['geomean_optimized_vs_original'])} |")
+        lines.append(f"| {p} | {v['plans']} | {v['equal']} | "
+                     f"{common.fmt(v['geomean_optimized_vs_spark_cbo'])} | "
+                     f"{common.fmt(v['geomean_optimized_vs_spark_default'])} | "
+                     f"{common.fmt(v['geomean_optimized_vs_original'])} |")
     lines += ["", "## Per query", ""]
     table_rows = []
     for entry, producer, info in _pairs(report["queries"]):
@@ -528,13 +511,15 @@ def markdown(report: dict) -> str:
             continue
         eq = "yes" if info.get("original_equal") and info.get("optimized_equal") else "**no**"
         table_rows.append([
-            f"Q{entry['query']}", producer, fmt(entry.get("spark_default_s")), fmt(entry.get("spark_cbo_s")),
-            fmt(info.get("original_s")), fmt(info.get("optimized_s")),
-            fmt(info.get("optimized_vs_spark_default")), fmt(info.get("optimized_vs_spark_cbo")),
-            fmt(info.get("optimized_vs_original")), fmt(info.get("optimize_ms")), eq,
+            f"Q{entry['query']}", producer,
+            common.fmt(entry.get("spark_default_s")), common.fmt(entry.get("spark_cbo_s")),
+            common.fmt(info.get("original_s")), common.fmt(info.get("optimized_s")),
+            common.fmt(info.get("optimized_vs_spark_default")),
+            common.fmt(info.get("optimized_vs_spark_cbo")),
+            common.fmt(info.get("optimized_vs_original")), common.fmt(info.get("optimize_ms")), eq,
         ])
-    lines.append(markdown_table(["query", "producer", "(a) SQL", "(b) SQL CBO", "(c) original", "(d) optimized",
-                                 "d/a", "d/b", "d/c", "optimize ms", "equal"], table_rows))
+    lines.append(common.markdown_table(["query", "producer", "(a) SQL", "(b) SQL CBO", "(c) original", "(d) optimized",
+                                        "d/a", "d/b", "d/c", "optimize ms", "equal"], table_rows))
     missing = [(e["query"], p, i["error"]) for e, p, i in _pairs(report["queries"]) if "error" in i]
     if missing:
         lines += ["", "Plans not benchmarked:", ""]
@@ -546,14 +531,14 @@ def markdown(report: dict) -> str:
                                             else "") +
                   "equal answers. The reasons are discussed in [../benchmarks.md](../benchmarks.md).", ""]
         for m in s["misses"]:
-            value = "" if m.get("value") is None else f" = {fmt(m['value'])}"
+            value = "" if m.get("value") is None else f" = {common.fmt(m['value'])}"
             detail = f" ({m['detail']})" if m.get("detail") else ""
             info = next(i for e, p, i in _pairs(report["queries"]) if e["query"] == m["query"] and p == m["producer"])
             fired = ", ".join(f"{k} x{v}" for k, v in (info.get("rules_fired") or {}).items()) or "no rule fired"
             cost = ""
             if info.get("estimated_cost_original") and info.get("estimated_cost_optimized"):
-                cost = (f"; estimated cost {fmt(info['estimated_cost_original'])} -> "
-                        f"{fmt(info['estimated_cost_optimized'])}")
+                cost = (f"; estimated cost {common.fmt(info['estimated_cost_original'])} -> "
+                        f"{common.fmt(info['estimated_cost_optimized'])}")
             lines.append(f"* Q{m['query']} {m['producer']}: {m['target']}{value}{detail}; rules: {fired}{cost}")
     lines.append("")
     return "\n".join(lines)
@@ -589,8 +574,9 @@ def plot(report: dict, path: Path) -> None:
         ax.set_xticklabels(labels)
         ax.set_ylabel("seconds")
         g = report["summary"]["by_producer"].get(producer, {})
-        ax.set_title(f"{producer} plans — geomean d/b {fmt(g.get('geomean_optimized_vs_spark_cbo'))}, "
-                     f"d/c {fmt(g.get('geomean_optimized_vs_original'))}", fontsize=10)
+        ax.set_title(f"{producer} plans — "
+                     f"geomean d/b {common.fmt(g.get('geomean_optimized_vs_spark_cbo'))}, "
+                     f"d/c {common.fmt(g.get('geomean_optimized_vs_original'))}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0, 0].legend(ncol=4, fontsize=8, loc="upper right")
     title = SUITES[report["summary"].get("suite", "tpch")].title
@@ -607,7 +593,7 @@ def main(argv=None, spark: Any = None) -> dict:
 
         spark = get_spark(args.master)
     suite = SUITES[args.suite]
-    queries = list(suite.queries) if args.queries in (None, "all") else parse_queries(args.queries)
+    queries = list(suite.queries) if args.queries in (None, "all") else common.parse_queries(args.queries)
     producers = [p.strip() for p in args.producers.split(",") if p.strip()] if args.producers else None
     name = args.name if args.name != "tpch" else suite.name
     report = run(scale=args.scale, queries=queries, producers=producers,
@@ -615,8 +601,10 @@ def main(argv=None, spark: Any = None) -> dict:
                  out_dir=Path(args.out) if args.out else None, name=name, progress=not args.no_progress,
                  suite=suite)
     s = report["summary"]
-    print(f"{suite.title} SF {s['scale_factor']:g}: geomean d/b {fmt(s['geomean_optimized_vs_spark_cbo'])}, "
-          f"d/a {fmt(s['geomean_optimized_vs_spark_default'])}, d/c {fmt(s['geomean_optimized_vs_original'])}, "
+    print(f"{suite.title} SF {s['scale_factor']:g}: "
+          f"geomean d/b {common.fmt(s['geomean_optimized_vs_spark_cbo'])}, "
+          f"d/a {common.fmt(s['geomean_optimized_vs_spark_default'])}, "
+          f"d/c {common.fmt(s['geomean_optimized_vs_original'])}, "
           f"equal {s['queries_equal']}/{s['plans_compared']}")
     by = s["by_producer"]
     print("plans by producer: " + ", ".join(f"{p} {by[p]['plans']}" for p in by)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from google.protobuf.message import Message
-from substrait.proto import Expression, Plan, Type
+from substrait.proto import Expression, Plan, Rel, Type
 
 from optimizer.load.functions import STANDARD_URN_PREFIX, FunctionTable, function_table
 
@@ -294,6 +294,27 @@ def _children(msg: Message) -> list[Message]:
         elif kind == 2:
             out.extend(value)
     return out
+
+
+def rels_with_paths(msg: Message, path: str = "") -> Iterator[tuple[Rel, str]]:
+    """Every ``Rel`` inside ``msg`` (subqueries included), children before parents, with its path
+    (``relations[0].root.input.filter.input``).
+
+    >>> from optimizer.load.builder import Builder, filter_, lit, read
+    >>> plan = Builder().plan(filter_(read("t", [("a", "i64")]), lit(True)), ["a"])
+    >>> [(rel.WhichOneof("rel_type"), path) for rel, path in rels_with_paths(plan)]
+    [('read', 'relations[0].root.input.filter.input'), ('filter', 'relations[0].root.input')]
+    """
+    for f, value in msg.ListFields():
+        if f.type != f.TYPE_MESSAGE:
+            continue
+        if f.label == f.LABEL_REPEATED:
+            for i, item in enumerate(value):
+                yield from rels_with_paths(item, f"{path}.{f.name}[{i}]" if path else f"{f.name}[{i}]")
+        else:
+            yield from rels_with_paths(value, f"{path}.{f.name}" if path else f.name)
+    if isinstance(msg, Rel):
+        yield msg, path
 
 
 def walk(msg: Message, *, enter_subqueries: bool) -> Iterator[Message]:

@@ -94,7 +94,7 @@ from substrait.proto import (
 )
 
 from optimizer.errors import OptimizerError, PlanError, UnsupportedError
-from optimizer.expr_utils import join_type_name
+from optimizer.expr_utils import join_type_name, rels_with_paths
 from optimizer.load.functions import FunctionTable, function_table
 
 __all__ = [
@@ -1837,24 +1837,10 @@ def legacy_project_producer(plan: Plan) -> str | None:
     return producer
 
 
-def _iter_rels(msg, path: str) -> Iterator[tuple[Rel, str]]:
-    """Every ``Rel`` inside ``msg`` (subqueries included), children before parents, with its path."""
-    for fd, value in msg.ListFields():
-        if fd.type != FieldDescriptor.TYPE_MESSAGE:
-            continue
-        if fd.label == FieldDescriptor.LABEL_REPEATED:
-            for i, item in enumerate(value):
-                yield from _iter_rels(item, f"{path}.{fd.name}[{i}]" if path else f"{fd.name}[{i}]")
-        else:
-            yield from _iter_rels(value, f"{path}.{fd.name}" if path else fd.name)
-    if isinstance(msg, Rel):
-        yield msg, path
-
-
 def _legacy_projects(plan: Plan) -> Iterator[tuple[Rel, str]]:
     if legacy_project_producer(plan) is None:
         return
-    for rel, path in _iter_rels(plan, ""):
+    for rel, path in rels_with_paths(plan):
         if rel.WhichOneof("rel_type") == "project" and rel.project.common.WhichOneof("emit_kind") != "emit":
             yield rel, path
 

@@ -222,6 +222,18 @@ class _Pusher:
         new_child, _ = self.sink(child, mapped)
         return NewRel(rel_copy(self.g, n), [new_child])
 
+    def _substituted(self, n: int, go: list[Expression], definition: Callable[[int], Expression | int | None]):
+        """The conjuncts of ``go`` that ``definition`` rewrites over ``n``'s input pushed below ``n``, the
+        others kept above (a handler's result)."""
+        rel = self.g.nodes[n]["rel"]
+        pushed, kept = [], []
+        for c in go:
+            s = substitute(through_emit(rel, c), definition)
+            (kept if s is None else pushed).append(c if s is None else s)
+        if not pushed:
+            return n, go, False
+        return self._one_input(n, pushed), kept, True
+
     # -- handlers: (n, movable conjuncts over n's output) -> (new n, conjuncts kept above, moved) ----
 
     def _filter(self, n: int, go: list[Expression]):
@@ -250,13 +262,7 @@ class _Pusher:
             e = exprs[i - n_in]
             return e if _substitutable(e, self.functions) else None
 
-        pushed, kept = [], []
-        for c in go:
-            s = substitute(through_emit(rel, c), definition)
-            (kept if s is None else pushed).append(c if s is None else s)
-        if not pushed:
-            return n, go, False
-        return self._one_input(n, pushed), kept, True
+        return self._substituted(n, go, definition)
 
     def _aggregate(self, n: int, go: list[Expression]):
         rel = self.g.nodes[n]["rel"]
@@ -271,13 +277,7 @@ class _Pusher:
             e = agg.grouping_expressions[i]
             return e if _substitutable(e, self.functions) else None
 
-        pushed, kept = [], []
-        for c in go:
-            s = substitute(through_emit(rel, c), definition)
-            (kept if s is None else pushed).append(c if s is None else s)
-        if not pushed:
-            return n, go, False
-        return self._one_input(n, pushed), kept, True
+        return self._substituted(n, go, definition)
 
     def _set(self, n: int, go: list[Expression]):
         rel = self.g.nodes[n]["rel"]

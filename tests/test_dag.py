@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from substrait.proto import Expression, Plan, PlanRel, Rel
+from substrait.proto import Plan, PlanRel, Rel
 
 from optimizer.dag import from_dag, inputs, to_dag, uses
 from optimizer.errors import PlanError
+from optimizer.expr_utils import field
 from optimizer.plan_io import dump_plan, load_plan
 
 
@@ -19,13 +20,6 @@ def _read(name: str, ncols: int) -> Rel:
         rel.read.base_schema.names.append(f"c{i}")
         rel.read.base_schema.struct.types.add().i64.nullability = 1
     return rel
-
-
-def _field(i: int) -> Expression:
-    e = Expression()
-    e.selection.direct_reference.struct_field.field = i
-    e.selection.root_reference.SetInParent()
-    return e
 
 
 @st.composite
@@ -43,11 +37,11 @@ def relations(draw, depth: int = 0, refs: int = 0) -> Rel:
     child = lambda: draw(relations(depth + 1, refs))  # noqa: E731
     if kind == "filter":
         rel.filter.input.CopyFrom(child())
-        rel.filter.condition.CopyFrom(_field(0))
+        rel.filter.condition.CopyFrom(field(0))
     elif kind == "project":
         rel.project.input.CopyFrom(child())
         for i in range(draw(st.integers(0, 3))):
-            rel.project.expressions.append(_field(i))
+            rel.project.expressions.append(field(i))
         if draw(st.booleans()):
             rel.project.common.emit.output_mapping.extend([0])
     elif kind == "fetch":
@@ -58,14 +52,14 @@ def relations(draw, depth: int = 0, refs: int = 0) -> Rel:
             rel.fetch.offset_expr.literal.i64 = draw(st.integers(0, 100))
     elif kind == "sort":
         rel.sort.input.CopyFrom(child())
-        rel.sort.sorts.add(expr=_field(0), direction=draw(st.integers(1, 4)))
+        rel.sort.sorts.add(expr=field(0), direction=draw(st.integers(1, 4)))
     elif kind in ("join", "hash_join"):
         body = getattr(rel, kind)
         body.left.CopyFrom(child())
         body.right.CopyFrom(child())
         body.type = draw(st.integers(1, 12))
         if kind == "join" and draw(st.booleans()):
-            body.expression.CopyFrom(_field(0))
+            body.expression.CopyFrom(field(0))
     elif kind == "cross":
         rel.cross.left.CopyFrom(child())
         rel.cross.right.CopyFrom(child())
@@ -75,7 +69,7 @@ def relations(draw, depth: int = 0, refs: int = 0) -> Rel:
             rel.set.inputs.append(child())
     elif kind == "aggregate":
         rel.aggregate.input.CopyFrom(child())
-        rel.aggregate.grouping_expressions.append(_field(0))
+        rel.aggregate.grouping_expressions.append(field(0))
         rel.aggregate.groupings.add().expression_references.append(0)
     if draw(st.booleans()):
         body = getattr(rel, kind)

@@ -6,25 +6,9 @@ from __future__ import annotations
 
 import json
 
+import filter_rule_plans as plans
 import pytest
-from filter_rule_plans import (
-    MY_RULES,
-    NATION_NAMES,
-    REQ,
-    call,
-    col,
-    emit,
-    filt,
-    fired,
-    i32,
-    nodes_of,
-    optimize,
-    plan_of,
-    read,
-    s,
-    same_answer,
-    shape,
-)
+from filter_rule_plans import REQ, call, col, emit, filt, i32, read, s
 
 from optimizer.capabilities import as_capabilities, default_capabilities, from_dict, load_capabilities
 from optimizer.dag import inputs, to_dag
@@ -46,7 +30,7 @@ def test_filter_into_read_spec_example_exactly():
         "types": [{"i32": {"nullability": REQ}}, {"string": {"nullability": REQ}}]}}}},
         call("and", call("lt", col(0), i32(10)), call("lt", col(1), s("x")),
              call("gt", call("upper", col(1), out={"string": {"nullability": REQ}}), s("B"))))
-    after = optimize(plan_of(rel, ["my_int", "my_string"]), "filter_into_read", capabilities=from_dict(SPEC_PROFILE)).plan
+    after = plans.optimize(plans.plan_of(rel, ["my_int", "my_string"]), "filter_into_read", capabilities=from_dict(SPEC_PROFILE)).plan
     assert explain_plan(after).splitlines()[1:] == [
         "|-+ Filter(((my_string#1 < 'x') AND (upper(my_string#1) > 'B'))) -> [my_int: i32, my_string: string]",
         "  |-+ Read(t, filter=(my_int#0 < 10), best_effort_filter=(my_string#1 < 'x')) -> [my_int: i32, my_string: string]",
@@ -62,13 +46,13 @@ def test_filter_into_read_spec_example_on_spark(spark, tpch_dir, ignore_best_eff
 
     cond = call("and", call("lt", col(0), i32(10)), call("lt", col(1), s("M")),
                 call("gt", call("upper", col(1), out={"string": {"nullability": REQ}}), s("B")))
-    before = plan_of(filt(read("nation"), cond), NATION_NAMES)
-    after = optimize(before, "filter_into_read", capabilities=from_dict(SPEC_PROFILE)).plan
-    assert shape(after) == "filter(read)"
-    (r,) = nodes_of(after, "read")
+    before = plans.plan_of(filt(read("nation"), cond), plans.NATION_NAMES)
+    after = plans.optimize(before, "filter_into_read", capabilities=from_dict(SPEC_PROFILE)).plan
+    assert plans.shape(after) == "filter(read)"
+    (r,) = plans.nodes_of(after, "read")
     assert r.HasField("filter") and r.HasField("best_effort_filter")
     be = SparkBackend(spark, tables=tpch_dir, ignore_best_effort_filter=ignore_best_effort)
-    same_answer(be, before, after)
+    plans.same_answer(be, before, after)
 
 
 @pytest.mark.spark
@@ -78,19 +62,19 @@ def test_filter_into_read_maps_through_projection_and_emit_and_ands_existing_fil
     projected = read("nation", projection={"select": {"structItems": [{"field": 2}, {"field": 1}, {"field": 0}]}},
                      filter=call("lt", col(0), i32(20)), **emit(1, 0, 2))  # n_name, n_regionkey, n_nationkey
     cond = call("and", call("equal", col(1), i32(1)), call("gt", col(2), i32(3)))
-    before = plan_of(filt(projected, cond, **emit(0, 2)), ["n_name", "n_nationkey"])
-    after = optimize(before, "filter_into_read").plan
-    assert shape(after) == "read"
-    (r,) = nodes_of(after, "read")
+    before = plans.plan_of(filt(projected, cond, **emit(0, 2)), ["n_name", "n_nationkey"])
+    after = plans.optimize(before, "filter_into_read").plan
+    assert plans.shape(after) == "read"
+    (r,) = plans.nodes_of(after, "read")
     text = explain_plan(after)
     assert "filter=((n_nationkey#0 < 20) AND (n_regionkey#2 = 1) AND (n_nationkey#0 > 3))" in text, text
     assert list(r.common.emit.output_mapping) == [1, 2]
-    same_answer(backend, before, after)
+    plans.same_answer(backend, before, after)
 
 
 def test_default_profile_models_what_spark_pushes_into_parquet():
     caps = default_capabilities()
-    schema_plan = plan_of(read("nation"), NATION_NAMES)
+    schema_plan = plans.plan_of(read("nation"), plans.NATION_NAMES)
     fns = function_table(schema_plan)
     from optimizer.schema import Schema
 
@@ -143,8 +127,8 @@ def test_filter_into_read_on_the_22_datafusion_plans(datafusion_tpch_plans):
     Q22's, whose conjunct holds a subquery; Q18 has no filter over a read."""
     fired_in = set()
     for q, data in datafusion_tpch_plans.items():
-        result = optimize(load_plan(data), "filter_into_read")
-        if "filter_into_read" in fired(result):
+        result = plans.optimize(load_plan(data), "filter_into_read")
+        if "filter_into_read" in plans.fired(result):
             fired_in.add(q)
         g = to_dag(result.plan)
         left = [n for n in g if g.nodes[n]["kind"] == "filter" and g.nodes[inputs(g, n)[0]]["kind"] == "read"]
@@ -159,4 +143,4 @@ def test_filter_into_read_on_a_names_only_base_schema():
 
     path = corpus_root() / "substrait_consumer/snapshots/producer/relation/filter/where_and-datafusion_plan.json"
     before = load_plan(path)
-    assert fired(optimize(before, *MY_RULES)) == []
+    assert plans.fired(plans.optimize(before, *plans.MY_RULES)) == []

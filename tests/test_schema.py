@@ -45,6 +45,7 @@ from substrait.proto import (
 
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.errors import PlanError, UnsupportedError
+from optimizer.expr_utils import field
 from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
 from optimizer.schema import (
@@ -86,13 +87,6 @@ def read(table: str, cols: list[tuple[str, Type]]) -> Rel:
     ns.struct.types.extend([t for _, t in cols])
     ns.struct.nullability = Type.NULLABILITY_REQUIRED
     return Rel(read=ReadRel(base_schema=ns, named_table=ReadRel.NamedTable(names=[table])))
-
-
-def field(i: int) -> Expression:
-    e = Expression()
-    e.selection.direct_reference.struct_field.field = i
-    e.selection.root_reference.SetInParent()
-    return e
 
 
 def outer_field(i: int, steps: int = 1) -> Expression:

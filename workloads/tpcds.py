@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workloads.producers import ProducerError, datafusion_plan, duckdb_plan
-from workloads.tpch import _locked, repo_root
+from workloads.tpch import duckdb_generated, generate_once, repo_root
 
 TPCDS_TABLES: tuple[str, ...] = (
     "call_center",
@@ -80,36 +79,15 @@ def tpcds_table_paths(data_dir: Path | str) -> dict[str, Path]:
     return {name: data_dir / f"{name}.parquet" for name in TPCDS_TABLES}
 
 
-def _marker_ok(dest: Path, scale: float) -> bool:
-    try:
-        info = json.loads((dest / _MARKER).read_text())
-    except (OSError, ValueError):
-        return False
-    if info.get("scale") != scale or info.get("format_version") != _FORMAT_VERSION:
-        return False
-    return all(path.exists() for path in tpcds_table_paths(dest).values())
-
-
 def generate_tpcds(scale: float = 0.01, dest: Path | str | None = None, *, force: bool = False) -> Path:
     """Make the TPC-DS tables of ``scale`` in ``dest`` (default :func:`default_tpcds_dir`) unless already
     there; return ``dest``. Safe to call from concurrent processes (a file lock serialises them)."""
     import duckdb
 
     dest = Path(dest) if dest is not None else default_tpcds_dir(scale)
-    if not force and _marker_ok(dest, scale):
-        return dest
-    with _locked(dest):
-        if not force and _marker_ok(dest, scale):
-            return dest
-        (dest / _MARKER).unlink(missing_ok=True)
-        start = time.perf_counter()
-        con = duckdb.connect()
-        try:
-            con.execute("LOAD tpcds")  # statically linked in the Python wheels
-        except duckdb.Error:
-            con.execute("INSTALL tpcds")
-            con.execute("LOAD tpcds")
-        con.execute(f"CALL dsdgen(sf={scale:g})")
+
+    def build() -> tuple[str, dict[str, int]]:
+        con = duckdb_generated("tpcds", "dsdgen", scale)
         rows = {}
         for table in TPCDS_TABLES:
             data = con.execute(f'SELECT * FROM "{table}"').fetch_arrow_table()
@@ -119,15 +97,10 @@ def generate_tpcds(scale: float = 0.01, dest: Path | str | None = None, *, force
             os.replace(tmp, target)
             rows[table] = data.num_rows
         con.close()
-        info = {
-            "scale": scale,
-            "format_version": _FORMAT_VERSION,
-            "generator": f"duckdb {duckdb.__version__} dsdgen",
-            "seconds": round(time.perf_counter() - start, 3),
-            "rows": rows,
-        }
-        (dest / _MARKER).write_text(json.dumps(info, indent=1) + "\n")
-    return dest
+        return f"duckdb {duckdb.__version__} dsdgen", rows
+
+    return generate_once(dest, scale, build, marker=_MARKER, version=_FORMAT_VERSION, paths=tpcds_table_paths,
+                         force=force)
 
 
 @cache

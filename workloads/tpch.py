@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -242,15 +243,42 @@ def _locked(dest: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _marker_ok(dest: Path, scale: float) -> bool:
-    marker = dest / _MARKER
+def _marker_ok(dest: Path, scale: float, marker: str, version: int,
+               paths: Callable[[Path], dict[str, Path]]) -> bool:
     try:
-        info = json.loads(marker.read_text())
+        info = json.loads((dest / marker).read_text())
     except (OSError, ValueError):
         return False
-    if info.get("scale") != scale or info.get("format_version") != _FORMAT_VERSION:
+    if info.get("scale") != scale or info.get("format_version") != version:
         return False
-    return all(path.exists() for path in table_paths(dest).values())
+    return all(path.exists() for path in paths(dest).values())
+
+
+def generate_once(dest: Path, scale: float, build: Callable[[], tuple[str, dict[str, int]]], *, marker: str,
+                  version: int, paths: Callable[[Path], dict[str, Path]], force: bool = False) -> Path:
+    """``dest`` with the tables of ``scale``, made by ``build()`` unless the JSON file ``marker`` in ``dest``
+    says they are there (same ``scale`` and format ``version``, every file of ``paths(dest)`` present).
+
+    ``build`` returns the generator's name and the row count of each table, which the marker records
+    with the scale, the version and the seconds taken. A file lock lets concurrent processes generate once.
+    """
+    if not force and _marker_ok(dest, scale, marker, version, paths):
+        return dest
+    with _locked(dest):
+        if not force and _marker_ok(dest, scale, marker, version, paths):
+            return dest
+        (dest / marker).unlink(missing_ok=True)
+        start = time.perf_counter()
+        generator, rows = build()
+        info = {
+            "scale": scale,
+            "format_version": version,
+            "generator": generator,
+            "seconds": round(time.perf_counter() - start, 3),
+            "rows": rows,
+        }
+        (dest / marker).write_text(json.dumps(info, indent=1) + "\n")
+    return dest
 
 
 def _rewrite(batches, schema: pa.Schema, target: Path) -> int:
@@ -294,16 +322,25 @@ def _generate_tpchgen(exe: str, scale: float, dest: Path) -> str:
     return version or "tpchgen-cli"
 
 
-def _generate_duckdb(scale: float, dest: Path) -> str:
+def duckdb_generated(extension: str, generator: str, scale: float):
+    """A new in-memory DuckDB connection holding the tables that ``generator`` of the DuckDB extension
+    ``extension`` makes at ``scale`` (``tpch``'s ``dbgen``, ``tpcds``'s ``dsdgen``)."""
     import duckdb
 
     con = duckdb.connect()
     try:
-        con.execute("LOAD tpch")  # statically linked in the Python wheels
+        con.execute(f"LOAD {extension}")  # statically linked in the Python wheels
     except duckdb.Error:
-        con.execute("INSTALL tpch")
-        con.execute("LOAD tpch")
-    con.execute(f"CALL dbgen(sf={scale:g})")
+        con.execute(f"INSTALL {extension}")
+        con.execute(f"LOAD {extension}")
+    con.execute(f"CALL {generator}(sf={scale:g})")
+    return con
+
+
+def _generate_duckdb(scale: float, dest: Path) -> str:
+    import duckdb
+
+    con = duckdb_generated("tpch", "dbgen", scale)
     for table in TPCH_TABLES:
         names = ", ".join(TPCH_SCHEMAS[table].names)
         reader = con.execute(f"SELECT {names} FROM {table}").fetch_record_batch(65_536)
@@ -336,13 +373,8 @@ def generate_tpch(scale: float = 0.01, dest: Path | str | None = None, *, force:
     Uses ``tpchgen-cli``; falls back to DuckDB ``dbgen`` when the CLI is missing or fails.
     """
     dest = Path(dest) if dest is not None else default_data_dir(scale)
-    if not force and _marker_ok(dest, scale):
-        return dest
-    with _locked(dest):
-        if not force and _marker_ok(dest, scale):
-            return dest
-        (dest / _MARKER).unlink(missing_ok=True)
-        start = time.perf_counter()
+
+    def build() -> tuple[str, dict[str, int]]:
         generator = None
         exe = tpchgen_executable()
         errors = []
@@ -360,15 +392,10 @@ def generate_tpch(scale: float = 0.01, dest: Path | str | None = None, *, force:
                 errors.append(f"duckdb dbgen: {exc}")
                 raise RuntimeError("cannot generate TPC-H data: " + "; ".join(errors)) from exc
         write_table_t(dest)
-        info = {
-            "scale": scale,
-            "format_version": _FORMAT_VERSION,
-            "generator": generator,
-            "seconds": round(time.perf_counter() - start, 3),
-            "rows": {t: pq.ParquetFile(dest / f"{t}.parquet").metadata.num_rows for t in TPCH_TABLES},
-        }
-        (dest / _MARKER).write_text(json.dumps(info, indent=1) + "\n")
-    return dest
+        return generator, {t: pq.ParquetFile(dest / f"{t}.parquet").metadata.num_rows for t in TPCH_TABLES}
+
+    return generate_once(dest, scale, build, marker=_MARKER, version=_FORMAT_VERSION, paths=table_paths,
+                         force=force)
 
 
 def generation_info(dest: Path | str) -> dict:

@@ -1,13 +1,28 @@
-"""Helpers the subcommands share: the statistics their options ask for, and writing text output."""
+"""Helpers the subcommands share: the parser of a one-plan command, the statistics their options ask for,
+and writing text output."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from optimizer.errors import PlanError
 from optimizer.paths import file_access
+
+
+def add_plan_command(sub, name: str, help_text: str, func: Callable[[argparse.Namespace], int], *,
+                     description: str, formats: Sequence[str], default_format: str | None,
+                     format_help: str) -> argparse.ArgumentParser:
+    """The parser of a command ``func`` that reads one plan (``input``) and writes one result
+    (``-o``/``--output``) in one of ``formats`` (``--format``); the command adds its own options."""
+    p = sub.add_parser(name, help=help_text, description=description)
+    p.add_argument("input", help="plan file, or '-' for stdin")
+    p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
+    p.add_argument("--format", choices=list(formats), default=default_format, help=format_help)
+    p.set_defaults(func=func)
+    return p
 
 
 def write_text(dest: str, text: str) -> None:

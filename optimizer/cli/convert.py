@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from optimizer.cli.args import add_plan_command
+
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from optimizer.plan_io import check_output, load_plan, save_plan
@@ -17,11 +19,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def register(sub, name: str, help_text: str) -> None:
-    p = sub.add_parser(name, help=help_text,
-                       description="Read a plan (JSON or binary protobuf; older encodings upgraded losslessly) "
-                                   "and write it as json, binpb or text.")
-    p.add_argument("input", help="plan file, or '-' for stdin")
-    p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
-    p.add_argument("--format", choices=["json", "binpb", "text"], default=None,
-                   help="output format (default: from the file name; json on stdout)")
-    p.set_defaults(func=cmd_convert)
+    add_plan_command(sub, name, help_text, cmd_convert,
+                     description="Read a plan (JSON or binary protobuf; older encodings upgraded losslessly) "
+                                 "and write it as json, binpb or text.",
+                     formats=["json", "binpb", "text"], default_format=None,
+                     format_help="output format (default: from the file name; json on stdout)")

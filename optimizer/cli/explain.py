@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from optimizer.cli.args import write_text
+from optimizer.cli.args import add_plan_command, write_text
 from optimizer.paths import add_path_argument
 
 
@@ -55,18 +55,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def register(sub, name: str, help_text: str) -> None:
     from optimizer.cli.spark import add_spark_args
 
-    p = sub.add_parser(name, help=help_text,
-                       description="Print the plan as an indented tree, one line per relation with its key "
-                                   "properties and output columns.")
-    p.add_argument("input", help="plan file, or '-' for stdin")
-    p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
-    p.add_argument("--format", choices=["text", "json", "dot", "svg", "html"], default="text",
-                   help="text tree (default), JSON list, a picture of the DAG (Graphviz dot / svg), or an HTML "
-                        "page: the plan and its optimized form, with estimates per relation")
+    p = add_plan_command(sub, name, help_text, cmd_explain,
+                         description="Print the plan as an indented tree, one line per relation with its key "
+                                     "properties and output columns.",
+                         formats=["text", "json", "dot", "svg", "html"], default_format="text",
+                         format_help="text tree (default), JSON list, a picture of the DAG (Graphviz dot / "
+                                     "svg), or an HTML page: the plan and its optimized form, with estimates "
+                                     "per relation")
     p.add_argument("--tables", help="directory of the tables, a path or any URI Spark reads (for statistics and "
                                    "--analyze)")
     p.add_argument("--stats", help="statistics JSON file")
     p.add_argument("--analyze", action="store_true", help="also run every subtree on Spark and show actual rows")
     add_spark_args(p)
     add_path_argument(p)
-    p.set_defaults(func=cmd_explain)

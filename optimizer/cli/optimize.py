@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from optimizer.cli.args import statistics_from_args, write_text
+from optimizer.cli.args import add_plan_command, statistics_from_args, write_text
 from optimizer.errors import PlanError
 from optimizer.paths import add_path_argument
 
@@ -83,17 +83,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def register(sub, name: str, help_text: str) -> None:
-    p = sub.add_parser(name, help=help_text,
-                       description="Rewrite a logical Substrait plan into a physical one chosen by cost "
-                                   "(hash/merge/nested-loop joins, top-N, window relations, filters pushed "
-                                   "into reads, join order). Without statistics it runs on defaults and hints.")
-    p.add_argument("input", help="plan file, or '-' for stdin")
-    p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
-    p.add_argument("--format", choices=["json", "binpb", "text", "dot", "svg", "html"], default=None,
-                   help="output format (default: from the file name; json on stdout); with --explain, "
-                        "dot/svg draw the plan before and after side by side, html adds their estimates")
+    p = add_plan_command(sub, name, help_text, cmd_optimize,
+                         description="Rewrite a logical Substrait plan into a physical one chosen by cost "
+                                     "(hash/merge/nested-loop joins, top-N, window relations, filters "
+                                     "pushed into reads, join order). Without statistics it runs on "
+                                     "defaults and hints.",
+                         formats=["json", "binpb", "text", "dot", "svg", "html"], default_format=None,
+                         format_help="output format (default: from the file name; json on stdout); with "
+                                     "--explain, dot/svg draw the plan before and after side by side, html "
+                                     "adds their estimates")
     add_statistics_args(p)
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
     p.add_argument("--explain", action="store_true",
                    help="print the plan before and after, with estimates, and each rule that fired (on stderr)")
-    p.set_defaults(func=cmd_optimize)

@@ -78,20 +78,22 @@ def literal_value(e: Expression):
     return UNKNOWN
 
 
-def _and(values: Sequence) -> object:
-    if any(v is False for v in values):
-        return False
+def _connective(values: Sequence, deciding: bool) -> object:
+    """SQL's AND (``deciding`` False) or OR (True) of ``values``: one ``deciding`` value decides, else
+    UNKNOWN or NULL spread, else the other truth value."""
+    if any(v is deciding for v in values):
+        return deciding
     if any(v is UNKNOWN for v in values):
         return UNKNOWN
-    return None if any(v is None for v in values) else True
+    return None if any(v is None for v in values) else not deciding
+
+
+def _and(values: Sequence) -> object:
+    return _connective(values, False)
 
 
 def _or(values: Sequence) -> object:
-    if any(v is True for v in values):
-        return True
-    if any(v is UNKNOWN for v in values):
-        return UNKNOWN
-    return None if any(v is None for v in values) else False
+    return _connective(values, True)
 
 
 #: joins and cross products with more candidate pairs than this are not evaluated (generation stays fast)

@@ -734,20 +734,12 @@ class _Gen:
             if not ok:
                 raise _Skip("nothing to sum")
             args = [self.col(schema, _pick(draw, ok))]
+        out = None
         if fn in ("lead", "lag"):
             out = with_nullability(args[0][1], True)
         elif ranking:
             out = make_type("fp64" if fn in ("percent_rank", "cume_dist") else "i64", True)
-        elif name in ("min", "max"):
-            out = with_nullability(args[0][1], True)
-        else:
-            out = derive_output_type(name, [t for _, t in args])
-            if out.WhichOneof("kind") is None:
-                raise _Skip(f"no type for {name}")
-        wf.function_reference = self.reg.anchor(name, _URN[name])
-        for a, _ in args:
-            wf.arguments.add().value.CopyFrom(a)
-        wf.output_type.CopyFrom(out)
+        out = self.fill_call(wf, name, args, out)
         if rows_frame:
             wf.bounds_type = Expression.WindowFunction.BOUNDS_TYPE_ROWS
             if _maybe(draw, 50):
@@ -793,17 +785,24 @@ class _Gen:
             args = [self.col(schema, _pick(draw, ok))]
         if args and fn in ("count", "sum", "avg") and _maybe(draw, 20):
             agg.invocation = AggregateFunction.AGGREGATION_INVOCATION_DISTINCT
-        if name in ("min", "max"):
+        self.fill_call(agg, name, args)
+        return agg
+
+    def fill_call(self, fn: AggregateFunction | Expression.WindowFunction, name: str,
+                  args: list[tuple[Expression, Type]], out: Type | None = None) -> Type:
+        """Make ``fn`` call ``name`` on ``args``, returning ``out``: when not given, the argument's type
+        (nullable) for min and max, else the type derived from the arguments'."""
+        if out is None and name in ("min", "max"):
             out = with_nullability(args[0][1], True)
-        else:
+        elif out is None:
             out = derive_output_type(name, [t for _, t in args])
             if out.WhichOneof("kind") is None:
                 raise _Skip(f"no type for {name}")
-        agg.function_reference = self.reg.anchor(name, _URN[name])
+        fn.function_reference = self.reg.anchor(name, _URN[name])
         for a, _ in args:
-            agg.arguments.add().value.CopyFrom(a)
-        agg.output_type.CopyFrom(out)
-        return agg
+            fn.arguments.add().value.CopyFrom(a)
+        fn.output_type.CopyFrom(out)
+        return out
 
     # ------------------------------------------------------------------------------ relations
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from substrait.proto import Expression, Plan, Rel
 
 from optimizer.errors import PlanError
+from optimizer.expr_utils import field, rels_with_paths
 
 #: ``(producer, lowest Substrait minor, highest Substrait minor, convention)``; compared with
 #: ``plan.version`` (major 0). ``datafusion-grouping-id``: ``[distinct keys, __grouping_id, measures]``;
@@ -56,29 +57,6 @@ def grouping_set_convention(plan: Plan) -> str | None:
         if producer == name and low <= minor <= high:
             return convention
     return None
-
-
-def _iter_aggregates(msg, path: str):
-    """Every ``Rel`` holding an aggregate inside ``msg`` (subqueries included), children first."""
-    from google.protobuf.descriptor import FieldDescriptor
-
-    for fd, value in msg.ListFields():
-        if fd.type != FieldDescriptor.TYPE_MESSAGE:
-            continue
-        if fd.label == FieldDescriptor.LABEL_REPEATED:
-            for i, item in enumerate(value):
-                yield from _iter_aggregates(item, f"{path}.{fd.name}[{i}]" if path else f"{fd.name}[{i}]")
-        else:
-            yield from _iter_aggregates(value, f"{path}.{fd.name}" if path else fd.name)
-    if isinstance(msg, Rel) and msg.WhichOneof("rel_type") == "aggregate":
-        yield msg, path
-
-
-def _field(index: int) -> Expression:
-    expr = Expression()
-    expr.selection.direct_reference.struct_field.field = index
-    expr.selection.root_reference.SetInParent()
-    return expr
 
 
 def _id_width(n_keys: int) -> int:
@@ -143,7 +121,7 @@ def _conform(rel: Rel, path: str, convention: str) -> bool:
     width = _id_width(n_keys)
     switch = Expression()
     sw = switch.switch_expression
-    sw.match.CopyFrom(_field(n_keys + n_measures))
+    sw.match.CopyFrom(field(n_keys + n_measures))
     for index, refs in enumerate(sets):
         mask = sum(1 << (n_keys - 1 - i) for i in range(n_keys) if i not in refs)
         clause = sw.ifs.add()
@@ -171,6 +149,8 @@ def conform_grouping_sets(plan: Plan) -> int:
     if convention is None:
         return 0
     changed = 0
-    for rel, path in list(_iter_aggregates(plan, "")):
+    aggregates = [(rel, path) for rel, path in rels_with_paths(plan)
+                  if rel.WhichOneof("rel_type") == "aggregate"]
+    for rel, path in aggregates:
         changed += _conform(rel, path, convention)
     return changed

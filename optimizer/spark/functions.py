@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import decimal
 import functools
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -148,6 +149,13 @@ class Call:
             raise self.unsupported(f"the {what} must be a literal for Spark")
         return value
 
+    def string_lit(self, i: int, what: str) -> str:
+        """Like :meth:`lit` for an argument that must be a string literal."""
+        value = self.lit(i, what)
+        if not isinstance(value, str):
+            raise self.unsupported(f"the {what} must be a string literal")
+        return value
+
     def lit_or(self, i: int, default: Any = NOT_LITERAL) -> Any:
         """Like :meth:`lit` without failing: ``default`` when the argument is absent or not a literal."""
         if i >= len(self.value_exprs):
@@ -177,13 +185,21 @@ _AGG_DISTINCT: dict[str, str] = {}
 _AGG_ORDERED: set[str] = set()
 
 
-def _scalar(*names: str):
-    def register(fn):
-        for n in names:
-            SCALAR[n] = fn
-        return fn
+def _registrar(table: dict[str, Any]):
+    """A decorator factory: ``@reg("name", "alias")`` enters the function in ``table`` under each name."""
+    def names(*names: str):
+        def register(fn):
+            for n in names:
+                table[n] = fn
+            return fn
 
-    return register
+        return register
+
+    return names
+
+
+_scalar = _registrar(SCALAR)
+_window = _registrar(WINDOW)
 
 
 def _aggregate(*names: str, distinct: str | None = None, ordered: bool = False):
@@ -194,15 +210,6 @@ def _aggregate(*names: str, distinct: str | None = None, ordered: bool = False):
                 _AGG_DISTINCT[n] = distinct
             if ordered:
                 _AGG_ORDERED.add(n)
-        return fn
-
-    return register
-
-
-def _window(*names: str):
-    def register(fn):
-        for n in names:
-            WINDOW[n] = fn
         return fn
 
     return register
@@ -530,19 +537,29 @@ def _modulus(call: Call) -> Col:
     return call.cast_out(F.when(bad & a.isNotNull(), bad_value).otherwise(r))
 
 
-def _negate(call: Call) -> Col:
+def _sign_flip(call: Call, fn: Callable[[Col], Col], on_decimal: Callable[[Col], Col]) -> Col:
+    """``fn(a)`` (negation, absolute value): an integer's minimum overflows (its negation is one past
+    the maximum); decimals through ``on_decimal``."""
     call.arity(1)
     (a,) = call.values
     kind = _numeric_kind(call)
     if kind in _INT_TYPES:
         t, lo, hi = _INT_TYPES[kind]
         a = a.cast(t())
-        checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(-a)
-        return _overflow(call, checked, [a], -a, _int_lit(kind, hi))
+        checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(fn(a))
+        return _overflow(call, checked, [a], fn(a), _int_lit(kind, hi))
     if kind == "decimal":
-        # (Spark's decimal negation rounds to 34 digits; subtraction is exact)
-        return call.cast_out(F.lit(0).cast(T.DecimalType(1, 0)) - a)
-    return call.cast_out(-a)
+        return call.cast_out(on_decimal(a))
+    return call.cast_out(fn(a))
+
+
+def _exact_negation(a: Col) -> Col:
+    """``-a`` of a decimal: Spark's decimal negation rounds to 34 digits, subtraction is exact."""
+    return F.lit(0).cast(T.DecimalType(1, 0)) - a
+
+
+def _negate(call: Call) -> Col:
+    return _sign_flip(call, operator.neg, _exact_negation)
 
 
 _scalar("negate", "negative")(_negate)
@@ -550,17 +567,7 @@ _scalar("negate", "negative")(_negate)
 
 @_scalar("abs")
 def _abs(call: Call) -> Col:
-    call.arity(1)
-    (a,) = call.values
-    kind = _numeric_kind(call)
-    if kind in _INT_TYPES:
-        t, lo, hi = _INT_TYPES[kind]
-        a = a.cast(t())
-        checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(F.abs(a))
-        return _overflow(call, checked, [a], F.abs(a), _int_lit(kind, hi))
-    if kind == "decimal":  # (exact beyond 34 digits, see negate)
-        return call.cast_out(F.when(a < 0, F.lit(0).cast(T.DecimalType(1, 0)) - a).otherwise(a))
-    return call.cast_out(F.abs(a))
+    return _sign_flip(call, F.abs, lambda a: F.when(a < 0, _exact_negation(a)).otherwise(a))
 
 
 @_scalar("sign", "signum")
@@ -1097,10 +1104,16 @@ def _replace(call: Call) -> Col:
     return F.replace(*call.values)
 
 
-@_scalar("repeat")
-def _repeat(call: Call) -> Col:
-    call.arity(2)
-    return F.repeat(call.values[0], call.values[1].cast(T.IntegerType()))
+def _string_and_count(spark_fn: Callable[[Col, Col], Col]):
+    """``spark_fn(string, count)``, the count (Substrait's i64 or smaller) cast to Spark's INT."""
+    def impl(call: Call) -> Col:
+        call.arity(2)
+        return spark_fn(call.values[0], call.values[1].cast(T.IntegerType()))
+
+    return impl
+
+
+_scalar("repeat")(_string_and_count(F.repeat))
 
 
 @_scalar("reverse")
@@ -1109,19 +1122,23 @@ def _reverse(call: Call) -> Col:
     return F.reverse(call.values[0])
 
 
-@_scalar("lpad")
-def _lpad(call: Call) -> Col:
+def _pad_args(call: Call) -> tuple[Col, Col, Col]:
+    """``(string, length, pad)`` of a padding function: the length cast to Spark's INT, the pad a space
+    when not given."""
     call.arity(2, 3)
     s, n = call.values[0], call.values[1].cast(T.IntegerType())
     pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
-    return F.lpad(s, n, pad)  # longer input: cut on the right, as Substrait asks
+    return s, n, pad
+
+
+@_scalar("lpad")
+def _lpad(call: Call) -> Col:
+    return F.lpad(*_pad_args(call))  # longer input: cut on the right, as Substrait asks
 
 
 @_scalar("rpad")
 def _rpad(call: Call) -> Col:
-    call.arity(2, 3)
-    s, n = call.values[0], call.values[1].cast(T.IntegerType())
-    pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
+    s, n, pad = _pad_args(call)
     # A longer input is cut on the right. (The YAML's text says "on the left", but its own test cases,
     # tests/cases/string/rpad.test, and every engine cut on the right.)
     return F.rpad(s, n, pad)
@@ -1129,9 +1146,7 @@ def _rpad(call: Call) -> Col:
 
 @_scalar("center")
 def _center(call: Call) -> Col:
-    call.arity(2, 3)
-    s, n = call.values[0], call.values[1].cast(T.IntegerType())
-    pad = call.values[2] if len(call.values) == 3 else F.lit(" ")
+    s, n, pad = _pad_args(call)
     side = call.option("padding", ("RIGHT", "LEFT"), "RIGHT")
     total = F.greatest(n - F.char_length(s), F.lit(0))
     left = F.floor(total / 2).cast("int") if side == "RIGHT" else F.ceil(total / 2).cast("int")
@@ -1141,16 +1156,8 @@ def _center(call: Call) -> Col:
     )
 
 
-@_scalar("left")
-def _left(call: Call) -> Col:
-    call.arity(2)
-    return F.left(call.values[0], call.values[1].cast(T.IntegerType()))
-
-
-@_scalar("right")
-def _right(call: Call) -> Col:
-    call.arity(2)
-    return F.right(call.values[0], call.values[1].cast(T.IntegerType()))
+_scalar("left")(_string_and_count(F.left))
+_scalar("right")(_string_and_count(F.right))
 
 
 @_scalar("replace_slice", "overlay")
@@ -1524,9 +1531,7 @@ def _engine_part(call: Call, part: str, x: Col, kind: str | None) -> Col:
 @_scalar("date_part", "datepart")
 def _date_part(call: Call) -> Col:
     call.arity(2)
-    part = call.lit(0, "date part")
-    if not isinstance(part, str):
-        raise call.unsupported("the date part must be a string literal")
+    part = call.string_lit(0, "date part")
     r = _engine_part(call, part, call.values[1], call.kind(1))
     return call.cast_out(r)
 
@@ -1566,9 +1571,7 @@ for _p in (
 @_scalar("date_trunc", "datetrunc")
 def _date_trunc(call: Call) -> Col:
     call.arity(2)
-    unit = call.lit(0, "unit")
-    if not isinstance(unit, str):
-        raise call.unsupported("the unit must be a string literal")
+    unit = call.string_lit(0, "unit")
     x, kind = call.values[1], call.kind(1)
     u = unit.lower().rstrip("s") if unit.lower() not in ("ms",) else unit.lower()
     allowed = {
@@ -1692,9 +1695,7 @@ def _strftime_to_java(fmt: str, call: Call) -> str:
 @_scalar("strftime", "to_char")
 def _strftime(call: Call) -> Col:
     call.arity(2, 3)
-    fmt = call.lit(1, "format")
-    if not isinstance(fmt, str):
-        raise call.unsupported("the format must be a string literal")
+    fmt = call.string_lit(1, "format")
     x, kind = call.values[0], call.kind(0)
     if len(call.values) == 3:
         x = _local(x, kind, call.values[2])
