@@ -578,6 +578,18 @@ def test_hash_join_types_are_mapped_by_name(backend):
         assert srt(run(backend, b.plan(hash_join(hj), list("abcd")[:width]))) == srt(EQ_JOINS[jr])
 
 
+def test_mark_on_a_null_safe_key_is_never_null(backend):
+    """``a <=> b`` is TRUE or FALSE, never NULL: the NULL key is marked TRUE (the other side has one)."""
+    b = Builder()
+    h = HashJoinRel(left=L(), right=R(), type=HashJoinRel.JOIN_TYPE_LEFT_MARK)
+    h.keys.add(left=fref(0), right=fref(0), comparison=ComparisonJoinKey.ComparisonType(simple=ComparisonJoinKey.SIMPLE_COMPARISON_TYPE_IS_NOT_DISTINCT_FROM))
+    got = {(k, v): m for k, v, m in run(backend, b.plan(Rel(hash_join=h), ["k", "v", "mark"]))}
+    assert [got[row] for row in L_ROWS] == [False, True, True, True, True]
+    h.right.CopyFrom(values(R_COLS, [(2, "x")]))
+    got = {(k, v): m for k, v, m in run(backend, b.plan(Rel(hash_join=h), ["k", "v", "mark"]))}
+    assert [got[row] for row in L_ROWS] == [False, True, True, False, False]
+
+
 def test_hash_join_null_safe_keys_and_residual(backend):
     b = Builder()
     h = HashJoinRel(left=L(), right=R(), type=HashJoinRel.JOIN_TYPE_INNER)

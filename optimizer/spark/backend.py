@@ -994,6 +994,7 @@ class _PlanCompiler:
         left, right = self._join_inputs(body, bpath, outer)
         jt = _join_type(body, bpath)
         cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
+        keys_only = len(equi) == len(body.keys) and not body.HasField("residual_expression")
         build_left = body.build_input == HashJoinRel.BUILD_INPUT_LEFT
 
         def hint(ldf: Frame, rdf: Frame) -> tuple[Frame, Frame]:
@@ -1001,15 +1002,17 @@ class _PlanCompiler:
                 return (F.broadcast(ldf) if left.broadcast else ldf.hint("shuffle_hash")), rdf
             return ldf, (F.broadcast(rdf) if right.broadcast else rdf.hint("shuffle_hash"))
 
-        return self._join(left, right, jt, cond, refs, equi, body, bpath, outer, hint=hint, sides_done=True)
+        return self._join(left, right, jt, cond, refs, equi, body, bpath, outer, hint=hint, sides_done=True,
+                          keys_only=keys_only)
 
     def _rel_merge_join(self, body, bpath: str, outer: Scope | None) -> Relation:
         left, right = self._join_inputs(body, bpath, outer)
         jt = _join_type(body, bpath)
         cond, refs, equi = self._keys_condition(body, left, right, bpath, outer)
+        keys_only = len(equi) == len(body.keys) and not body.HasField("residual_expression")
         return self._join(
             left, right, jt, cond, refs, equi, body, bpath, outer, hint=lambda ldf, rdf: (ldf.hint("merge"), rdf),
-            sides_done=True,
+            sides_done=True, keys_only=keys_only,
         )
 
     def _rel_nested_loop_join(self, body, bpath: str, outer: Scope | None) -> Relation:
@@ -1109,7 +1112,7 @@ class _PlanCompiler:
             pairs = [(a, b, ns) if keep_left else (b, a, ns) for a, b, ns in equi]
             mark = self.fresh()
             df = self._mark(keep, keep_cols, other, cond, keep_refs, pairs, mark,
-                            unknown_cond if unknown_cond is not None else cond)
+                            unknown_cond if unknown_cond is not None else cond, keys_only=keys_only)
             kt = lt if keep_left else rt
             out = Relation(df, list(keep_cols) + [mark], kt + [_BOOL] if kt is not None else None)
         else:  # pragma: no cover - _join_type only returns the names above
@@ -1191,8 +1194,12 @@ class _PlanCompiler:
         equi: list[tuple[str, str, bool]],
         mark: str,
         unknown_cond: Col | None = None,
+        keys_only: bool = False,
     ) -> Frame:
-        """The preserved side plus the mark column (TRUE / NULL / FALSE, SQL three-valued)."""
+        """The preserved side plus the mark column (TRUE / NULL / FALSE, SQL three-valued).
+        ``keys_only``: the condition is exactly the comparisons of ``equi``."""
+        if keys_only and len(equi) == 1 and keep_refs == [equi[0][0]]:
+            return self._key_mark(keep, keep_cols, other, equi[0], mark)
         c = cond if cond is not None else F.lit(True)
         unknown = unknown_cond.isNull() if unknown_cond is not None else c.isNull()
         if not keep_refs:
@@ -1227,6 +1234,29 @@ class _PlanCompiler:
         df = self._null_safe_join_back(keep, keep_refs, t_df, t_names)
         df = self._null_safe_join_back(df, keep_refs, u_df, u_names)
         value = F.when(_c(tflag), F.lit(True)).when(_c(uflag), F.lit(None)).otherwise(F.lit(False))
+        return df.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
+
+    def _key_mark(self, keep: Frame, keep_cols: list[str], other: Frame, key: tuple[str, str, bool],
+                  mark: str) -> Frame:
+        """The mark of a join on one key ``a = b`` (``a`` of the preserved side): TRUE where some ``b``
+        equals ``a``; else NULL where the comparison is NULL for some row of the other side (``a`` is
+        NULL and that side has a row, or it has a NULL ``b``); else FALSE. With ``a <=> b`` it is never
+        NULL. One join with the other side's distinct keys and one global count replace the general
+        path's semi joins."""
+        a, b, null_safe = key
+        kb, t = self.fresh(), self.fresh()
+        keys = other if null_safe else other.filter(_c(b).isNotNull())
+        matched = keys.select(_c(b).alias(kb)).distinct().select(_c(kb), F.lit(True).alias(t))
+        on = _c(a).eqNullSafe(_c(kb)) if null_safe else _c(a) == _c(kb)
+        df = keep.join(matched, on, "left")
+        if null_safe:
+            value = F.when(_c(t), F.lit(True)).otherwise(F.lit(False))
+            return df.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
+        rows, nulls = self.fresh(), self.fresh()
+        stats = other.agg(F.count(F.lit(1)).alias(rows), (F.count(F.lit(1)) - F.count(_c(b))).alias(nulls))
+        df = df.crossJoin(stats)
+        unknown = (_c(a).isNull() & (_c(rows) > 0)) | (_c(nulls) > 0)
+        value = F.when(_c(t), F.lit(True)).when(unknown, F.lit(None)).otherwise(F.lit(False))
         return df.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
 
     # --------------------------------------------------------------------------------------- set
