@@ -65,7 +65,9 @@ side's columns the condition reads, so it is computed once per distinct tuple of
 ``K`` semi-join other on the condition gives TRUE; ``K`` semi-join other on ``condition IS NULL`` gives
 NULL (split, when the condition has equality keys, into an equi-join part plus the rows whose keys are
 null, so that no nested-loop join over the whole inputs is needed); the result is joined back to the
-preserved side with null-safe equality. ``*_single`` joins are left (right) outer joins plus a check: the
+preserved side with null-safe equality. A condition that is one key ``a = b`` takes a shorter path:
+one left join with the other side's distinct keys (TRUE) and one global count of its rows and NULL
+keys (NULL: ``a`` is NULL and the other side has rows, or it has a NULL ``b``). ``*_single`` joins are left (right) outer joins plus a check: the
 number of matches per distinct ``K`` is computed and a tuple with more than one match fails the query
 (``ExecutionError``, raised when the query runs).
 """
