@@ -66,12 +66,9 @@ def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> R
     ``p``, becomes a join with the average per ``l_k``:
 
     >>> from optimizer.load.builder import Builder, aggregate, before_after, filter_, outer, read, ref, scalar
-    >>> b = Builder()
-    >>> li = read("li", [("l_k", "i64"), ("l_q", "fp64")], rows=6e6)
+    >>> b, li, part = Builder(), read("li", [("l_k", "i64"), ("l_q", "fp64")]), read("part", [("p", "i64"), ("q", "fp64")])
     >>> avg = aggregate(filter_(li, b.call("equal", ref(0), outer(0))), [], b.agg("avg", ref(1), out="fp64"))
-    >>> part = read("part", [("p", "i64"), ("q", "fp64")], rows=1e3)
-    >>> plan = b.plan(filter_(part, b.call("lt", ref(1), scalar(avg))), ["p", "q"])
-    >>> print(before_after(plan, RULE))
+    >>> print(before_after(b.plan(filter_(part, b.call("lt", ref(1), scalar(avg))), ["p", "q"]), RULE))
     Filter((q#1 < subquery.scalar(...))) | Project(emit=[0, 1])
       Read(part)                         |   Filter((q#1 < measure_0#3))
                                          |     Join(inner, (l_k#2 = p#0))

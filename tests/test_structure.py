@@ -1,4 +1,5 @@
-"""The package's structure: no import cycles between its modules."""
+"""The package's structure: no import cycles between its modules, a short top level, rule modules that
+read in one sitting, and no catch-all ``except Exception`` without its reason."""
 
 from __future__ import annotations
 
@@ -89,3 +90,45 @@ def test_no_import_cycles():
             if len(shown) >= 40:
                 break
     assert not cycles, f"{len(cycles)} groups of modules import each other:\n" + "\n".join(shown)
+
+
+def test_the_optimizer_package_has_at_most_twelve_top_level_modules():
+    top = sorted(p.name for p in (ROOT / "optimizer").glob("*.py"))
+    assert len(top) <= 12, top
+
+
+def _rule_modules() -> list[Path]:
+    return [p for p in sorted((ROOT / "rules").glob("*.py")) if p.name != "__init__.py"]
+
+
+def test_every_rule_module_opens_with_its_public_function_and_a_short_example():
+    """Each rule module: its contract in the module docstring, then its public function, whose docstring
+    holds a before/after doctest of at most 10 lines (input and printed output)."""
+    for path in _rule_modules():
+        tree = ast.parse(path.read_text())
+        assert ast.get_docstring(tree), f"{path.name}: no module docstring (the rule's contract)"
+        first = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+        assert not first.name.startswith("_"), f"{path.name}: the first function, {first.name}, is private"
+        doc = (ast.get_docstring(first) or "").splitlines()
+        start = next((i for i, line in enumerate(doc) if line.startswith(">>>")), None)
+        assert start is not None, f"{path.name}: {first.name} has no doctest"
+        end = start
+        while end + 1 < len(doc) and doc[end + 1].strip():
+            end += 1
+        assert end - start + 1 <= 10, f"{path.name}: the example is {end - start + 1} lines"
+
+
+def test_catch_alls_are_few_and_say_why():
+    """``except Exception`` only where any error is expected, each with a comment saying why (the
+    line itself or the two above it)."""
+    found = []
+    for path in _modules().values():
+        if path.relative_to(ROOT).parts[0] == "workloads":  # test and benchmark support, not the library
+            continue
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if "except Exception" in line or "suppress(Exception)" in line:
+                context = lines[max(0, i - 2):i + 1]
+                assert any("#" in c for c in context), f"{path.relative_to(ROOT)}:{i + 1}: no reason given"
+                found.append(f"{path.relative_to(ROOT)}:{i + 1}")
+    assert len(found) <= 5, found
