@@ -44,6 +44,7 @@ written and read again (:attr:`~CostConstants.spill_byte`).
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,8 +154,10 @@ class CostModel:
             k = replace(k, executors=int(executors))
         self.k = k
         self.broadcast_threshold = float(getattr(config, "broadcast_threshold_bytes", 10 * 1024 * 1024))
-        #: (estimator id, node, bindable) -> (estimator, rel, estimate, input estimates, cost): see node_cost
-        self._memo: dict[tuple[int, int, bool], tuple] = {}
+        #: per estimator (held weakly: scratch plans' estimators come and go), (node, bindable) ->
+        #: (rel, estimate, input estimates, cost): see node_cost
+        self._memo: weakref.WeakKeyDictionary[CardinalityEstimator, dict[tuple[int, bool], tuple]] = (
+            weakref.WeakKeyDictionary())
 
     # -- public ---------------------------------------------------------------------------------------
 
@@ -183,11 +186,13 @@ class CostModel:
         rel = data["rel"]
         out = estimator.estimate(node)
         ins = [estimator.estimate(c) for c in inputs(g, node)]
-        key = (id(estimator), node, bindable)
-        seen = self._memo.get(key)
-        if (seen is not None and seen[0] is estimator and seen[1] is rel and seen[2] is out
-                and len(seen[3]) == len(ins) and all(a is b for a, b in zip(seen[3], ins, strict=True))):
-            return seen[4]
+        memo = self._memo.get(estimator)
+        if memo is None:
+            memo = self._memo[estimator] = {}
+        seen = memo.get((node, bindable))
+        if (seen is not None and seen[0] is rel and seen[1] is out
+                and len(seen[2]) == len(ins) and all(a is b for a, b in zip(seen[2], ins, strict=True))):
+            return seen[3]
         kind = data["kind"]
         body = getattr(rel, kind)
         if bindable and kind in ("join", "lateral_join"):
@@ -197,7 +202,7 @@ class CostModel:
             if handler is None:  # a relation kind newer than this model
                 raise UnsupportedError(f"the cost model has no cost for a {kind} relation", f"node {node}")
             cost = handler(g, node, body, out, ins, estimator)
-        self._memo[key] = (estimator, rel, out, tuple(ins), cost)
+        memo[(node, bindable)] = (rel, out, tuple(ins), cost)
         return cost
 
     # -- building blocks ----------------------------------------------------------------------------
