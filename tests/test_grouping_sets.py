@@ -179,6 +179,6 @@ def test_duckdb_grouping_sets_plan_keeps_one_set(backend, duck, tmp_path, table)
 
 
 def _aggregates(plan):
-    from optimizer.load.grouping_sets import _iter_aggregates
+    from optimizer.expr_utils import rels_with_paths
 
-    return [rel for rel, _ in _iter_aggregates(plan, "")]
+    return [rel for rel, _ in rels_with_paths(plan) if rel.WhichOneof("rel_type") == "aggregate"]
