@@ -124,15 +124,8 @@ def _walk_refs(msg: Message, depth: int, visit: Callable[[Message, int], None]) 
     if name == _FIELD_REF:
         visit(msg, depth)
     inner = depth + 1 if name == _SUBQUERY else depth
-    for f, value in msg.ListFields():
-        kind = _FIELD_KIND.get(f)
-        if kind is None:
-            kind = _field_kind(f)
-        if kind == 1:
-            _walk_refs(value, inner, visit)
-        elif kind == 2:
-            for item in value:
-                _walk_refs(item, inner, visit)
+    for child in _children(msg):
+        _walk_refs(child, inner, visit)
 
 
 def reference_field(ref: Expression.FieldReference) -> int | None:
@@ -191,14 +184,7 @@ def _column_facts(e: Message) -> _ColumnFacts:
         elif name == _SUBQUERY:
             subquery = True
             depth += 1
-        for f, value in m.ListFields():
-            kind = _FIELD_KIND.get(f)
-            if kind is None:
-                kind = _field_kind(f)
-            if kind == 1:
-                stack.append((value, depth))
-            elif kind == 2:
-                stack.extend((item, depth) for item in value)
+        stack.extend((child, depth) for child in _children(m))
     facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes, subquery)
     if len(data) <= _FACTS_KEY_BYTES:
         if len(_FACTS) >= _FACTS_LIMIT:
@@ -286,9 +272,7 @@ def _children(msg: Message) -> list[Message]:
     """The sub-messages of ``msg`` in field order (map entries left out: they hold no expressions)."""
     out: list[Message] = []
     for f, value in msg.ListFields():
-        kind = _FIELD_KIND.get(f)
-        if kind is None:
-            kind = _field_kind(f)
+        kind = _field_kind(f)
         if kind == 1:
             out.append(value)
         elif kind == 2:
