@@ -115,6 +115,20 @@ def _window(x, f):
     return f.select(x.c("k"), F.sum(x.c("v")).over(spec).cast("int").alias("v"), x.c("s")), False
 
 
+def _renamed(x, f):
+    """Pure renames, a filter between them, then back: the builders merge these into one SELECT."""
+    F = x.F
+    renamed = f.select(x.c("s").alias("c"), x.c("k").alias("a"), x.c("v").alias("b"), F.lit(1).alias("one"))
+    kept = renamed.filter((x.c("b") > 2) | x.c("b").isNull() | (x.c("one") == 2))
+    return kept.select(x.c("a").alias("k"), x.c("b").alias("v"), x.c("c").alias("s")), False
+
+
+def _picked(x, f):
+    """A computed column picked and renamed by the projection above it."""
+    computed = f.select(x.c("k"), (x.c("v") + 1).alias("w"), x.c("s"), (x.c("k") * 3).alias("unused"))
+    return computed.select(x.c("k"), x.c("w").alias("v"), x.c("s")).orderBy(x.c("v").asc_nulls_first()), False
+
+
 def _union(x, f):
     return f.union(f.filter(x.c("k") > 5)), False
 
@@ -146,7 +160,7 @@ _STEPS = st.sampled_from(
         _filter(0), _filter(8), ("project", _project), _order(False), _order(True), _limit(3), _offset(2),
         ("distinct", _distinct), ("aggregate", _aggregate), ("window", _window), ("union", _union),
         _semi("left_semi"), _semi("left_anti"), _outer("left"), _outer("full"), _outer("inner"),
-        _outer("right"), _hint("broadcast"), _hint("shuffle_hash"),
+        _outer("right"), _hint("broadcast"), _hint("shuffle_hash"), ("renamed", _renamed), ("picked", _picked),
     ]
 )
 
@@ -196,6 +210,34 @@ def test_clauses_join_the_select_below_only_where_sql_applies_them_later():
     # A join hint names the input's alias in the SELECT of the join, as SQL users write it.
     joined = sql(t.hint("shuffle_hash").join(t, a == S.col("`b`"), "inner"))
     assert joined.startswith("SELECT /*+ SHUFFLE_HASH(_q") and " JOIN {t0} AS _q" in joined
+
+
+def test_projections_that_rename_merge_into_one_select_and_nothing_else_does():
+    ctx = Context(None)
+    t = Frame.table(ctx, ctx.bind("t"))
+    a, b, x, y = (S.col(f"`{n}`") for n in "abxy")
+
+    def sql(frame: Frame) -> str:
+        return render(frame)[0]
+
+    renamed = t.select(a.alias("x"), b.alias("y")).filter(x > 1).select(y.alias("z"))
+    assert sql(renamed) == "SELECT `b` AS `z` FROM {t0} WHERE `a` > 1"
+    grouped = t.groupBy(a).agg(S.sum(b).alias("s")).select(S.col("`s`").alias("total"))
+    assert sql(grouped) == "SELECT SUM(`b`) AS `total` FROM {t0} GROUP BY `a`"
+    ordered = t.select(a.alias("x")).orderBy(x.asc()).limit(2)
+    assert sql(ordered) == "SELECT `a` AS `x` FROM {t0} ORDER BY `x` ASC LIMIT 2"
+    # Not merged: an expression read twice would be computed twice; a filter over a window or a
+    # DISTINCT, and a projection over a LIMIT, mean something else one level down.
+    twice = sql(t.select((a + 1).alias("x")).select(x.alias("p"), x.alias("q")))
+    assert twice.count("`a` + 1") == 1
+    window = S.sum(a).over(Window.partitionBy(b))
+    assert " WHERE `x` > 1" in sql(t.select(window.alias("x")).filter(x > 1))
+    assert sql(t.select(a.alias("x")).distinct().filter(x > 1)).endswith("WHERE `x` > 1")
+    assert sql(t.select(a.alias("x"), b).limit(3).select(x)).startswith("SELECT `x` FROM (SELECT")
+    # An outer reference, or a name the projection below does not give, keeps the level.
+    assert sql(t.select(a.alias("x")).select(y.alias("z"))).startswith("SELECT `y` AS `z` FROM (SELECT")
+    exists = t.filter(b == x).exists()
+    assert "FROM (SELECT `a` AS `x`" in sql(t.select(a.alias("x")).filter(exists))
 
 
 def test_integer_literals_are_no_positions_in_order_by_and_group_by(frames):

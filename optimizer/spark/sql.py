@@ -856,6 +856,161 @@ def _no_ordinal(e: exp.Expression) -> exp.Expression:
 _HINTS = {"broadcast", "shuffle_hash", "merge", "shuffle_merge", "shuffle_replicate_nl"}
 
 
+# A projection that only renames columns is merged into the query below it rather than wrapped
+# around it: Spark parses and analyses each nested SELECT, and the backend writes one per relation
+# (a read names every column of its table; projections and emits rename), so merging keeps the text
+# and Spark's analysis small. Only columns and constants are substituted: no expression is repeated,
+# and no clause moves past a window, an aggregate, DISTINCT, ORDER BY or LIMIT.
+
+
+def _only_joined(q: _Query) -> bool:
+    """``SELECT ... FROM ... [JOIN ...] [WHERE ...]``, hints only those of its joins: nothing applies
+    after the select list."""
+    if (q.setop is not None or q.group is not None or q.grouping_sets is not None or q.distinct
+            or q.order is not None or q.offset is not None or q.limit is not None):
+        return False
+    if q.hints and not q.joins:
+        return False
+    return all(isinstance(h, exp.Anonymous) and str(h.this).lower() in _HINTS for h in q.hints)
+
+
+def _column_outputs(q: _Query) -> dict[str, exp.Expression] | None:
+    """``q``'s output names and what each is, when every output is a column of its FROM or a
+    constant (None otherwise, or when a name repeats)."""
+    out: dict[str, exp.Expression] = {}
+    for item in q.select or ():
+        if isinstance(item, exp.Alias):
+            name, e = item.alias, item.this
+        elif isinstance(item, exp.Column):
+            name, e = item.name, item
+        else:
+            return None
+        if isinstance(e, exp.Column):
+            if e.table or not isinstance(e.this, exp.Identifier):
+                return None
+        elif not isinstance(e, exp.Literal | exp.Null | exp.Boolean):
+            return None
+        if name in out:
+            return None
+        out[name] = e
+    return out
+
+
+def _substituted(e: exp.Expression, names: dict[str, exp.Expression]) -> exp.Expression | None:
+    """``e`` with each column replaced by what ``names`` says it is; None when ``e`` reads another
+    column (an outer reference, a lambda variable) or holds a subquery."""
+    for node in e.walk():
+        if isinstance(node, exp.Subquery | exp.Select | exp.Exists | exp.Lambda | exp.Star):
+            return None
+        if isinstance(node, exp.Column) and (node.table or node.name not in names):
+            return None
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column):
+            return _w(names[node.name].copy())
+        return node
+
+    return e.transform(swap)
+
+
+def _merged_select(q: _Query, items: list[exp.Expression]) -> _Query | None:
+    """``SELECT items FROM (q)`` as one query: when ``q`` only names columns of its FROM (``items`` are
+    rewritten over them), or when ``items`` only name columns of ``q`` (``q``'s select list is cut
+    and renamed; ``q`` may group, but not be DISTINCT, ordered or limited)."""
+    if q.select is None:
+        return None
+    picked = _picked(q, items)
+    if picked is not None:
+        return replace(q, select=picked)
+    names = _column_outputs(q) if _only_joined(q) else None
+    if names is None:
+        return None
+    merged = []
+    for item in items:
+        if isinstance(item, exp.Alias):
+            name, body = item.alias, item.this
+        elif isinstance(item, exp.Column) and not item.table:
+            name, body = item.name, item
+        else:  # an unnamed expression: Spark names it by its text, which substitution would change
+            return None
+        new = _substituted(body, names)
+        if new is None:
+            return None
+        if isinstance(new, exp.Column) and new.name == name:
+            merged.append(new)
+        else:
+            merged.append(exp.Alias(this=new, alias=exp.to_identifier(name, quoted=True)))
+    return replace(q, select=tuple(merged))
+
+
+def _picked(q: _Query, items: list[exp.Expression]) -> tuple[exp.Expression, ...] | None:
+    """``q``'s select list cut to ``items`` when each item names one of its outputs (an expression of
+    ``q`` is picked at most once, so none is computed twice)."""
+    if q.setop is not None or q.distinct or q.order is not None or q.offset is not None or q.limit is not None:
+        return None
+    if any(not (isinstance(h, exp.Anonymous) and str(h.this).lower() in _HINTS) for h in q.hints):
+        return None
+    outputs: dict[str, exp.Expression] = {}
+    for item in q.select or ():
+        if isinstance(item, exp.Alias):
+            outputs[item.alias] = item.this
+        elif isinstance(item, exp.Column) and not item.table:
+            outputs[item.name] = item
+        else:
+            return None
+    if len(outputs) != len(q.select or ()):
+        return None
+    picked, used = [], set()
+    for item in items:
+        if isinstance(item, exp.Alias) and isinstance(item.this, exp.Column):
+            name, ref = item.alias, item.this
+        elif isinstance(item, exp.Column):
+            name, ref = item.name, item
+        else:
+            return None
+        if ref.table or ref.name not in outputs:
+            return None
+        e = outputs[ref.name]
+        if not isinstance(e, exp.Column):
+            if ref.name in used:
+                return None
+            used.add(ref.name)
+        if isinstance(e, exp.Column) and e.name == name:
+            picked.append(e.copy())
+        else:
+            picked.append(exp.Alias(this=e.copy(), alias=exp.to_identifier(name, quoted=True)))
+    return tuple(picked)
+
+
+def _orders_outputs(q: _Query, order: tuple[exp.Ordered, ...]) -> bool:
+    """Whether ``order`` may be ``q``'s own ORDER BY: ``q`` is not DISTINCT, ordered or limited, and
+    the keys read only ``q``'s output names (no subquery, no aggregate of their own)."""
+    if q.setop is not None or q.distinct or q.order is not None or q.offset is not None or q.limit is not None:
+        return False
+    if any(not (isinstance(h, exp.Anonymous) and str(h.this).lower() in _HINTS) for h in q.hints):
+        return False
+    outputs = set()
+    for item in q.select or ():
+        if isinstance(item, exp.Alias):
+            outputs.add(item.alias)
+        elif isinstance(item, exp.Column) and not item.table:
+            outputs.add(item.name)
+        else:
+            return False
+    for o in order:
+        for node in o.walk():
+            if isinstance(node, exp.Subquery | exp.Select | exp.Exists | exp.Lambda | exp.Star | exp.Window
+                          | exp.AggFunc | exp.Anonymous):
+                return False
+            if isinstance(node, exp.Column) and (node.table or node.name not in outputs):
+                return False
+    return True
+
+
+def _conjoined(where: exp.Expression | None, cond: exp.Expression) -> exp.Expression:
+    return cond if where is None else exp.And(this=_w(where), expression=_w(cond))
+
+
 class Frame:
     """A relation as a SQL query under construction, with a DataFrame's methods."""
 
@@ -935,17 +1090,33 @@ class Frame:
         items = [c.named() if isinstance(c, Col) else col(c).e for c in _flat(cols)]
         if not items:
             items = [exp.alias_(exp.Null(), f"_none{self.ctx.alias()}", quoted=True)]
+        q = self._query if self._hint is None else None
+        if q is not None and q.select is None and q.joins and _only_joined(q):
+            return self._new(replace(q, select=tuple(items)))  # a join's hints stay with its select
+        merged = _merged_select(q, items) if q is not None else None
+        if merged is not None:
+            return self._new(merged)
         return self._new(replace(self._open(), select=tuple(items)))
 
     def filter(self, condition: Col) -> Frame:
-        q = self._open()
         cond = _operand(condition)
-        return self._new(replace(q, where=cond if q.where is None else exp.And(this=_w(q.where), expression=_w(cond))))
+        q = self._query if self._hint is None else None
+        if q is not None and q.select is not None and _only_joined(q):
+            names = _column_outputs(q)
+            moved = _substituted(cond, names) if names is not None else None
+            if moved is not None:  # WHERE runs before SELECT: the condition reads the columns renamed
+                return self._new(replace(q, where=_conjoined(q.where, moved)))
+        q = self._open()
+        return self._new(replace(q, where=_conjoined(q.where, cond)))
 
     where = filter
 
     def orderBy(self, *cols: Any) -> Frame:
-        return self._new(replace(self._open(), order=tuple(_sort_order(c).ordered() for c in _flat(cols))))
+        order = tuple(_sort_order(c).ordered() for c in _flat(cols))
+        q = self._query if self._hint is None else None
+        if q is not None and q.select is not None and _orders_outputs(q, order):
+            return self._new(replace(q, order=order))  # ORDER BY reads the select list's names
+        return self._new(replace(self._open(), order=order))
 
     sort = orderBy
 
