@@ -77,6 +77,7 @@ from optimizer.spark.types import (
     literal_type,
     literal_value,
     named_struct_to_spark,
+    or_fail,
     raise_at,
     spark_type_to_kind,
     substrait_type_to_spark,
@@ -660,11 +661,8 @@ class ExpressionCompiler:
         if not _cast_can_fail(src, spark_t):
             return value.cast(spark_t)
         # THROW_EXCEPTION and UNSPECIFIED: fail rather than return a wrong value or a null.
-        result = value.try_cast(spark_t)
-        return F.when(
-            value.isNotNull() & result.isNull(),
-            raise_at(f"cannot cast value to {spark_t.simpleString()}", path),
-        ).otherwise(result)
+        return or_fail(value.try_cast(spark_t), value.isNull(),
+                       raise_at(f"cannot cast value to {spark_t.simpleString()}", path))
 
     # -------------------------------------------------------------------------------------- subqueries
 

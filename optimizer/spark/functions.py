@@ -44,6 +44,7 @@ from optimizer.spark.sql import functions as F
 from optimizer.spark.types import (
     NOT_LITERAL,
     literal_value,
+    or_fail,
     raise_at,
     spark_type_to_kind,
     substrait_type_to_spark,
@@ -286,12 +287,11 @@ def _overflow(
     mode = call.option("overflow", ("SILENT", "SATURATE", "ERROR"), "ERROR")
     if mode == "SILENT":
         return silent
-    over = checked.isNull() & _all_not_null(operands)
     if mode == "SATURATE":
         if saturate is None:
             raise call.unsupported("overflow=SATURATE is not supported here")
-        return F.when(over, saturate).otherwise(checked)
-    return F.when(over, call.fail("overflow")).otherwise(checked)
+        return F.when(checked.isNull() & _all_not_null(operands), saturate).otherwise(checked)
+    return or_fail(checked, _any_null(operands), call.fail("overflow"))
 
 
 def _int_lit(kind: str, value: int) -> Col:
@@ -1996,14 +1996,13 @@ def _sum_core(call: Call) -> tuple[Col, str | None]:
     mode = call.option("overflow", ("SILENT", "SATURATE", "ERROR"), "ERROR")
     if mode == "SILENT":
         return silent, kind
-    over = checked.isNull() & (n > 0)
     if mode == "SATURATE":
         if kind in _INT_TYPES:
             positive = A(F.sum(x.cast(T.DoubleType()))) > 0
             sat = F.when(positive, F.lit(2**63 - 1)).otherwise(F.lit(-(2**63)))
-            return F.when(over, sat).otherwise(checked), kind
+            return F.when(checked.isNull() & (n > 0), sat).otherwise(checked), kind
         raise call.unsupported("overflow=SATURATE for this type")
-    return F.when(over, call.fail("overflow")).otherwise(checked), kind
+    return or_fail(checked, n == 0, call.fail("overflow")), kind
 
 
 @_aggregate("sum", "sum_no_overflow", distinct="handled")

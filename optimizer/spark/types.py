@@ -282,3 +282,12 @@ def raise_at(message: str, path: str | None) -> Col:
     """A column that fails the query with ``path: message`` when evaluated."""
     text = f"{path}: {message}" if path else message
     return F.raise_error(F.lit(text))
+
+
+def or_fail(value: Col, null_is_right: Col, failure: Col) -> Col:
+    """``value``; where it is null, null if ``null_is_right`` (never null itself) holds, else ``failure``.
+
+    ``COALESCE(value, CASE WHEN null_is_right THEN NULL ELSE failure END)``: ``value`` is written once
+    (checks nest, and a ``CASE`` that tests and returns it doubles the text at each level) and the
+    check runs only on the rows where ``value`` is null."""
+    return F.coalesce(value, F.when(null_is_right, F.lit(None)).otherwise(failure))
