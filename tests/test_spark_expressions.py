@@ -525,6 +525,19 @@ def test_struct_column_field_reference(spark):
         compiler.compile(field(7), scope, "e")
 
 
+def test_a_scalar_subquerys_type_comes_from_the_plans_schemas_without_spark():
+    from optimizer.schema import Schema
+    from optimizer.spark.expressions import ExpressionCompiler
+
+    sub = E(subquery=E.Subquery(scalar=E.Subquery.Scalar()))
+    at = "relations[0].root.input.filter.condition.scalar_function.arguments[1].value"
+    schemas = {f"{at}.subquery.scalar.input": Schema(["m"], [ty("fp64")])}
+    compiler = ExpressionCompiler(FNS.table(), None, schemas)
+    t = compiler.type_of(sub, None, at)
+    assert t.WhichOneof("kind") == "fp64" and t.fp64.nullability == Type.NULLABILITY_NULLABLE  # no row: null
+    assert compiler.type_of(sub, None, "elsewhere") is None  # unknown: the backend asks Spark
+
+
 def test_casts(env):
     RN, TH = E.Cast.FAILURE_BEHAVIOR_RETURN_NULL, E.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
     check(

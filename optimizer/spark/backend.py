@@ -414,7 +414,6 @@ class _PlanCompiler:
         self._counter = itertools.count()
         self.plan = plan
         self.functions: FunctionTable = function_table(plan)
-        self.exprs = ExpressionCompiler(self.functions, self.subquery)
         self.references: dict[int, Relation] = {}
         self._in_progress: set[int] = set()
         self.schemas: dict = {}
@@ -424,6 +423,7 @@ class _PlanCompiler:
             self.schemas = plan_schemas(plan)
         except OptimizerError:  # a plan whose types cannot be derived: types unknown
             self.schemas = {}
+        self.exprs = ExpressionCompiler(self.functions, self.subquery, self.schemas)
 
     def fresh(self) -> str:
         """A column name never handed out before in this plan's query."""

@@ -47,7 +47,7 @@ import datetime as _dt
 import decimal
 import functools
 import uuid as _uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import PySparkException
@@ -64,7 +64,7 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.load.functions import FunctionTable
-from optimizer.schema import is_nullable, make_type
+from optimizer.schema import Schema, is_nullable, make_type, with_nullability
 from optimizer.spark.sql import Col, Frame, Window
 from optimizer.spark.sql import functions as F
 from optimizer.spark.types import (
@@ -138,9 +138,11 @@ def _col(name: str) -> Col:
 class ExpressionCompiler:
     """Compiles Substrait expressions over a :class:`Scope` to Spark columns."""
 
-    def __init__(self, functions: FunctionTable, subquery: SubqueryCallback) -> None:
+    def __init__(self, functions: FunctionTable, subquery: SubqueryCallback,
+                 schemas: Mapping[str, Schema] | None = None) -> None:
         self.functions = functions
         self.subquery = subquery
+        self.schemas = schemas or {}  # the plan's relation schemas by path (optimizer.schema.plan_schemas)
 
     # ---------------------------------------------------------------------------------- entry points
 
@@ -240,9 +242,15 @@ class ExpressionCompiler:
         ranking = base if orders else base.orderBy(F.lit(0))
         return fns.window(call, ranking, framed)
 
-    def type_of(self, expr: Expression, scope: Scope | None) -> Type | None:
-        """The Substrait type of ``expr`` if it can be derived without Spark, else None."""
+    def type_of(self, expr: Expression, scope: Scope | None, path: str | None = None) -> Type | None:
+        """The Substrait type of ``expr`` (found at ``path``, when given) if it can be derived without
+        Spark, else None."""
         kind = expr.WhichOneof("rex_type")
+        if kind == "subquery" and expr.subquery.WhichOneof("subquery_type") == "scalar":
+            schema = self.schemas.get(f"{path}.subquery.scalar.input") if path is not None else None
+            if schema is None or len(schema.types) != 1 or type_kind(schema.types[0]) is None:
+                return None
+            return with_nullability(schema.types[0], True)  # no row: null
         if kind == "literal":
             return literal_type(expr.literal)
         if kind == "scalar_function":
@@ -880,7 +888,7 @@ class ExpressionCompiler:
             if which == "value":
                 values.append(self.compile(arg.value, scope, f"{path}.arguments[{i}].value"))
                 value_exprs.append(arg.value)
-                value_types.append(self.type_of(arg.value, scope))
+                value_types.append(self.type_of(arg.value, scope, f"{path}.arguments[{i}].value"))
             elif which == "enum":
                 enums.append(arg.enum.upper())
             elif which == "type":
