@@ -53,7 +53,7 @@ import decimal
 import itertools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -863,47 +863,67 @@ _HINTS = {"broadcast", "shuffle_hash", "merge", "shuffle_merge", "shuffle_replic
 # no clause moves past a window, an aggregate, DISTINCT, ORDER BY or LIMIT.
 
 
-def _only_joined(q: _Query) -> bool:
-    """``SELECT ... FROM ... [JOIN ...] [WHERE ...]``, hints only those of its joins: nothing applies
-    after the select list."""
-    if (q.setop is not None or q.group is not None or q.grouping_sets is not None or q.distinct
-            or q.order is not None or q.offset is not None or q.limit is not None):
-        return False
-    if q.hints and not q.joins:
+def _selects_last(q: _Query) -> bool:
+    """Nothing applies after ``q``'s select list (no DISTINCT, ORDER BY, OFFSET, LIMIT or set
+    operation; hints only those of joins)."""
+    if q.setop is not None or q.distinct or q.order is not None or q.offset is not None or q.limit is not None:
         return False
     return all(isinstance(h, exp.Anonymous) and str(h.this).lower() in _HINTS for h in q.hints)
 
 
-def _column_outputs(q: _Query) -> dict[str, exp.Expression] | None:
-    """``q``'s output names and what each is, when every output is a column of its FROM or a
-    constant (None otherwise, or when a name repeats)."""
+def _only_joined(q: _Query) -> bool:
+    """``SELECT ... FROM ... [JOIN ...] [WHERE ...]``, hints only those of its joins."""
+    return _selects_last(q) and q.group is None and q.grouping_sets is None and bool(q.joins or not q.hints)
+
+
+def _named(item: exp.Expression) -> tuple[str, exp.Expression] | None:
+    """A select item's output name and expression: ``e AS name`` or an unqualified column."""
+    if isinstance(item, exp.Alias):
+        return item.alias, item.this
+    if isinstance(item, exp.Column) and not item.table:
+        return item.name, item
+    return None  # an unnamed expression: Spark names it by its text, which a rewrite would change
+
+
+def _outputs(q: _Query) -> dict[str, exp.Expression] | None:
+    """``q``'s output names and what each is (None when an item is unnamed or a name repeats)."""
     out: dict[str, exp.Expression] = {}
     for item in q.select or ():
-        if isinstance(item, exp.Alias):
-            name, e = item.alias, item.this
-        elif isinstance(item, exp.Column):
-            name, e = item.name, item
-        else:
+        named = _named(item)
+        if named is None or named[0] in out:
             return None
-        if isinstance(e, exp.Column):
-            if e.table or not isinstance(e.this, exp.Identifier):
-                return None
-        elif not isinstance(e, exp.Literal | exp.Null | exp.Boolean):
-            return None
-        if name in out:
-            return None
-        out[name] = e
+        out[named[0]] = named[1]
     return out
+
+
+def _column_outputs(q: _Query) -> dict[str, exp.Expression] | None:
+    """``q``'s outputs when every one is a column of its FROM or a constant."""
+    out = _outputs(q)
+    if out is None or not all(
+        (isinstance(e, exp.Column) and not e.table and isinstance(e.this, exp.Identifier))
+        or isinstance(e, exp.Literal | exp.Null | exp.Boolean)
+        for e in out.values()
+    ):
+        return None
+    return out
+
+
+def _reads_only(e: exp.Expression, names: Collection[str], *barred: type[exp.Expression]) -> bool:
+    """Whether the columns ``e`` reads are all among ``names`` (unqualified), with no subquery,
+    lambda, star or node of the ``barred`` types in it."""
+    for node in e.walk():
+        if isinstance(node, (exp.Subquery, exp.Select, exp.Exists, exp.Lambda, exp.Star, *barred)):
+            return False
+        if isinstance(node, exp.Column) and (node.table or node.name not in names):
+            return False
+    return True
 
 
 def _substituted(e: exp.Expression, names: dict[str, exp.Expression]) -> exp.Expression | None:
     """``e`` with each column replaced by what ``names`` says it is; None when ``e`` reads another
     column (an outer reference, a lambda variable) or holds a subquery."""
-    for node in e.walk():
-        if isinstance(node, exp.Subquery | exp.Select | exp.Exists | exp.Lambda | exp.Star):
-            return None
-        if isinstance(node, exp.Column) and (node.table or node.name not in names):
-            return None
+    if not _reads_only(e, names):
+        return None
 
     def swap(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column):
@@ -913,10 +933,17 @@ def _substituted(e: exp.Expression, names: dict[str, exp.Expression]) -> exp.Exp
     return e.transform(swap)
 
 
+def _as(e: exp.Expression, name: str) -> exp.Expression:
+    """``e`` as a select item named ``name`` (a column of that name as it is)."""
+    if isinstance(e, exp.Column) and e.name == name:
+        return e
+    return exp.Alias(this=e, alias=exp.to_identifier(name, quoted=True))
+
+
 def _merged_select(q: _Query, items: list[exp.Expression]) -> _Query | None:
-    """``SELECT items FROM (q)`` as one query: when ``q`` only names columns of its FROM (``items`` are
-    rewritten over them), or when ``items`` only name columns of ``q`` (``q``'s select list is cut
-    and renamed; ``q`` may group, but not be DISTINCT, ordered or limited)."""
+    """``SELECT items FROM (q)`` as one query: when ``items`` only name outputs of ``q`` (``q``'s select
+    list is cut and renamed; ``q`` may group), or when ``q`` only names columns of its FROM (``items``
+    are rewritten over them)."""
     if q.select is None:
         return None
     picked = _picked(q, items)
@@ -927,84 +954,44 @@ def _merged_select(q: _Query, items: list[exp.Expression]) -> _Query | None:
         return None
     merged = []
     for item in items:
-        if isinstance(item, exp.Alias):
-            name, body = item.alias, item.this
-        elif isinstance(item, exp.Column) and not item.table:
-            name, body = item.name, item
-        else:  # an unnamed expression: Spark names it by its text, which substitution would change
+        named = _named(item)
+        if named is None:
             return None
-        new = _substituted(body, names)
+        new = _substituted(named[1], names)
         if new is None:
             return None
-        if isinstance(new, exp.Column) and new.name == name:
-            merged.append(new)
-        else:
-            merged.append(exp.Alias(this=new, alias=exp.to_identifier(name, quoted=True)))
+        merged.append(_as(new, named[0]))
     return replace(q, select=tuple(merged))
 
 
 def _picked(q: _Query, items: list[exp.Expression]) -> tuple[exp.Expression, ...] | None:
     """``q``'s select list cut to ``items`` when each item names one of its outputs (an expression of
     ``q`` is picked at most once, so none is computed twice)."""
-    if q.setop is not None or q.distinct or q.order is not None or q.offset is not None or q.limit is not None:
-        return None
-    if any(not (isinstance(h, exp.Anonymous) and str(h.this).lower() in _HINTS) for h in q.hints):
-        return None
-    outputs: dict[str, exp.Expression] = {}
-    for item in q.select or ():
-        if isinstance(item, exp.Alias):
-            outputs[item.alias] = item.this
-        elif isinstance(item, exp.Column) and not item.table:
-            outputs[item.name] = item
-        else:
-            return None
-    if len(outputs) != len(q.select or ()):
+    outputs = _outputs(q) if _selects_last(q) else None
+    if outputs is None:
         return None
     picked, used = [], set()
     for item in items:
-        if isinstance(item, exp.Alias) and isinstance(item.this, exp.Column):
-            name, ref = item.alias, item.this
-        elif isinstance(item, exp.Column):
-            name, ref = item.name, item
-        else:
+        named = _named(item)
+        if named is None or not isinstance(named[1], exp.Column) or named[1].table:
             return None
-        if ref.table or ref.name not in outputs:
+        e = outputs.get(named[1].name)
+        if e is None:
             return None
-        e = outputs[ref.name]
         if not isinstance(e, exp.Column):
-            if ref.name in used:
+            if named[1].name in used:
                 return None
-            used.add(ref.name)
-        if isinstance(e, exp.Column) and e.name == name:
-            picked.append(e.copy())
-        else:
-            picked.append(exp.Alias(this=e.copy(), alias=exp.to_identifier(name, quoted=True)))
+            used.add(named[1].name)
+        picked.append(_as(e.copy(), named[0]))
     return tuple(picked)
 
 
 def _orders_outputs(q: _Query, order: tuple[exp.Ordered, ...]) -> bool:
     """Whether ``order`` may be ``q``'s own ORDER BY: ``q`` is not DISTINCT, ordered or limited, and
-    the keys read only ``q``'s output names (no subquery, no aggregate of their own)."""
-    if q.setop is not None or q.distinct or q.order is not None or q.offset is not None or q.limit is not None:
-        return False
-    if any(not (isinstance(h, exp.Anonymous) and str(h.this).lower() in _HINTS) for h in q.hints):
-        return False
-    outputs = set()
-    for item in q.select or ():
-        if isinstance(item, exp.Alias):
-            outputs.add(item.alias)
-        elif isinstance(item, exp.Column) and not item.table:
-            outputs.add(item.name)
-        else:
-            return False
-    for o in order:
-        for node in o.walk():
-            if isinstance(node, exp.Subquery | exp.Select | exp.Exists | exp.Lambda | exp.Star | exp.Window
-                          | exp.AggFunc | exp.Anonymous):
-                return False
-            if isinstance(node, exp.Column) and (node.table or node.name not in outputs):
-                return False
-    return True
+    the keys read only ``q``'s output names (no subquery, no aggregate or window of their own)."""
+    outputs = _outputs(q) if _selects_last(q) else None
+    return outputs is not None and all(
+        _reads_only(o, outputs, exp.Window, exp.AggFunc, exp.Anonymous) for o in order)
 
 
 def _conjoined(where: exp.Expression | None, cond: exp.Expression) -> exp.Expression:
