@@ -750,7 +750,7 @@ def _bitwise128(fn: Callable[[Col, Col], Col]):
         (ha, la), (hb, lb) = _int128_halves(a), _int128_halves(b)
         value = _int128_value(fn(ha, hb), fn(la, lb))
         out = call.cast_out(value)
-        return F.when(a.isNull() | b.isNull(), out).when(out.isNull(), call.fail("overflow")).otherwise(out)
+        return or_fail(out, a.isNull() | b.isNull(), call.fail("overflow"))
 
     return impl
 
@@ -2097,7 +2097,8 @@ def _product(call: Call) -> Col:
         mode = call.option("overflow", ("SILENT", "ERROR"), "ERROR")
         if mode == "SILENT":
             return call.cast_out(silent)
-        return call.cast_out(F.when(checked.isNull(), call.fail("overflow")).otherwise(checked))
+        # (The fold skips nulls, so a null result is an overflow.)
+        return call.cast_out(F.coalesce(checked, call.fail("overflow")))
     raise call.unsupported(f"product of {kind}")
 
 
