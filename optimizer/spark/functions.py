@@ -398,23 +398,28 @@ def _decimal_bound(precision: int, scale: int, precision_loss: bool) -> tuple[in
     return 38, max(38 - (precision - scale), min(scale, 6))
 
 
-def _decimal_cannot_overflow(op: str, t1: Type | None, t2: Type | None, out: T.DecimalType) -> bool:
+def _decimal_cannot_overflow(op: str, t1: Type | None, t2: Type | None, out: T.DecimalType,
+                             digits: tuple[int | None, int | None] = (None, None)) -> bool:
     """True if ``t1 <op> t2`` always fits both Spark's intermediate type and ``out``.
 
-    The exact result of ``add``/``subtract`` has at most ``max(p1-s1, p2-s2) + 1`` integer digits, of
-    ``multiply`` ``(p1-s1) + (p2-s2)``; rounding to a smaller scale can add one. Then no overflow check
-    is needed (it would repeat both operands in the expression, doubling its size at every level).
+    The exact result of ``add``/``subtract`` has at most ``max(i1, i2) + 1`` integer digits, of
+    ``multiply`` ``i1 + i2``, where ``i`` is an operand's integer digits: ``p - s`` of its type, or
+    fewer given in ``digits`` (a literal's own, see :func:`_literal_digits`); rounding to a smaller
+    scale can add one. Then no overflow check is needed (it would repeat both operands in the
+    expression, doubling its size at every level).
     """
     if type_kind(t1) != "decimal" or type_kind(t2) != "decimal":
         return False
     p1, s1, p2, s2 = t1.decimal.precision, t1.decimal.scale, t2.decimal.precision, t2.decimal.scale
     if not (0 <= s1 <= p1 <= 38 and 0 <= s2 <= p2 <= 38):
         return False
+    i1 = p1 - s1 if digits[0] is None else min(digits[0], p1 - s1)
+    i2 = p2 - s2 if digits[1] is None else min(digits[1], p2 - s2)
     if op == "multiply":
-        need, exact_scale = (p1 - s1) + (p2 - s2), s1 + s2
+        need, exact_scale = i1 + i2, s1 + s2
         spark_p, spark_s = p1 + p2 + 1, s1 + s2
     else:
-        need, exact_scale = max(p1 - s1, p2 - s2) + 1, max(s1, s2)
+        need, exact_scale = max(i1, i2) + 1, max(s1, s2)
         spark_p, spark_s = max(s1, s2) + max(p1 - s1, p2 - s2) + 1, max(s1, s2)
     for loss in (True, False):  # whichever the session uses
         bp, bs = _decimal_bound(spark_p, spark_s, loss)
@@ -426,13 +431,34 @@ def _decimal_cannot_overflow(op: str, t1: Type | None, t2: Type | None, out: T.D
     return True
 
 
+def _literal_digits(expr: Expression) -> int | None:
+    """The integer digits of a number literal's value, through the casts producers wrap it in
+    (``CAST(1.00 AS DECIMAL(16,2))``: 1, where the type says 14); None for anything else.
+
+    Counted as the digits of ``floor(|value|) + 1``: one more where a cast to a smaller scale could
+    round the value up to the next power of ten (9.99 -> 10), never fewer than the value has.
+
+    >>> _literal_digits(Expression(literal=Expression.Literal(i32=-250)))
+    3
+    """
+    while expr.WhichOneof("rex_type") == "cast":
+        if type_kind(expr.cast.type) not in ("decimal", "i8", "i16", "i32", "i64"):
+            return None
+        expr = expr.cast.input
+    value = literal_value(expr)
+    if isinstance(value, bool) or not isinstance(value, int | decimal.Decimal):
+        return None
+    return len(str(int(abs(value)) + 1))
+
+
 def _decimal_arith(call: Call, op: str, a: Col, b: Col) -> Col:
     r = _binop(op, a, b)
     out = call.out_spark
     if not isinstance(out, T.DecimalType):
         return call.cast_out(r)
     r = r.cast(out)
-    if _decimal_cannot_overflow(op, call.value_types[0], call.value_types[1], out):
+    digits = (_literal_digits(call.value_exprs[0]), _literal_digits(call.value_exprs[1]))
+    if _decimal_cannot_overflow(op, call.value_types[0], call.value_types[1], out, digits):
         return r
     m = _decimal_max(out)
     positive = _binop(op, a.cast(T.DoubleType()), b.cast(T.DoubleType())) > 0
