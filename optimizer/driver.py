@@ -204,8 +204,30 @@ class Optimizer:
             g = judged_later[0]
         result.plan = from_dag(g)
         result.graph = g
+        self._optimize_subqueries(result)
         result.seconds = time.perf_counter() - start
         return result
+
+    def _optimize_subqueries(self, result: OptimizeResult) -> None:
+        """Optimize each subquery the rules left in an expression as a plan of its own (the rules see its
+        relations only as part of the expression). Only a subquery that reads nothing from outside
+        itself, no outer reference and no ``ReferenceRel``, is one; a correlated one stays as it is.
+        The functions the optimized subquery declares are added to the plan's own (the registrar keeps
+        every anchor the plan had, so both can share them). Its phases' reports follow the plan's."""
+        plan = result.plan
+        for i, rel in enumerate(uncorrelated_subqueries(plan)):
+            sub = Plan()
+            sub.CopyFrom(plan)
+            sub.ClearField("relations")
+            sub.relations.add().root.input.CopyFrom(rel)
+            done = self.run(sub)
+            rel.CopyFrom(done.plan.relations[0].root.input)
+            for name in ("extension_urns", "extensions", "type_aliases"):
+                plan.ClearField(name)
+                getattr(plan, name).extend(getattr(done.plan, name))
+            for report in done.phases:
+                report.phase = f"subquery {i}: {report.phase}"
+                result.phases.append(report)
 
     def _phase(self, g: nx.DiGraph, phase: str, rules: list[Rule], ctx: PlanContext) -> PhaseReport:
         return run_phase(g, phase, rules, ctx, self.config.max_iterations, priced=phase in PRICED_PHASES)
@@ -257,3 +279,49 @@ def optimize(plan: Plan | Any, *, statistics: Any = None, capabilities: Any = No
              config: OptimizerConfig | None = None) -> Plan:
     """Rewrite a logical plan into a cheaper physical one that gives the same answer."""
     return Optimizer(statistics, capabilities, config).run(plan).plan
+
+
+#: The relation of each kind of subquery, by ``Expression.Subquery`` field.
+_SUBQUERY_RELS = {"scalar": "input", "in_predicate": "haystack", "set_predicate": "tuples",
+                  "set_comparison": "right"}
+
+
+def uncorrelated_subqueries(plan: Plan) -> list[Any]:
+    """The relations (``Rel`` messages of ``plan``, to change in place) of the subqueries in the plan's
+    expressions that read nothing from outside themselves: no outer reference, no ``ReferenceRel``.
+    Subqueries inside these are left to the optimization of their own."""
+    found: list[Any] = []
+
+    def walk(message: Any) -> None:
+        for fd, value in message.ListFields():
+            if fd.type != fd.TYPE_MESSAGE:
+                continue
+            for item in value if fd.label == fd.LABEL_REPEATED else (value,):
+                if fd.message_type.full_name == "substrait.Expression.Subquery":
+                    kind = item.WhichOneof("subquery_type")
+                    rel = getattr(getattr(item, kind), _SUBQUERY_RELS[kind]) if kind in _SUBQUERY_RELS else None
+                    if rel is not None and _self_contained(rel):
+                        found.append(rel)
+                        continue
+                walk(item)
+
+    for plan_rel in plan.relations:
+        walk(plan_rel)
+    return found
+
+
+#: What a subquery reads from outside itself: a column of an enclosing query, a relation of the plan.
+_OUTSIDE = frozenset({"substrait.Expression.FieldReference.OuterReference", "substrait.ReferenceRel"})
+
+
+def _self_contained(message: Any) -> bool:
+    """No outer reference and no ``ReferenceRel`` anywhere in ``message``."""
+    for fd, value in message.ListFields():
+        if fd.type != fd.TYPE_MESSAGE:
+            continue
+        if fd.message_type.full_name in _OUTSIDE:
+            return False
+        for item in value if fd.label == fd.LABEL_REPEATED else (value,):
+            if not _self_contained(item):
+                return False
+    return True

@@ -188,3 +188,52 @@ def test_isthmus_tpch_subqueries_on_spark(backend, tpch_statistics, query, rules
     expected = backend.execute(plan)
     assert expected.num_rows > 0
     assert compare_tables(backend.execute(result.plan), expected)
+
+
+def _uncorrelated_plan(b: Builder):
+    """``SELECT * FROM outer WHERE v < (SELECT max(q) FROM inner JOIN inner2 ON ik = ik2)``: the
+    subquery reads nothing of the enclosing query, and has a join to implement."""
+    from optimizer.load.builder import INNER as INNER_JOIN
+    from optimizer.load.builder import join
+
+    other = values([("ik2", "i64")], [(1,), (2,), (None,)])
+    joined = join(values(INNER, INNER_ROWS), other, INNER_JOIN, b.call("equal", ref(0), ref(2)))
+    sub = aggregate(joined, [], b.agg("max", ref(1), out="fp64"))
+    return b.plan(filter_(values(OUTER, OUTER_ROWS), b.call("lt", ref(1), scalar(sub))), ["k", "v"])
+
+
+def _subquery_rel(plan):
+    from optimizer.driver import uncorrelated_subqueries
+
+    (rel,) = uncorrelated_subqueries(plan)
+    return rel
+
+
+def test_an_uncorrelated_subquery_is_optimized_as_a_plan_of_its_own():
+    plan = _uncorrelated_plan(Builder())
+    result = Optimizer(config=QUIET).run(plan)
+    sub = _subquery_rel(result.plan)
+    assert "hash_join" in str(sub) or "nested_loop_join" in str(sub)
+    assert "hash_join" not in str(_subquery_rel(plan))
+    assert any(p.phase == "subquery 0: physical" and p.events for p in result.phases)
+    assert check_plan(result.plan) == []
+
+
+def test_a_correlated_subquery_is_not_a_plan_of_its_own():
+    from optimizer.driver import uncorrelated_subqueries
+
+    plan = _scalar_plan(Builder())
+    assert uncorrelated_subqueries(plan) == []
+    result = _run([SEMI_JOIN], plan)
+    assert not any(p.phase.startswith("subquery") for p in result.phases)
+
+
+@pytest.mark.spark
+def test_an_optimized_subquery_gives_the_same_rows_on_spark(backend):
+    from optimizer.difftest.results import compare_tables
+
+    plan = _uncorrelated_plan(Builder())
+    result = Optimizer(config=QUIET).run(plan)
+    expected = backend.execute(plan)
+    assert expected.num_rows > 0
+    assert compare_tables(backend.execute(result.plan), expected)
