@@ -29,8 +29,9 @@ def test_run_writes_results_equal_to_duckdb(spark, tpch_dir, duckdb_oracle, tmp_
 
     plans = [TPCH / "q01-isthmus_plan.json", TPCH / "q06-duckdb_plan.json"]
     code = main(["run", *map(str, plans), "--tables", str(tpch_dir), "--out", str(tmp_path), "--show", "2"])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err
     assert "q01-isthmus_plan: 4 rows" in out and "q06-duckdb_plan: 1 rows" in out
     q1 = pq.read_table(tmp_path / "q01-isthmus_plan.parquet")
     assert compare_tables(q1, duckdb_oracle(_corpus_sql(plans[0])), ordered_by=[0, 1]).equal
