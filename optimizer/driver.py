@@ -3,7 +3,8 @@
 Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate pushdown, ...) ->
 ``join_order`` -> ``physical`` (join implementation, top-N, windows, filters into reads) ->
 ``annotate`` (estimates written into ``hint.stats``). The rules, with their phases, are listed in
-:mod:`rules`.
+:mod:`rules`. Then each uncorrelated subquery left in an expression is optimized the same way, as a
+plan of its own (:func:`uncorrelated_subqueries`).
 
 Never costlier: the model prices a plan normalised (:data:`PRICED_AFTER`); in the physical phase a
 rewrite is applied only if it does not raise the estimated cost of what it replaces; and the cost model
