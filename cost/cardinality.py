@@ -283,6 +283,10 @@ class CardinalityEstimator(PredicateSelectivity):
                         for i, c in enumerate(cols) if needed is None or i in needed)
         return replace(est, rows=rows, width=max(width, 1.0), columns=cols)
 
+    def types_of(self, node: int) -> list[Type] | None:
+        """The column types of ``node``'s output (None where they cannot be derived)."""
+        return self._types(node)
+
     def _types(self, node: int) -> list[Type] | None:
         if node in self._schemas:
             schema = self._schemas[node]
@@ -317,6 +321,21 @@ class CardinalityEstimator(PredicateSelectivity):
     # -- leaves -----------------------------------------------------------------------------------------
 
     def _rel_read(self, node: int, body, children) -> RelEstimate:
+        est = self.table_estimate(node)
+        if body.WhichOneof("read_type") == "virtual_table":  # its rows, filters applied
+            return est
+        for name in ("filter", "best_effort_filter"):
+            if body.HasField(name):
+                est = self.apply_filter(getattr(body, name), est)
+        if body.HasField("projection"):
+            picked = [item.field for item in body.projection.select.struct_items]
+            est = replace(est, columns=[est.columns[i] if 0 <= i < len(est.columns) else None for i in picked])
+        return est
+
+    def table_estimate(self, node: int) -> RelEstimate:
+        """The estimate of a read's table before its filters and projection (its ``base_schema``'s
+        columns): what ``ReadRel.filter`` is applied to (a virtual table: its rows, as written)."""
+        body = self.g.nodes[node]["rel"].read
         base_types = list(body.base_schema.struct.types)
         names = list(body.base_schema.names)
         if len(names) != len(base_types):  # nested names: keep the top-level ones
@@ -346,14 +365,7 @@ class CardinalityEstimator(PredicateSelectivity):
         for i, t in enumerate(base_types):
             cs = table.column(names[i]) if table is not None and i < len(names) else None
             cols.append(self._column_from_stats(cs, t, rows, (node, i)))
-        est = RelEstimate(rows, 0.0, cols, source=source)
-        for name in ("filter", "best_effort_filter"):
-            if body.HasField(name):
-                est = self.apply_filter(getattr(body, name), est)
-        if body.HasField("projection"):
-            picked = [item.field for item in body.projection.select.struct_items]
-            est = replace(est, columns=[est.columns[i] if 0 <= i < len(est.columns) else None for i in picked])
-        return est
+        return RelEstimate(rows, 0.0, cols, source=source)
 
     def _column_from_stats(self, cs: ColumnStatistics | None, t: Type, rows: float,
                            origin: tuple[int, int]) -> ColumnEstimate:

@@ -250,15 +250,19 @@ class CostModel:
         if which == "virtual_table":
             return self._cost(cpu=base_rows * k.cpu_row)
         scanned = base_rows
-        n_conj = 0
+        parts: list[Any] = []
         if body.HasField("filter"):
-            n_conj = len(conjuncts(body.filter, estimator.functions))
+            parts = conjuncts(body.filter, estimator.functions)
             if k.row_group_skip > 0 and base_rows > 0:
                 scanned = base_rows - k.row_group_skip * max(base_rows - out.rows, 0.0)
         if body.HasField("best_effort_filter"):
-            n_conj += len(conjuncts(body.best_effort_filter, estimator.functions))
+            parts += conjuncts(body.best_effort_filter, estimator.functions)
         io = scanned * read_width * k.io_byte
-        cpu = scanned * n_cols * k.cpu_value + self.conjuncts_cpu(scanned, out.rows, n_conj) + out.rows * k.cpu_row
+        filtering = 0.0
+        if parts:
+            table = estimator.table_estimate(node)
+            filtering = self.conjuncts_cpu(scanned, parts, table, list(body.base_schema.struct.types), estimator)
+        cpu = scanned * n_cols * k.cpu_value + filtering + out.rows * k.cpu_row
         return self._cost(cpu=cpu, io=io)
 
     def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float, int]:
@@ -301,18 +305,27 @@ class CostModel:
 
     def _cost_filter(self, g, node, body, out, ins, estimator) -> Cost:
         n = ins[0].rows if ins else out.rows
-        n_conj = len(conjuncts(body.condition, estimator.functions))
-        return self._cost(cpu=n * self.k.cpu_row + self.conjuncts_cpu(n, out.rows, n_conj))
+        parts = conjuncts(body.condition, estimator.functions)
+        children = inputs(g, node)
+        types = estimator.types_of(children[0]) if children else None
+        filtering = self.conjuncts_cpu(n, parts, ins[0], types, estimator) if ins else 0.0
+        return self._cost(cpu=n * self.k.cpu_row + filtering)
 
-    def conjuncts_cpu(self, rows: float, passing: float, n_conj: int) -> float:
-        """Evaluating ``n_conj`` ANDed conjuncts on ``rows`` rows of which ``passing`` pass them all.
-        Spark's generated code short-circuits ``AND`` (and combines a filter with the one below it,
-        or with the scan's pushed filter, into one): each conjunct sees only the rows the previous
-        ones let through, taken as an equal share of the selectivity per conjunct."""
-        if n_conj <= 0 or rows <= 0:
+    def conjuncts_cpu(self, rows: float, parts: list[Any], est: RelEstimate, types: list[Any] | None,
+                      estimator: CardinalityEstimator) -> float:
+        """Evaluating the ANDed conjuncts ``parts``, in their order, on ``rows`` rows of ``est`` (whose
+        column types are ``types``). Spark's generated code short-circuits ``AND`` left to right (and
+        combines a filter with the one below it, or with the scan's pushed filter, into one): each
+        conjunct is evaluated on the rows the ones before it let through (their selectivities in this
+        order, by the estimator), at its :func:`conjunct_weight`. So the order is priced: a cheap,
+        selective conjunct first costs less (:mod:`rules.order_conjuncts`)."""
+        if not parts or rows <= 0:
             return 0.0
-        ratio = min(max(passing / rows, 0.0), 1.0)
-        return self.k.cpu_expr * rows * sum(ratio ** (i / n_conj) for i in range(n_conj))
+        reaching, total = 1.0, 0.0
+        for part, sel in zip(parts, estimator.conjunct_selectivities(parts, est), strict=True):
+            total += reaching * conjunct_weight(part, types, estimator.functions)
+            reaching *= sel
+        return self.k.cpu_expr * rows * total
 
     def _cost_project(self, g, node, body, out, ins, estimator) -> Cost:
         n = ins[0].rows if ins else out.rows
@@ -574,6 +587,44 @@ class CostModel:
     _cost_write = _cost_rows
     _cost_update = _cost_rows
     _cost_ddl = _cost_rows
+
+
+#: Evaluation cost of a conjunct per column value it compares, relative to an integer's, by type kind:
+#: Spark reads a decimal column value as a ``Decimal`` object and compares strings byte by byte
+#: (TPC-H Q6 at SF 1: the same filter with its date range first, not its two decimal conjuncts, runs
+#: 0.47 s instead of 0.57 s).
+VALUE_WEIGHT: dict[str, float] = {"decimal": 3.0, "string": 4.0, "varchar": 4.0, "fixed_char": 4.0,
+                                  "binary": 4.0, "fixed_binary": 4.0}
+_NULL_TESTS = frozenset({"is_null", "is_not_null"})
+
+
+def conjunct_weight(e: Any, types: list[Any] | None, functions: Any) -> float:
+    """The relative cost of evaluating conjunct ``e`` on one row over columns of ``types``: one per
+    column it reads (``VALUE_WEIGHT`` by the column's type; a null test reads only the null bit), at
+    least one.
+
+    >>> from substrait.proto import Expression, Type
+    >>> ref = Expression(selection=Expression.FieldReference(direct_reference=Expression.ReferenceSegment(
+    ...     struct_field=Expression.ReferenceSegment.StructField(field=1))))
+    >>> conjunct_weight(ref, [Type(i64=Type.I64()), Type(decimal=Type.Decimal(precision=15, scale=2))], {})
+    3.0
+    """
+    from optimizer.expr_utils import referenced_fields
+    from optimizer.schema import type_kind
+
+    test = e
+    while test.WhichOneof("rex_type") == "scalar_function" and test.scalar_function.function_reference in functions:
+        name = functions.get(test.scalar_function.function_reference).name
+        if name in _NULL_TESTS:
+            return 1.0
+        if name != "not" or len(test.scalar_function.arguments) != 1:
+            break
+        test = test.scalar_function.arguments[0].value
+    weight = 0.0
+    for i in referenced_fields(e):
+        kind = type_kind(types[i]) if types is not None and 0 <= i < len(types) else None
+        weight += VALUE_WEIGHT.get(kind or "", 1.0)
+    return max(weight, 1.0)
 
 
 _WINDOW = "substrait.Expression"

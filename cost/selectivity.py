@@ -107,7 +107,14 @@ class PredicateSelectivity:
         except PlanError:  # an undeclared function anchor: no fingerprint
             return None
 
-    def _conjunction(self, parts: Iterable[Expression], est: RelEstimate
+    def conjunct_selectivities(self, parts: Sequence[Expression], est: RelEstimate) -> list[float]:
+        """Each conjunct's selectivity on the rows the ones before it let through, in this order (a
+        conjunct the estimate has already applied: 1)."""
+        record: list[float] = []
+        self._conjunction(parts, est, record)
+        return record
+
+    def _conjunction(self, parts: Iterable[Expression], est: RelEstimate, record: list[float] | None = None
                      ) -> tuple[float, list[ColumnEstimate | None], frozenset, dict]:
         cols = list(est.columns)
         rows = est.rows
@@ -118,9 +125,13 @@ class PredicateSelectivity:
         for c in parts:
             fp = self._fingerprint(c, cols)
             if fp is not None and fp in applied:
+                if record is not None:
+                    record.append(1.0)
                 continue
             sel, updates = self._predicate(c, cols, rows)
             sel = min(max(sel, 0.0), 1.0)
+            if record is not None:
+                record.append(sel)
             for k in [k for k in updates if isinstance(k, bytes)]:
                 exprs[k] = updates.pop(k)
             new_rows = rows * sel

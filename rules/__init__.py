@@ -19,6 +19,7 @@ from rules import (
     implement_joins,
     in_subquery_to_semi_join,
     join_order,
+    order_conjuncts,
     push_filters,
     reduce_aggregate_input,
     simplify_predicates,
@@ -49,6 +50,8 @@ RULES: list[Rule] = [
     reduce_aggregate_input.RULE,
     # Filters over reads: no other physical rule matches a FilterRel, so its place among them is free.
     filter_into_read.RULE,
+    # After filter_into_read: a filter's conjuncts are ordered where they end up (in the read or not).
+    order_conjuncts.RULE,
     # After reduce_aggregate_input: every join still logical gets its implementation (hash, merge, loop).
     implement_joins.RULE,
     # Fetches only (Sort + Fetch -> TopN): no other physical rule matches a FetchRel.
