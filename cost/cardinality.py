@@ -120,6 +120,9 @@ class CardinalityEstimator(PredicateSelectivity):
                 functions = FunctionTable([])
         self.functions = functions
         self._memo: dict[int, RelEstimate] = {}
+        self._filtering: dict[int, tuple[list[Expression], list[float], list[Type] | None]] = {}
+        self._tables: dict[int, RelEstimate] = {}
+        self._marginals: dict[int, list[float]] = {}
         self._schemas: dict[int, Any] = {}
         self._origin_ids: dict[tuple[int, int], int] = {}
         self._narrowed: set[int] = set()
@@ -134,11 +137,17 @@ class CardinalityEstimator(PredicateSelectivity):
         hold)."""
         if changed is None or changed not in self.g:
             self._memo.clear()
+            self._filtering.clear()
+            self._tables.clear()
+            self._marginals.clear()
             self._schemas.clear()
             self._needed = None
             return
         for n in {changed} | nx.ancestors(self.g, changed):
             self._memo.pop(n, None)
+            self._filtering.pop(n, None)
+            self._tables.pop(n, None)
+            self._marginals.pop(n, None)
             self._schemas.pop(n, None)
         for n in self._renew_needs():  # a width changed: the estimate, not those above it
             self._memo.pop(n, None)
@@ -283,6 +292,35 @@ class CardinalityEstimator(PredicateSelectivity):
                         for i, c in enumerate(cols) if needed is None or i in needed)
         return replace(est, rows=rows, width=max(width, 1.0), columns=cols)
 
+    def filter_steps(self, node: int) -> tuple[list[Expression], list[float], list[Type] | None]:
+        """A ``FilterRel``'s conjuncts (a ``ReadRel``'s: those of its ``filter`` and
+        ``best_effort_filter``) in their order, each one's selectivity on the rows the ones before it
+        let through, and the types of the columns they read (kept until the node or an input changes)."""
+        if node not in self._filtering:
+            self.estimate(node)  # records them as it applies the conditions
+        if node not in self._filtering:  # a relation the estimator could not follow: every row tested
+            data = self.g.nodes[node]
+            body = getattr(data["rel"], data["kind"])
+            conditions = [body.condition] if data["kind"] == "filter" else [
+                getattr(body, n) for n in ("filter", "best_effort_filter") if body.HasField(n)]
+            parts = [c for e in conditions for c in conjuncts(e, self.functions)]
+            return parts, [1.0] * len(parts), None
+        return self._filtering[node]
+
+    def marginal_selectivities(self, node: int) -> list[float]:
+        """Each conjunct of :meth:`filter_steps` on its own: its selectivity on all the rows the filter
+        sees (the read's table, the filter's input), whatever its place (kept like those)."""
+        found = self._marginals.get(node)
+        if found is None:
+            parts, _, _ = self.filter_steps(node)
+            if self.g.nodes[node]["kind"] == "read":
+                est = self.table_estimate(node)
+            else:
+                (child,) = inputs(self.g, node)
+                est = self.estimate(child)
+            found = self._marginals[node] = [self.conjunct_selectivities([p], est)[0] for p in parts]
+        return found
+
     def types_of(self, node: int) -> list[Type] | None:
         """The column types of ``node``'s output (None where they cannot be derived)."""
         return self._types(node)
@@ -322,11 +360,15 @@ class CardinalityEstimator(PredicateSelectivity):
 
     def _rel_read(self, node: int, body, children) -> RelEstimate:
         est = self.table_estimate(node)
-        if body.WhichOneof("read_type") == "virtual_table":  # its rows, filters applied
+        if body.WhichOneof("read_type") == "virtual_table":  # its rows as written
             return est
+        parts: list[Expression] = []
+        sels: list[float] = []
         for name in ("filter", "best_effort_filter"):
             if body.HasField(name):
-                est = self.apply_filter(getattr(body, name), est)
+                parts += conjuncts(getattr(body, name), self.functions)
+                est = self.apply_filter(getattr(body, name), est, sels)
+        self._filtering[node] = (parts, sels, list(body.base_schema.struct.types))
         if body.HasField("projection"):
             picked = [item.field for item in body.projection.select.struct_items]
             est = replace(est, columns=[est.columns[i] if 0 <= i < len(est.columns) else None for i in picked])
@@ -334,7 +376,13 @@ class CardinalityEstimator(PredicateSelectivity):
 
     def table_estimate(self, node: int) -> RelEstimate:
         """The estimate of a read's table before its filters and projection (its ``base_schema``'s
-        columns): what ``ReadRel.filter`` is applied to (a virtual table: its rows, as written)."""
+        columns): what ``ReadRel.filter`` is applied to (a virtual table: its rows as written)."""
+        found = self._tables.get(node)
+        if found is None:
+            found = self._tables[node] = self._table_estimate(node)
+        return found
+
+    def _table_estimate(self, node: int) -> RelEstimate:
         body = self.g.nodes[node]["rel"].read
         base_types = list(body.base_schema.struct.types)
         names = list(body.base_schema.names)
@@ -430,7 +478,11 @@ class CardinalityEstimator(PredicateSelectivity):
     # -- single-input relations -----------------------------------------------------------------------
 
     def _rel_filter(self, node, body, children) -> RelEstimate:
-        return self.apply_filter(body.condition, children[0])
+        sels: list[float] = []
+        est = self.apply_filter(body.condition, children[0], sels)
+        (child,) = inputs(self.g, node)
+        self._filtering[node] = (conjuncts(body.condition, self.functions), sels, self._types(child))
+        return est
 
     def _rel_sort(self, node, body, children) -> RelEstimate:
         return children[0]

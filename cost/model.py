@@ -250,19 +250,10 @@ class CostModel:
         if which == "virtual_table":
             return self._cost(cpu=base_rows * k.cpu_row)
         scanned = base_rows
-        parts: list[Any] = []
-        if body.HasField("filter"):
-            parts = conjuncts(body.filter, estimator.functions)
-            if k.row_group_skip > 0 and base_rows > 0:
-                scanned = base_rows - k.row_group_skip * max(base_rows - out.rows, 0.0)
-        if body.HasField("best_effort_filter"):
-            parts += conjuncts(body.best_effort_filter, estimator.functions)
+        if body.HasField("filter") and k.row_group_skip > 0 and base_rows > 0:
+            scanned = base_rows - k.row_group_skip * max(base_rows - out.rows, 0.0)
         io = scanned * read_width * k.io_byte
-        filtering = 0.0
-        if parts:
-            table = estimator.table_estimate(node)
-            filtering = self.conjuncts_cpu(scanned, parts, table, list(body.base_schema.struct.types), estimator)
-        cpu = scanned * n_cols * k.cpu_value + filtering + out.rows * k.cpu_row
+        cpu = scanned * n_cols * k.cpu_value + self.conjuncts_cpu(scanned, node, estimator) + out.rows * k.cpu_row
         return self._cost(cpu=cpu, io=io)
 
     def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float, int]:
@@ -305,24 +296,21 @@ class CostModel:
 
     def _cost_filter(self, g, node, body, out, ins, estimator) -> Cost:
         n = ins[0].rows if ins else out.rows
-        parts = conjuncts(body.condition, estimator.functions)
-        children = inputs(g, node)
-        types = estimator.types_of(children[0]) if children else None
-        filtering = self.conjuncts_cpu(n, parts, ins[0], types, estimator) if ins else 0.0
+        filtering = self.conjuncts_cpu(n, node, estimator) if ins else 0.0
         return self._cost(cpu=n * self.k.cpu_row + filtering)
 
-    def conjuncts_cpu(self, rows: float, parts: list[Any], est: RelEstimate, types: list[Any] | None,
-                      estimator: CardinalityEstimator) -> float:
-        """Evaluating the ANDed conjuncts ``parts``, in their order, on ``rows`` rows of ``est`` (whose
-        column types are ``types``). Spark's generated code short-circuits ``AND`` left to right (and
-        combines a filter with the one below it, or with the scan's pushed filter, into one): each
-        conjunct is evaluated on the rows the ones before it let through (their selectivities in this
-        order, by the estimator), at its :func:`conjunct_weight`. So the order is priced: a cheap,
-        selective conjunct first costs less (:mod:`rules.order_conjuncts`)."""
+    def conjuncts_cpu(self, rows: float, node: int, estimator: CardinalityEstimator) -> float:
+        """Evaluating the conjuncts of a filter (or of a read's filters), in their order, on ``rows``
+        rows. Spark's generated code short-circuits ``AND`` left to right (and combines a filter with
+        the one below it, or with the scan's pushed filter, into one): each conjunct is evaluated on
+        the rows the ones before it let through (the estimator's selectivities, in this order:
+        :meth:`~cost.cardinality.CardinalityEstimator.filter_steps`), at its :func:`conjunct_weight`.
+        So the order is priced: a cheap, selective conjunct first costs less (:mod:`rules.order_conjuncts`)."""
+        parts, sels, types = estimator.filter_steps(node)
         if not parts or rows <= 0:
             return 0.0
         reaching, total = 1.0, 0.0
-        for part, sel in zip(parts, estimator.conjunct_selectivities(parts, est), strict=True):
+        for part, sel in zip(parts, sels, strict=True):
             total += reaching * conjunct_weight(part, types, estimator.functions)
             reaching *= sel
         return self.k.cpu_expr * rows * total

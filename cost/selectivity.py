@@ -72,10 +72,11 @@ class PredicateSelectivity:
             return None
         return self.functions.get(anchor).name
 
-    def apply_filter(self, condition: Expression, est: RelEstimate) -> RelEstimate:
+    def apply_filter(self, condition: Expression, est: RelEstimate, record: list[float] | None = None) -> RelEstimate:
         """``est`` filtered by ``condition``: rows times its selectivity, columns updated (bounds of
-        compared columns narrowed, NDVs of the others thinned out)."""
-        sel, cols, applied, exprs = self._conjunction(conjuncts(condition, self.functions), est)
+        compared columns narrowed, NDVs of the others thinned out). ``record``: each conjunct's
+        selectivity, in order, is appended to it (see :meth:`conjunct_selectivities`)."""
+        sel, cols, applied, exprs = self._conjunction(conjuncts(condition, self.functions), est, record)
         rows = est.rows * sel
         if est.rows >= 1:  # floor at one row: statistics may be stale, and 0 would zero everything above
             rows = max(rows, 1.0)

@@ -11,8 +11,9 @@ estimator's selectivity of each conjunct on the relation's input (a read's: its 
 evaluation weight (:func:`cost.model.conjunct_weight`: a decimal or string value costs more than an
 integer or a date). For independent conjuncts that order minimises what the cost model charges
 (:meth:`cost.model.CostModel.conjuncts_cpu`: each conjunct is evaluated on the rows the ones before it
-let through, as Spark's generated code does), and the physical phase applies it only where the model
-prices it no higher.
+let through, as Spark's generated code does). A reorder the model prices less than ``MIN_SAVING`` (a
+millisecond) cheaper is not made, and the physical phase applies the others only where the model
+prices them no higher.
 
 **Why it is equivalent**: ``AND`` of conjuncts that yield true, false or null and never an error has
 the same value in any order. A conjunct that may fail (a division, a cast of a column, any other
@@ -31,6 +32,7 @@ import decimal
 import networkx as nx
 from substrait.proto import Expression
 
+from cost.model import conjunct_weight
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import conjuncts, make_and
@@ -40,7 +42,10 @@ from optimizer.schema import type_kind
 #: Functions that yield true, false or null for any input values (never an error).
 SAFE_FUNCTIONS = frozenset({"equal", "not_equal", "lt", "lte", "gt", "gte", "between", "is_null", "is_not_null",
                             "is_not_distinct_from", "is_distinct_from", "and", "or", "not"})
-_NUMBERS = frozenset({"i8", "i16", "i32", "i64", "fp32", "fp64", "decimal"})
+#: A reorder the model prices less than this much cheaper (a millisecond of one core, in the model's
+#: nanoseconds) is not made: the rewrite makes the optimizer estimate everything above it again, for a
+#: gain nobody can measure (a filter on a small table).
+MIN_SAVING = 1e6
 
 
 def order_conjuncts(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -57,47 +62,48 @@ def order_conjuncts(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
       Read(t)                                    |   Read(t)
     """
     data = g.nodes[node]
-    if data["kind"] == "filter":
-        (child,) = inputs(g, node)
-        ordered = _ordered(data["rel"].filter.condition, ctx.estimate(child), ctx.estimator.types_of(child), ctx)
-        if ordered is None:
-            return None
-        rel = rel_copy(g, node)
-        rel.filter.condition.CopyFrom(ordered)
-        return NewRel(rel, [child])
-    if data["kind"] != "read" or data["rel"].read.WhichOneof("read_type") == "virtual_table":
+    kind = data["kind"]
+    if kind == "filter":
+        conditions = {"condition": data["rel"].filter.condition}
+    elif kind == "read" and data["rel"].read.WhichOneof("read_type") != "virtual_table":
+        body = data["rel"].read
+        conditions = {n: getattr(body, n) for n in ("filter", "best_effort_filter") if body.HasField(n)}
+    else:
         return None
-    body = data["rel"].read
-    table = ctx.estimator.table_estimate(node)
-    types = list(body.base_schema.struct.types)
-    rel = None
-    for name in ("filter", "best_effort_filter"):
-        if not body.HasField(name):
+    split = {name: conjuncts(e, ctx.functions) for name, e in conditions.items()}
+    if not any(len(parts) >= 2 and all(_cannot_fail(p, ctx) for p in parts) for parts in split.values()):
+        return None
+    # The estimator's conjuncts of the relation: those of its filter (then best-effort filter), in order.
+    _, _, types = ctx.estimator.filter_steps(node)
+    marginal = ctx.estimator.marginal_selectivities(node)
+    rows = ctx.estimator.table_estimate(node).rows if kind == "read" else ctx.estimate(inputs(g, node)[0]).rows
+    rel = rel_copy(g, node)
+    body = getattr(rel, kind)
+    start, saving = 0, 0.0
+    for name, parts in split.items():
+        sels = marginal[start:start + len(parts)]
+        weights = [conjunct_weight(p, types, ctx.functions) for p in parts]
+        start += len(parts)
+        if len(parts) < 2 or not all(_cannot_fail(p, ctx) for p in parts):
             continue
-        ordered = _ordered(getattr(body, name), table, types, ctx)
-        if ordered is not None:
-            rel = rel if rel is not None else rel_copy(g, node)
-            getattr(rel.read, name).CopyFrom(ordered)
-    return NewRel(rel) if rel is not None else None
-
-
-def _ordered(condition: Expression, est, types, ctx: RuleContext) -> Expression | None:
-    """The condition with its conjuncts ranked, or None if it has fewer than two, one may fail, or the
-    order is already the ranked one."""
-    from cost.model import conjunct_weight
-
-    parts = conjuncts(condition, ctx.functions)
-    if len(parts) < 2 or not all(_cannot_fail(p, ctx) for p in parts):
+        order = sorted(range(len(parts)), key=lambda i: ((sels[i] - 1.0) / weights[i], i))
+        gain = rows * ctx.cost_model.k.cpu_expr * (_evaluations(range(len(parts)), sels, weights)
+                                                   - _evaluations(order, sels, weights))
+        if order != list(range(len(parts))) and gain > 0:
+            getattr(body, name).CopyFrom(make_and([parts[i] for i in order], ctx.registrar))
+            saving += gain
+    if saving < MIN_SAVING:
         return None
+    return NewRel(rel, inputs(g, node))
 
-    def rank(i: int) -> tuple[float, int]:
-        sel = ctx.estimator.conjunct_selectivities([parts[i]], est)[0]
-        return (sel - 1.0) / conjunct_weight(parts[i], types, ctx.functions), i
 
-    order = sorted(range(len(parts)), key=rank)
-    if order == list(range(len(parts))):
-        return None
-    return make_and([parts[i] for i in order], ctx.registrar)
+def _evaluations(order, sels: list[float], weights: list[float]) -> float:
+    """Conjunct evaluations per row in this order, weighted (as :meth:`CostModel.conjuncts_cpu` counts)."""
+    reaching, total = 1.0, 0.0
+    for i in order:
+        total += reaching * weights[i]
+        reaching *= sels[i]
+    return total
 
 
 def _cannot_fail(e: Expression, ctx: RuleContext) -> bool:
