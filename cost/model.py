@@ -587,9 +587,9 @@ _NULL_TESTS = frozenset({"is_null", "is_not_null"})
 
 
 def conjunct_weight(e: Any, types: list[Any] | None, functions: Any) -> float:
-    """The relative cost of evaluating conjunct ``e`` on one row over columns of ``types``: one per
-    column it reads (``VALUE_WEIGHT`` by the column's type; a null test reads only the null bit), at
-    least one.
+    """The relative cost of evaluating conjunct ``e`` on one row over columns of ``types``: that of the
+    costliest type it reads (``VALUE_WEIGHT``; 1 for the others and for a null test, which reads only the
+    null bit), so a conjunct on integers and dates costs what the model charged every conjunct before.
 
     >>> from substrait.proto import Expression, Type
     >>> ref = Expression(selection=Expression.FieldReference(direct_reference=Expression.ReferenceSegment(
@@ -608,11 +608,11 @@ def conjunct_weight(e: Any, types: list[Any] | None, functions: Any) -> float:
         if name != "not" or len(test.scalar_function.arguments) != 1:
             break
         test = test.scalar_function.arguments[0].value
-    weight = 0.0
+    weight = 1.0
     for i in referenced_fields(e):
         kind = type_kind(types[i]) if types is not None and 0 <= i < len(types) else None
-        weight += VALUE_WEIGHT.get(kind or "", 1.0)
-    return max(weight, 1.0)
+        weight = max(weight, VALUE_WEIGHT.get(kind or "", 1.0))
+    return weight
 
 
 _WINDOW = "substrait.Expression"

@@ -76,6 +76,8 @@ def order_conjuncts(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     # The estimator's conjuncts of the relation: those of its filter (then best-effort filter), in order.
     _, _, types = ctx.estimator.filter_steps(node)
     marginal = ctx.estimator.marginal_selectivities(node)
+    if len(marginal) != sum(len(parts) for parts in split.values()):
+        return None  # the estimator splits the condition otherwise (a function declared since it was made)
     rows = ctx.estimator.table_estimate(node).rows if kind == "read" else ctx.estimate(inputs(g, node)[0]).rows
     rel = rel_copy(g, node)
     body = getattr(rel, kind)
