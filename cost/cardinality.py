@@ -100,6 +100,14 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------------
 
 
+def filter_conditions(kind: str, body: Any) -> dict[str, Expression]:
+    """The conditions a relation filters its rows by, in the order they apply, by field name: a
+    ``FilterRel``'s ``condition``; a ``ReadRel``'s ``filter``, then ``best_effort_filter``; none for
+    other relations."""
+    names = {"filter": ("condition",), "read": ("filter", "best_effort_filter")}.get(kind, ())
+    return {n: getattr(body, n) for n in names if body.HasField(n)}
+
+
 class CardinalityEstimator(PredicateSelectivity):
     """Estimates of every node of a plan DAG; see the module docstring.
 
@@ -300,9 +308,7 @@ class CardinalityEstimator(PredicateSelectivity):
             self.estimate(node)  # records them as it applies the conditions
         if node not in self._filtering:  # a relation the estimator could not follow: every row tested
             data = self.g.nodes[node]
-            body = getattr(data["rel"], data["kind"])
-            conditions = [body.condition] if data["kind"] == "filter" else [
-                getattr(body, n) for n in ("filter", "best_effort_filter") if body.HasField(n)]
+            conditions = filter_conditions(data["kind"], getattr(data["rel"], data["kind"])).values()
             parts = [c for e in conditions for c in conjuncts(e, self.functions)]
             return parts, [1.0] * len(parts), None
         return self._filtering[node]
@@ -364,10 +370,9 @@ class CardinalityEstimator(PredicateSelectivity):
             return est
         parts: list[Expression] = []
         sels: list[float] = []
-        for name in ("filter", "best_effort_filter"):
-            if body.HasField(name):
-                parts += conjuncts(getattr(body, name), self.functions)
-                est = self.apply_filter(getattr(body, name), est, sels)
+        for condition in filter_conditions("read", body).values():
+            parts += conjuncts(condition, self.functions)
+            est = self.apply_filter(condition, est, sels)
         self._filtering[node] = (parts, sels, list(body.base_schema.struct.types))
         if body.HasField("projection"):
             picked = [item.field for item in body.projection.select.struct_items]

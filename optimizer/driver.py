@@ -72,6 +72,10 @@ class PlanContext:
             from cost.cardinality import CardinalityEstimator
 
             self._estimator = CardinalityEstimator(self.g, self.statistics, self.functions)
+        elif self._estimator.functions is not self.functions:
+            # A rule declared a function (the registrar's table is rebuilt): the estimator reads the
+            # plan's functions as the rules do. Its estimates hold: no relation it saw used the new one.
+            self._estimator.functions = self.functions
         return self._estimator
 
     @property

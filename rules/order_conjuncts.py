@@ -32,6 +32,7 @@ import decimal
 import networkx as nx
 from substrait.proto import Expression
 
+from cost.cardinality import filter_conditions
 from cost.model import conjunct_weight
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
@@ -63,12 +64,10 @@ def order_conjuncts(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     """
     data = g.nodes[node]
     kind = data["kind"]
-    if kind == "filter":
-        conditions = {"condition": data["rel"].filter.condition}
-    elif kind == "read" and data["rel"].read.WhichOneof("read_type") != "virtual_table":
-        body = data["rel"].read
-        conditions = {n: getattr(body, n) for n in ("filter", "best_effort_filter") if body.HasField(n)}
-    else:
+    if kind == "read" and data["rel"].read.WhichOneof("read_type") == "virtual_table":
+        return None
+    conditions = filter_conditions(kind, getattr(data["rel"], kind))
+    if not conditions:
         return None
     split = {name: conjuncts(e, ctx.functions) for name, e in conditions.items()}
     if not any(len(parts) >= 2 and all(_cannot_fail(p, ctx) for p in parts) for parts in split.values()):
@@ -76,8 +75,6 @@ def order_conjuncts(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     # The estimator's conjuncts of the relation: those of its filter (then best-effort filter), in order.
     _, _, types = ctx.estimator.filter_steps(node)
     marginal = ctx.estimator.marginal_selectivities(node)
-    if len(marginal) != sum(len(parts) for parts in split.values()):
-        return None  # the estimator splits the condition otherwise (a function declared since it was made)
     rows = ctx.estimator.table_estimate(node).rows if kind == "read" else ctx.estimate(inputs(g, node)[0]).rows
     rel = rel_copy(g, node)
     body = getattr(rel, kind)
