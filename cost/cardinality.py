@@ -128,13 +128,17 @@ class CardinalityEstimator(PredicateSelectivity):
                 functions = FunctionTable([])
         self.functions = functions
         self._memo: dict[int, RelEstimate] = {}
+        #: :func:`cost.properties.distribution` of the relations, kept and forgotten as their estimates are
+        self.distributions: dict[int, Any] = {}
         self._filtering: dict[int, tuple[list[Expression], list[float], list[Type] | None]] = {}
         self._tables: dict[int, RelEstimate] = {}
         self._marginals: dict[int, list[float]] = {}
         self._schemas: dict[int, Any] = {}
         self._origin_ids: dict[tuple[int, int], int] = {}
         self._narrowed: set[int] = set()
+        self._fingerprints = None
         self._needed: dict[int, set[int]] | None = None
+        self._needs_stale = False
         self._refs: RefCache = {}
 
     # -- public ---------------------------------------------------------------------------------------
@@ -145,44 +149,55 @@ class CardinalityEstimator(PredicateSelectivity):
         hold)."""
         if changed is None or changed not in self.g:
             self._memo.clear()
+            self.distributions.clear()
             self._filtering.clear()
             self._tables.clear()
             self._marginals.clear()
             self._schemas.clear()
             self._needed = None
+            self._needs_stale = False
             return
         for n in {changed} | nx.ancestors(self.g, changed):
             self._memo.pop(n, None)
+            self.distributions.pop(n, None)
             self._filtering.pop(n, None)
             self._tables.pop(n, None)
             self._marginals.pop(n, None)
             self._schemas.pop(n, None)
-        for n in self._renew_needs():  # a width changed: the estimate, not those above it
-            self._memo.pop(n, None)
+        # The needed columns are recomputed when next read (several rewrites may come first).
+        self._needs_stale = self._needed is not None
 
     def needed(self, node: int) -> set[int] | None:
         """The output columns of ``node`` something above reads (:mod:`cost.needed_columns`; None:
         unknown, all count)."""
+        self._renew_needs()
         if self._needed is None:
             self._needed = needed_columns(self.g, cache=self._refs)
         return self._needed.get(node)
 
     def same_needs(self, candidate: int, replaced: int) -> None:
         """Price ``candidate`` (a new relation nothing reads yet) as read like ``replaced``."""
+        self._renew_needs()
         if self._needed is None:
             return
         add_candidate(self.g, self._needed, candidate, replaced, self._refs)
 
-    def _renew_needs(self) -> set[int]:
-        """Recompute the needed columns; the nodes whose needs changed."""
-        if self._needed is None:
-            return set()
+    def _renew_needs(self) -> None:
+        """Recompute the needed columns if the plan changed since, and forget the estimates of the
+        relations whose needs changed (a width changed: their estimates, not those above them)."""
+        if not self._needs_stale:
+            return
+        self._needs_stale = False
         old = self._needed
         self._needed = needed_columns(self.g, cache=self._refs)
-        return {n for n in old.keys() | self._needed.keys() if old.get(n) != self._needed.get(n)}
+        for n in old.keys() | self._needed.keys():
+            if old.get(n) != self._needed.get(n):
+                self._memo.pop(n, None)
 
     def estimate(self, node: int) -> RelEstimate:
         """The estimate of ``node`` (computed children first, memoised)."""
+        if self._needs_stale:
+            self._renew_needs()
         found = self._memo.get(node)
         if found is not None:
             return found

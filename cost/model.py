@@ -207,6 +207,10 @@ class CostModel:
 
     # -- building blocks ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _distribution(g: nx.DiGraph, node: int, estimator: CardinalityEstimator) -> properties.Distribution:
+        return properties.distribution(g, node, estimator.distributions, estimator.functions)
+
     def _cost(self, cpu: float = 0.0, io: float = 0.0, network: float = 0.0, memory_bytes: float = 0.0) -> Cost:
         return Cost(cpu, io, network, self._memory(memory_bytes), self.k)
 
@@ -321,17 +325,17 @@ class CostModel:
         cost = self._cost(cpu=n * (self.k.cpu_row + computed * self.k.cpu_expr))
         groups = window_groups(body.expressions)
         if groups and ins:
-            cost = cost + self._project_windows(g, node, groups, ins[0])
+            cost = cost + self._project_windows(g, node, groups, ins[0], estimator)
         return cost
 
-    def _project_windows(self, g, node, groups: list[WindowGroup], src: RelEstimate) -> Cost:
+    def _project_windows(self, g, node, groups: list[WindowGroup], src: RelEstimate, estimator) -> Cost:
         """Window functions in a projection, as Spark runs them: one ``Window`` operator per distinct
         (partitioning, order), each over its input sorted by partition and order keys (the order in
         which Spark stacks the groups is not specified, so no sort is assumed shared) and partitioned
         by the partition keys (one shuffle per distinct partitioning; everything to one partition when
         a group has none), unless the input is already so partitioned."""
         k = self.k
-        d = properties.distribution(g, inputs(g, node)[0])
+        d = self._distribution(g, inputs(g, node)[0], estimator)
         cpu = memory = network = 0.0
         for group in groups:
             cpu += src.rows * (k.cpu_row + group.functions * k.cpu_expr) + self.sort_cpu(src.rows, src.width)
@@ -381,7 +385,7 @@ class CostModel:
         grouped = any(len(gr.expression_references) for gr in body.groupings)
         network = 0.0
         if grouped:
-            d = properties.distribution(g, inputs(g, node)[0]) if ins else properties.ANY
+            d = self._distribution(g, inputs(g, node)[0], estimator) if ins else properties.ANY
             keys = [field_index(e) for e in body.grouping_expressions]
             if not (properties.hash_partitioned_on(d, [c for c in keys if c is not None]) or d.kind == "single"):
                 partial_rows = min(src.rows, out.rows * max(k.executors, 1))
@@ -397,17 +401,17 @@ class CostModel:
         n_conj = len(conjuncts(body.post_join_filter, estimator.functions))
         return pre, self._cost(cpu=pre.rows * (self.k.cpu_row + n_conj * self.k.cpu_expr))
 
-    def _join_network(self, g, node, left: RelEstimate, right: RelEstimate) -> float:
+    def _join_network(self, g, node, left: RelEstimate, right: RelEstimate, estimator) -> float:
         """Shuffles an equi-join needs: a side not hash-partitioned on its keys moves, unless the other
         side is broadcast."""
         children = inputs(g, node)
         if len(children) < 2:
             return 0.0
-        dl = properties.distribution(g, children[0])
-        dr = properties.distribution(g, children[1])
+        dl = self._distribution(g, children[0], estimator)
+        dr = self._distribution(g, children[1], estimator)
         if dl.kind == "broadcast" or dr.kind == "broadcast":
             return 0.0
-        keys = properties.join_keys(g, node)
+        keys = properties.join_keys(g, node, estimator.functions)
         network = 0.0
         if not (dl.kind == "single" and dr.kind == "single"):
             if not properties.hash_partitioned_on(dl, [lk for lk, _ in keys]):
@@ -423,10 +427,10 @@ class CostModel:
         out, post = self._post_join_filter(g, node, body, out, estimator)
         children = inputs(g, node)
         build_node = children[1] if build is right else children[0]
-        broadcast = properties.distribution(g, build_node).kind == "broadcast"
+        broadcast = self._distribution(g, build_node, estimator).kind == "broadcast"
         residual = 1 if body.HasField("residual_expression") else 0
         cpu = self.hash_cpu(build, probe, out) + residual * out.rows * self.k.cpu_expr
-        network = self._join_network(g, node, left, right)
+        network = self._join_network(g, node, left, right, estimator)
         memory = self._memory(build.bytes, per_executor=broadcast) * (max(self.k.executors, 1) if broadcast else 1)
         return Cost(cpu, 0.0, network, memory, self.k) + post
 
@@ -434,7 +438,7 @@ class CostModel:
         k = self.k
         left, right = ins[0], ins[1]
         children = inputs(g, node)
-        keys = properties.join_keys(g, node)
+        keys = properties.join_keys(g, node, estimator.functions)
         out, post = self._post_join_filter(g, node, body, out, estimator)
         cpu = (left.rows + right.rows) * k.cpu_row + out.rows * k.cpu_row
         memory = 0.0
@@ -443,7 +447,7 @@ class CostModel:
             if not _ordered_on(have, cols):
                 cpu += self.sort_cpu(est.rows, est.width)
                 memory += self._memory(est.bytes)
-        return Cost(cpu, 0.0, self._join_network(g, node, left, right), memory, k) + post
+        return Cost(cpu, 0.0, self._join_network(g, node, left, right, estimator), memory, k) + post
 
     def _cost_join(self, g, node, body, out, ins, estimator, bindable: bool = False) -> Cost:
         """A logical join priced as what Spark will run, by the same choice as the physical rule
@@ -451,7 +455,7 @@ class CostModel:
         build side under a hash join) when a side Spark may broadcast is under the threshold, else a
         shuffled hash join building the side it would; nested loops without an equi-key."""
         left, right = ins[0], ins[1]
-        keys = properties.join_keys(g, node)
+        keys = properties.join_keys(g, node, estimator.functions)
         out, post = self._post_join_filter(g, node, body, out, estimator)
         # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
         residual = body.HasField("expression") and len(conjuncts(body.expression, estimator.functions)) > len(keys)
@@ -462,7 +466,7 @@ class CostModel:
         def price(sizes: tuple[float, float] | None) -> Cost:
             return self.logical_join(join_type_name(body), left, right, out, has_keys=bool(keys),
                                      residual=residual, has_condition=body.HasField("expression"),
-                                     network=lambda: self._join_network(g, node, left, right), planned=sizes)
+                                     network=lambda: self._join_network(g, node, left, right, estimator), planned=sizes)
 
         spark_choice = price(planned)
         if bindable and planned is not None:
@@ -529,7 +533,7 @@ class CostModel:
             cpu += self.sort_cpu(src.rows, src.width)
             memory += self._memory(src.bytes)
         parts = [field_index(e) for e in body.partition_expressions]
-        d = properties.distribution(g, child)
+        d = self._distribution(g, child, estimator)
         if parts and not (None not in parts and properties.hash_partitioned_on(d, parts)) and d.kind != "single":
             if need is None or not properties.satisfies(have, need):
                 network = self.shuffle(src)

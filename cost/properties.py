@@ -60,6 +60,7 @@ set, expand, extensions     none                                            any 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 from substrait.proto import SortField
@@ -173,8 +174,9 @@ def _emit_mapping(emit: list[int] | None, width: int | None, aliases: dict[int, 
     return mapping
 
 
-def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
-    """Equi-join keys ``(left column, right column relative to the right input)`` of a join node."""
+def join_keys(g: nx.DiGraph, node: int, functions: Any = None) -> list[tuple[int, int]]:
+    """Equi-join keys ``(left column, right column relative to the right input)`` of a join node.
+    ``functions``: the plan's function table (read from the plan when not given)."""
     kind = g.nodes[node]["kind"]
     body = _body(g, node)
     if kind in ("hash_join", "merge_join"):
@@ -191,9 +193,10 @@ def join_keys(g: nx.DiGraph, node: int) -> list[tuple[int, int]]:
             return []
         from cost.estimates import column_of
         from optimizer.expr_utils import call_args, conjuncts, function_name
-        from optimizer.load.functions import function_table
+        if functions is None:
+            from optimizer.load.functions import function_table
 
-        functions = function_table(g.graph["plan"])
+            functions = function_table(g.graph["plan"])
         keys = []
         for c in conjuncts(body.expression, functions):
             if function_name(c, functions) not in ("equal", "is_not_distinct_from"):
@@ -337,11 +340,25 @@ def window_requirement(g: nx.DiGraph, node: int) -> Ordering | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def distribution(g: nx.DiGraph, node: int) -> Distribution:
-    """How the relation's output rows are partitioned (see the module docstring)."""
-    memo: dict[int, Distribution] = {}
-    for n in nx.dfs_postorder_nodes(g, node):
-        memo[n] = _distribution(g, n, memo)
+def distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution] | None = None,
+                 functions: Any = None) -> Distribution:
+    """How the relation's output rows are partitioned (see the module docstring). ``memo``: the
+    distributions of relations known already (a relation's depends only on the subtree below it),
+    filled in with those computed here; ``functions``: the plan's function table."""
+    memo = {} if memo is None else memo
+    found = memo.get(node)
+    if found is not None:
+        return found
+    stack = [node]
+    while stack:  # children first, not below a relation whose distribution is known
+        n = stack[-1]
+        missing = [c for c in g.successors(n) if c not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if n not in memo:
+            memo[n] = _distribution(g, n, memo, functions)
     return memo[node]
 
 
@@ -359,7 +376,7 @@ def _remap_distribution(d: Distribution, mapping: dict[int, list[int]] | None) -
     return Distribution("hash", tuple(cols), d.partitions)
 
 
-def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Distribution:
+def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution], functions: Any) -> Distribution:
     kind = g.nodes[node]["kind"]
     body = _body(g, node)
     children = inputs(g, node)
@@ -441,7 +458,7 @@ def _distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution]) -> Di
         elif left.kind == "broadcast" and right.kind == "broadcast":
             internal = left
         else:
-            keys = join_keys(g, node) if kind != "cross" else []
+            keys = join_keys(g, node, functions) if kind != "cross" else []
             if keys and kind == "join":
                 # Spark picks the strategy of a logical join: a broadcast join keeps the probe side's
                 # partitioning, a shuffled one partitions on the keys; neither is promised.

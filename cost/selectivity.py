@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -50,13 +51,15 @@ class PredicateSelectivity:
     """Selectivity of predicates over a relation estimate.
 
     The class that mixes it in provides ``functions`` (the plan's function table), the
-    ``_origin_ids``/``_narrowed`` bookkeeping of narrowed columns, :meth:`expression_column` and
-    :meth:`scalar_value`.
+    ``_origin_ids``/``_narrowed`` bookkeeping of narrowed columns, ``_fingerprints`` (None at first),
+    :meth:`expression_column` and :meth:`scalar_value`.
     """
 
     functions: FunctionTable
     _origin_ids: dict[tuple[int, int], int]
     _narrowed: set[int]
+    #: conjunct fingerprints by (conjunct, column origins), for the function table they were made with
+    _fingerprints: tuple[FunctionTable, dict[tuple[bytes, tuple], bytes | None]] | None
 
     def expression_column(self, e: Expression, child: RelEstimate) -> ColumnEstimate | None:
         raise NotImplementedError
@@ -99,12 +102,22 @@ class PredicateSelectivity:
             if c is None or c.origin is None:
                 return None
             mapping[r] = self._origin_ids.setdefault(c.origin, len(self._origin_ids) + 1_000_000)
+        # The same conjunct over the same columns is fingerprinted again at every estimate above it.
+        memo = self._fingerprints
+        if memo is None or memo[0] is not self.functions:
+            memo = self._fingerprints = (self.functions, {})
+        key = (e.SerializeToString(deterministic=True), tuple(sorted(mapping.items())))
+        if key not in memo[1]:
+            memo[1][key] = self._fold_print(remap_fields(e, mapping))
+        return memo[1][key]
+
+    def _fold_print(self, e: Expression) -> bytes | None:
         from rules.simplify_predicates import fold
 
         try:
             # AND/OR nesting does not make two predicates different (simplify_predicates flattens a
             # FilterRel's copy of what DataFusion also wrote, nested, into the ReadRel's filter).
-            return fold(remap_fields(e, mapping), self.functions).SerializeToString(deterministic=True)
+            return fold(e, self.functions).SerializeToString(deterministic=True)
         except PlanError:  # an undeclared function anchor: no fingerprint
             return None
 
@@ -632,7 +645,15 @@ def _histogram_mass(h: Histogram, a: float, b: float, integral: bool = False) ->
     first also holds its lower bound (so it starts at ``lo - 1`` for integral values); a bin with
     ``lo == hi`` holds that one value."""
     total = 0.0
-    for idx, (lo, hi, _ndv) in enumerate(h.bins):
+    bins = h.bins
+    his = h.upper_bounds
+    # Ordered bins: those ending at or below ``a`` hold nothing of the range; from the first bin whose
+    # lower bound, even moved down as below, is at or above ``b``, neither does any later one.
+    start = bisect.bisect_right(his, a) if his is not None else 0
+    for idx in range(start, len(bins)):
+        lo, hi, _ndv = bins[idx]
+        if his is not None and (lo - 1.0 if integral else lo - 1e-9 * (abs(lo) + 1.0)) >= b:
+            break
         if idx == 0 or hi <= lo:
             lo = lo - 1.0 if integral else lo - 1e-9 * (abs(lo) + 1.0)
         if integral and hi <= lo + 1.0 and idx != 0:

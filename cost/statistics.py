@@ -55,7 +55,7 @@ import tempfile
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -252,6 +252,16 @@ class Histogram:
     @property
     def num_bins(self) -> int:
         return len(self.bins)
+
+    @cached_property
+    def upper_bounds(self) -> list[float] | None:
+        """The bins' upper bounds, when the bins are ordered (lower and upper bounds ascending, each bin's
+        lower bound at most its upper): for a bisection. None otherwise. (``bins`` is not changed after
+        construction.)"""
+        bins = self.bins
+        ordered = all(lo <= hi for lo, hi, _ in bins) and all(
+            a[0] <= b[0] and a[1] <= b[1] for a, b in zip(bins, bins[1:], strict=False))
+        return [hi for _, hi, _ in bins] if ordered else None
 
     @property
     def row_count(self) -> float:

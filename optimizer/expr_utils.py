@@ -25,6 +25,7 @@ _SUBQUERY = "substrait.Expression.Subquery"
 _REFERENCE_REL = "substrait.ReferenceRel"
 _FIELD_REF = "substrait.Expression.FieldReference"
 _EXPRESSION = "substrait.Expression"
+_SCALAR_FUNCTION = "substrait.Expression.ScalarFunction"
 
 
 def field(index: int) -> Expression:
@@ -150,6 +151,7 @@ class _ColumnFacts(NamedTuple):
     outer: bool  # holds an outer reference (inside a subquery too)
     escapes: bool  # an outer reference steps out further than the subqueries it sits in
     subquery: bool  # holds a subquery
+    calls: frozenset[int]  # anchors of the scalar functions it calls (inside a subquery too)
 
 
 #: Column facts by message content (type name, serialized bytes): rules and the estimator ask the
@@ -166,12 +168,15 @@ def _column_facts(e: Message) -> _ColumnFacts:
     if found is not None:
         return found
     own: set[int] = set()
+    calls: set[int] = set()
     unresolvable = outer = escapes = subquery = False
     stack = [(e, 0)]
     while stack:
         m, depth = stack.pop()
         name = m.DESCRIPTOR.full_name
-        if name == _FIELD_REF:
+        if name == _SCALAR_FUNCTION:
+            calls.add(m.function_reference)
+        elif name == _FIELD_REF:
             if _is_ours(m, depth):
                 i = reference_field(m)
                 if i is None:
@@ -185,7 +190,7 @@ def _column_facts(e: Message) -> _ColumnFacts:
             subquery = True
             depth += 1
         stack.extend((child, depth) for child in _children(m))
-    facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes, subquery)
+    facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes, subquery, frozenset(calls))
     if len(data) <= _FACTS_KEY_BYTES:
         if len(_FACTS) >= _FACTS_LIMIT:
             _FACTS.clear()
@@ -363,13 +368,8 @@ _NONDETERMINISTIC = frozenset({"random", "rand", "uuid", "now", "current_timesta
 def is_deterministic(e: Message, functions: FunctionTable) -> bool:
     """False if the expression, or a subquery in it, calls a function known to give different answers per call."""
 
-    def nondeterministic(msg: Message) -> bool:
-        if msg.DESCRIPTOR.full_name != "substrait.Expression.ScalarFunction":
-            return False
-        anchor = msg.function_reference
-        return anchor in functions and functions.get(anchor).name in _NONDETERMINISTIC
-
-    return not contains(e, nondeterministic, enter_subqueries=True)
+    return not any(anchor in functions and functions.get(anchor).name in _NONDETERMINISTIC
+                   for anchor in _column_facts(e).calls)
 
 
 def key(e: Expression) -> bytes:

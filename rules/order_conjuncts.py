@@ -33,7 +33,7 @@ import networkx as nx
 from substrait.proto import Expression
 
 from cost.cardinality import filter_conditions
-from cost.model import conjunct_weight
+from cost.model import VALUE_WEIGHT, conjunct_weight
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import conjuncts, make_and
@@ -72,10 +72,15 @@ def order_conjuncts(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     split = {name: conjuncts(e, ctx.functions) for name, e in conditions.items()}
     if not any(len(parts) >= 2 and all(_cannot_fail(p, ctx) for p in parts) for parts in split.values()):
         return None
+    rows = ctx.estimator.table_estimate(node).rows if kind == "read" else ctx.estimate(inputs(g, node)[0]).rows
+    # No order saves more than every evaluation at the highest weight: below MIN_SAVING even so, the
+    # conjuncts' own selectivities are not worth estimating.
+    most = rows * ctx.cost_model.k.cpu_expr * max(VALUE_WEIGHT.values()) * sum(len(p) for p in split.values())
+    if most < MIN_SAVING:
+        return None
     # The estimator's conjuncts of the relation: those of its filter (then best-effort filter), in order.
     _, _, types = ctx.estimator.filter_steps(node)
     marginal = ctx.estimator.marginal_selectivities(node)
-    rows = ctx.estimator.table_estimate(node).rows if kind == "read" else ctx.estimate(inputs(g, node)[0]).rows
     rel = rel_copy(g, node)
     body = getattr(rel, kind)
     start, saving = 0, 0.0
