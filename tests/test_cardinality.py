@@ -197,6 +197,32 @@ def test_equi_join_from_key_ndvs():
     assert join_rows("LEFT_ANTI", filter_cust=True) == pytest.approx(8000)
 
 
+def test_a_dimension_filtered_on_another_column_is_joined_within_the_facts_range():
+    # 100,000 sales on 1,000 days (keys 2000..2999) of a 73,000-day date dimension; the days of one
+    # year (365 of the dimension's rows, chosen by d_year) are taken to be among the days sold: the join
+    # keeps 100,000 * 365 / 1,000 sales, not 100,000 * 365 / 73,000 (the days spread over the dimension)
+    stats = MemoryStatistics({
+        "sales": TableStatistics(row_count=100_000, columns={
+            "s_date": ColumnStatistics(ndv=1000, min=2000, max=2999, data_type="bigint"),
+            "s_amt": ColumnStatistics(ndv=1000, min=1, max=1000, data_type="bigint")}),
+        "dates": TableStatistics(row_count=73_000, columns={
+            "d_sk": ColumnStatistics(ndv=73_000, min=1, max=73_000, data_type="bigint"),
+            "d_year": ColumnStatistics(ndv=200, min=1900, max=2099, data_type="bigint")}),
+    })
+    b = B()
+    sales = b.read("sales", [("s_date", "i64"), ("s_amt", "i64")])
+    for dates, days in (
+            (b.filter(b.read("dates", [("d_sk", "i64"), ("d_year", "i64")]),
+                      b.call("equal", b.ref(1), b.i64(2000))), 365),
+            # filtered on the key itself, within the days sold: the same containment
+            (b.filter(b.read("dates", [("d_sk", "i64"), ("d_year", "i64")]),
+                      b.call("between", b.ref(0), b.i64(2000), b.i64(2364))), 365)):
+        plan = b.plan(b.join(sales, dates, b.call("equal", b.ref(0), b.ref(2))))
+        assert estimate(plan, stats)[0].rows == pytest.approx(100_000 * days / 1000, rel=0.05)
+    # a customer dimension whose keys the orders span entirely keeps its whole domain (see above)
+    assert join_rows("INNER", filter_cust=True) == pytest.approx(2000)
+
+
 def test_cross_and_physical_joins():
     b = B()
     cross = b.plan({"cross": {"left": b.read("orders", ORDERS), "right": b.read("cust", CUST)}})
