@@ -809,7 +809,8 @@ class CardinalityEstimator(PredicateSelectivity):
         ``residual`` conjuncts (over left + right columns).
 
         One key: both sides' values are drawn from a common domain of ``D = max(domain_l, domain_r)``
-        values (a key's domain is its base column's NDV, so a filtered side keeps the whole domain):
+        values (a key's domain is its base column's NDV, so a filtered side keeps the whole domain, as
+        far as the other side's range reaches: :func:`domain_within`):
         a left value has a partner with probability ``ndv_r / D`` and the inner join has
         ``|L| |R| / D`` rows, which is ``|L| |R| / max(ndv_l, ndv_r)`` when one side's values contain
         the other's. Several keys: their NDVs multiply, capped by each side's rows, and the larger
