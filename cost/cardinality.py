@@ -169,23 +169,16 @@ class CardinalityEstimator(PredicateSelectivity):
         """Forget every estimate (the DAG changed), or, with ``changed``, those of ``changed`` and of
         the relations that read it (an estimate depends only on the relation's inputs, so the others
         hold)."""
+        per_node = (self._memo, self.distributions, self._filtering, self._tables, self._marginals, self._schemas)
         if changed is None or changed not in self.g:
-            self._memo.clear()
-            self.distributions.clear()
-            self._filtering.clear()
-            self._tables.clear()
-            self._marginals.clear()
-            self._schemas.clear()
+            for cache in per_node:
+                cache.clear()
             self._needed = None
             self._needs_stale = False
             return
         for n in {changed} | nx.ancestors(self.g, changed):
-            self._memo.pop(n, None)
-            self.distributions.pop(n, None)
-            self._filtering.pop(n, None)
-            self._tables.pop(n, None)
-            self._marginals.pop(n, None)
-            self._schemas.pop(n, None)
+            for cache in per_node:
+                cache.pop(n, None)
         # The needed columns are recomputed when next read (several rewrites may come first).
         self._needs_stale = self._needed is not None
 
@@ -218,8 +211,7 @@ class CardinalityEstimator(PredicateSelectivity):
 
     def estimate(self, node: int) -> RelEstimate:
         """The estimate of ``node`` (computed children first, memoised)."""
-        if self._needs_stale:
-            self._renew_needs()
+        self._renew_needs()
         found = self._memo.get(node)
         if found is not None:
             return found
