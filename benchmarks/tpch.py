@@ -65,7 +65,7 @@ TPCH = Suite("tpch", "TPC-H", tuple(range(1, 23)), tuple(common.PRODUCERS), TARG
 #: TPC-DS: DataFusion writes all 99 plans (DuckDB about half, without correlated subqueries). Spark SQL
 #: runs DuckDB's query texts; DuckDB's answer to the text is the expected one (as in tests/test_tpcds.py).
 #: DuckDB's texts name columns with double quotes (``AS "order count"``): identifiers, as in ANSI SQL
-#: (Spark reads them so only in ANSI mode, Spark 4's default, which the tool's own sessions turn off).
+#: (Spark reads them so only with ANSI mode and ``doubleQuotedIdentifiers``, set for Spark SQL's runs).
 TPCDS = Suite("tpcds", "TPC-DS", tuple(range(1, 100)), ("datafusion",), 0.95, duckdb_oracle=True,
               sql_conf=(("spark.sql.ansi.enabled", "true"), ("spark.sql.ansi.doubleQuotedIdentifiers", "true")))
 SUITES = {s.name: s for s in (TPCH, TPCDS)}

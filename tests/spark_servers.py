@@ -80,7 +80,7 @@ def _accepts(port: int) -> bool:
 @contextlib.contextmanager
 def connect_server(memory: str | None = None) -> Iterator[str]:
     """A Spark Connect server (``local[2]``, 4 shuffle partitions, the SQL settings the tool gives a session
-    it starts: UTC, ANSI off...) bound to 127.0.0.1 on a free port;
+    it starts: UTC, no UI...) bound to 127.0.0.1 on a free port;
     yields its ``sc://127.0.0.1:PORT`` URL and stops it, with every process it started, on exit."""
     if java_executable() is None:
         raise RuntimeError("a Spark Connect server needs java (make install puts Java 17)")

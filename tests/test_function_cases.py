@@ -745,17 +745,24 @@ def evaluate(spark) -> tuple[dict[str, Outcome], int]:
     return out, runner.queries
 
 
-def test_official_function_cases(spark, capsys):
-    started = time.perf_counter()
-    outcomes, queries = evaluate(spark)
-    elapsed = time.perf_counter() - started
+@pytest.mark.parametrize("ansi", [True, False], ids=["ansi", "non_ansi"])
+def test_official_function_cases(spark, capsys, ansi):
+    """The same outcomes with ANSI mode on (Spark 4's default) and off: the backend compiles for the mode."""
+    before = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
+    try:
+        started = time.perf_counter()
+        outcomes, queries = evaluate(spark)
+        elapsed = time.perf_counter() - started
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", before)
     failing = {k: o.detail for k, o in outcomes.items() if not o.passed}
     passing = [k for k, o in outcomes.items() if o.passed]
     documented = documented_exceptions()
     undefined = sum(1 for c in all_cases() if c.expected.kind == "undefined" and c.test_kind != "window")
     with capsys.disabled():
         print(
-            f"\nofficial function test cases: {len(all_cases())} cases in {len(case_files())} files; "
+            f"\nofficial function test cases (ANSI mode {'on' if ansi else 'off'}): {len(all_cases())} cases in {len(case_files())} files; "
             f"{len(passing)} pass, {len(failing)} documented exceptions, {undefined} undefined (not "
             f"checked); {queries} Spark queries, {elapsed:.1f} s"
         )

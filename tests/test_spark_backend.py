@@ -432,6 +432,30 @@ def test_aggregate_group_by_and_global(backend):
     assert srt(run(backend, b.plan(distinct_keys, ["g"]))) == [("a",), ("b",), (None,)]
 
 
+@pytest.mark.parametrize("ansi", [True, False], ids=["ansi", "non_ansi"])
+def test_an_overflowing_sum_fails_in_both_ansi_modes(spark, ansi):
+    """With ANSI mode on Spark's own check raises (named, no plan path); off, the backend's check does,
+    with the measure's path. Sums that fit give the same answer either way."""
+    from optimizer.spark import SparkBackend
+
+    b = Builder()
+    cols = [("x", "i64")]
+    before = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
+    try:
+        backend = SparkBackend(spark)
+        assert backend.ansi_mode() is ansi
+        fits = agg_rel(values(cols, [(2**62,), (-5,), (None,)]), [], [], [b.agg("sum", ref(0))])
+        assert run(backend, b.plan(fits, ["s"])) == [(2**62 - 5,)]
+        over = agg_rel(values(cols, [(2**63 - 1,), (1,)]), [], [], [b.agg("sum", ref(0))])
+        pattern = r"^overflow: \[ARITHMETIC_OVERFLOW\] [^\n]*$" if ansi else r"measure: sum[^:]*: overflow$"
+        with pytest.raises(ExecutionError, match=pattern) as e:
+            backend.execute(b.plan(over, ["s"]))
+        assert e.value.path == (None if ansi else "relations[0].root.input.aggregate.measures[0].measure")
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", before)
+
+
 def test_aggregate_measure_filter_and_distinct(backend):
     b = Builder()
     big = b.call("gt", ref(1), lit(1))

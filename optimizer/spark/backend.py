@@ -223,17 +223,30 @@ class SparkBackend:
     ``{name: path | DataFrame}``, a :class:`~optimizer.spark.tables.TableResolver`, or ``None`` (Spark
     catalog only). ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`; ``None``:
     any). ``ignore_best_effort_filter``: skip ``ReadRel.best_effort_filter`` (it may be skipped by
-    definition).
+    definition). ``ansi``: the SQL is for a session with ``spark.sql.ansi.enabled`` on (True) or off
+    (False); ``None``: the session's setting when each plan is compiled (Spark 4's default, on, without
+    a session). A query compiled for one mode gives the plan's answers only in that mode: with ANSI mode
+    on, Spark's own overflow errors stand for the checks the other mode needs written out.
 
     A plan is compiled into one Spark SQL query (:meth:`to_sql`) and run with one ``spark.sql`` call.
     Tables read from paths are temporary views of the session, registered once per backend:
     :meth:`close` (or ``with``) drops them.
     """
 
-    def __init__(self, spark, tables=None, *, ignore_best_effort_filter: bool = False, files=None) -> None:
+    def __init__(self, spark, tables=None, *, ignore_best_effort_filter: bool = False, files=None,
+                 ansi: bool | None = None) -> None:
         self.spark = spark
         self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables, files=files)
         self.ignore_best_effort_filter = ignore_best_effort_filter
+        self.ansi = ansi
+
+    def ansi_mode(self) -> bool:
+        """Whether plans are compiled for ANSI mode: ``ansi`` if given, else the session's setting."""
+        if self.ansi is not None:
+            return self.ansi
+        if self.spark is None:
+            return True
+        return str(self.spark.conf.get("spark.sql.ansi.enabled", "true")).strip().lower() == "true"
 
     # -------------------------------------------------------------------------------- public API
 
@@ -331,7 +344,19 @@ def _execution_error(exc: BaseException) -> ExecutionError:
         if pm:
             return ExecutionError(pm.group(2), pm.group(1))
         return ExecutionError(message)
-    return ExecutionError(f"Spark failed: {_first_line(exc)}")
+    first = _first_line(exc)
+    am = _ANSI_ERROR.match(first)
+    if am:  # a check of ANSI mode (overflow, division by zero, cast): its name and first sentence
+        what = "overflow" if "OVERFLOW" in am.group(1) or "RANGE" in am.group(1) else "invalid value"
+        return ExecutionError(f"{what}: [{am.group(1)}] {am.group(2)}")
+    return ExecutionError(f"Spark failed: {first}")
+
+
+# Spark's errors for the checks ANSI mode adds to arithmetic and casts; their advice ("set
+# spark.sql.ansi.enabled to false") is not for users of a plan.
+_ANSI_ERROR = re.compile(
+    r"^\[(ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|DIVIDE_BY_ZERO|CAST_OVERFLOW|CAST_INVALID_INPUT|"
+    r"INVALID_ARRAY_INDEX|INVALID_ARRAY_INDEX_IN_ELEMENT_AT|DATETIME_OVERFLOW)[^\]]*\]\s*(.*?[.!])(?:\s|$)")
 
 
 def _rename_type(dt: T.DataType, names: Callable[[], str]) -> T.DataType:
@@ -423,7 +448,7 @@ class _PlanCompiler:
             self.schemas = plan_schemas(plan)
         except OptimizerError:  # a plan whose types cannot be derived: types unknown
             self.schemas = {}
-        self.exprs = ExpressionCompiler(self.functions, self.subquery, self.schemas)
+        self.exprs = ExpressionCompiler(self.functions, self.subquery, self.schemas, ansi=backend.ansi_mode())
 
     def fresh(self) -> str:
         """A column name never handed out before in this plan's query."""

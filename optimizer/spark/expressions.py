@@ -139,10 +139,13 @@ class ExpressionCompiler:
     """Compiles Substrait expressions over a :class:`Scope` to Spark columns."""
 
     def __init__(self, functions: FunctionTable, subquery: SubqueryCallback,
-                 schemas: Mapping[str, Schema] | None = None) -> None:
+                 schemas: Mapping[str, Schema] | None = None, *, ansi: bool = False) -> None:
         self.functions = functions
         self.subquery = subquery
         self.schemas = schemas or {}  # the plan's relation schemas by path (optimizer.schema.plan_schemas)
+        # The session's spark.sql.ansi.enabled: arithmetic, casts and sums raise on overflow instead of
+        # returning null or wrapping (see docs/semantics.md).
+        self.ansi = ansi
 
     # ---------------------------------------------------------------------------------- entry points
 

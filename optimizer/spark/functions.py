@@ -95,6 +95,12 @@ class Call:
     def name(self) -> str:
         return self.info.name.lower()
 
+    @property
+    def ansi(self) -> bool:
+        """Whether the session runs in ANSI mode (overflow and invalid input raise instead of returning
+        null or wrapping)."""
+        return self.compiler.ansi
+
     def unsupported(self, message: str) -> UnsupportedError:
         return UnsupportedError(f"{self.info.declared_name}: {message}", self.path)
 
@@ -281,17 +287,54 @@ def _any_null(cols: Sequence[Col]) -> Col:
 
 
 def _overflow(
-    call: Call, checked: Col, operands: Sequence[Col], silent: Col, saturate: Col | None
+    call: Call, checked: Col, operands: Sequence[Col], silent: Col, saturate: Col | None,
+    raising: Col | None = None, wrapped: Col | None = None,
 ) -> Col:
-    """``checked`` is null exactly on overflow (for non-null operands)."""
+    """The ``overflow`` option applied to an operation given three ways: ``checked`` is null exactly on
+    overflow (for non-null operands) and never fails, in either ANSI mode; ``silent`` is Spark's result
+    with ANSI mode off (wrapped, or null); ``raising``, where given, fails exactly on overflow when ANSI
+    mode is on and is the result otherwise.
+
+    With ANSI mode on, ``ERROR`` is ``raising`` (Spark's own check, no second expression), and ``SILENT``
+    is ``wrapped``: the value ``silent`` has without ANSI mode, computed so that it cannot raise. Without
+    one it is the saturated value, else null (Substrait leaves the value undefined).
+    """
     mode = call.option("overflow", ("SILENT", "SATURATE", "ERROR"), "ERROR")
     if mode == "SILENT":
-        return silent
+        if not call.ansi:
+            return silent
+        if wrapped is not None:
+            return wrapped
+        if saturate is None:
+            return checked
+        mode = "SATURATE"
     if mode == "SATURATE":
         if saturate is None:
             raise call.unsupported("overflow=SATURATE is not supported here")
-        return F.when(checked.isNull() & _all_not_null(operands), saturate).otherwise(checked)
+        return _on_overflow(checked, operands, saturate)
+    if call.ansi and raising is not None:
+        return raising
     return or_fail(checked, _any_null(operands), call.fail("overflow"))
+
+
+def _on_overflow(checked: Col, operands: Sequence[Col], value: Col) -> Col:
+    """``checked``, and ``value`` where it is null for non-null operands (overflowed)."""
+    return F.when(checked.isNull() & _all_not_null(operands), value).otherwise(checked)
+
+
+def _wrapped(op: str, a: Col, b: Col, kind: str) -> Col:
+    """``a <op> b`` wrapped around to integer type ``kind`` (two's complement, what Spark computes with ANSI
+    mode off), computed in a wider type that cannot overflow, so that ANSI mode does not raise."""
+    bits = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}[kind]
+    if bits < 64:  # in BIGINT: |a op b| <= 2^62
+        x = _binop(op, a.cast(T.LongType()), b.cast(T.LongType()))
+        half = F.lit(2 ** (bits - 1)).cast(T.LongType())
+        return ((x + half).bitwiseAND(F.lit(2**bits - 1).cast(T.LongType())) - half).cast(_INT_TYPES[kind][0]())
+    exact = T.DecimalType(20, 0)  # BIGINT's values; a product is DECIMAL(38, 0), |a * b| <= 2^126
+    x = _binop(op, a.cast(exact), b.cast(exact))
+    two64 = F.lit(_TWO64)
+    m = F.pmod(x, two64)
+    return F.when(m >= F.lit(decimal.Decimal(2**63)), m - two64).otherwise(m).cast(T.LongType())
 
 
 def _int_lit(kind: str, value: int) -> Col:
@@ -385,7 +428,8 @@ def _int_arith(call: Call, op: str, a: Col, b: Col, kind: str) -> Col:
         checked, sat = F.try_subtract(a, b), F.when(b < 0, mx).otherwise(mn)
     else:
         checked, sat = F.try_multiply(a, b), F.when((a > 0) == (b > 0), mx).otherwise(mn)
-    return _overflow(call, checked, [a, b], _binop(op, a, b), sat)
+    native = _binop(op, a, b)  # in the operands' type: wraps, or with ANSI mode raises, on overflow
+    return _overflow(call, checked, [a, b], native, sat, raising=native, wrapped=_wrapped(op, a, b, kind))
 
 
 def _decimal_bound(precision: int, scale: int, precision_loss: bool) -> tuple[int, int]:
@@ -463,7 +507,15 @@ def _decimal_arith(call: Call, op: str, a: Col, b: Col) -> Col:
     m = _decimal_max(out)
     positive = _binop(op, a.cast(T.DoubleType()), b.cast(T.DoubleType())) > 0
     sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(m.copy_negate()).cast(out))
-    return _overflow(call, r, [a, b], r, sat)
+    # Without ANSI mode Spark's decimal arithmetic and cast return null on overflow; with it they raise,
+    # where the try_ forms return null.
+    checked = _TRY_BINOP[op](a, b).try_cast(out) if call.ansi else r
+    return _overflow(call, checked, [a, b], r, sat, raising=r)
+
+
+_TRY_BINOP: dict[str, Callable[[Col, Col], Col]] = {
+    "add": F.try_add, "subtract": F.try_subtract, "multiply": F.try_multiply,
+}
 
 
 @_scalar("add", "+", "plus")
@@ -502,7 +554,9 @@ def _divide(call: Call) -> Col:
             silent = q
         else:
             checked, silent = q.try_cast(t()), q.cast(t())
-        res = _overflow(call, checked, [a, b], silent, _int_lit(kind, hi))
+        # Only MIN / -1 overflows (b = 0 is answered before): with ANSI mode on, div and the cast raise.
+        res = _overflow(call, checked, [a, b], silent, _int_lit(kind, hi), raising=silent,
+                        wrapped=_on_overflow(checked, [a, b], _int_lit(kind, lo)))  # MIN / -1 wraps to MIN
         zero = _null(t()) if zero_mode == "NULL" else call.fail("division by zero")
         return F.when((b == 0) & a.isNotNull(), zero).otherwise(res)
     if kind in _FLOATS:
@@ -537,7 +591,8 @@ def _divide(call: Call) -> Col:
             m = _decimal_max(out)
             positive = (a.cast(T.DoubleType()) / b.cast(T.DoubleType())) > 0
             sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(m.copy_negate()).cast(out))
-            r = _overflow(call, r, [a, b], r, sat)
+            checked = F.try_divide(a, b).try_cast(out) if call.ansi else r
+            r = _overflow(call, checked, [a, b], r, sat, raising=r)
         zero = _null(out) if zero_mode == "NULL" else call.fail("division by zero")
         return F.when((b == 0) & a.isNotNull(), zero).otherwise(r)
     return call.cast_out(a / b)
@@ -573,7 +628,9 @@ def _sign_flip(call: Call, fn: Callable[[Col], Col], on_decimal: Callable[[Col],
         t, lo, hi = _INT_TYPES[kind]
         a = a.cast(t())
         checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(fn(a))
-        return _overflow(call, checked, [a], fn(a), _int_lit(kind, hi))
+        # -MIN and abs(MIN) wrap to MIN, or with ANSI mode raise.
+        return _overflow(call, checked, [a], fn(a), _int_lit(kind, hi), raising=fn(a),
+                         wrapped=_on_overflow(checked, [a], _int_lit(kind, lo)))
     if kind == "decimal":
         return call.cast_out(on_decimal(a))
     return call.cast_out(fn(a))
@@ -1279,7 +1336,7 @@ def _regexp_match_substring(call: Call) -> Col:
     group = call.values[4].cast(T.IntegerType()) if len(call.values) >= 5 else F.lit(0)
     matches = F.regexp_extract_all(s, pattern, group)
     return F.when(occurrence < 1, call.fail("occurrence must be positive")).otherwise(
-        F.element_at(matches, occurrence)
+        F.try_element_at(matches, occurrence)
     )
 
 
@@ -1997,6 +2054,17 @@ def _wide_decimal(t: Type | None) -> T.DecimalType | None:
     return T.DecimalType(38, s)
 
 
+def _decimal_scale(call: Call, i: int) -> int:
+    """The scale of decimal value argument ``i`` (from the plan, else from Spark's analysis)."""
+    t = call.value_types[i]
+    if type_kind(t) == "decimal":
+        return t.decimal.scale
+    dt = call.compiler.spark_type_of(call.values[i], call.scope)
+    if not isinstance(dt, T.DecimalType):
+        raise call.unsupported(f"argument {i} is not a decimal for Spark ({dt})")
+    return dt.scale
+
+
 def _sum_core(call: Call) -> tuple[Col, str | None]:
     """(sum with overflow handling, input kind)."""
     call.arity(1)
@@ -2011,6 +2079,15 @@ def _sum_core(call: Call) -> tuple[Col, str | None]:
     if wide is not None:  # cannot overflow: no check (and no second aggregate counting the rows)
         x = x.cast(wide)
         return A(F.sum_distinct(x) if call.distinct else F.sum(x)), kind
+    mode = call.option("overflow", ("SILENT", "SATURATE", "ERROR"), "ERROR")
+    if call.ansi and mode == "ERROR":
+        # Spark's sum raises on overflow of its result type: BIGINT for integers, and for a decimal
+        # DECIMAL(38, s) once its input is (Substrait's sum type; Spark's own, DECIMAL(p+10, s), could
+        # overflow first).
+        t = call.value_types[0]
+        if kind == "decimal" and not (type_kind(t) == "decimal" and t.decimal.precision == 38):
+            x = x.cast(T.DecimalType(38, _decimal_scale(call, 0)))
+        return A(F.sum_distinct(x) if call.distinct else F.sum(x)), kind
     if call.distinct:
         checked = A(F.sum_distinct(x))
         n = A(F.count_distinct(x))
@@ -2019,9 +2096,10 @@ def _sum_core(call: Call) -> tuple[Col, str | None]:
         checked = A(F.try_sum(x))
         n = A(F.count(x))
         silent = A(F.sum(x))
-    mode = call.option("overflow", ("SILENT", "SATURATE", "ERROR"), "ERROR")
-    if mode == "SILENT":
+    if mode == "SILENT" and not call.ansi:
         return silent, kind
+    if mode == "SILENT":  # with ANSI mode Spark's sum raises; Substrait leaves the value undefined
+        return checked, kind
     if mode == "SATURATE":
         if kind in _INT_TYPES:
             positive = A(F.sum(x.cast(T.DoubleType()))) > 0

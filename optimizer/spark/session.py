@@ -46,9 +46,6 @@ LAUNCH_DEFAULTS = {
 SESSION_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # Substrait semantics: integer overflow and invalid casts are not silently wrapped by Spark's
-    # ANSI mode differently per operator; the backend makes each choice explicit.
-    "spark.sql.ansi.enabled": "false",
     "spark.sql.shuffle.partitions": os.environ.get("SUBSTRAIT_OPT_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
     # PySpark 4 records the Python call site of every Column/DataFrame call for error messages: six

@@ -299,7 +299,8 @@ class Col:
     def __getitem__(self, key: Any) -> Col:
         if isinstance(key, str):
             return self.getField(key)
-        return functions.element_at(self, key + 1 if isinstance(key, int) else key)
+        # try_element_at: null past the end, as getItem without ANSI mode (element_at raises with it)
+        return functions.try_element_at(self, key + 1 if isinstance(key, int) else key)
 
     def startswith(self, other: Any) -> Col:
         return _call("startswith", self, other)
