@@ -761,6 +761,10 @@ def test_decimal_arithmetic_uses_the_declared_type(env):
             (exprs[4], [D("1.25"), D("-0.10"), None, D("0.00")]),
             (exprs[5], [None] * 4),
             (exprs[6], [D("9999999999999.99")] * 4),
+            (  # SILENT: null in both ANSI modes (Spark's own value without ANSI mode)
+                fn("add", dec("9999999999999.99", 15, 2), dec("0.01", 15, 2), out=dec_t(15, 2), overflow="SILENT"),
+                [None] * 4,
+            ),
             (
                 fn("negate", dec("9" * 38, 38, 0), out=dec_t(38, 0)),
                 [D("-" + "9" * 38)] * 4,

@@ -288,7 +288,7 @@ def _any_null(cols: Sequence[Col]) -> Col:
 
 def _overflow(
     call: Call, checked: Col, operands: Sequence[Col], silent: Col, saturate: Col | None,
-    raising: Col | None = None, wrapped: Col | None = None,
+    raising: Col | None = None, wrapped: Callable[[], Col] | None = None,
 ) -> Col:
     """The ``overflow`` option applied to an operation given three ways: ``checked`` is null exactly on
     overflow (for non-null operands) and never fails, in either ANSI mode; ``silent`` is Spark's result
@@ -296,15 +296,15 @@ def _overflow(
     mode is on and is the result otherwise.
 
     With ANSI mode on, ``ERROR`` is ``raising`` (Spark's own check, no second expression), and ``SILENT``
-    is ``wrapped``: the value ``silent`` has without ANSI mode, computed so that it cannot raise. Without
-    one it is the saturated value, else null (Substrait leaves the value undefined).
+    is ``wrapped()``: the value ``silent`` has without ANSI mode, computed so that it cannot raise. Without
+    it, the saturated value, else null (Substrait leaves the value undefined).
     """
     mode = call.option("overflow", ("SILENT", "SATURATE", "ERROR"), "ERROR")
     if mode == "SILENT":
         if not call.ansi:
             return silent
         if wrapped is not None:
-            return wrapped
+            return wrapped()
         if saturate is None:
             return checked
         mode = "SATURATE"
@@ -429,7 +429,8 @@ def _int_arith(call: Call, op: str, a: Col, b: Col, kind: str) -> Col:
     else:
         checked, sat = F.try_multiply(a, b), F.when((a > 0) == (b > 0), mx).otherwise(mn)
     native = _binop(op, a, b)  # in the operands' type: wraps, or with ANSI mode raises, on overflow
-    return _overflow(call, checked, [a, b], native, sat, raising=native, wrapped=_wrapped(op, a, b, kind))
+    return _overflow(call, checked, [a, b], native, sat, raising=native,
+                     wrapped=lambda: _wrapped(op, a, b, kind))
 
 
 def _decimal_bound(precision: int, scale: int, precision_loss: bool) -> tuple[int, int]:
@@ -510,7 +511,7 @@ def _decimal_arith(call: Call, op: str, a: Col, b: Col) -> Col:
     # Without ANSI mode Spark's decimal arithmetic and cast return null on overflow; with it they raise,
     # where the try_ forms return null.
     checked = _TRY_BINOP[op](a, b).try_cast(out) if call.ansi else r
-    return _overflow(call, checked, [a, b], r, sat, raising=r)
+    return _overflow(call, checked, [a, b], r, sat, raising=r, wrapped=lambda: checked)
 
 
 _TRY_BINOP: dict[str, Callable[[Col, Col], Col]] = {
@@ -556,7 +557,7 @@ def _divide(call: Call) -> Col:
             checked, silent = q.try_cast(t()), q.cast(t())
         # Only MIN / -1 overflows (b = 0 is answered before): with ANSI mode on, div and the cast raise.
         res = _overflow(call, checked, [a, b], silent, _int_lit(kind, hi), raising=silent,
-                        wrapped=_on_overflow(checked, [a, b], _int_lit(kind, lo)))  # MIN / -1 wraps to MIN
+                        wrapped=lambda: _on_overflow(checked, [a, b], _int_lit(kind, lo)))  # MIN / -1 -> MIN
         zero = _null(t()) if zero_mode == "NULL" else call.fail("division by zero")
         return F.when((b == 0) & a.isNotNull(), zero).otherwise(res)
     if kind in _FLOATS:
@@ -592,7 +593,7 @@ def _divide(call: Call) -> Col:
             positive = (a.cast(T.DoubleType()) / b.cast(T.DoubleType())) > 0
             sat = F.when(positive, F.lit(m).cast(out)).otherwise(F.lit(m.copy_negate()).cast(out))
             checked = F.try_divide(a, b).try_cast(out) if call.ansi else r
-            r = _overflow(call, checked, [a, b], r, sat, raising=r)
+            r = _overflow(call, checked, [a, b], r, sat, raising=r, wrapped=lambda: checked)
         zero = _null(out) if zero_mode == "NULL" else call.fail("division by zero")
         return F.when((b == 0) & a.isNotNull(), zero).otherwise(r)
     return call.cast_out(a / b)
@@ -630,7 +631,7 @@ def _sign_flip(call: Call, fn: Callable[[Col], Col], on_decimal: Callable[[Col],
         checked = F.when(a == _int_lit(kind, lo), _null(t())).otherwise(fn(a))
         # -MIN and abs(MIN) wrap to MIN, or with ANSI mode raise.
         return _overflow(call, checked, [a], fn(a), _int_lit(kind, hi), raising=fn(a),
-                         wrapped=_on_overflow(checked, [a], _int_lit(kind, lo)))
+                         wrapped=lambda: _on_overflow(checked, [a], _int_lit(kind, lo)))
     if kind == "decimal":
         return call.cast_out(on_decimal(a))
     return call.cast_out(fn(a))
