@@ -38,6 +38,7 @@ Substrait types map to Spark types with :func:`optimizer.spark.expressions.subst
 
 from __future__ import annotations
 
+import collections
 import glob as _glob
 import itertools
 import os
@@ -161,9 +162,10 @@ class TableResolver:
         # another): names come from a counter, registration holds a lock
         self._numbers = itertools.count()
         self._lock = threading.Lock()
-        # a resolver dropped without close() drops its views when collected (not at exit: the session
-        # ends with the process)
-        weakref.finalize(self, _drop_views, spark, self._views).atexit = False
+        # a resolver dropped without close() has its views dropped after it is collected (not at exit:
+        # the session ends with the process)
+        weakref.finalize(self, _orphan_views, spark, self._views).atexit = False
+        _drop_orphaned_views()
         if isinstance(tables, Mapping):
             self.mapping = {str(k).lower(): v for k, v in tables.items()}
         elif tables is not None:
@@ -301,6 +303,7 @@ class TableResolver:
                 return hit[1]
             if not self._kept(df):
                 return None
+            _drop_orphaned_views()
             view = f"substrait_opt_{self._token}_{next(self._numbers)}"
             try:
                 df.createOrReplaceTempView(view)
@@ -318,6 +321,7 @@ class TableResolver:
         with self._lock:
             _drop_views(self.spark, self._views)
             self._names.clear()
+        _drop_orphaned_views()
 
     def _schema(self, df: DataFrame):
         """``df.schema`` (a JVM round trip and a JSON parse), remembered for the cached tables."""
@@ -537,6 +541,28 @@ class TableResolver:
         named = self.table_name(bound) if isinstance(bound, DataFrame) else None
         source = Frame.named(ctx, named) if named is not None else Frame.table(ctx, ctx.bind(bound))
         return source.select(*out)
+
+
+# Views of resolvers collected without close(), dropped by the next resolver that is created or closed
+# or registers a view: never from the garbage collector itself, which can run in the middle of another
+# Spark call (a Spark Connect client called from there waits forever on the call it interrupted).
+_ORPHANED_VIEWS: collections.deque[tuple[Any, list[str]]] = collections.deque()
+
+
+def _orphan_views(spark, views: list[str]) -> None:
+    """The finalizer of a :class:`TableResolver`: hands its views over, calls no Spark."""
+    if views:
+        _ORPHANED_VIEWS.append((spark, views))
+
+
+def _drop_orphaned_views() -> None:
+    """Drop the views of the resolvers collected so far."""
+    while True:
+        try:
+            spark, views = _ORPHANED_VIEWS.popleft()
+        except IndexError:  # none left (another thread may have taken the last one)
+            return
+        _drop_views(spark, views)
 
 
 def _drop_views(spark, views: list[str]) -> None:
