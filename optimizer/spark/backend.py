@@ -252,7 +252,8 @@ class SparkBackend:
 
     def close(self) -> None:
         """Drop the temporary views the backend registered for its tables (see
-        :meth:`~optimizer.spark.tables.TableResolver.close`); a backend collected unclosed drops them too."""
+        :meth:`~optimizer.spark.tables.TableResolver.close`). The views of a backend collected unclosed
+        are dropped by the next backend that is created, closed or registers a table."""
         self.tables.close()
 
     def __enter__(self) -> SparkBackend:
