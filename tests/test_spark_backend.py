@@ -460,6 +460,24 @@ def test_an_overflowing_sum_fails_in_both_ansi_modes(spark, ansi):
         spark.conf.set("spark.sql.ansi.enabled", before)
 
 
+@pytest.mark.parametrize("spark_message, expected", [
+    ("[ARITHMETIC_OVERFLOW] long overflow. Use 'try_add' to tolerate overflow and return NULL instead. If "
+     'necessary set "spark.sql.ansi.enabled" to "false" to bypass this error. SQLSTATE: 22003\n== SQL ==',
+     "overflow: [ARITHMETIC_OVERFLOW] long overflow."),
+    ("[NUMERIC_VALUE_OUT_OF_RANGE.WITH_SUGGESTION]  10000000000000.00 cannot be represented as Decimal(15, 2). "
+     "If necessary set ...", "overflow: [NUMERIC_VALUE_OUT_OF_RANGE] 10000000000000.00 cannot be represented "
+     "as Decimal(15, 2)."),
+    ("[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` ...", "division by zero: [DIVIDE_BY_ZERO] Division by zero."),
+    ("[SOMETHING_ELSE] it broke. More text", "Spark failed: [SOMETHING_ELSE] it broke. More text"),
+])
+def test_spark_ansi_errors_are_one_named_line(spark_message, expected):
+    """Spark's ANSI-mode errors (which stand for the backend's own checks in that mode) keep their name
+    and first sentence, not the advice to turn ANSI mode off."""
+    from optimizer.spark.backend import _execution_error
+
+    assert str(_execution_error(Exception(spark_message))) == expected
+
+
 def test_aggregate_measure_filter_and_distinct(backend):
     b = Builder()
     big = b.call("gt", ref(1), lit(1))

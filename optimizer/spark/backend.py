@@ -348,7 +348,9 @@ def _execution_error(exc: BaseException) -> ExecutionError:
     first = _first_line(exc)
     am = _ANSI_ERROR.match(first)
     if am:  # a check of ANSI mode (overflow, division by zero, cast): its name and first sentence
-        what = "overflow" if "OVERFLOW" in am.group(1) or "RANGE" in am.group(1) else "invalid value"
+        name = am.group(1)
+        what = ("overflow" if "OVERFLOW" in name or "RANGE" in name
+                else "division by zero" if name == "DIVIDE_BY_ZERO" else "invalid value")
         return ExecutionError(f"{what}: [{am.group(1)}] {am.group(2)}")
     return ExecutionError(f"Spark failed: {first}")
 
