@@ -748,14 +748,12 @@ def evaluate(spark) -> tuple[dict[str, Outcome], int]:
 @pytest.mark.parametrize("ansi", [True, False], ids=["ansi", "non_ansi"])
 def test_official_function_cases(spark, capsys, ansi):
     """The same outcomes with ANSI mode on (Spark 4's default) and off: the backend compiles for the mode."""
-    before = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
-    try:
+    from benchmarks.common import conf_set
+
+    with conf_set(spark, {"spark.sql.ansi.enabled": str(ansi).lower()}):
         started = time.perf_counter()
         outcomes, queries = evaluate(spark)
         elapsed = time.perf_counter() - started
-    finally:
-        spark.conf.set("spark.sql.ansi.enabled", before)
     failing = {k: o.detail for k, o in outcomes.items() if not o.passed}
     passing = [k for k, o in outcomes.items() if o.passed]
     documented = documented_exceptions()

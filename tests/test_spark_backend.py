@@ -440,13 +440,12 @@ def test_aggregate_group_by_and_global(backend):
 def test_an_overflowing_sum_fails_in_both_ansi_modes(spark, ansi):
     """With ANSI mode on Spark's own check raises (named, no plan path); off, the backend's check does,
     with the measure's path. Sums that fit give the same answer either way."""
+    from benchmarks.common import conf_set
     from optimizer.spark import SparkBackend
 
     b = Builder()
     cols = [("x", "i64")]
-    before = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
-    try:
+    with conf_set(spark, {"spark.sql.ansi.enabled": str(ansi).lower()}):
         backend = SparkBackend(spark)
         assert backend.ansi_mode() is ansi
         fits = agg_rel(values(cols, [(2**62,), (-5,), (None,)]), [], [], [b.agg("sum", ref(0))])
@@ -456,8 +455,6 @@ def test_an_overflowing_sum_fails_in_both_ansi_modes(spark, ansi):
         with pytest.raises(ExecutionError, match=pattern) as e:
             backend.execute(b.plan(over, ["s"]))
         assert e.value.path == (None if ansi else "relations[0].root.input.aggregate.measures[0].measure")
-    finally:
-        spark.conf.set("spark.sql.ansi.enabled", before)
 
 
 @pytest.mark.parametrize("spark_message, expected", [

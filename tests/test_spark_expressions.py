@@ -243,10 +243,10 @@ SCHEMA = (
 def ansi(spark, request):
     """The session with ANSI mode on (Spark 4's default, the tool's sessions) or off (a user's choice):
     the expressions are compiled for the mode and must give the same answers in both."""
-    before = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", str(request.param).lower())
-    yield request.param
-    spark.conf.set("spark.sql.ansi.enabled", before)
+    from benchmarks.common import conf_set
+
+    with conf_set(spark, {"spark.sql.ansi.enabled": str(request.param).lower()}):
+        yield request.param
 
 
 @pytest.fixture(scope="module")
