@@ -53,7 +53,7 @@ import networkx as nx
 from cost import properties
 from cost.cardinality import CardinalityEstimator
 from cost.estimates import RelEstimate
-from cost.spark_joins import LEFT, choose_build
+from cost.spark_joins import LEFT, RIGHT, choose_build
 from optimizer.dag import inputs
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field_index, join_type_name
@@ -492,8 +492,14 @@ class CostModel:
             choice = choose_build(type_name, planned[0], planned[1], self.broadcast_threshold)
             if choice is not None and not choice[1]:  # shuffled: Spark builds by its own sizes too
                 choice = choose_build(type_name, left.bytes, right.bytes, 0.0)
-        if not has_keys or choice is None:
-            return self._nested_loop(left, right, out, has_condition=has_condition)
+        if not has_keys:
+            side = choice[0] if choice is not None and choice[1] else None
+            nested = self._nested_loop(type_name, left, right, out, has_condition=has_condition, broadcast=side)
+            if side is None:
+                return nested
+            return self._broadcast_exchange(left if side == LEFT else right) + nested
+        if choice is None:
+            return self._nested_loop(type_name, left, right, out, has_condition=has_condition, broadcast=None)
         side, broadcast = choice
         build, probe = (left, right) if side == LEFT else (right, left)
         cpu = self.hash_cpu(build, probe, out) + (out.rows * k.cpu_expr if residual else 0.0)
@@ -506,19 +512,46 @@ class CostModel:
 
     _cost_lateral_join = _cost_join
 
-    def _nested_loop(self, left: RelEstimate, right: RelEstimate, out: RelEstimate, has_condition: bool) -> Cost:
+    def _nested_loop(self, type_name: str | None, left: RelEstimate, right: RelEstimate, out: RelEstimate,
+                     has_condition: bool, broadcast: str | None) -> Cost:
+        """A join comparing every pair of rows, as the backend runs it: with a broadcast input (its
+        exchange priced apart) a broadcast nested-loop join; else an inner join is Spark's
+        ``CartesianProduct``, which reads the right input once for each partition of the left one
+        (priced as a broadcast of it, plus moving the left input), and any other type broadcasts the
+        right input."""
         k = self.k
         pairs = left.rows * right.rows
         cpu = pairs * (k.cpu_expr if has_condition else 0.0) + pairs * k.cpu_byte + out.rows * k.cpu_row
+        if broadcast is not None:
+            built = left if broadcast == LEFT else right
+            return Cost(cpu, 0.0, 0.0, self._memory(built.bytes, per_executor=True) * max(k.executors, 1), k)
+        if type_name == "INNER":
+            return Cost(cpu, 0.0, self.broadcast(right) + self.shuffle(left), self._memory(right.bytes), k)
         network = self.broadcast(right)
         memory = self._memory(right.bytes, per_executor=True) * max(k.executors, 1)
         return Cost(cpu, 0.0, network, memory, k)
 
+    def _broadcast_input(self, g, node, estimator) -> str | None:
+        """The side of a join whose input is broadcast (an ``ExchangeRel(broadcast)``), if any."""
+        for side, child in zip((LEFT, RIGHT), inputs(g, node), strict=False):
+            if self._distribution(g, child, estimator).kind == "broadcast":
+                return side
+        return None
+
     def _cost_nested_loop_join(self, g, node, body, out, ins, estimator) -> Cost:
-        return self._nested_loop(ins[0], ins[1], out, has_condition=body.HasField("expression"))
+        return self._nested_loop(join_type_name(body), ins[0], ins[1], out, has_condition=body.HasField("expression"),
+                                 broadcast=self._broadcast_input(g, node, estimator))
 
     def _cost_cross(self, g, node, body, out, ins, estimator) -> Cost:
-        return self._nested_loop(ins[0], ins[1], out, has_condition=False)
+        left, right = ins[0], ins[1]
+        broadcast = self._broadcast_input(g, node, estimator)
+        if broadcast is not None:
+            return self._nested_loop("INNER", left, right, out, has_condition=False, broadcast=broadcast)
+        planned = None  # left to Spark: it broadcasts a side under the threshold by its own sizes
+        if left.spark_bytes is not None and right.spark_bytes is not None:
+            planned = (left.spark_bytes, right.spark_bytes)
+        return self.logical_join("INNER", left, right, out, has_keys=False, residual=False, has_condition=False,
+                                 planned=planned)
 
     def _cost_window(self, g, node, body, out, ins, estimator) -> Cost:
         k = self.k

@@ -58,7 +58,12 @@ the join's key columns, a merge join over sorted inputs is priced against the ha
 cost model) and chosen only if it is cheaper.
 
 Without any key the join becomes a **NestedLoopJoinRel** of the same type with the same expression
-(a ``JoinRel`` without expression keeps none: the cross-product semantics of its type). A
+(a ``JoinRel`` without expression keeps none: the cross-product semantics of its type). The smaller
+side Spark may broadcast for that join type is wrapped in an ``ExchangeRel(broadcast)`` when it is
+under the threshold, by the same test as a hash join's build side: a broadcast nested-loop join.
+Without it, an inner nested-loop join is Spark's ``CartesianProduct``, which computes the right
+input once for each partition of the left one (a one-row aggregate under TPC-DS Q23's ``HAVING``
+ran its whole subtree again per partition). A
 ``NestedLoopJoinRel`` has no ``post_join_filter``: one is applied by a ``FilterRel`` above it,
 which then carries the join's emit.
 
@@ -145,7 +150,7 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
         expr_keys, rest = expression_keys(rest, len(left_types), ctx.schema(left), ctx.schema(right), ctx.functions)
 
     if not keys and not expr_keys:
-        return _nested_loop(join, type_name, left, right)
+        return _nested_loop(join, type_name, left, right, _broadcast_side(g, ctx, type_name, left, right))
 
     left_child: NewRel | int = left
     right_child: NewRel | int = right
@@ -550,15 +555,34 @@ def _merge_rel(join: JoinRel, type_name: str, keys: list[Key], residual: Express
     return _keyed_join("merge_join", join, type_name, keys, residual)
 
 
-def _nested_loop(join: JoinRel, type_name: str, left: int, right: int) -> Replacement:
+def _broadcast_side(g: nx.DiGraph, ctx: RuleContext, type_name: str, left: int, right: int) -> str | None:
+    """The side of a keyless join to broadcast: the smaller one Spark may broadcast for this join type,
+    if its estimate (times :func:`broadcast_uncertainty`) is under the threshold; else None."""
+    left_bytes, right_bytes = _bytes(ctx, left), _bytes(ctx, right)
+    threshold = float(ctx.config.broadcast_threshold_bytes)
+    choice = choose_build(type_name, left_bytes, right_bytes, threshold)
+    if choice is None or not choice[1]:
+        return None
+    side = choice[0]
+    node, size = (left, left_bytes) if side == LEFT else (right, right_bytes)
+    return side if size * broadcast_uncertainty(g, node, ctx) <= threshold else None
+
+
+def _nested_loop(join: JoinRel, type_name: str, left: int, right: int, broadcast: str | None) -> Replacement:
     rel = Rel()
     body = rel.nested_loop_join
     body.type = join_type_value(NestedLoopJoinRel, type_name)
     if join.HasField("expression"):
         body.expression.CopyFrom(join.expression)
+    children: list[NewRel | int] = [left, right]
+    if broadcast is not None:
+        exchange = Rel()
+        exchange.exchange.broadcast.SetInParent()
+        index = 0 if broadcast == LEFT else 1
+        children[index] = NewRel(exchange, [children[index]])
     if not join.HasField("post_join_filter"):
         body.common.CopyFrom(join.common)
-        return NewRel(rel, [left, right])
+        return NewRel(rel, children)
     # The post-join filter reads the join's output before its emit: a filter above, with the emit.
     if join.common.HasField("hint"):
         body.common.hint.CopyFrom(join.common.hint)
@@ -566,4 +590,4 @@ def _nested_loop(join: JoinRel, type_name: str, left: int, right: int) -> Replac
     filter_rel.filter.condition.CopyFrom(join.post_join_filter)
     if join.common.HasField("emit"):
         filter_rel.filter.common.emit.CopyFrom(join.common.emit)
-    return NewRel(filter_rel, [NewRel(rel, [left, right])])
+    return NewRel(filter_rel, [NewRel(rel, children)])

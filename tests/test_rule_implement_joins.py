@@ -193,6 +193,24 @@ def test_nested_loop_joins():
     assert g.nodes[child]["kind"] == "nested_loop_join"
 
 
+def test_small_side_of_a_keyless_join_is_broadcast():
+    """A keyless join with a side under the threshold broadcasts it (a broadcast nested-loop join):
+    without the exchange an inner one is Spark's CartesianProduct, which computes its right input again
+    for each partition of the left one."""
+    cond = call("lt", ref(0), ref(3))
+    for type_name, small, side in (("INNER", "a", 0), ("INNER", "b", 1), ("LEFT", "b", 1)):
+        big = "b" if small == "a" else "a"
+        g, node = top(optimize(join(A, B, cond, type_name), statistics=sizes(**{small: 1, big: 1e7})))
+        assert g.nodes[node]["kind"] == "nested_loop_join"
+        below = inputs(g, node)
+        assert [g.nodes[x]["kind"] for x in below].count("exchange") == 1
+        assert g.nodes[below[side]]["rel"].exchange.HasField("broadcast"), (type_name, small)
+    # a LEFT join cannot broadcast its preserved side; without a small side there is no exchange
+    for stats, config in ((sizes(a=1, b=1e7), None), (sizes(a=1e7, b=1e7), None), (sizes(a=1, b=1), NO_BROADCAST)):
+        g, node = top(optimize(join(A, B, cond, "LEFT"), statistics=stats, config=config))
+        assert "exchange" not in [g.nodes[x]["kind"] for x in inputs(g, node)]
+
+
 def test_post_join_filter_and_emit_carried_over():
     rel = join(A, B, call("equal", ref(0), ref(3)), postJoinFilter=call("gt", ref(2), ref(4)),
                common={"emit": {"outputMapping": [4, 1]}})
@@ -222,6 +240,9 @@ JOIN_QUERIES = {
     "theta": "select n1.n_name, n2.n_name from nation n1 join nation n2 on n1.n_regionkey < n2.n_regionkey",
     "left_theta": "select r_name, n_name from region left join nation on n_regionkey > r_regionkey + 2",
     "cross": "select r_name, n_name from region cross join nation",
+    # a decorrelated scalar subquery: a keyless inner join with one row (TPC-DS Q23's HAVING)
+    "one_row_theta": "select o_orderkey from orders join (select max(o_totalprice) as m from orders) t "
+                     "on o_totalprice > 0.9 * m",
     "null_safe": "select a.n_name from nation a join nation b on a.n_nationkey is not distinct from b.n_nationkey",
 }
 
@@ -237,3 +258,9 @@ def test_join_types_same_answer_on_spark(backend, tpch_tables, tpch_statistics, 
     result = Optimizer(statistics=tpch_statistics, config=config, rules=PHYSICAL).run(plan)
     assert kinds(result.graph)["join"] == 0
     _same_answer(backend, plan, result.plan, name)
+    if name == "one_row_theta":  # the one-row side is broadcast, when the threshold allows
+        from test_spark_backend import executed_plan, join_nodes
+
+        nodes = join_nodes(executed_plan(backend.to_dataframe(result.plan)))
+        assert nodes and all(n.startswith("BroadcastNestedLoopJoin" if threshold else "CartesianProduct")
+                             for n in nodes), nodes
