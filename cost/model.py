@@ -81,6 +81,12 @@ class CostConstants:
     io_byte: float = 2.0
     #: Moving one byte through a shuffle: serialise, write to local disk, fetch, deserialise (~5x a read).
     network_byte: float = 10.0
+    #: A shuffle's fixed cost: a stage boundary (map tasks write their files, a new stage's tasks are
+    #: scheduled and fetch them); measured 6-8 ms per added shuffle of a tiny table (docs/cost-model.md).
+    shuffle_stage: float = 8e6
+    #: A broadcast's fixed cost: a job of its own collects the rows on the driver, which builds the
+    #: relation and sends it out; measured 10-14 ms per added broadcast of a tiny table.
+    broadcast_job: float = 1.2e7
     #: Holding one byte in memory for the life of an operator (small: memory is cheap until it spills).
     memory_byte: float = 0.05
     #: Memory per executor above which an operator spills (Spark's execution memory with 6g drivers and
@@ -225,13 +231,13 @@ class CostModel:
         return held_bytes * k.memory_byte + spill * k.spill_byte
 
     def shuffle(self, est: RelEstimate) -> float:
-        """Network cost of repartitioning a relation."""
-        return est.bytes * self.k.network_byte
+        """Network cost of repartitioning a relation: its bytes, and the stage boundary."""
+        return est.bytes * self.k.network_byte + self.k.shuffle_stage
 
     def broadcast(self, est: RelEstimate) -> float:
         """Network cost of sending a relation to every executor: collected on the driver, then one
-        copy per executor."""
-        return est.bytes * self.k.network_byte * (max(self.k.executors, 1) + 1)
+        copy per executor; and the job that does it."""
+        return est.bytes * self.k.network_byte * (max(self.k.executors, 1) + 1) + self.k.broadcast_job
 
     def sort_cpu(self, rows: float, width: float, limit: float | None = None) -> float:
         """CPU of sorting ``rows`` rows (``n log2 n``), or keeping the top ``limit`` (``n log2 k``)."""
@@ -384,12 +390,14 @@ class CostModel:
         cpu = src.rows * sets * (k.cpu_hash_build + measures * k.cpu_expr) + out.rows * k.cpu_row
         grouped = any(len(gr.expression_references) for gr in body.groupings)
         network = 0.0
+        d = self._distribution(g, inputs(g, node)[0], estimator) if ins else properties.ANY
         if grouped:
-            d = self._distribution(g, inputs(g, node)[0], estimator) if ins else properties.ANY
             keys = [field_index(e) for e in body.grouping_expressions]
             if not (properties.hash_partitioned_on(d, [c for c in keys if c is not None]) or d.kind == "single"):
                 partial_rows = min(src.rows, out.rows * max(k.executors, 1))
-                network = partial_rows * out.width * k.network_byte
+                network = partial_rows * out.width * k.network_byte + k.shuffle_stage
+        elif d.kind != "single":  # the partial results gathered into one partition: a stage too
+            network = k.shuffle_stage
         return self._cost(cpu=cpu, network=network, memory_bytes=out.bytes)
 
     def _post_join_filter(self, g, node, body, out: RelEstimate, estimator) -> tuple[RelEstimate, Cost]:
