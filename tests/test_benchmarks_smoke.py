@@ -55,6 +55,16 @@ def test_tpcds_benchmark_runs(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_stage_costs_benchmark_runs(spark, tmp_path):
+    from benchmarks import stage_costs
+
+    report = stage_costs.main(["--scale", "0.01", "--reps", "1", "--out", str(tmp_path)], spark=spark)
+    assert set(report["series"]) == {"distinct", "broadcast", "merge"}
+    assert all(len(s["median_ms"]) == 3 and all(m > 0 for m in s["median_ms"]) for s in report["series"].values())
+    assert "shuffle_stage" in (tmp_path / "stage_costs.md").read_text()
+
+
+@pytest.mark.spark
 def test_backend_benchmark_runs(spark, tmp_path):
     from benchmarks import backend
 
