@@ -82,10 +82,10 @@ class CostConstants:
     #: Moving one byte through a shuffle: serialise, write to local disk, fetch, deserialise (~5x a read).
     network_byte: float = 10.0
     #: A shuffle's fixed cost: a stage boundary (map tasks write their files, a new stage's tasks are
-    #: scheduled and fetch them); measured 6-8 ms per added shuffle of a tiny table (docs/cost-model.md).
+    #: scheduled and fetch them); measured with benchmarks/stage_costs.py (docs/cost-model.md).
     shuffle_stage: float = 8e6
     #: A broadcast's fixed cost: a job of its own collects the rows on the driver, which builds the
-    #: relation and sends it out; measured 10-14 ms per added broadcast of a tiny table.
+    #: relation and sends it out; measured the same way (14-21 ms per added broadcast join).
     broadcast_job: float = 1.2e7
     #: Holding one byte in memory for the life of an operator (small: memory is cheap until it spills).
     memory_byte: float = 0.05
