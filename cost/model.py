@@ -152,7 +152,7 @@ class CostModel:
 
     def __init__(self, config: Any = None, constants: CostConstants | None = None) -> None:
         self.config = config
-        k = constants or DEFAULT_CONSTANTS
+        k = constants or getattr(config, "cost_constants", None) or DEFAULT_CONSTANTS
         executors = getattr(config, "executors", None)
         if executors:
             from dataclasses import replace

@@ -58,6 +58,8 @@ class OptimizerConfig:
     disabled_rules: frozenset[str] = frozenset()
     #: Write estimates into every relation's hint.stats.
     annotate_estimates: bool = True
+    #: The cost model's constants (a ``cost.model.CostConstants``); None: its defaults.
+    cost_constants: Any = None
 
 
 class RuleContext(Protocol):
