@@ -4,12 +4,11 @@ reduced plans give the original's rows on Spark (NULL keys, outer, anti and semi
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
+from physical_rule_plans import NO_FIXED_COSTS
 from substrait.proto import JoinRel
 
-from cost.model import DEFAULT_CONSTANTS
 from cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.plan_io import load_plan
@@ -18,10 +17,6 @@ from rules import reduce_aggregate_input
 from rules.reduce_aggregate_input import RULE
 
 QUIET = OptimizerConfig(annotate_estimates=False)
-#: Tests that run the rewrite on Spark use SF 0.01 data, where the semi-join reduction does not pay for
-#: the broadcast job it adds: they price it without the fixed costs of a shuffle and a broadcast.
-NO_FIXED_COSTS = OptimizerConfig(annotate_estimates=False,
-                                 cost_constants=replace(DEFAULT_CONSTANTS, shuffle_stage=0.0, broadcast_job=0.0))
 ANCHOR = {"equal": 1, "sum": 2, "rand": 3, "gt": 4}
 
 

@@ -5,11 +5,9 @@ both sides, groups with no match, Isthmus' TPC-H Q4, Q17, Q18, Q20, Q21 and Q22)
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from physical_rule_plans import NO_FIXED_COSTS
 
-from cost.model import DEFAULT_CONSTANTS
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.load.builder import (
     Builder,
@@ -32,10 +30,6 @@ from rules.exists_to_semi_join import RULE as EXISTS
 from rules.in_subquery_to_semi_join import RULE as SEMI_JOIN
 
 QUIET = OptimizerConfig(annotate_estimates=False)
-#: Tests that run the rewrite on Spark use SF 0.01 data, where the semi-join reduction does not pay for
-#: the broadcast job it adds: they price it without the fixed costs of a shuffle and a broadcast.
-NO_FIXED_COSTS = OptimizerConfig(annotate_estimates=False,
-                                 cost_constants=replace(DEFAULT_CONSTANTS, shuffle_stage=0.0, broadcast_job=0.0))
 
 #: Outer rows: (key, value); NULL keys and a key no inner row has.
 OUTER = [("k", "i64"), ("v", "fp64")]
