@@ -13,6 +13,7 @@ from optimizer.engine import Rule
 from rules import (
     annotate_estimates,
     decorrelate_scalar_subquery,
+    distinct_semi_join_to_inner,
     exists_to_semi_join,
     extract_join_conditions,
     filter_into_read,
@@ -43,6 +44,8 @@ RULES: list[Rule] = [
     # Filters go down to the reads and into the joins, so the join order sees the filtered sizes.
     push_filters.RULE,
     # join_order
+    # Before join_order: a semi join under a DISTINCT becomes an inner join, which join_order may move.
+    distinct_semi_join_to_inner.RULE,
     # The order of inner joins is chosen on logical joins, before any is given an implementation.
     join_order.RULE,
     # physical
