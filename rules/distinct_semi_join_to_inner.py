@@ -109,7 +109,10 @@ def _rewrite(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement:
         return NewRel(project, [NewRel(inner, new_inputs)])
     if new_inputs == old_inputs:
         return node
-    return NewRel(rel_copy(g, node), new_inputs)
+    copy = rel_copy(g, node)
+    if getattr(copy, kind).common.HasField("hint"):  # a producer's row count: the copies are more rows now
+        getattr(copy, kind).common.ClearField("hint")
+    return NewRel(copy, new_inputs)
 
 
 RULE = Rule(name="distinct_semi_join_to_inner", phase="join_order", kinds=frozenset({"aggregate"}),

@@ -5,7 +5,7 @@ rewritten plans give the original's rows on Spark (duplicate and NULL keys, chai
 from __future__ import annotations
 
 import pytest
-from substrait.proto import JoinRel, ReferenceRel, Rel
+from substrait.proto import JoinRel, ReferenceRel, Rel, RelCommon
 
 from optimizer.dag import annotate_schemas, from_dag, to_dag
 from optimizer.driver import Optimizer, OptimizerConfig, PlanContext
@@ -84,6 +84,17 @@ def test_the_semi_joins_emit_is_kept():
     g = to_dag(out)
     (proj,) = [n for n in g if g.nodes[n]["kind"] == "project"]
     assert list(g.nodes[proj]["rel"].project.common.emit.output_mapping) == [1]
+
+
+def test_a_producers_row_count_is_not_kept_on_the_relations_with_more_rows():
+    b = Builder()
+    counted = RelCommon()
+    counted.hint.stats.row_count = 10
+    top = project(semi_over(b, small(), big()), b.call("add", ref(0), lit(1), out="i64"), common=counted)
+    out, fired = forced(b.plan(aggregate(top, [2]), ["k1"]))
+    g = to_dag(out)
+    assert fired == 1
+    assert not any(g.nodes[n]["rel"].project.common.HasField("hint") for n in g if g.nodes[n]["kind"] == "project")
 
 
 @pytest.mark.parametrize("case", ["measure", "window", "random_filter", "anti", "under_left_join",
