@@ -9,23 +9,28 @@ and ``FilterRel`` relations that pass its grouping keys through unchanged), when
 * the join expression has ``equal(g, y)`` conjuncts between a grouping key ``g`` of the aggregate
   (one grouping set; ``g`` read as a column of the join's input, the key any deterministic expression
   ``e`` of the aggregate's input) and a deterministic expression ``y`` of the other input ``Y`` alone;
-* ``Y`` is deterministic (no fetch or top-N, no nondeterministic function) and the aggregate and the
-  relations between it and the join are read only there;
-* by the estimates, ``Y`` keeps few groups (at most ``MAX_KEPT_FRACTION`` of them), is smaller than
+* the relation ``R`` the keys are read from (below) is deterministic (no fetch or top-N, no
+  nondeterministic function) and the aggregate and the relations between it and the join are read
+  only there;
+* by the estimates, ``R`` keeps few groups (at most ``MAX_KEPT_FRACTION`` of them), is smaller than
   the aggregate's input, and its table reads produce at most ``MAX_REREAD_RATIO`` times the rows the
-  aggregate takes in: reading ``Y`` a second time must pay.
+  aggregate takes in: reading ``R`` a second time must pay.
 
 **Produces** the same join, with the aggregate's input ``I`` replaced by
-``JoinRel(LEFT_SEMI, I, project(Y: y1, ...), e1 = y1 AND ...)``: only the rows whose keys ``Y`` has
-are aggregated.
-``Y`` becomes a shared input (a ``ReferenceRel`` when written out).
+``JoinRel(LEFT_SEMI, I, project(R: y1, ...), e1 = y1 AND ...)``: only the rows whose keys ``R`` has
+are aggregated. ``R`` is the deepest relation under ``Y`` (through projections, filters and the input of
+an inner join, cross product or semi join that all key columns come from) whose output holds every key
+value of ``Y``'s and which passes the estimates' checks above, else ``Y`` itself: DataFusion's TPC-H
+Q17 joins the aggregate with ``lineitem ⋈ part``, whose keys are ``part``'s.
+``R`` becomes a shared input (a ``ReferenceRel`` when written out).
 
 **Why it is equivalent**: the semi-join keeps or drops the rows of ``I`` by the value of the
 grouping keys alone, so every group is kept whole (same measures) or dropped whole. A dropped
-group's key equals no ``y`` of ``Y``; ``equal`` is never true on NULL, so its row would have met no
-row of ``Y`` in the join's equality either, and the join drops rows of this side that have no match.
-The relations in between pass the key through unchanged and act on each row alone. ``Y`` is
-deterministic, so both reads of it have the same rows. This is the rewrite Spark applies to Q17 and
+group's key equals no ``y`` of ``R``, whose key values include ``Y``'s (a projection, a filter and a
+join output only key values their input has), so none of ``Y``'s; ``equal`` is never true on NULL, so
+its row would have met no row of ``Y`` in the join's equality either, and the join drops rows of this
+side that have no match. The relations in between pass the key through unchanged and act on each row
+alone. ``R`` is deterministic, so it has the same rows each time it is read. This is the rewrite Spark applies to Q17 and
 Q20 when it decorrelates their subqueries itself; DataFusion and Isthmus hand us the plan already
 decorrelated, with the aggregate over the whole table.
 """
@@ -121,21 +126,24 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
         if not all(_plain(grouping[k.grouping], ctx.functions) for k in keys):
             continue
         (agg_input,) = inputs(g, aggregate)
-        if _already_reduced(g, agg_input, y):
+        # The reducer: the relation under Y, deepest first, whose key values include Y's (a subtree of Y
+        # that is cheaper to compute again), if it still keeps few enough groups; else Y itself.
+        reducer = next(((r, r_keys) for r, r_keys in reversed(_key_providers(g, y, keys))
+                        if not _already_reduced(g, agg_input, r) and _deterministic_subtree(g, r, ctx.functions)
+                        and _pays(ctx, aggregate, agg_input, r, r_keys)), None)
+        if reducer is None:
             continue
-        if not _deterministic_subtree(g, y, ctx.functions):
-            continue
-        if not _pays(ctx, aggregate, agg_input, y, keys):
-            continue
+        reducer_node, reducer_keys = reducer
         n_in = width(g, agg_input)
-        # Y's key values, one column per key (a narrower build side than all of Y).
+        n_r = width(g, reducer_node)
+        # The reducer's key values, one column per key (a narrower build side than all of it).
         y_keys = Rel()
         mapping = []
-        for k in keys:
+        for k in reducer_keys:
             column = field_index(k.y_expr)
             if column is None:
                 y_keys.project.expressions.add().CopyFrom(k.y_expr)
-                column = n_y + len(y_keys.project.expressions) - 1
+                column = n_r + len(y_keys.project.expressions) - 1
             mapping.append(column)
         y_keys.project.common.emit.output_mapping.extend(mapping)
         equalities = []
@@ -148,7 +156,8 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
         semi = Rel()
         semi.join.type = _J.JOIN_TYPE_LEFT_SEMI
         semi.join.expression.CopyFrom(make_and(equalities, ctx.registrar))
-        new_child: NewRel | int = NewRel(rel_copy(g, aggregate), [NewRel(semi, [agg_input, NewRel(y_keys, [y])])])
+        new_child: NewRel | int = NewRel(rel_copy(g, aggregate),
+                                         [NewRel(semi, [agg_input, NewRel(y_keys, [reducer_node])])])
         for n in reversed(chain[:-1]):
             new_child = NewRel(rel_copy(g, n), [new_child])
         return NewRel(rel_copy(g, node), [new_child, y] if side == "left" else [y, new_child])
@@ -223,6 +232,49 @@ def _key_source(g: nx.DiGraph, node: int, column: int) -> tuple[list[int], int] 
                 return None
             return chain, column
         return None
+
+
+def _key_providers(g: nx.DiGraph, y: int, keys: list[_Key]) -> list[tuple[int, list[_Key]]]:
+    """``Y`` and the relations under it, top down, whose output holds every key value ``Y`` outputs, each
+    with the keys as its own columns: through a projection or filter, and into the input of an inner
+    join, cross product or (left) semi join that all the key columns come from. Only keys that are plain
+    columns are followed."""
+    found = [(y, keys)]
+    columns = [field_index(k.y_expr) for k in keys]
+    node = y
+    while all(c is not None for c in columns):
+        data = g.nodes[node]
+        kind, rel = data["kind"], data["rel"]
+        mapping = emit_of(rel)
+        if mapping is not None:
+            if not all(0 <= c < len(mapping) for c in columns):
+                break
+            columns = [mapping[c] for c in columns]
+        children = inputs(g, node)
+        if kind == "filter":
+            child = children[0]
+        elif kind == "project":
+            n_in = width(g, children[0])
+            mapped = []
+            for c in columns:
+                mapped.append(c if c < n_in else field_index(rel.project.expressions[c - n_in]))
+            if any(c is None for c in mapped):
+                break
+            columns, child = mapped, children[0]
+        elif kind == "cross" or (kind == "join" and rel.join.type in (_J.JOIN_TYPE_INNER, _J.JOIN_TYPE_LEFT_SEMI)):
+            n_left = width(g, children[0])
+            if all(c < n_left for c in columns):
+                child = children[0]
+            elif all(c >= n_left for c in columns):  # a semi join outputs its left input's columns only
+                columns, child = [c - n_left for c in columns], children[1]
+            else:
+                break
+        else:
+            break
+        node = child
+        found.append((node, [_Key(k.grouping, field(c), k.equality, k.x_position)
+                             for k, c in zip(keys, columns, strict=True)]))
+    return found
 
 
 def _deterministic_subtree(g: nx.DiGraph, node: int, functions) -> bool:
