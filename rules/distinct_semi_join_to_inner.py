@@ -97,7 +97,8 @@ def _rewrite(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement:
     else:
         return node
     old_inputs = inputs(g, node)
-    new_inputs: list[Replacement] = [(_rewrite(g, c, ctx) if slot in follow else c) for slot, c in enumerate(old_inputs)]
+    new_inputs: list[Replacement] = [(_rewrite(g, c, ctx) if slot in follow else c)
+                                     for slot, c in enumerate(old_inputs)]
     if kind == "join" and body.type == JoinRel.JOIN_TYPE_LEFT_SEMI:
         inner = rel_copy(g, node)
         inner.join.type = JoinRel.JOIN_TYPE_INNER

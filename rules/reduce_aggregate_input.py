@@ -30,9 +30,9 @@ group's key equals no ``y`` of ``R``, whose key values include ``Y``'s (a projec
 join output only key values their input has), so none of ``Y``'s; ``equal`` is never true on NULL, so
 its row would have met no row of ``Y`` in the join's equality either, and the join drops rows of this
 side that have no match. The relations in between pass the key through unchanged and act on each row
-alone. ``R`` is deterministic, so it has the same rows each time it is read. This is the rewrite Spark applies to Q17 and
-Q20 when it decorrelates their subqueries itself; DataFusion and Isthmus hand us the plan already
-decorrelated, with the aggregate over the whole table.
+alone. ``R`` is deterministic, so it has the same rows each time it is read. This is the rewrite Spark
+applies to Q17 and Q20 when it decorrelates their subqueries itself; DataFusion and Isthmus hand us the
+plan already decorrelated, with the aggregate over the whole table.
 """
 
 from __future__ import annotations
