@@ -98,7 +98,7 @@ def test_a_producers_row_count_is_not_kept_on_the_relations_with_more_rows():
 
 
 @pytest.mark.parametrize("case", ["measure", "window", "random_filter", "anti", "under_left_join",
-                                  "shared", "no_groups"])
+                                  "read_twice", "no_groups"])
 def test_left_alone(case):
     b = Builder()
     semi = semi_over(b, small(), big())
@@ -112,7 +112,7 @@ def test_left_alone(case):
         rel = aggregate(join(small(), big(), ANTI, b.call("equal", ref(0), ref(2))), [0])
     elif case == "under_left_join":  # outer joins are not followed
         rel = aggregate(join(read("t", [("t0", "i64")], rows=5), semi, LEFT, b.call("equal", ref(0), ref(1))), [0])
-    elif case == "shared":  # another reader needs the semi join's rows as they are
+    elif case == "read_twice":  # another reader needs the semi join's rows as they are
         shared = Rel(reference=ReferenceRel(subtree_ordinal=0))
         plan = b.plan(join(aggregate(shared, [0]), shared, INNER, b.call("equal", ref(0), ref(1))),
                       ["k", "k2", "v"], shared=[semi])
