@@ -202,26 +202,13 @@ def _key_source(g: nx.DiGraph, node: int, column: int) -> tuple[list[int], int] 
         chain.append(node)
         rel: Rel = g.nodes[node]["rel"]
         kind = g.nodes[node]["kind"]
-        mapping = emit_of(rel)
-        if mapping is not None:
-            if not 0 <= column < len(mapping):
-                return None
-            column = mapping[column]
+        passed = _input_column(g, node, column)
         children = inputs(g, node)
-        if len(children) != 1:
+        if passed is None or len(children) != 1:
             return None
-        child = children[0]
-        if kind == "filter":
-            node = child
-            continue
-        if kind == "project":
-            n_in = width(g, child)
-            if column >= n_in:
-                k = column - n_in
-                column = field_index(rel.project.expressions[k]) if k < len(rel.project.expressions) else None
-                if column is None:
-                    return None
-            node = child
+        column = passed
+        if kind in ("filter", "project"):
+            node = children[0]
             continue
         if kind == "aggregate":
             agg = rel.aggregate
@@ -232,6 +219,23 @@ def _key_source(g: nx.DiGraph, node: int, column: int) -> tuple[list[int], int] 
                 return None
             return chain, column
         return None
+
+
+def _input_column(g: nx.DiGraph, node: int, column: int) -> int | None:
+    """The column of ``node``'s inputs (side by side) that its output ``column`` passes on unchanged:
+    through its emit, and for a projection through a field reference; None if it computes the column."""
+    rel: Rel = g.nodes[node]["rel"]
+    mapping = emit_of(rel)
+    if mapping is not None:
+        if not 0 <= column < len(mapping):
+            return None
+        column = mapping[column]
+    if g.nodes[node]["kind"] == "project":
+        n_in = width(g, inputs(g, node)[0])
+        if column >= n_in:
+            k = column - n_in
+            return field_index(rel.project.expressions[k]) if k < len(rel.project.expressions) else None
+    return column
 
 
 def _key_providers(g: nx.DiGraph, y: int, keys: list[_Key]) -> list[tuple[int, list[_Key]]]:
@@ -245,22 +249,13 @@ def _key_providers(g: nx.DiGraph, y: int, keys: list[_Key]) -> list[tuple[int, l
     while all(c is not None for c in columns):
         data = g.nodes[node]
         kind, rel = data["kind"], data["rel"]
-        mapping = emit_of(rel)
-        if mapping is not None:
-            if not all(0 <= c < len(mapping) for c in columns):
-                break
-            columns = [mapping[c] for c in columns]
+        passed = [_input_column(g, node, c) for c in columns]
+        if any(c is None for c in passed):
+            break
+        columns = passed
         children = inputs(g, node)
-        if kind == "filter":
+        if kind in ("filter", "project"):
             child = children[0]
-        elif kind == "project":
-            n_in = width(g, children[0])
-            mapped = []
-            for c in columns:
-                mapped.append(c if c < n_in else field_index(rel.project.expressions[c - n_in]))
-            if any(c is None for c in mapped):
-                break
-            columns, child = mapped, children[0]
         elif kind == "cross" or (kind == "join" and rel.join.type in (_J.JOIN_TYPE_INNER, _J.JOIN_TYPE_LEFT_SEMI)):
             n_left = width(g, children[0])
             if all(c < n_left for c in columns):
