@@ -240,6 +240,29 @@ def test_projections_that_rename_merge_into_one_select_and_nothing_else_does():
     assert "FROM (SELECT `a` AS `x`" in sql(t.select(a.alias("x")).filter(exists))
 
 
+def test_a_cast_to_the_type_an_expression_already_has_is_not_written(frames):
+    """``CAST(CAST(x AS double) AS double)`` is ``CAST(x AS double)``: the expression compiler casts to be
+    sure of each operand's type, and every copy costs Spark's analyzer and optimizer a walk."""
+    ctx = Context(None)
+    t = Frame.table(ctx, ctx.bind("t"))
+
+    def item(c) -> str:
+        return render(t.select(c.alias("x")))[0].removeprefix("SELECT ").removesuffix(" AS `x` FROM {t0}")
+
+    k = S.col("`k`")
+    assert item(k.cast("double").cast("double")) == "CAST(`k` AS double)"
+    assert item(k.try_cast("int").cast("int")) == "TRY_CAST(`k` AS int)"
+    assert item(k.cast("int").try_cast("int")) == "CAST(`k` AS int)"
+    assert item(S.lit(0.5).cast("double")) == "0.5D"
+    assert item(k.cast("int").cast("bigint")) == "CAST(CAST(`k` AS int) AS bigint)"  # another type: kept
+    assert item(S.lit(5).cast("int")) == "CAST(5 AS int)"  # an integer literal: kept (it may be a BIGINT)
+    spark, t_df, u_df = frames
+    x, _ = _sql_side(spark, t_df, u_df)
+    half = (x.c("k").cast("double").cast("double") / S.lit(2.0).cast("double")).alias("h")
+    got = [r["h"] for r in _run_sql(spark, x.t.select(half).orderBy(S.col("`h`"))).collect()]
+    assert got == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
+
+
 def test_integer_literals_are_no_positions_in_order_by_and_group_by(frames):
     """SQL reads ``ORDER BY 1`` / ``GROUP BY 1`` as a column position (Spark's DataFrame API does too): a
     literal there is written as a cast, so that it is the constant key a Substrait plan means."""

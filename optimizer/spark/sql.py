@@ -130,6 +130,17 @@ def _data_type(dt: T.DataType | str) -> exp.Expression:
     return exp.Var(this=type_sql(dt))
 
 
+def _typed_as(e: exp.Expression, to: exp.Var) -> bool:
+    """Whether ``e`` is already of the type ``to``: a cast (or try-cast) to it, or a double literal
+    (``1.5D``) cast to ``double``. Casting it again changes nothing, and the compiler casts to be sure
+    of a type at each call it nests (``CAST(CAST(x AS double) AS double)``), which Spark's analyzer and
+    optimizer then walk once per copy."""
+    if isinstance(e, exp.Cast):  # exp.TryCast too
+        target = e.args.get("to")
+        return isinstance(target, exp.Var) and target.this == to.this
+    return to.this == "double" and isinstance(e, exp.Literal) and not e.is_string and e.this.endswith("D")
+
+
 # ---------------------------------------------------------------------------------------- columns
 
 # Nodes that print as one operand (no parentheses needed around them inside an operator). A whitelist:
@@ -270,10 +281,16 @@ class Col:
         return Col(exp.Not(this=exp.Paren(this=exp.Is(this=_w(self.e), expression=exp.Null()))))
 
     def cast(self, data_type: T.DataType | str) -> Col:
-        return Col(exp.Cast(this=self.e, to=_data_type(data_type)))
+        to = _data_type(data_type)
+        if _typed_as(self.e, to):
+            return Col(self.e)
+        return Col(exp.Cast(this=self.e, to=to))
 
     def try_cast(self, data_type: T.DataType | str) -> Col:
-        return Col(exp.TryCast(this=self.e, to=_data_type(data_type), safe=True))
+        to = _data_type(data_type)
+        if _typed_as(self.e, to):
+            return Col(self.e)
+        return Col(exp.TryCast(this=self.e, to=to, safe=True))
 
     def alias(self, name: str) -> Col:
         return Col(self.e, name)
