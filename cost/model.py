@@ -53,7 +53,7 @@ import networkx as nx
 from cost import properties
 from cost.cardinality import CardinalityEstimator
 from cost.estimates import RelEstimate
-from cost.spark_joins import LEFT, RIGHT, choose_build
+from cost.spark_joins import LEFT, PRESERVED_BUILD_PENALTY, RIGHT, builds_preserved, choose_build
 from optimizer.dag import inputs
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field_index, join_type_name
@@ -246,10 +246,12 @@ class CostModel:
         depth = math.log2(max(min(limit, n), 2.0)) if limit is not None else math.log2(max(n, 2.0))
         return n * depth * k.cpu_compare + n * (k.cpu_row + width * k.cpu_byte)
 
-    def hash_cpu(self, build: RelEstimate, probe: RelEstimate, out: RelEstimate) -> float:
+    def hash_cpu(self, build: RelEstimate, probe: RelEstimate, out: RelEstimate, preserved: bool = False) -> float:
+        """CPU of a hash join; building the side an outer join preserves costs ``PRESERVED_BUILD_PENALTY``
+        times as much per build row (:mod:`cost.spark_joins`)."""
         k = self.k
-        return (build.rows * (k.cpu_hash_build + build.width * k.cpu_byte)
-                + probe.rows * k.cpu_hash_probe + out.rows * k.cpu_row)
+        per_build_row = (k.cpu_hash_build + build.width * k.cpu_byte) * (PRESERVED_BUILD_PENALTY if preserved else 1.0)
+        return build.rows * per_build_row + probe.rows * k.cpu_hash_probe + out.rows * k.cpu_row
 
     # -- relations ------------------------------------------------------------------------------------
 
@@ -437,7 +439,8 @@ class CostModel:
         build_node = children[1] if build is right else children[0]
         broadcast = self._distribution(g, build_node, estimator).kind == "broadcast"
         residual = 1 if body.HasField("residual_expression") else 0
-        cpu = self.hash_cpu(build, probe, out) + residual * out.rows * self.k.cpu_expr
+        preserved = builds_preserved(join_type_name(body), RIGHT if build_name in _BUILD_RIGHT else LEFT)
+        cpu = self.hash_cpu(build, probe, out, preserved) + residual * out.rows * self.k.cpu_expr
         network = self._join_network(g, node, left, right, estimator)
         memory = self._memory(build.bytes, per_executor=broadcast) * (max(self.k.executors, 1) if broadcast else 1)
         return Cost(cpu, 0.0, network, memory, self.k) + post
@@ -510,7 +513,8 @@ class CostModel:
             return self._nested_loop(type_name, left, right, out, has_condition=has_condition, broadcast=None)
         side, broadcast = choice
         build, probe = (left, right) if side == LEFT else (right, left)
-        cpu = self.hash_cpu(build, probe, out) + (out.rows * k.cpu_expr if residual else 0.0)
+        cpu = (self.hash_cpu(build, probe, out, builds_preserved(type_name, side))
+               + (out.rows * k.cpu_expr if residual else 0.0))
         if broadcast:
             exchange = self._broadcast_exchange(build)
             held = self._memory(build.bytes, per_executor=True) * max(k.executors, 1)

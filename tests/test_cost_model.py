@@ -110,6 +110,19 @@ def test_broadcast_versus_partitioned_hash_join():
     assert cost_of(_hash_join(b, True, "big"), s) > cost_of(_hash_join(b, False, "big"), s)
 
 
+def test_building_the_preserved_side_of_an_outer_join_is_priced_higher():
+    """Spark's build-side outer join marks matched build rows and then walks the whole hash table: the
+    model prices a LEFT join building its left side above the same rows built as an INNER join."""
+    b = B()
+
+    def plan(type_name: str):
+        return b.plan({"hashJoin": {"left": b.read("small", SMALL), "right": b.read("big", BIG), "type": type_name,
+                                    "keys": keys(), "buildInput": "BUILD_INPUT_LEFT"}})
+    s = stats(big_rows=1e6, small_rows=1e5)
+    assert cost_of(plan("JOIN_TYPE_LEFT"), s) > cost_of(plan("JOIN_TYPE_INNER"), s)
+    assert cost_of(plan("JOIN_TYPE_RIGHT"), s) == pytest.approx(cost_of(plan("JOIN_TYPE_INNER"), s))
+
+
 def test_logical_join_priced_by_the_broadcast_threshold():
     b = B()
     plan = b.plan(b.join(b.read("big", BIG), b.read("small", SMALL), b.call("equal", b.ref(0), b.ref(3))))
