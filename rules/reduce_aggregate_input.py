@@ -21,13 +21,20 @@ and ``FilterRel`` relations that pass its grouping keys through unchanged), when
 are aggregated. ``R`` is the deepest relation under ``Y`` (through projections, filters and the input of
 an inner join, cross product or semi join that all key columns come from) whose output holds every key
 value of ``Y``'s and which passes the estimates' checks above, else ``Y`` itself: DataFusion's TPC-H
-Q17 joins the aggregate with ``lineitem ⋈ part``, whose keys are ``part``'s.
+Q17 joins the aggregate with ``lineitem ⋈ part``, whose keys are ``part``'s. A relation that holds the
+values of only some keys, or is reached across an ``equal(a, b)`` conjunct of an inner or semi join
+(every ``a`` the join outputs is a ``b`` of its other input), replaces it when it passes the same checks
+(for the groups of those keys) and its reads produce fewer rows; the semi-join then compares those keys
+only. DataFusion's Q20 compares ``(l_partkey, l_suppkey)`` with ``partsupp ⋉ part`` (partkeys of
+``forest`` parts): ``part`` alone is read again (200,000 rows at SF 1 against 1,000,000 with ``partsupp``), and every
+lineitem's pair is in ``partsupp`` anyway.
 ``R`` becomes a shared input (a ``ReferenceRel`` when written out).
 
-**Why it is equivalent**: the semi-join keeps or drops the rows of ``I`` by the value of the
+**Why it is equivalent**: the semi-join keeps or drops the rows of ``I`` by the value of
 grouping keys alone, so every group is kept whole (same measures) or dropped whole. A dropped
-group's key equals no ``y`` of ``R``, whose key values include ``Y``'s (a projection, a filter and a
-join output only key values their input has), so none of ``Y``'s; ``equal`` is never true on NULL, so
+group's keys (those compared) equal no ``y`` of ``R``, whose key values include ``Y``'s (a projection,
+a filter and a join output only key values their input has, and across ``a = b`` only values ``b``
+has), so none of ``Y``'s; ``equal`` is never true on NULL, so
 its row would have met no row of ``Y`` in the join's equality either, and the join drops rows of this
 side that have no match. The relations in between pass the key through unchanged and act on each row
 alone. ``R`` is deterministic, so it has the same rows each time it is read. This is the rewrite Spark
@@ -126,11 +133,20 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
         if not all(_plain(grouping[k.grouping], ctx.functions) for k in keys):
             continue
         (agg_input,) = inputs(g, aggregate)
-        # The reducer: the relation under Y, deepest first, whose key values include Y's (a subtree of Y
-        # that is cheaper to compute again), if it still keeps few enough groups; else Y itself.
-        reducer = next(((r, r_keys) for r, r_keys in reversed(_key_providers(g, y, keys))
-                        if not _already_reduced(g, agg_input, r) and _deterministic_subtree(g, r, ctx.functions)
-                        and _pays(ctx, aggregate, agg_input, r, r_keys)), None)
+        # The reducer: the relation under Y, deepest first, whose values of every key include Y's (a
+        # subtree of Y cheaper to compute again) if it keeps few enough groups, else Y itself; replaced by
+        # one reached across a join's equality or holding fewer keys that keeps few enough groups too
+        # and reads fewer rows (DataFusion's Q20: ``part`` rather than ``partsupp ⋉ part``).
+        usable = [(r, r_keys, direct) for r, r_keys, direct in _key_providers(g, y, keys, ctx.functions)
+                  if not _already_reduced(g, agg_input, r) and _deterministic_subtree(g, r, ctx.functions)]
+        reducer = next(((r, r_keys) for r, r_keys, direct in reversed(usable)
+                        if direct and _pays(ctx, aggregate, agg_input, r, r_keys, len(keys)) is not None), None)
+        others = [(_read_rows(ctx, r), -i, r, r_keys) for i, (r, r_keys, direct) in enumerate(usable)
+                  if not direct and _pays(ctx, aggregate, agg_input, r, r_keys, len(keys)) is not None]
+        if others:
+            rows, _, r, r_keys = min(others, key=lambda c: (c[0], c[1]))
+            if reducer is None or rows < _read_rows(ctx, reducer[0]):
+                reducer = r, r_keys
         if reducer is None:
             continue
         reducer_node, reducer_keys = reducer
@@ -147,7 +163,7 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
             mapping.append(column)
         y_keys.project.common.emit.output_mapping.extend(mapping)
         equalities = []
-        for i, k in enumerate(keys):
+        for i, k in enumerate(reducer_keys):
             eq = Expression()
             eq.CopyFrom(k.equality)
             eq.scalar_function.arguments[k.x_position].value.CopyFrom(grouping[k.grouping])
@@ -238,38 +254,68 @@ def _input_column(g: nx.DiGraph, node: int, column: int) -> int | None:
     return column
 
 
-def _key_providers(g: nx.DiGraph, y: int, keys: list[_Key]) -> list[tuple[int, list[_Key]]]:
-    """``Y`` and the relations under it, top down, whose output holds every key value ``Y`` outputs, each
-    with the keys as its own columns: through a projection or filter, and into the input of an inner
-    join, cross product or (left) semi join that all the key columns come from. Only keys that are plain
-    columns are followed."""
-    found = [(y, keys)]
-    columns = [field_index(k.y_expr) for k in keys]
-    node = y
-    while all(c is not None for c in columns):
+def _key_providers(g: nx.DiGraph, y: int, keys: list[_Key], functions) -> list[tuple[int, list[_Key], bool]]:
+    """``Y`` and the relations under it whose output holds every value ``Y`` outputs of some of the keys,
+    each with those keys as its own columns (a non-empty subset, in the keys' order): through a
+    projection or filter; into an input of an inner join, cross product or (left) semi join for the key
+    columns that come from it; and across an ``equal(a, b)`` conjunct of an inner or semi join's
+    expression between plain columns of its two inputs, since every ``a`` value the join outputs equals
+    a ``b`` of the other input (DataFusion's TPC-H Q20: ``partsupp ⋉ part`` on ``ps_partkey = p_partkey``
+    holds its partkeys in ``part``). Only keys that are plain columns are followed; each relation is
+    listed once (top down), with the most keys found for it and whether it holds them all without
+    crossing an equality (``direct``)."""
+    found: dict[int, tuple[list[_Key], bool]] = {}
+    order: list[int] = []
+
+    def visit(node: int, ks: list[_Key], columns: list[int], direct: bool) -> None:
+        if node in found and (found[node][1], len(found[node][0])) >= (direct, len(ks)):
+            return
+        if node not in found:
+            order.append(node)
+        found[node] = ks, direct
+        passed = [_input_column(g, node, c) for c in columns]
+        kept = [(k, c) for k, c in zip(ks, passed, strict=True) if c is not None]
+        if not kept:
+            return
         data = g.nodes[node]
         kind, rel = data["kind"], data["rel"]
-        passed = [_input_column(g, node, c) for c in columns]
-        if any(c is None for c in passed):
-            break
-        columns = passed
         children = inputs(g, node)
         if kind in ("filter", "project"):
-            child = children[0]
-        elif kind == "cross" or (kind == "join" and rel.join.type in (_J.JOIN_TYPE_INNER, _J.JOIN_TYPE_LEFT_SEMI)):
-            n_left = width(g, children[0])
-            if all(c < n_left for c in columns):
-                child = children[0]
-            elif all(c >= n_left for c in columns):  # a semi join outputs its left input's columns only
-                columns, child = [c - n_left for c in columns], children[1]
-            else:
-                break
-        else:
-            break
-        node = child
-        found.append((node, [_Key(k.grouping, field(c), k.equality, k.x_position)
-                             for k, c in zip(keys, columns, strict=True)]))
-    return found
+            if len(kept) == len(ks):
+                visit(children[0], [_Key(k.grouping, field(c), k.equality, k.x_position) for k, c in kept],
+                      [c for _, c in kept], direct)
+            return
+        inner = kind == "join" and rel.join.type in (_J.JOIN_TYPE_INNER, _J.JOIN_TYPE_LEFT_SEMI)
+        if kind != "cross" and not inner:
+            return
+        n_left = width(g, children[0])
+        partner: dict[int, int] = {}
+        if inner and rel.join.HasField("expression"):
+            for conj in conjuncts(rel.join.expression, functions):
+                args = call_args(conj) if function_name(conj, functions) == "equal" else None
+                pair = [field_index(a) for a in args] if args is not None and len(args) == 2 else []
+                if len(pair) == 2 and None not in pair and (pair[0] < n_left) != (pair[1] < n_left):
+                    partner.setdefault(pair[0], pair[1])
+                    partner.setdefault(pair[1], pair[0])
+        for side, child in enumerate(children):
+            lo, hi = (0, n_left) if side == 0 else (n_left, n_left + width(g, child))
+            sub = []
+            crossed = False
+            for k, c in kept:
+                own = c if lo <= c < hi else partner.get(c)
+                if own is not None and lo <= own < hi:
+                    crossed = crossed or not lo <= c < hi
+                    sub.append((_Key(k.grouping, field(own - lo), k.equality, k.x_position), own - lo))
+            if sub:
+                visit(child, [k for k, _ in sub], [c for _, c in sub],
+                      direct and not crossed and len(sub) == len(ks))
+
+    columns = [field_index(k.y_expr) for k in keys]
+    if all(c is not None for c in columns):
+        visit(y, keys, columns, True)
+    else:
+        found[y], order[:] = (keys, True), [y]
+    return [(n, *found[n]) for n in order]
 
 
 def _deterministic_subtree(g: nx.DiGraph, node: int, functions) -> bool:
@@ -302,10 +348,13 @@ def _already_reduced(g: nx.DiGraph, agg_input: int, y: int) -> bool:
     return right == y or y in inputs(g, right)
 
 
-def _pays(ctx: RuleContext, aggregate: int, agg_input: int, y: int, keys: list[_Key]) -> bool:
+def _pays(ctx: RuleContext, aggregate: int, agg_input: int, y: int, keys: list[_Key], n_keys: int) -> float | None:
+    """The fraction of the aggregate's groups that reducing by ``y``'s values of ``keys`` keeps, if the
+    reduction pays by the estimates (see the module docstring); else None."""
     groups = max(1.0, float(ctx.estimate(aggregate).rows))
+    in_est = ctx.estimate(agg_input)
+    input_rows = float(in_est.rows)
     y_est = ctx.estimate(y)
-    input_rows = float(ctx.estimate(agg_input).rows)
     distinct = float(y_est.rows)
     if len(keys) == 1:
         column = field_index(keys[0].y_expr)
@@ -313,10 +362,29 @@ def _pays(ctx: RuleContext, aggregate: int, agg_input: int, y: int, keys: list[_
             ndv = getattr(y_est.columns[column], "ndv", None)
             if ndv:
                 distinct = min(distinct, float(ndv))
+    if len(keys) < n_keys:
+        # Fewer keys than the aggregate groups by: the fraction kept is of those keys' own values.
+        grouping = ctx.g.nodes[aggregate]["rel"].aggregate.grouping_expressions
+        values = 1.0
+        for k in keys:
+            column = field_index(grouping[k.grouping])
+            stats = in_est.columns[column] if column is not None and column < len(in_est.columns) else None
+            ndv = getattr(stats, "ndv", None) if stats is not None else None
+            if not ndv:
+                return None
+            values *= float(ndv)
+        groups = min(groups, max(1.0, values))
     # Y is computed again: the rows its reads produce must not outweigh the rows the aggregate takes
     # in (a bound on the extra work; DataFusion's Q2 has a five-way join as Y over a 160,000-row
     # aggregate, and gained nothing measurable from the rewrite).
-    read_rows = sum(float(ctx.estimate(n).rows) for n in {y} | nx.descendants(ctx.g, y)
-                    if ctx.g.nodes[n]["kind"] == "read")
-    return (distinct <= MAX_KEPT_FRACTION * groups and float(y_est.rows) < input_rows
-            and read_rows <= MAX_REREAD_RATIO * input_rows)
+    read_rows = _read_rows(ctx, y)
+    if (distinct <= MAX_KEPT_FRACTION * groups and float(y_est.rows) < input_rows
+            and read_rows <= MAX_REREAD_RATIO * input_rows):
+        return min(1.0, distinct / groups)
+    return None
+
+
+def _read_rows(ctx: RuleContext, node: int) -> float:
+    """The rows the table reads of ``node``'s subtree produce: the work of computing it again."""
+    return sum(float(ctx.estimate(n).rows) for n in {node} | nx.descendants(ctx.g, node)
+               if ctx.g.nodes[n]["kind"] == "read")

@@ -18,7 +18,7 @@ from rules import reduce_aggregate_input
 from rules.reduce_aggregate_input import RULE
 
 QUIET = OptimizerConfig(annotate_estimates=False)
-ANCHOR = {"equal": 1, "sum": 2, "rand": 3, "gt": 4}
+ANCHOR = {"equal": 1, "sum": 2, "rand": 3, "gt": 4, "and": 5}
 
 
 def ref(i: int) -> dict:
@@ -125,6 +125,23 @@ def test_the_reducer_is_the_input_of_the_other_side_that_holds_its_keys():
     (semi,) = [n for n in g if g.nodes[n]["kind"] == "join" and g.nodes[n]["rel"].join.type == JoinRel.JOIN_TYPE_LEFT_SEMI]
     keys_of = list(g.successors(inputs(g, semi)[1]))[0]
     assert g.nodes[keys_of]["kind"] == "read" and list(g.nodes[keys_of]["rel"].read.named_table.names) == ["small"]
+
+
+def test_a_reducer_across_a_join_equality_with_fewer_keys_reads_less():
+    """DataFusion's TPC-H Q20: the aggregate's two keys are compared with ``partsupp ⋉ part``, whose
+    partkeys are ``part``'s by the semi-join's equality. ``part`` holds one key's values at a fraction of
+    the reads, so the aggregate's input is semi-joined with it on that key alone."""
+    agg = aggregate(BIG, [0, 1], 1)  # [b0, b1, sum(b1)]
+    other = join(BIG, SMALL, call("equal", ref(0), ref(2)), "LEFT_SEMI")  # [b0, b1]
+    result = Optimizer(statistics=STATS, rules=[RULE], config=QUIET).run(
+        plan_of(join(other, agg, call("and", call("equal", ref(0), ref(2)), call("equal", ref(1), ref(3))))))
+    assert check_plan(result.plan) == []
+    g = result.graph
+    (semi,) = [n for n in g if g.nodes[n]["kind"] == "join" and g.nodes[n]["rel"].join.type == JoinRel.JOIN_TYPE_LEFT_SEMI
+               and any(g.nodes[p]["kind"] == "aggregate" for p in g.predecessors(n))]
+    keys_of = list(g.successors(inputs(g, semi)[1]))[0]
+    assert list(g.nodes[keys_of]["rel"].read.named_table.names) == ["small"]
+    assert g.nodes[semi]["rel"].join.expression.scalar_function.function_reference == ANCHOR["equal"]
 
 
 def test_a_shared_aggregate_is_left_alone():
