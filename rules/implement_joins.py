@@ -23,8 +23,8 @@
 With at least one key the join becomes a **HashJoinRel**, unless a **MergeJoinRel** is free (see
 below). The ``build_input`` is the cheaper *valid* side: the one with fewer estimated bytes
 (rows x width), among the sides Spark can build a hash table on for that join type; building the
-row-preserving side of an outer join (which must remember matched rows) counts
-``PRESERVED_BUILD_PENALTY`` times its size, so the natural side wins ties:
+row-preserving side of an outer join (which must remember matched rows and then walk its whole
+hash table) counts ``PRESERVED_BUILD_PENALTY`` (32) times its size, so it is built only when far smaller:
 
 =============================  =========================  ==========================
 join type                      shuffled hash build sides  broadcast build sides
