@@ -357,22 +357,16 @@ def _pays(ctx: RuleContext, aggregate: int, agg_input: int, y: int, keys: list[_
     y_est = ctx.estimate(y)
     distinct = float(y_est.rows)
     if len(keys) == 1:
-        column = field_index(keys[0].y_expr)
-        if column is not None and column < len(y_est.columns) and y_est.columns[column] is not None:
-            ndv = getattr(y_est.columns[column], "ndv", None)
-            if ndv:
-                distinct = min(distinct, float(ndv))
+        distinct = min(distinct, _ndv(y_est, keys[0].y_expr) or distinct)
     if len(keys) < n_keys:
         # Fewer keys than the aggregate groups by: the fraction kept is of those keys' own values.
         grouping = ctx.g.nodes[aggregate]["rel"].aggregate.grouping_expressions
         values = 1.0
         for k in keys:
-            column = field_index(grouping[k.grouping])
-            stats = in_est.columns[column] if column is not None and column < len(in_est.columns) else None
-            ndv = getattr(stats, "ndv", None) if stats is not None else None
-            if not ndv:
+            ndv = _ndv(in_est, grouping[k.grouping])
+            if ndv is None:
                 return None
-            values *= float(ndv)
+            values *= ndv
         groups = min(groups, max(1.0, values))
     # Y is computed again: the rows its reads produce must not outweigh the rows the aggregate takes
     # in (a bound on the extra work; DataFusion's Q2 has a five-way join as Y over a 160,000-row
@@ -382,6 +376,14 @@ def _pays(ctx: RuleContext, aggregate: int, agg_input: int, y: int, keys: list[_
             and read_rows <= MAX_REREAD_RATIO * input_rows):
         return min(1.0, distinct / groups)
     return None
+
+
+def _ndv(est, column: Expression) -> float | None:
+    """The estimated distinct values of ``column`` (a field reference into ``est``'s columns), if known."""
+    index = field_index(column)
+    stats = est.columns[index] if index is not None and index < len(est.columns) else None
+    ndv = getattr(stats, "ndv", None)
+    return float(ndv) if ndv else None
 
 
 def _read_rows(ctx: RuleContext, node: int) -> float:
