@@ -165,6 +165,22 @@ class CardinalityEstimator(PredicateSelectivity):
 
     # -- public ---------------------------------------------------------------------------------------
 
+    def fork(self, g: nx.DiGraph) -> CardinalityEstimator:
+        """An estimator for ``g``, a copy of this one's DAG as it is now (:func:`optimizer.dag.copy_dag`:
+        the same node ids and relation messages), that starts with the estimates known so far: each
+        depends only on the subtree below, the same in the copy. Entries of relations the copy lacks
+        (a rewrite's discarded candidates) are left behind: the copy may give their ids to new relations."""
+        out = CardinalityEstimator(g, self.statistics, self.functions)
+        for name in ("_memo", "distributions", "_filtering", "_tables", "_marginals", "_schemas", "_refs"):
+            setattr(out, name, {n: v for n, v in getattr(self, name).items() if n in g})
+        if self._needed is not None:
+            out._needed = {n: set(cols) for n, cols in self._needed.items() if n in g}
+            out._needs_stale = self._needs_stale
+        out._origin_ids = dict(self._origin_ids)
+        if self._fingerprints is not None:
+            out._fingerprints = (self._fingerprints[0], dict(self._fingerprints[1]))
+        return out
+
     def invalidate(self, changed: int | None = None) -> None:
         """Forget every estimate (the DAG changed), or, with ``changed``, those of ``changed`` and of
         the relations that read it (an estimate depends only on the relation's inputs, so the others

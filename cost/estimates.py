@@ -233,14 +233,13 @@ def cap_column(col: ColumnEstimate | None, rows: float) -> ColumnEstimate | None
 
 def scale_column(col: ColumnEstimate | None, in_rows: float, fraction: float, out_rows: float) -> ColumnEstimate | None:
     """A column of a relation of which a ``fraction`` of the rows survives (``out_rows`` in all)."""
-    if col is None:
-        return None
-    ndv = col.ndv
-    if ndv is not None:
-        ndv = min(distinct_after_sampling(ndv, in_rows, fraction), max(out_rows, 0.0))
-        if col.ndv >= 1 and out_rows >= 1:
-            ndv = max(ndv, 1.0)
-    return col.with_ndv(ndv)
+    if col is None or col.ndv is None:
+        return col
+    ndv = min(distinct_after_sampling(col.ndv, in_rows, fraction), max(out_rows, 0.0))
+    if col.ndv >= 1 and out_rows >= 1:
+        ndv = max(ndv, 1.0)
+    # Column estimates are never changed once made: one whose NDV stays is shared, not copied.
+    return col if ndv == col.ndv else col.with_ndv(ndv)
 
 
 def literal_value(lit: Expression.Literal) -> Any:

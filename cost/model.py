@@ -167,6 +167,14 @@ class CostModel:
 
     # -- public ---------------------------------------------------------------------------------------
 
+    def adopt(self, estimator: CardinalityEstimator, fork: CardinalityEstimator) -> None:
+        """Give ``fork`` (:meth:`CardinalityEstimator.fork` of ``estimator``) the costs known for
+        ``estimator`` of the relations its DAG has: each holds while the relation and the estimates it
+        was priced with are the same objects, as they are in the fork."""
+        memo = self._memo.get(estimator)
+        if memo is not None:
+            self._memo[fork] = {key: seen for key, seen in memo.items() if key[0] in fork.g}
+
     def total(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator) -> float:
         """Cumulative cost of the subtree at ``node``; a node read by several parents counts once."""
         nodes = {node} | nx.descendants(g, node)

@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -320,5 +321,9 @@ def copy_dag(g: nx.DiGraph) -> nx.DiGraph:
     header = Plan()
     header.CopyFrom(g.graph["plan"])
     h.graph["plan"] = header
-    h.graph.pop("_ids", None)  # new node ids restart above the copy's own
+    counter = h.graph.pop("_ids", None)
+    if counter is not None:
+        # New ids in the copy start above every id ``g`` ever gave (its discarded candidates' too), so
+        # what was remembered about a node id in ``g`` (CardinalityEstimator.fork) never names a new node.
+        h.graph["_ids"] = itertools.count(next(counter))
     return h

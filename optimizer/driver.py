@@ -86,6 +86,16 @@ class PlanContext:
             self._cost_model = CostModel(self.config)
         return self._cost_model
 
+    def snapshot(self) -> PlanContext:
+        """A context over a copy of the DAG as it is now (:func:`copy_dag`), which no later rewrite of
+        this one changes, with the estimates and costs known so far (the copy has the same relations)."""
+        copy = PlanContext(copy_dag(self.g), self.statistics, self.capabilities, self.config)
+        if self._estimator is not None:
+            copy._estimator = self._estimator.fork(copy.g)
+            copy._cost_model = self.cost_model
+            self.cost_model.adopt(self._estimator, copy._estimator)
+        return copy
+
     def estimate(self, node: int) -> RelEstimate:
         return self.estimator.estimate(node)
 
@@ -152,7 +162,7 @@ class Optimizer:
         ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
         result = OptimizeResult(plan)
         cost: float | None = None  # the plan's estimated cost as the last phase left it
-        judged_later: tuple[nx.DiGraph, float] | None = None  # the plan before a phase judged with the next
+        judged_later: tuple[PlanContext, float] | None = None  # the plan before a phase judged with the next
         for phase in PHASES:
             phase_rules = [r for r in self.rules if r.phase == phase]
             if not phase_rules:
@@ -162,17 +172,17 @@ class Optimizer:
                 continue
             if cost is None:
                 cost = plan_cost(ctx)
-            kept, cost_before = copy_dag(g), cost
+            cost_before = cost
             if judged_later is not None:
                 # The previous phase is worth what this one makes of it: run this phase on the plan
                 # without the previous phase's rewrites too, and keep the cheapest outcome (neither
                 # phase, if both leave the plan costlier than it was before them).
-                alternative, alternative_cost = judged_later
+                alt_ctx, alternative_cost = judged_later
                 judged_later = None
                 report = self._phase(g, phase, phase_rules, ctx)
                 cost_after = plan_cost(ctx) if report.events else cost_before
-                untouched = copy_dag(alternative)
-                alt_ctx = PlanContext(alternative, self.statistics, self.capabilities, self.config)
+                untouched = alt_ctx.snapshot()
+                alternative = alt_ctx.g
                 alt_report = self._phase(alternative, phase, phase_rules, alt_ctx)
                 alt_after = plan_cost(alt_ctx) if alt_report.events else alternative_cost
                 if alt_after * (1 + COST_TOLERANCE) < cost_after:
@@ -183,11 +193,11 @@ class Optimizer:
                 if cost_after > alternative_cost * (1 + COST_TOLERANCE):
                     report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {alternative_cost:.4g}): "
                                      "the phase's rewrites are undone")
-                    g, cost_after = untouched, alternative_cost
-                    ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
+                    g, ctx, cost_after = untouched.g, untouched, alternative_cost
                 cost = cost_after
                 result.phases.append(report)
                 continue
+            kept = ctx.snapshot()
             report = self._phase(g, phase, phase_rules, ctx)
             if report.events:
                 if phase in JUDGED_WITH_NEXT:
@@ -198,15 +208,14 @@ class Optimizer:
                     if cost_after > cost_before * (1 + COST_TOLERANCE):
                         report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {cost_before:.4g}): "
                                          "the phase's rewrites are undone")
-                        g = kept
-                        ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
+                        g, ctx = kept.g, kept
                     else:
                         cost = cost_after
             result.phases.append(report)
         if judged_later is not None and cost is not None and cost > judged_later[1] * (1 + COST_TOLERANCE):
             result.phases[-1].undone = (f"its plan was estimated costlier ({cost:.4g} > {judged_later[1]:.4g}): "
                                         "the phase's rewrites are undone")
-            g = judged_later[0]
+            g = judged_later[0].g
         result.plan = from_dag(g)
         result.graph = g
         self._optimize_subqueries(result)
