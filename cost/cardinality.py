@@ -63,7 +63,7 @@ from cost.estimates import (
     scale_column,
     type_width,
 )
-from cost.needed_columns import RefCache, add_candidate, needed_columns
+from cost.needed_columns import RefCache, add_candidate, needed_columns, update_needed
 from cost.selectivity import (
     PredicateSelectivity,
     column_moments,
@@ -160,7 +160,9 @@ class CardinalityEstimator(PredicateSelectivity):
         self._narrowed: set[int] = set()
         self._fingerprints = None
         self._needed: dict[int, set[int]] | None = None
-        self._needs_stale = False
+        #: each node's readers when its needs were computed, and the relations put in place since
+        self._readers: dict[int, frozenset[int]] = {}
+        self._needs_changed: set[int] = set()
         self._refs: RefCache = {}
 
     # -- public ---------------------------------------------------------------------------------------
@@ -175,7 +177,8 @@ class CardinalityEstimator(PredicateSelectivity):
             setattr(out, name, {n: v for n, v in getattr(self, name).items() if n in g})
         if self._needed is not None:
             out._needed = {n: set(cols) for n, cols in self._needed.items() if n in g}
-            out._needs_stale = self._needs_stale
+            out._readers = {n: ps for n, ps in self._readers.items() if n in g}
+            out._needs_changed = set(self._needs_changed)
         out._origin_ids = dict(self._origin_ids)
         if self._fingerprints is not None:
             out._fingerprints = (self._fingerprints[0], dict(self._fingerprints[1]))
@@ -190,20 +193,21 @@ class CardinalityEstimator(PredicateSelectivity):
             for cache in per_node:
                 cache.clear()
             self._needed = None
-            self._needs_stale = False
+            self._needs_changed = set()
             return
         for n in {changed} | nx.ancestors(self.g, changed):
             for cache in per_node:
                 cache.pop(n, None)
-        # The needed columns are recomputed when next read (several rewrites may come first).
-        self._needs_stale = self._needed is not None
+        # The needed columns are brought up to date when next read (several rewrites may come first).
+        if self._needed is not None:
+            self._needs_changed.add(changed)
 
     def needed(self, node: int) -> set[int] | None:
         """The output columns of ``node`` something above reads (:mod:`cost.needed_columns`; None:
         unknown, all count)."""
         self._renew_needs()
         if self._needed is None:
-            self._needed = needed_columns(self.g, cache=self._refs)
+            self._needed = needed_columns(self.g, cache=self._refs, readers=self._readers)
         return self._needed.get(node)
 
     def same_needs(self, candidate: int, replaced: int) -> None:
@@ -214,16 +218,13 @@ class CardinalityEstimator(PredicateSelectivity):
         add_candidate(self.g, self._needed, candidate, replaced, self._refs)
 
     def _renew_needs(self) -> None:
-        """Recompute the needed columns if the plan changed since, and forget the estimates of the
+        """Update the needed columns if the plan changed since, and forget the estimates of the
         relations whose needs changed (a width changed: their estimates, not those above them)."""
-        if not self._needs_stale:
+        if not self._needs_changed or self._needed is None:
             return
-        self._needs_stale = False
-        old = self._needed
-        self._needed = needed_columns(self.g, cache=self._refs)
-        for n in old.keys() | self._needed.keys():
-            if old.get(n) != self._needed.get(n):
-                self._memo.pop(n, None)
+        changed, self._needs_changed = self._needs_changed, set()
+        for n in update_needed(self.g, self._needed, self._readers, changed, self._refs):
+            self._memo.pop(n, None)
 
     def estimate(self, node: int) -> RelEstimate:
         """The estimate of ``node`` (computed children first, memoised)."""

@@ -12,11 +12,14 @@ kinds not listed), every input column is needed: never fewer than Spark keeps.
 
 A relation no root reaches (a rewrite's candidate, priced before it replaces a relation) takes the
 needs of the relation it would replace (:func:`add_candidate`); one with neither is left out (all its columns count).
+
+After rewrites, :func:`update_needed` recomputes only what they can have changed: the needs of the
+relations below a new one, and below one that lost a reader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import networkx as nx
 
@@ -34,9 +37,11 @@ _PASS_THROUGH = frozenset({"filter", "fetch", "sort", "top_n", "exchange"})
 RefCache = dict[int, tuple[object, tuple]]
 
 
-def needed_columns(g: nx.DiGraph, cache: RefCache | None = None) -> dict[int, set[int]]:
+def needed_columns(g: nx.DiGraph, cache: RefCache | None = None,
+                   readers: dict[int, frozenset[int]] | None = None) -> dict[int, set[int]]:
     """``{node: output columns read above}`` for every node reachable from a root (a candidate is added
-    with :func:`add_candidate`). ``cache`` keeps each relation's own column references between calls."""
+    with :func:`add_candidate`). ``cache`` keeps each relation's own column references between calls;
+    ``readers``, if given, is filled with each node's readers, for :func:`update_needed`."""
     width = _widths(g)
     needed: dict[int, set[int]] = {}
     for root in g.graph.get("roots", []):
@@ -44,7 +49,83 @@ def needed_columns(g: nx.DiGraph, cache: RefCache | None = None) -> dict[int, se
         if n in g and width[n] is not None:  # a relation of unknown width is left out: all its columns count
             needed.setdefault(n, set()).update(_all(width[n]))
     _propagate(g, needed, width, nx.topological_sort(g), cache)
+    if readers is not None:
+        readers.clear()
+        readers.update((n, frozenset(g.predecessors(n))) for n in needed)
     return needed
+
+
+def update_needed(g: nx.DiGraph, needed: dict[int, set[int]], readers: dict[int, frozenset[int]],
+                  changed: Iterable[int], cache: RefCache | None = None) -> set[int]:
+    """Bring ``needed`` and ``readers`` (as :func:`needed_columns` or this function left them) up to date,
+    in place, after rewrites that put the relations ``changed`` in place of others; the nodes whose
+    needs changed (removed ones included).
+
+    What a relation needs depends only on what its readers need and read, so only two kinds of
+    relation can need other columns: those below a new relation (it reads them, or a new relation
+    below it does), and those below one that lost a reader (the replaced relation). Nodes ids are never
+    given twice in a DAG (:func:`optimizer.engine.add_subgraph`), so a reader gone from ``g`` is one
+    that was removed. The others keep their needs: recomputed, they would be the same.
+    """
+    out = {n for n in needed if n not in g}
+    for n in out:
+        del needed[n]
+        readers.pop(n, None)
+    new = {n for n in changed if n in g}
+    start = new | {n for n, ps in readers.items() if any(p not in g for p in ps)}
+    # Recomputed: a relation in ``start``, and one read by a relation whose contribution may differ
+    # (a new one, or one whose needs changed); the needs of the others stay what they were.
+    touched = set(new)
+    width = _Widths(g)
+    roots = {root["node"] for root in g.graph.get("roots", [])}
+    for n in _readers_first(g, start):
+        if n not in start and not any(p in touched for p in g.predecessors(n)):
+            continue
+        cols: set[int] | None = set(_all(width[n])) if n in roots and width[n] is not None else None
+        for p in g.predecessors(n):
+            if p not in needed:
+                continue
+            children = inputs(g, p)
+            if any(width[c] is None for c in children):
+                continue
+            for child, need in zip(children, _input_needs(g, p, needed[p], children, width, cache), strict=True):
+                if child == n:
+                    cols = set(need) if cols is None else cols | need
+        old = needed.get(n)
+        if cols is None:
+            needed.pop(n, None)
+            readers.pop(n, None)
+        else:
+            needed[n] = cols
+            readers[n] = frozenset(g.predecessors(n))
+        if old != cols:
+            out.add(n)
+            touched.add(n)
+    return out
+
+
+def _readers_first(g: nx.DiGraph, start: Iterable[int], within: Callable[[int], bool] | None = None) -> list[int]:
+    """``start`` and the nodes below (only those ``within`` accepts, if given), each before the nodes
+    it reads: the reverse postorder of a depth-first search, a topological order of what it visits."""
+    order: list[int] = []
+    seen: set[int] = set()
+    for s in start:
+        if s in seen:
+            continue
+        seen.add(s)
+        stack = [(s, iter(g.successors(s)))]
+        while stack:
+            node, children = stack[-1]
+            for c in children:
+                if c not in seen and (within is None or within(c)):
+                    seen.add(c)
+                    stack.append((c, iter(g.successors(c))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
 
 
 def add_candidate(g: nx.DiGraph, needed: dict[int, set[int]], candidate: int, replaced: int,
@@ -53,13 +134,30 @@ def add_candidate(g: nx.DiGraph, needed: dict[int, set[int]], candidate: int, re
     ``candidate`` is read as ``replaced`` is (in place; relations a root reaches keep theirs)."""
     if candidate not in g or replaced not in needed or g.in_degree(candidate):
         return
-    fresh = {candidate} | {n for n in nx.descendants(g, candidate) if n not in needed}
+    order = _readers_first(g, [candidate], lambda n: n not in needed)
     needed[candidate] = set(needed[replaced])
-    _propagate(g, needed, _widths(g), nx.topological_sort(g.subgraph(fresh)), cache, only=fresh)
+    _propagate(g, needed, _Widths(g), order, cache, only=set(order))
 
 
 def _widths(g: nx.DiGraph) -> dict[int, int | None]:
-    return {n: len(g.nodes[n]["schema"].types) if g.nodes[n].get("schema") is not None else None for n in g}
+    return {n: _width(g, n) for n in g}
+
+
+def _width(g: nx.DiGraph, n: int) -> int | None:
+    schema = g.nodes[n].get("schema")
+    return len(schema.types) if schema is not None else None
+
+
+class _Widths(dict):
+    """:func:`_widths`, each computed when first looked up."""
+
+    def __init__(self, g: nx.DiGraph) -> None:
+        super().__init__()
+        self.g = g
+
+    def __missing__(self, n: int) -> int | None:
+        value = self[n] = _width(self.g, n)
+        return value
 
 
 def _propagate(g: nx.DiGraph, needed: dict[int, set[int]], width: dict[int, int | None], order: Iterable[int],

@@ -308,7 +308,7 @@ def uncorrelated_subqueries(plan: Plan) -> list[Any]:
 
     def walk(message: Any) -> None:
         for fd, value in message.ListFields():
-            if fd.type != fd.TYPE_MESSAGE:
+            if fd.type != fd.TYPE_MESSAGE or fd.message_type.full_name in _NO_EXPRESSIONS:
                 continue
             for item in value if fd.label == fd.LABEL_REPEATED else (value,):
                 if fd.message_type.full_name == "substrait.Expression.Subquery":
@@ -323,6 +323,14 @@ def uncorrelated_subqueries(plan: Plan) -> list[Any]:
         walk(plan_rel)
     return found
 
+
+#: Messages that hold no expression, so no subquery (types, literals, a relation's emit and hints, the
+#: plan's extension declarations): not walked.
+_NO_EXPRESSIONS = frozenset({
+    "substrait.Type", "substrait.NamedStruct", "substrait.Expression.Literal", "substrait.RelCommon",
+    "substrait.extensions.SimpleExtensionURI", "substrait.extensions.SimpleExtensionURN",
+    "substrait.extensions.SimpleExtensionDeclaration", "substrait.extensions.AdvancedExtension", "substrait.Version",
+})
 
 #: What a subquery reads from outside itself: a column of an enclosing query, a relation of the plan.
 _OUTSIDE = frozenset({"substrait.Expression.FieldReference.OuterReference", "substrait.ReferenceRel"})
