@@ -119,16 +119,6 @@ def _field_kind(f) -> int:
     return kind
 
 
-def _walk_refs(msg: Message, depth: int, visit: Callable[[Message, int], None]) -> None:
-    """Call ``visit(field_reference, depth)`` on every FieldReference; depth counts subqueries entered."""
-    name = msg.DESCRIPTOR.full_name
-    if name == _FIELD_REF:
-        visit(msg, depth)
-    inner = depth + 1 if name == _SUBQUERY else depth
-    for child in _children(msg):
-        _walk_refs(child, inner, visit)
-
-
 def reference_field(ref: Expression.FieldReference) -> int | None:
     """The top-level column of a direct struct-field reference (whatever its root), else None."""
     if ref.WhichOneof("reference_type") != "direct_reference":
@@ -257,15 +247,50 @@ def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
     out = type(e)()
     out.CopyFrom(e)
     get = mapping if callable(mapping) else mapping.__getitem__
-
-    def visit(ref, depth):
-        if _is_ours(ref, depth):
-            i = reference_field(ref)
-            if i is not None:
-                ref.direct_reference.struct_field.field = get(i)
-
-    _walk_refs(out, 0, visit)
+    for path, i in _own_ref_paths(e):
+        ref = out
+        for name, k in path:
+            ref = getattr(ref, name)
+            if k >= 0:
+                ref = ref[k]
+        ref.direct_reference.struct_field.field = get(i)
     return out
+
+
+#: Where the input columns of a message are read, by message content (as :data:`_FACTS`): per plain
+#: column reference of its own input, the path to it (field name, and index in a repeated field or
+#: -1) and the column. Rules and the estimator remap the same predicates again and again.
+_REF_PATHS: dict[tuple[str, bytes], tuple[tuple[tuple[tuple[str, int], ...], int], ...]] = {}
+
+
+def _own_ref_paths(e: Message) -> tuple[tuple[tuple[tuple[str, int], ...], int], ...]:
+    data = e.SerializeToString()
+    key = (e.DESCRIPTOR.full_name, data)
+    found = _REF_PATHS.get(key) if len(data) <= _FACTS_KEY_BYTES else None
+    if found is not None:
+        return found
+    paths: list[tuple[tuple[tuple[str, int], ...], int]] = []
+    stack: list[tuple[Message, int, tuple[tuple[str, int], ...]]] = [(e, 0, ())]
+    while stack:
+        m, depth, path = stack.pop()
+        name = m.DESCRIPTOR.full_name
+        if name == _FIELD_REF and _is_ours(m, depth):
+            i = reference_field(m)
+            if i is not None:
+                paths.append((path, i))
+        inner = depth + 1 if name == _SUBQUERY else depth
+        for f, value in m.ListFields():
+            kind = _field_kind(f)
+            if kind == 1:
+                stack.append((value, inner, (*path, (f.name, -1))))
+            elif kind == 2:
+                stack.extend((item, inner, (*path, (f.name, k))) for k, item in enumerate(value))
+    result = tuple(paths)
+    if len(data) <= _FACTS_KEY_BYTES:
+        if len(_REF_PATHS) >= _FACTS_LIMIT:
+            _REF_PATHS.clear()
+        _REF_PATHS[key] = result
+    return result
 
 
 def shift_fields(e: Message, offset: int, start: int = 0):
