@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import networkx as nx
@@ -58,6 +57,7 @@ from cost.estimates import (
     RelEstimate,
     cap_column,
     column_of,
+    evolve,
     expected_groups,
     literal_of,
     scale_column,
@@ -185,9 +185,10 @@ class CardinalityEstimator(PredicateSelectivity):
         return out
 
     def invalidate(self, changed: int | None = None) -> None:
-        """Forget every estimate (the DAG changed), or, with ``changed``, those of ``changed`` and of
-        the relations that read it (an estimate depends only on the relation's inputs, so the others
-        hold)."""
+        """Forget every estimate (the DAG changed), or, with ``changed`` (a relation put in the place of
+        another), those of the relations that read it: an estimate depends only on the relation's
+        inputs, so the others hold, ``changed``'s own too (a new relation's was made for its inputs as
+        they are; if it is now read for other columns, :meth:`_renew_needs` forgets it)."""
         per_node = (self._memo, self.distributions, self._filtering, self._tables, self._marginals, self._schemas)
         if changed is None or changed not in self.g:
             for cache in per_node:
@@ -195,7 +196,7 @@ class CardinalityEstimator(PredicateSelectivity):
             self._needed = None
             self._needs_changed = set()
             return
-        for n in {changed} | nx.ancestors(self.g, changed):
+        for n in nx.ancestors(self.g, changed):
             for cache in per_node:
                 cache.pop(n, None)
         # The needed columns are brought up to date when next read (several rewrites may come first).
@@ -256,7 +257,7 @@ class CardinalityEstimator(PredicateSelectivity):
             est = self._default(node, children)
         est = self._hinted(rel, est)
         est = self._finish(node, est)
-        return replace(est, spark_bytes=self._spark_bytes(node, kind, rel, est, children))
+        return evolve(est, spark_bytes=self._spark_bytes(node, kind, rel, est, children))
 
     def _spark_bytes(self, node: int, kind: str | None, rel: Rel, est: RelEstimate,
                      children: list[RelEstimate]) -> float | None:
@@ -309,7 +310,7 @@ class CardinalityEstimator(PredicateSelectivity):
             return est
         cols = est.columns
         picked = [cols[i] if 0 <= i < len(cols) else None for i in body.common.emit.output_mapping]
-        return replace(est, columns=picked)
+        return evolve(est, columns=picked)
 
     def _hinted(self, rel: Rel, est: RelEstimate) -> RelEstimate:
         hint = None
@@ -322,7 +323,7 @@ class CardinalityEstimator(PredicateSelectivity):
         rows, size = hint
         fraction = rows / est.rows if est.rows > 0 else 1.0
         cols = [scale_column(c, est.rows, min(fraction, 1.0), rows) for c in est.columns]
-        return replace(est, rows=float(rows), width=float(size) if size else est.width, columns=cols, source="hint")
+        return evolve(est, rows=float(rows), width=float(size) if size else est.width, columns=cols, source="hint")
 
     def _finish(self, node: int, est: RelEstimate) -> RelEstimate:
         rows = max(float(est.rows), 0.0)
@@ -336,7 +337,7 @@ class CardinalityEstimator(PredicateSelectivity):
                     cols[i] = ColumnEstimate(avg_len=type_width(types[i]),
                                              null_fraction=None if is_nullable(types[i]) else 0.0)
                 elif c.avg_len is None:
-                    cols[i] = replace(c, avg_len=type_width(types[i]))
+                    cols[i] = evolve(c, avg_len=type_width(types[i]))
         cols = [cap_column(c, rows) for c in cols]
         if est.source == "hint" and est.width > 0:
             width = est.width
@@ -344,7 +345,7 @@ class CardinalityEstimator(PredicateSelectivity):
             needed = self.needed(node)
             width = sum((c.avg_len if c is not None and c.avg_len is not None else 8.0)
                         for i, c in enumerate(cols) if needed is None or i in needed)
-        return replace(est, rows=rows, width=max(width, 1.0), columns=cols)
+        return evolve(est, rows=rows, width=max(width, 1.0), columns=cols)
 
     def filter_steps(self, node: int) -> tuple[list[Expression], list[float], list[Type] | None]:
         """A ``FilterRel``'s conjuncts (a ``ReadRel``'s: those of its ``filter`` and
@@ -422,7 +423,7 @@ class CardinalityEstimator(PredicateSelectivity):
         self._filtering[node] = (parts, sels, list(body.base_schema.struct.types))
         if body.HasField("projection"):
             picked = [item.field for item in body.projection.select.struct_items]
-            est = replace(est, columns=[est.columns[i] if 0 <= i < len(est.columns) else None for i in picked])
+            est = evolve(est, columns=[est.columns[i] if 0 <= i < len(est.columns) else None for i in picked])
         return est
 
     def table_estimate(self, node: int) -> RelEstimate:
@@ -560,19 +561,19 @@ class CardinalityEstimator(PredicateSelectivity):
             rows = min(rows, count)
         fraction = rows / child.rows if child.rows > 0 else 0.0
         cols = [scale_column(c, child.rows, fraction, rows) for c in child.columns]
-        return replace(child, rows=rows, columns=cols)
+        return evolve(child, rows=rows, columns=cols)
 
     def _rel_project(self, node, body, children) -> RelEstimate:
         child = children[0]
         cols = list(child.columns)
         for e in body.expressions:
             cols.append(self.expression_column(e, child))
-        return replace(child, columns=cols)
+        return evolve(child, columns=cols)
 
     def _rel_window(self, node, body, children) -> RelEstimate:
         child = children[0]
         cols = list(child.columns) + [ColumnEstimate(ndv=None) for _ in body.window_functions]
-        return replace(child, columns=cols)
+        return evolve(child, columns=cols)
 
     def _rel_expand(self, node, body, children) -> RelEstimate:
         child = children[0]
@@ -589,7 +590,7 @@ class CardinalityEstimator(PredicateSelectivity):
                 cols.append(col)
             elif which == "consistent_field":
                 c = self.expression_column(f.consistent_field, child)
-                cols.append(replace(c, origin=None) if c is not None else None)
+                cols.append(evolve(c, origin=None) if c is not None else None)
             else:
                 cols.append(None)
         return RelEstimate(child.rows * copies, 0.0, cols, fds=child.fds, exprs=child.exprs)
@@ -616,7 +617,7 @@ class CardinalityEstimator(PredicateSelectivity):
                 cols.append(None)
                 continue
             ndv = min(k.ndv, rows) if k.ndv is not None else None
-            cols.append(replace(k, ndv=ndv, histogram=None if fraction < 1 else k.histogram))
+            cols.append(evolve(k, ndv=ndv, histogram=None if fraction < 1 else k.histogram))
         for m in body.measures:
             cols.append(self.measure_column(m.measure, child, rows))
         if len(groupings) > 1:
@@ -883,8 +884,8 @@ class CardinalityEstimator(PredicateSelectivity):
             shared = cl.key_of | cr.key_of
             lo, hi = pick_bound(max, cl.min, cr.min), pick_bound(min, cl.max, cr.max)
             dom = max(cl.domain or 0.0, cr.domain or 0.0) or None
-            out_l[lk] = replace(cl, ndv=max(min(m, cl.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
-            out_r[rk] = replace(cr, ndv=max(min(m, cr.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
+            out_l[lk] = evolve(cl, ndv=max(min(m, cl.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
+            out_r[rk] = evolve(cr, ndv=max(min(m, cr.ndv or m), 1.0), key_of=shared, min=lo, max=hi, domain=dom)
             for c in (cl, cr):
                 if c.origin is not None:
                     fds.update((c.origin[0], k) for k in shared if k != c.origin[0])
@@ -984,7 +985,7 @@ class CardinalityEstimator(PredicateSelectivity):
                 return None
             target = type_kind(e.cast.type)
             keep_bounds = target not in TEXT_KINDS and inner.numeric
-            return replace(inner, origin=None, histogram=inner.histogram if keep_bounds else None,
+            return evolve(inner, origin=None, histogram=inner.histogram if keep_bounds else None,
                            min=inner.min if keep_bounds else None, max=inner.max if keep_bounds else None,
                            avg_len=None, integral=inner.integral and target in INTEGRAL_KINDS)
         from optimizer.expr_utils import referenced_fields

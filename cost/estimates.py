@@ -9,7 +9,7 @@ actual row count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from substrait.proto import Expression, Type
@@ -143,6 +143,22 @@ class RelEstimate:
     @property
     def bytes(self) -> float:
         return self.rows * self.width
+
+
+def evolve(estimate: Any, **changes: Any) -> Any:
+    """A copy of a :class:`ColumnEstimate` or :class:`RelEstimate` with ``changes``: what
+    ``dataclasses.replace`` gives (neither class has ``__post_init__`` or init-only fields), in a
+    fraction of its time (the estimator makes several per relation and per column)."""
+    unknown = changes.keys() - _FIELDS[type(estimate)]
+    if unknown:
+        raise TypeError(f"{type(estimate).__name__} has no field {sorted(unknown)[0]!r}")
+    new = object.__new__(type(estimate))
+    new.__dict__.update(estimate.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
+_FIELDS = {cls: frozenset(f.name for f in fields(cls)) for cls in (ColumnEstimate, RelEstimate)}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from substrait.proto import Expression
@@ -37,6 +36,7 @@ from cost.estimates import (
     as_number,
     cap_column,
     column_of,
+    evolve,
     literal_of,
     literal_value,
     scale_column,
@@ -84,7 +84,7 @@ class PredicateSelectivity:
         if est.rows >= 1:  # floor at one row: statistics may be stale, and 0 would zero everything above
             rows = max(rows, 1.0)
         cols = [cap_column(c, rows) for c in cols]
-        return replace(est, rows=rows, columns=cols, applied=applied, exprs=exprs)
+        return evolve(est, rows=rows, columns=cols, applied=applied, exprs=exprs)
 
     def selectivity(self, condition: Expression, est: RelEstimate) -> float:
         """The fraction of ``est``'s rows for which ``condition`` holds."""
@@ -222,7 +222,7 @@ class PredicateSelectivity:
                     lo = old.min
                 if hi is None:
                     hi = old.max
-                updates[i] = replace(old, ndv=ndv, min=lo, max=hi, null_fraction=0.0)
+                updates[i] = evolve(old, ndv=ndv, min=lo, max=hi, null_fraction=0.0)
             return 1.0 - miss, updates
         if name == "not" and len(args) == 1:
             s, _ = self._predicate(args[0], cols, rows)
@@ -255,9 +255,9 @@ class PredicateSelectivity:
         if nf is None:
             nf = DEFAULT_NULL_SEL
         if is_null:
-            updates = {i: replace(col, ndv=0.0, null_fraction=1.0, min=None, max=None, histogram=None)} if col else {}
+            updates = {i: evolve(col, ndv=0.0, null_fraction=1.0, min=None, max=None, histogram=None)} if col else {}
             return nf, updates
-        updates = {i: replace(col, null_fraction=0.0)} if col else {}
+        updates = {i: evolve(col, null_fraction=0.0)} if col else {}
         return 1.0 - nf, updates
 
     def _in_list(self, sol, cols) -> tuple[float, dict[int, ColumnEstimate]]:
@@ -280,7 +280,7 @@ class PredicateSelectivity:
             total += s
         nonnull = 1.0 - (col.null_fraction or 0.0)
         sel = min(total, 1.0) * nonnull
-        update = replace(col, ndv=min(col.ndv, float(len(inside))) if col.ndv is not None else float(len(inside)),
+        update = evolve(col, ndv=min(col.ndv, float(len(inside))) if col.ndv is not None else float(len(inside)),
                          null_fraction=0.0, histogram=None)
         if inside and len({type(v) for v in inside}) == 1:
             update.min, update.max = min(inside), max(inside)
@@ -380,12 +380,12 @@ class PredicateSelectivity:
         nonnull = 1.0 - (col.null_fraction or 0.0)
         if name in ("equal", "is_not_distinct_from"):
             f = self._eq_fraction(col, v)
-            upd = replace(col, ndv=1.0 if f > 0 else 0.0, min=v, max=v, null_fraction=0.0, histogram=None)
+            upd = evolve(col, ndv=1.0 if f > 0 else 0.0, min=v, max=v, null_fraction=0.0, histogram=None)
             return f * nonnull, {i: upd}
         if name in ("not_equal", "is_distinct_from"):
             f = self._eq_fraction(col, v)
             ndv = max(col.ndv - 1.0, 1.0) if col.ndv is not None and f > 0 else col.ndv
-            return (1.0 - f) * nonnull, {i: replace(col, ndv=ndv, null_fraction=0.0)}
+            return (1.0 - f) * nonnull, {i: evolve(col, ndv=ndv, null_fraction=0.0)}
         lo, hi, lo_incl, hi_incl = None, None, True, True
         if name == "lt":
             hi, hi_incl = v, False
@@ -414,19 +414,19 @@ class PredicateSelectivity:
         nonnull = 1.0 - (col.null_fraction or 0.0)
         value = lo if lo is not None else hi
         if col.min is None or col.max is None or value is None:
-            return default * nonnull, {i: replace(col, null_fraction=0.0)}
+            return default * nonnull, {i: evolve(col, null_fraction=0.0)}
         numeric = col.numeric and isinstance(value, float) and (lo is None or isinstance(lo, float)) \
             and (hi is None or isinstance(hi, float))
         text = isinstance(col.min, str) and isinstance(col.max, str) and isinstance(value, str) \
             and (lo is None or isinstance(lo, str)) and (hi is None or isinstance(hi, str))
         if not numeric and not text:
-            return default * nonnull, {i: replace(col, null_fraction=0.0)}
+            return default * nonnull, {i: evolve(col, null_fraction=0.0)}
         a, b = _domain(col)
         qlo, qhi = _interval(as_number(lo) if lo is not None else None, lo_incl,
                              as_number(hi) if hi is not None else None, hi_incl, col.integral and numeric)
         lo2, hi2 = max(a, qlo), min(b, qhi)
         if hi2 <= lo2:
-            return 0.0, {i: replace(col, ndv=0.0, null_fraction=0.0)}
+            return 0.0, {i: evolve(col, ndv=0.0, null_fraction=0.0)}
         if col.histogram is not None and numeric:
             total = _histogram_mass(col.histogram, a, b, col.integral)
             if total > 0:
@@ -457,7 +457,7 @@ class PredicateSelectivity:
             ndv = max(min(ndv, ndv * fraction + 1.0), 1.0) if fraction > 0 else 0.0
             if col.integral and numeric:
                 ndv = min(ndv, new_max - new_min + 1.0)
-        upd = replace(col, min=new_min, max=new_max, ndv=ndv, null_fraction=0.0)
+        upd = evolve(col, min=new_min, max=new_max, ndv=ndv, null_fraction=0.0)
         return fraction * nonnull, {i: upd}
 
     def _column_vs_column(self, name: str, ia: int, ib: int, cols) -> tuple[float, dict[int, ColumnEstimate]]:
@@ -501,7 +501,7 @@ class PredicateSelectivity:
         if "%" not in pattern and "_" not in pattern:
             if col is not None:
                 f = self._eq_fraction(col, pattern)
-                return f * nonnull, {i: replace(col, ndv=1.0, min=pattern, max=pattern, null_fraction=0.0)}
+                return f * nonnull, {i: evolve(col, ndv=1.0, min=pattern, max=pattern, null_fraction=0.0)}
             return DEFAULT_EQ_SEL, {}
         fragments = [f for f in pattern.replace("_", "%").split("%") if f]
         sel = 1.0
@@ -516,7 +516,7 @@ class PredicateSelectivity:
             sel = min(sel, sel / like_fragment_selectivity(fragments[0]) / (hi - lo + 1))
         if col is not None and col.ndv:
             sel = max(sel, 1.0 / max(col.ndv, 1.0))
-        return sel * nonnull, ({i: replace(col, null_fraction=0.0)} if col is not None else {})
+        return sel * nonnull, ({i: evolve(col, null_fraction=0.0)} if col is not None else {})
 
 
 def matched_fraction(s: float, m: float) -> float:
@@ -547,7 +547,7 @@ def keep_key_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
     old = before[i] if 0 <= i < len(before) else None
     if col is None or old is None or old.ndv is None:
         return
-    cols[i] = replace(col, ndv=max(min(old.ndv * fraction, rows), 1.0 if rows >= 1 else 0.0))
+    cols[i] = evolve(col, ndv=max(min(old.ndv * fraction, rows), 1.0 if rows >= 1 else 0.0))
     select_values(cols, i, fraction, before)
 
 
@@ -564,7 +564,7 @@ def select_values(cols: list[ColumnEstimate | None], i: int, fraction: float,
             continue
         b = before[j] if before is not None and j < len(before) and before[j] is not None else c
         base = b.ndv if b.ndv is not None else c.ndv
-        cols[j] = replace(c, ndv=max(min(c.ndv, base * fraction), 1.0 if c.ndv >= 1 else 0.0))
+        cols[j] = evolve(c, ndv=max(min(c.ndv, base * fraction), 1.0 if c.ndv >= 1 else 0.0))
 
 
 def nulls_after_match(col: ColumnEstimate | None, matched: float, rows: float) -> ColumnEstimate | None:
@@ -574,7 +574,7 @@ def nulls_after_match(col: ColumnEstimate | None, matched: float, rows: float) -
     nf_in = col.null_fraction or 0.0
     non_null = matched * (1.0 - nf_in)
     nf = 1.0 - non_null / rows if rows > 0 else 0.0
-    return replace(col, null_fraction=min(max(nf, 0.0), 1.0), key_of=frozenset())
+    return evolve(col, null_fraction=min(max(nf, 0.0), 1.0), key_of=frozenset())
 
 
 def _value_set(values: list[Any]) -> ColumnEstimate:

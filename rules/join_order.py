@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
-from cost.estimates import RelEstimate
+from cost.estimates import RelEstimate, evolve
 from cost.model import saturate_cost
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Rule, RuleContext
@@ -324,7 +324,7 @@ class JoinGraph:
             self._keep(1 << i, est)
 
     def _keep(self, mask: int, est: RelEstimate) -> None:
-        est = replace(est, rows=max(1.0, saturate_cost(est.rows)))
+        est = evolve(est, rows=max(1.0, saturate_cost(est.rows)))
         self.est[mask] = est
         self.card[mask] = est.rows
 
@@ -423,7 +423,7 @@ class JoinGraph:
         est = self.estimator.join("INNER", left, right, keys, residual)
         canonical = [position[g] for g in self._columns(both)]
         columns = [est.columns[j] if j < len(est.columns) else None for j in canonical]
-        self._keep(both, replace(est, columns=columns, width=left.width + right.width))
+        self._keep(both, evolve(est, columns=columns, width=left.width + right.width))
         return self.card[both]
 
     def join_cost(self, s1: int, s2: int) -> float:
