@@ -167,13 +167,16 @@ class CardinalityEstimator(PredicateSelectivity):
 
     # -- public ---------------------------------------------------------------------------------------
 
+    #: What is kept per relation and forgotten when something below it changes.
+    _PER_NODE = ("_memo", "distributions", "_filtering", "_tables", "_marginals", "_schemas")
+
     def fork(self, g: nx.DiGraph) -> CardinalityEstimator:
         """An estimator for ``g``, a copy of this one's DAG as it is now (:func:`optimizer.dag.copy_dag`:
         the same node ids and relation messages), that starts with the estimates known so far: each
         depends only on the subtree below, the same in the copy. Entries of relations the copy lacks
         (a rewrite's discarded candidates) are left behind: the copy may give their ids to new relations."""
         out = CardinalityEstimator(g, self.statistics, self.functions)
-        for name in ("_memo", "distributions", "_filtering", "_tables", "_marginals", "_schemas", "_refs"):
+        for name in (*self._PER_NODE, "_refs"):
             setattr(out, name, {n: v for n, v in getattr(self, name).items() if n in g})
         if self._needed is not None:
             out._needed = {n: set(cols) for n, cols in self._needed.items() if n in g}
@@ -189,7 +192,7 @@ class CardinalityEstimator(PredicateSelectivity):
         another), those of the relations that read it: an estimate depends only on the relation's
         inputs, so the others hold, ``changed``'s own too (a new relation's was made for its inputs as
         they are; if it is now read for other columns, :meth:`_renew_needs` forgets it)."""
-        per_node = (self._memo, self.distributions, self._filtering, self._tables, self._marginals, self._schemas)
+        per_node = [getattr(self, name) for name in self._PER_NODE]
         if changed is None or changed not in self.g:
             for cache in per_node:
                 cache.clear()

@@ -109,12 +109,8 @@ class ColumnEstimate:
         return isinstance(self.min, float | int) and isinstance(self.max, float | int)
 
     def with_ndv(self, ndv: float | None) -> ColumnEstimate:
-        """A copy with another ``ndv``: ``dataclasses.replace(self, ndv=ndv)``, in a tenth of its time
-        (the estimator makes one per column per join and filter)."""
-        new = object.__new__(ColumnEstimate)
-        new.__dict__.update(self.__dict__)
-        new.ndv = ndv
-        return new
+        """A copy with another ``ndv`` (:func:`evolve`)."""
+        return evolve(self, ndv=ndv)
 
 
 @dataclass

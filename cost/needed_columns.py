@@ -42,7 +42,7 @@ def needed_columns(g: nx.DiGraph, cache: RefCache | None = None,
     """``{node: output columns read above}`` for every node reachable from a root (a candidate is added
     with :func:`add_candidate`). ``cache`` keeps each relation's own column references between calls;
     ``readers``, if given, is filled with each node's readers, for :func:`update_needed`."""
-    width = _widths(g)
+    width = _Widths(g)
     needed: dict[int, set[int]] = {}
     for root in g.graph.get("roots", []):
         n = root["node"]
@@ -78,6 +78,17 @@ def update_needed(g: nx.DiGraph, needed: dict[int, set[int]], readers: dict[int,
     touched = set(new)
     width = _Widths(g)
     roots = {root["node"] for root in g.graph.get("roots", [])}
+    # What each reader needs of each of its inputs, computed once per reader (readers come first, so
+    # a reader's needs are final when its inputs are reached).
+    given: dict[int, list[tuple[int, set[int]]]] = {}
+
+    def needs_given(p: int) -> list[tuple[int, set[int]]]:
+        if p not in given:
+            children = inputs(g, p)
+            given[p] = ([] if any(width[c] is None for c in children) else
+                        list(zip(children, _input_needs(g, p, needed[p], children, width, cache), strict=True)))
+        return given[p]
+
     for n in _readers_first(g, start):
         if n not in start and not any(p in touched for p in g.predecessors(n)):
             continue
@@ -85,10 +96,7 @@ def update_needed(g: nx.DiGraph, needed: dict[int, set[int]], readers: dict[int,
         for p in g.predecessors(n):
             if p not in needed:
                 continue
-            children = inputs(g, p)
-            if any(width[c] is None for c in children):
-                continue
-            for child, need in zip(children, _input_needs(g, p, needed[p], children, width, cache), strict=True):
+            for child, need in needs_given(p):
                 if child == n:
                     cols = set(need) if cols is None else cols | need
         old = needed.get(n)
@@ -139,24 +147,17 @@ def add_candidate(g: nx.DiGraph, needed: dict[int, set[int]], candidate: int, re
     _propagate(g, needed, _Widths(g), order, cache, only=set(order))
 
 
-def _widths(g: nx.DiGraph) -> dict[int, int | None]:
-    return {n: _width(g, n) for n in g}
-
-
-def _width(g: nx.DiGraph, n: int) -> int | None:
-    schema = g.nodes[n].get("schema")
-    return len(schema.types) if schema is not None else None
-
-
 class _Widths(dict):
-    """:func:`_widths`, each computed when first looked up."""
+    """``{node: number of output columns}`` (None where its schema is unknown), each looked up when
+    first asked for."""
 
     def __init__(self, g: nx.DiGraph) -> None:
         super().__init__()
         self.g = g
 
     def __missing__(self, n: int) -> int | None:
-        value = self[n] = _width(self.g, n)
+        schema = self.g.nodes[n].get("schema")
+        value = self[n] = len(schema.types) if schema is not None else None
         return value
 
 
