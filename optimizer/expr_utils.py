@@ -142,6 +142,9 @@ class _ColumnFacts(NamedTuple):
     escapes: bool  # an outer reference steps out further than the subqueries it sits in
     subquery: bool  # holds a subquery
     calls: frozenset[int]  # anchors of the scalar functions it calls (inside a subquery too)
+    #: per plain reference to an input column: the path to it (field name, index in a repeated field
+    #: or -1) and the column, for :func:`remap_fields`
+    own_paths: tuple[tuple[tuple[tuple[str, int], ...], int], ...]
 
 
 #: Column facts by message content (type name, serialized bytes): rules and the estimator ask the
@@ -159,10 +162,11 @@ def _column_facts(e: Message) -> _ColumnFacts:
         return found
     own: set[int] = set()
     calls: set[int] = set()
+    paths: list[tuple[tuple[tuple[str, int], ...], int]] = []
     unresolvable = outer = escapes = subquery = False
-    stack = [(e, 0)]
+    stack: list[tuple[Message, int, tuple[tuple[str, int], ...]]] = [(e, 0, ())]
     while stack:
-        m, depth = stack.pop()
+        m, depth, path = stack.pop()
         name = m.DESCRIPTOR.full_name
         if name == _SCALAR_FUNCTION:
             calls.add(m.function_reference)
@@ -173,14 +177,20 @@ def _column_facts(e: Message) -> _ColumnFacts:
                     unresolvable = True
                 else:
                     own.add(i)
+                    paths.append((path, i))
             if m.WhichOneof("root_type") == "outer_reference":
                 outer = True
                 escapes = escapes or m.outer_reference.steps_out > depth
         elif name == _SUBQUERY:
             subquery = True
             depth += 1
-        stack.extend((child, depth) for child in _children(m))
-    facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes, subquery, frozenset(calls))
+        for f, value in m.ListFields():
+            kind = _field_kind(f)
+            if kind == 1:
+                stack.append((value, depth, (*path, (f.name, -1))))
+            elif kind == 2:
+                stack.extend((item, depth, (*path, (f.name, k))) for k, item in enumerate(value))
+    facts = _ColumnFacts(frozenset(own), unresolvable, outer, escapes, subquery, frozenset(calls), tuple(paths))
     if len(data) <= _FACTS_KEY_BYTES:
         if len(_FACTS) >= _FACTS_LIMIT:
             _FACTS.clear()
@@ -247,7 +257,7 @@ def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
     out = type(e)()
     out.CopyFrom(e)
     get = mapping if callable(mapping) else mapping.__getitem__
-    for path, i in _own_ref_paths(e):
+    for path, i in _column_facts(e).own_paths:
         ref = out
         for name, k in path:
             ref = getattr(ref, name)
@@ -255,42 +265,6 @@ def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
                 ref = ref[k]
         ref.direct_reference.struct_field.field = get(i)
     return out
-
-
-#: Where the input columns of a message are read, by message content (as :data:`_FACTS`): per plain
-#: column reference of its own input, the path to it (field name, and index in a repeated field or
-#: -1) and the column. Rules and the estimator remap the same predicates again and again.
-_REF_PATHS: dict[tuple[str, bytes], tuple[tuple[tuple[tuple[str, int], ...], int], ...]] = {}
-
-
-def _own_ref_paths(e: Message) -> tuple[tuple[tuple[tuple[str, int], ...], int], ...]:
-    data = e.SerializeToString()
-    key = (e.DESCRIPTOR.full_name, data)
-    found = _REF_PATHS.get(key) if len(data) <= _FACTS_KEY_BYTES else None
-    if found is not None:
-        return found
-    paths: list[tuple[tuple[tuple[str, int], ...], int]] = []
-    stack: list[tuple[Message, int, tuple[tuple[str, int], ...]]] = [(e, 0, ())]
-    while stack:
-        m, depth, path = stack.pop()
-        name = m.DESCRIPTOR.full_name
-        if name == _FIELD_REF and _is_ours(m, depth):
-            i = reference_field(m)
-            if i is not None:
-                paths.append((path, i))
-        inner = depth + 1 if name == _SUBQUERY else depth
-        for f, value in m.ListFields():
-            kind = _field_kind(f)
-            if kind == 1:
-                stack.append((value, inner, (*path, (f.name, -1))))
-            elif kind == 2:
-                stack.extend((item, inner, (*path, (f.name, k))) for k, item in enumerate(value))
-    result = tuple(paths)
-    if len(data) <= _FACTS_KEY_BYTES:
-        if len(_REF_PATHS) >= _FACTS_LIMIT:
-            _REF_PATHS.clear()
-        _REF_PATHS[key] = result
-    return result
 
 
 def shift_fields(e: Message, offset: int, start: int = 0):
