@@ -174,7 +174,7 @@ class CardinalityEstimator(PredicateSelectivity):
         """An estimator for ``g``, a copy of this one's DAG as it is now (:func:`optimizer.dag.copy_dag`:
         the same node ids and relation messages), that starts with the estimates known so far: each
         depends only on the subtree below, the same in the copy. Entries of relations the copy lacks
-        (a rewrite's discarded candidates) are left behind: the copy may give their ids to new relations."""
+        (a rewrite's discarded candidates) are left behind: nothing will ask for them."""
         out = CardinalityEstimator(g, self.statistics, self.functions)
         for name in (*self._PER_NODE, "_refs"):
             setattr(out, name, {n: v for n, v in getattr(self, name).items() if n in g})
