@@ -198,6 +198,8 @@ class CostModel:
         the relation a new estimate (the estimator forgets those of the readers of what changed)."""
         data = g.nodes[node]
         rel = data["rel"]
+        kind = data["kind"]
+        bindable = bindable and kind in ("join", "lateral_join")  # the only relations it prices otherwise
         out = estimator.estimate(node)
         ins = [estimator.estimate(c) for c in inputs(g, node)]
         memo = self._memo.get(estimator)
@@ -207,9 +209,8 @@ class CostModel:
         if (seen is not None and seen[0] is rel and seen[1] is out
                 and len(seen[2]) == len(ins) and all(a is b for a, b in zip(seen[2], ins, strict=True))):
             return seen[3]
-        kind = data["kind"]
         body = getattr(rel, kind)
-        if bindable and kind in ("join", "lateral_join"):
+        if bindable:
             cost = self._cost_join(g, node, body, out, ins, estimator, bindable=True)
         else:
             handler = getattr(self, f"_cost_{kind}", None)

@@ -21,6 +21,7 @@ import pytest
 from test_backend_acceptance import CORPUS, _data_set
 
 from optimizer.driver import COST_TOLERANCE, Optimizer, estimated_cost
+from optimizer.engine import OptimizerConfig
 from optimizer.errors import OptimizerError
 from optimizer.plan_io import load_plan
 from workloads.producers import DUCKDB_TPCH_PRODUCIBLE, ProducerError, duckdb_plan
@@ -97,3 +98,64 @@ def test_tpcds_plans_of_datafusion(capsys):
         print(f"\nnever costlier, TPC-DS: {checked} plans, {len(costlier)} costlier, {seconds:.1f} s")
     assert checked == 99
     assert costlier == []
+
+
+# -- join_order is judged with the joins the physical phase can bind ---------------------------------
+
+
+def _project_under_joins(g, node, ctx):
+    """A join_order-phase rewrite that costs more however the joins run: a pass-through ``ProjectRel``
+    (no expressions) over a ``JoinRel``'s right input, once per plan."""
+    from substrait.proto import Rel
+
+    from optimizer.dag import inputs
+    from optimizer.engine import NewRel
+
+    if g.graph.get("projected"):
+        return None
+    g.graph["projected"] = True
+    left, right = inputs(g, node)
+    passing = Rel()
+    passing.project.SetInParent()
+    joined = Rel()
+    joined.CopyFrom(g.nodes[node]["rel"])
+    return NewRel(joined, [left, NewRel(passing, [right])])
+
+
+def test_a_join_order_costlier_with_its_joins_bound_is_undone():
+    from optimizer.engine import Rule
+    from optimizer.explain import explain_plan
+    from optimizer.load.builder import INNER, Builder, join, read, ref
+    from rules import RULES
+
+    b = Builder()
+    orders = read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64")], rows=1.5e6)
+    customer = read("customer", [("c_custkey", "i64"), ("c_name", "string")], rows=1.5e5)
+    plan = b.plan(join(orders, customer, INNER, b.call("equal", ref(1), ref(2))), ["k", "c", "ck", "n"])
+    worse = Rule("project_under_joins", "join_order", frozenset({"join"}), _project_under_joins)
+    physical = [r for r in RULES if r.phase != "join_order"]
+    result = Optimizer(rules=[*physical, worse]).run(plan)
+    (report,) = [p for p in result.phases if p.phase == "join_order"]
+    assert [e.rule for e in report.events] == ["project_under_joins"]
+    assert report.undone is not None and "with its joins bound" in report.undone
+    assert "project_under_joins" not in [e.rule for e in result.events]
+    # the physical phase ran on the plan join_order found
+    assert explain_plan(result.plan) == explain_plan(Optimizer(rules=physical).run(plan).plan)
+
+
+def test_tpcds_q97_keeps_its_written_join_order():
+    """DataFusion's TPC-DS Q97 (SF 0.01): join_order's order is cheaper by Spark's own choices but, with
+    the joins bound, costlier than the written one; the driver keeps the written order and the plan is
+    the one the other phases make of it."""
+    from optimizer.explain import explain_plan
+    from workloads.tpcds import datafusion_tpcds_plans, generate_tpcds, tpcds_table_paths
+
+    data_dir = Path(generate_tpcds(0.01))
+    plan = load_plan(datafusion_tpcds_plans(data_dir, (97,))[97])
+    statistics = _statistics(tpcds_table_paths(data_dir))
+    result = Optimizer(statistics=statistics).run(plan)
+    (report,) = [p for p in result.phases if p.phase == "join_order"]
+    assert report.events and report.undone is not None and "with its joins bound" in report.undone
+    without = Optimizer(statistics=statistics, config=OptimizerConfig(disabled_rules=frozenset({"join_order"})))
+    assert explain_plan(result.plan) == explain_plan(without.run(plan).plan)
+    assert estimated_cost(result.plan, statistics=statistics) <= estimated_cost(plan, statistics=statistics)
