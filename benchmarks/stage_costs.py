@@ -7,7 +7,10 @@ bytes moved are nothing and the slope of the median time over the count is the o
 * ``broadcast``: inner joins with another read of ``store`` under a ``BROADCAST`` hint, one broadcast
   job each;
 * ``merge``: the same joins under ``MERGE``: a sort-merge join shuffles the new side (the first one
-  shuffles both; adaptive execution may still change the join, as it would in a query).
+  shuffles both; adaptive execution may still change the join, as it would in a query);
+* ``nested``: the broadcast joins, each inside the broadcast side of the one before: a broadcast's job
+  reads the result of the broadcast below it, so the jobs run one after another, where the
+  ``broadcast`` series' jobs are independent of each other.
 
 The runs are interleaved (each round runs every query once), after a warm-up round. The report gives the
 medians and each series' slope in ms per added operation, against ``CostConstants.shuffle_stage`` and
@@ -35,8 +38,13 @@ _DISTINCT_COLUMNS = ("s_store_sk", "s_store_sk, s_store_id", "s_store_sk, s_stor
 
 def queries() -> dict[str, list[str]]:
     """Per series, its queries with 1, 2 and 3 of the operation."""
-    series: dict[str, list[str]] = {"distinct": [], "broadcast": [], "merge": []}
+    series: dict[str, list[str]] = {"distinct": [], "broadcast": [], "merge": [], "nested": []}
     for n in (1, 2, 3):
+        side = "(SELECT * FROM store)"
+        for i in range(n - 1, 0, -1):
+            side = (f"(SELECT /*+ BROADCAST(b{i}) */ a{i}.* FROM store a{i} JOIN {side} b{i}"
+                    f" ON a{i}.s_store_sk = b{i}.s_store_sk)")
+        series["nested"].append(f"SELECT /*+ BROADCAST(b0) */ count(*) FROM store s JOIN {side} b0 ON s.s_store_sk = b0.s_store_sk")
         inner = "store"
         for columns in reversed(_DISTINCT_COLUMNS[:n]):
             inner = f"(SELECT DISTINCT {columns} FROM {inner})"
