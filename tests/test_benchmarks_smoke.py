@@ -59,9 +59,29 @@ def test_stage_costs_benchmark_runs(spark, tmp_path):
     from benchmarks import stage_costs
 
     report = stage_costs.main(["--scale", "0.01", "--reps", "1", "--out", str(tmp_path)], spark=spark)
-    assert set(report["series"]) == {"distinct", "broadcast", "merge"}
+    assert set(report["series"]) == {"distinct", "broadcast", "merge", "nested"}
     assert all(len(s["median_ms"]) == 3 and all(m > 0 for m in s["median_ms"]) for s in report["series"].values())
     assert "shuffle_stage" in (tmp_path / "stage_costs.md").read_text()
+
+    def broadcasts_within_broadcasts(query: str) -> tuple[int, int]:
+        """Spark's physical plan of ``query``: its broadcast exchanges, and how many of them are in the
+        subtree of another (a line indented deeper, before the tree comes back to that one's depth)."""
+        text = spark.sql(f"EXPLAIN {query}").collect()[0][0]
+        lines = [line for line in text.split("== Physical Plan ==")[-1].splitlines() if line.strip()]
+        depth = [len(line) - len(line.lstrip(" :+-")) for line in lines]
+        exchanges = [i for i, line in enumerate(lines) if "BroadcastExchange" in line]
+        inside = 0
+        for i in exchanges:
+            for j in range(i + 1, len(lines)):
+                if depth[j] <= depth[i]:
+                    break
+                if "BroadcastExchange" in lines[j]:
+                    inside += 1
+        return len(exchanges), inside
+
+    # three broadcasts each: side by side in the broadcast series, each inside the one before in nested
+    assert broadcasts_within_broadcasts(report["series"]["broadcast"]["queries"][2]) == (3, 0)
+    assert broadcasts_within_broadcasts(report["series"]["nested"]["queries"][2]) == (3, 3)
 
 
 @pytest.mark.spark
