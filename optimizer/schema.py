@@ -821,6 +821,11 @@ _NEVER_NULL_BOOLEAN = frozenset("is_null is_not_null is_true is_false is_not_tru
 _COUNT_FUNCTIONS = frozenset(
     "count count_star approx_count_distinct row_number rank dense_rank ntile".split()
 )
+# Statistics computed in double precision whatever their argument (DataFusion writes ``stddev``,
+# ``var_samp`` and the like without an output type; its Consumer reads them as Float64).
+_DOUBLE_FUNCTIONS = frozenset(
+    "std_dev stddev stddev_samp stddev_pop variance var var_samp var_pop corr".split()
+)
 
 
 def _output_type(fn, ctx: _Ctx, path: str, what: str, schema: Schema | None = None) -> Type:
@@ -847,6 +852,8 @@ def _output_type(fn, ctx: _Ctx, path: str, what: str, schema: Schema | None = No
         return derived
     if info.name in _COUNT_FUNCTIONS:
         return make_type("i64")
+    if info.name in _DOUBLE_FUNCTIONS:
+        return make_type("fp64", True)  # null over no rows (one row, for a sample statistic)
     if info.name in _BOOLEAN_FUNCTIONS:
         args = [t for t in signature if not isinstance(t, str)]
         nullable = info.name not in _NEVER_NULL_BOOLEAN and any(not _known(t) or is_nullable(t) for t in args)
