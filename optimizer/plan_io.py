@@ -6,6 +6,7 @@ Older encodings are upgraded losslessly on the way in (see :mod:`optimizer.load.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
-from substrait.proto import Plan
+from substrait.proto import Plan, Rel
 
 from optimizer.errors import ExecutionError, PlanError
 from optimizer.load.protobuf_depth import (  # noqa: F401 - MAX_PLAN_DEPTH, deep_messages: the API documents them here
@@ -182,6 +184,31 @@ def parse_binary(data: bytes, name: str = "<input>") -> Plan:
     return plan
 
 
+_REL = Rel.DESCRIPTOR
+
+
+@functools.cache
+def _rel_holders(descriptor: Descriptor) -> frozenset[FieldDescriptor]:
+    """The fields of a message type whose values can hold a ``substrait.Rel`` (at any depth): the
+    walk for relations need not enter types, literals, names... which are most of a plan's messages."""
+    return frozenset(fd for fd in descriptor.fields if fd.message_type is not None and _may_hold_rel(fd.message_type))
+
+
+@functools.cache
+def _may_hold_rel(descriptor: Descriptor) -> bool:
+    seen: set[str] = set()
+    stack = [descriptor]
+    while stack:
+        d = stack.pop()
+        if d is _REL:
+            return True
+        if d.full_name in seen:
+            continue
+        seen.add(d.full_name)
+        stack.extend(fd.message_type for fd in d.fields if fd.message_type is not None)
+    return False
+
+
 def check_expanded_size(plan: Plan, name: str | None = None) -> int:
     """The number of relations of ``plan`` with its references expanded; a PlanError past
     :data:`MAX_EXPANDED_RELATIONS`. Counted without recursion and without expanding anything
@@ -195,12 +222,14 @@ def check_expanded_size(plan: Plan, name: str | None = None) -> int:
         stack = [start] if start is not None else []
         while stack:
             message = stack.pop()
-            if message.DESCRIPTOR.full_name == "substrait.Rel":
+            descriptor = message.DESCRIPTOR
+            if descriptor is _REL:
                 count += 1
                 if message.WhichOneof("rel_type") == "reference":
                     named.append(message.reference.subtree_ordinal)
+            holders = _rel_holders(descriptor)
             for fd, value in message.ListFields():
-                if fd.message_type is not None:
+                if fd in holders:
                     stack.extend(v for v in (value if fd.is_repeated else [value]) if hasattr(v, "DESCRIPTOR"))
         local.append(count)
         refs.append(named)
