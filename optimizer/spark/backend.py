@@ -103,6 +103,8 @@ from optimizer.expr_utils import (
     field,
     field_index,
     function_name,
+    has_subquery,
+    has_unresolvable_refs,
     has_window_function,
     join_type_name,
     referenced_fields,
@@ -597,10 +599,10 @@ class _PlanCompiler:
             # One select conforms the table, names its columns and, without filters, applies the
             # projection mask (each Frame costs Spark an analysis).
             keep = None
-            filtered = body.HasField("filter") or (
-                body.HasField("best_effort_filter") and not self.backend.ignore_best_effort_filter
-            )
-            if not filtered and body.HasField("projection") and body.projection.HasField("select"):
+            filters = [body.filter] if body.HasField("filter") else []
+            if body.HasField("best_effort_filter") and not self.backend.ignore_best_effort_filter:
+                filters.append(body.best_effort_filter)
+            if body.HasField("projection") and body.projection.HasField("select"):
                 fields = [item.field for item in body.projection.select.struct_items]
                 if (
                     not any(item.HasField("child") for item in body.projection.select.struct_items)
@@ -608,8 +610,17 @@ class _PlanCompiler:
                     and all(0 <= f < width for f in fields)
                 ):
                     keep = fields
+            if keep is not None and filters:
+                # The filters read a few more columns than the mask keeps: conform only those (a wide
+                # table's every column cast and named is most of compiling a read). Not when a filter
+                # holds a subquery, whose outer references are not among its own fields.
+                if any(has_subquery(f) or has_unresolvable_refs(f) for f in filters):
+                    keep = None
+                else:
+                    read = set().union(*(referenced_fields(f) for f in filters))
+                    keep = sorted(set(keep) | read) if all(0 <= f < width for f in read) else None
             df = self.backend.tables.named_table(body, self.ctx, bpath, names, keep)
-            if keep is not None:
+            if keep is not None and not filters:
                 return Relation(df, [names[f] for f in keep], [types[f] for f in keep] if types else None)
             return self._read_filters(Relation(df, names, types), body, bpath, outer)
         if which == "local_files":
