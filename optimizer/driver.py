@@ -202,8 +202,10 @@ class Optimizer:
             if report.events:
                 if phase in JUDGED_WITH_NEXT:
                     # Its joins are priced as the next phase can bind them, against the plan it found.
-                    if plan_cost(ctx, bindable=True) > plan_cost(kept, bindable=True) * (1 + COST_TOLERANCE):
-                        report.undone = "its plan was estimated costlier with its joins bound: its rewrites are undone"
+                    bound_after, bound_before = plan_cost(ctx, bindable=True), plan_cost(kept, bindable=True)
+                    if bound_after > bound_before * (1 + COST_TOLERANCE):
+                        report.undone = (f"its plan was estimated costlier with its joins bound ({bound_after:.4g} > "
+                                         f"{bound_before:.4g}): its rewrites are undone")
                         g, ctx = kept.g, kept
                     else:
                         judged_later = (kept, cost_before)
