@@ -48,10 +48,12 @@ from optimizer.load.builder import (
     Builder,
     N,
     emit,
+    exists,
     fref,
     ints,
     join,
     lit,
+    outer,
     project,
     read,
     ref,
@@ -201,6 +203,11 @@ def test_a_filtered_read_names_only_the_columns_its_filter_and_mask_read(spark):
     text, _ = lax.to_sql(plan)
     assert "`c`" not in text
     assert srt(rows(lax.execute(plan))) == srt([("y",), (None,)])
+    # A filter whose subquery reads a column of the read (c, from one level in) still finds it.
+    inner = Rel(filter=FilterRel(input=read("t", cols), condition=b.call(
+        "equal", b.call("multiply", ref(0), lit(10), out="i64"), outer(3))))
+    correlated = b.plan(read("t", cols, filter=exists(inner), projection=mask), ["b"])
+    assert srt(rows(backend.execute(correlated))) == srt([("x",), (None,)])
 
 
 def test_tables_directory_case_insensitive_cast_and_errors(spark, tmp_path):

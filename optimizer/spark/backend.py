@@ -596,8 +596,8 @@ class _PlanCompiler:
                 width = len(body.virtual_table.expressions[0].fields)
         names = [self.fresh() for _ in range(width)]
         if which == "named_table":
-            # One select conforms the table, names its columns and, without filters, applies the
-            # projection mask (each Frame costs Spark an analysis).
+            # One select conforms the table, names its columns and applies the projection mask, widened
+            # by the columns the filters read (each Frame costs Spark an analysis).
             keep = None
             filters = [body.filter] if body.HasField("filter") else []
             if body.HasField("best_effort_filter") and not self.backend.ignore_best_effort_filter:
