@@ -64,8 +64,9 @@ def test_stage_costs_benchmark_runs(spark, tmp_path):
     assert "shuffle_stage" in (tmp_path / "stage_costs.md").read_text()
 
     def broadcasts_within_broadcasts(query: str) -> tuple[int, int]:
-        """Spark's physical plan of ``query``: its broadcast exchanges, and how many of them are in the
-        subtree of another (a line indented deeper, before the tree comes back to that one's depth)."""
+        """Spark's physical plan of ``query``: its broadcast exchanges, and the pairs of them where one is
+        in the other's subtree (a line indented deeper, before the tree comes back to that one's depth):
+        3 for a chain of three."""
         text = spark.sql(f"EXPLAIN {query}").collect()[0][0]
         lines = [line for line in text.split("== Physical Plan ==")[-1].splitlines() if line.strip()]
         depth = [len(line) - len(line.lstrip(" :+-")) for line in lines]
@@ -79,7 +80,7 @@ def test_stage_costs_benchmark_runs(spark, tmp_path):
                     inside += 1
         return len(exchanges), inside
 
-    # three broadcasts each: side by side in the broadcast series, each inside the one before in nested
+    # three broadcasts each: side by side in the broadcast series (no pair), a chain in nested (3 pairs)
     assert broadcasts_within_broadcasts(report["series"]["broadcast"]["queries"][2]) == (3, 0)
     assert broadcasts_within_broadcasts(report["series"]["nested"]["queries"][2]) == (3, 3)
 
