@@ -14,6 +14,7 @@ from rules import (
     annotate_estimates,
     decorrelate_scalar_subquery,
     distinct_semi_join_to_inner,
+    eliminate_outer_joins,
     exists_to_semi_join,
     extract_join_conditions,
     filter_into_read,
@@ -40,6 +41,10 @@ RULES: list[Rule] = [
     decorrelate_scalar_subquery.RULE,
     # A filter over a comma join becomes the join's condition: joins get keys before anything is moved.
     extract_join_conditions.RULE,
+    # After extract_join_conditions: a comma join's condition over an outer join's column is a join
+    # condition now. Outer joins whose null rows a condition above rejects become inner joins, which
+    # join_order may move (Spark does the same to SQL: the plan is priced as Spark runs it).
+    eliminate_outer_joins.RULE,
     # logical
     # Filters go down to the reads and into the joins, so the join order sees the filtered sizes.
     push_filters.RULE,
