@@ -9,6 +9,8 @@
 * ``duckdb_oracle``: ``sql -> pyarrow.Table`` run by DuckDB on those tables (views ``lineitem``..., ``t``).
 * ``datafusion_tpch_plans`` / ``duckdb_tpch_plans``: ``{query number: plan bytes}`` produced live
   (22 DataFusion plans; DuckDB's usable 14, see ``workloads.producers.DUCKDB_TPCH_QUERIES``).
+* ``plan_answers``: the answers of plans run on Spark, memoised for the session (a plan the acceptance
+  tests ran is not run again to compare its optimized form with; ``tests/plan_answers.py``).
 * ``corpus_plans``: the consumer-testing corpus plans (``workloads.corpus.CorpusPlan``), without the
   substrait-java "validate" copies.
 """
@@ -99,6 +101,14 @@ def tpch_statistics(tpch_tables):
     from cost.statistics import default_statistics
 
     return default_statistics(tables={k: str(v) for k, v in tpch_tables.items()})
+
+
+@pytest.fixture(scope="session")
+def plan_answers():
+    """Answers of plans run on the session's Spark, each plan once (``tests/plan_answers.py``)."""
+    from plan_answers import PlanAnswers
+
+    return PlanAnswers()
 
 
 @pytest.fixture(scope="session")

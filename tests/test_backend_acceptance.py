@@ -21,8 +21,8 @@ checked against their definition rather than DuckDB's particular answer (:data:`
 
 Cost: the corpus plans are compiled and collected a few at a time from worker threads (Spark runs
 concurrent jobs; most of a tiny query's time is planning on the driver), every table is read once
-per data set (one ``DataFrame`` per parquet file, shared by all plans), and a plan run by part 1 is not
-run again by part 2. ``test_corpus_tally`` prints the tally and the time taken.
+per data set (one ``DataFrame`` per parquet file, shared by all plans), and a plan is run once in the
+session (:class:`plan_answers.PlanAnswers`): not again by part 2, nor by ``tests/test_optimized_plans.py``. ``test_corpus_tally`` prints the tally and the time taken.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from plan_answers import PlanAnswers
 from substrait.proto import Plan, Rel
 
 from optimizer.difftest.results import compare_tables
@@ -348,18 +349,17 @@ SPECIAL_CHECKS: dict[str, Callable[[pa.Table, str, object], str | None]] = {
 
 
 class Acceptance:
-    """One Spark backend per data set over DataFrames read once; plan results memoised by key."""
+    """One Spark backend per data set over DataFrames read once; plan results memoised for the session
+    (:class:`plan_answers.PlanAnswers`, shared with ``tests/test_optimized_plans.py``)."""
 
-    def __init__(self, spark, tpch_dir: Path, small_dir: Path, oracle) -> None:
+    def __init__(self, spark, tpch_dir: Path, small_dir: Path, oracle, answers: PlanAnswers) -> None:
         from optimizer.spark import SparkBackend
 
         self.spark = spark
         self.tpch_dir, self.small_dir = Path(tpch_dir), Path(small_dir)
         self._oracle = oracle
         self._duck = threading.Lock()
-        self._lock = threading.Lock()
-        self._key_locks: dict[str, threading.Lock] = {}
-        self._memo: dict[str, tuple[pa.Table | None, BaseException | None]] = {}
+        self.answers = answers
         self.backends = {
             "full": SparkBackend(spark, tables=self._frames(self.tpch_dir)),
             "small": SparkBackend(spark, tables=self._frames(self.small_dir)),
@@ -372,22 +372,9 @@ class Acceptance:
         with self._duck:  # one DuckDB connection: one query at a time (they take milliseconds)
             return self._oracle(sql)
 
-    def run(self, key: str, plan: Callable[[], Plan | bytes], data: str = "full") -> pa.Table:
-        """The plan's result on the ``data`` tables, memoised by ``key`` (a failure is raised again)."""
-        with self._lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
-            if key not in self._memo:
-                table, error = None, None
-                try:
-                    table = self.backends[data].execute(load_plan(plan()))
-                except Exception as exc:  # kept and raised to every caller
-                    error = exc
-                self._memo[key] = (table, error)
-        table, error = self._memo[key]
-        if error is not None:
-            raise error
-        return table
+    def run(self, plan: Callable[[], Plan | bytes], data: str = "full") -> pa.Table:
+        """The plan's result on the ``data`` tables, run once per session (a failure is raised again)."""
+        return self.answers.run(self.backends[data], data, load_plan(plan()))
 
     def cpu_seconds(self) -> tuple[float, float] | None:
         """CPU seconds used so far by this Python process and by Spark's JVM (None where unknown)."""
@@ -442,7 +429,7 @@ def evaluate(
     :data:`SPECIAL_CHECKS`; ``order()`` gives the output positions whose order is checked."""
     bug = PRODUCER_BUGS.get(key)
     try:
-        actual = acc.run(key, plan, data)
+        actual = acc.run(plan, data)
     except UnsupportedError as exc:
         if "\n" in str(exc):
             return Outcome("error", f"UnsupportedError message is not one line: {exc!r}")
@@ -534,8 +521,8 @@ def _duckdb_tpch_job(acc: Acceptance, q: int, plans: dict[int, bytes]) -> Outcom
 
 
 @pytest.fixture(scope="module")
-def acceptance(spark, tpch_dir, tpch_small_dir, duckdb_oracle):
-    return Acceptance(spark, tpch_dir, tpch_small_dir, duckdb_oracle)
+def acceptance(spark, tpch_dir, tpch_small_dir, duckdb_oracle, plan_answers):
+    return Acceptance(spark, tpch_dir, tpch_small_dir, duckdb_oracle, plan_answers)
 
 
 @pytest.fixture(scope="module")

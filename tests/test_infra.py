@@ -419,3 +419,49 @@ def test_missing_corpus_is_an_error_naming_the_folder(tmp_path):
 
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         corpus_plans(tmp_path)
+
+
+# ------------------------------------------------------------------------- the session's plan answers
+
+
+def test_plan_answers_run_a_plan_once_whatever_its_estimates():
+    """``tests/plan_answers.py``: a plan that differs from one already run only in its ``hint``s is not run
+    again; a plan with a best-effort filter runs once per backend mode; a failure is raised to each caller."""
+    from plan_answers import MemoBackend, PlanAnswers
+
+    from optimizer.load.builder import Builder, lit, read
+
+    class Counting:
+        def __init__(self, ignore: bool = False) -> None:
+            self.ignore_best_effort_filter, self.calls = ignore, 0
+
+        def execute(self, plan):
+            self.calls += 1
+            if plan.relations[0].root.names[0] == "boom":
+                raise ValueError("boom")
+            return plan.relations[0].root.names[0]
+
+    b, backend, answers = Builder(), Counting(), PlanAnswers()
+    with_hint = b.plan(read("t", [("a", "i64")], rows=5), ["a"])
+    without = b.plan(read("t", [("a", "i64")]), ["a"])
+    assert with_hint != without
+    assert answers.run(backend, "full", with_hint) == answers.run(backend, "full", without) == "a"
+    assert backend.calls == 1 and (answers.runs, answers.hits) == (1, 1)
+    answers.run(backend, "small", without)  # another data set: another query
+    assert backend.calls == 2
+
+    best_effort = read("t", [("a", "i64")])
+    best_effort.read.best_effort_filter.CopyFrom(lit(True, "bool"))
+    plan = b.plan(best_effort, ["a"])
+    ignoring = Counting(ignore=True)
+    MemoBackend(answers, backend, "full").execute(plan)
+    MemoBackend(answers, ignoring, "full").execute(plan)
+    assert (backend.calls, ignoring.calls) == (3, 1)
+    MemoBackend(answers, ignoring, "full").execute(without)  # no best-effort filter: the mode is moot
+    assert ignoring.calls == 1
+
+    failing = b.plan(read("t", [("a", "i64")]), ["boom"])
+    for _ in range(2):
+        with pytest.raises(ValueError, match="boom"):
+            answers.run(backend, "full", failing)
+    assert backend.calls == 4

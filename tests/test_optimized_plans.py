@@ -15,7 +15,9 @@ A plan the backend cannot run as given (the one-line UnsupportedError) is counte
 no answer to compare. A plan the specification rejects (the producer bugs of
 ``tests/test_backend_acceptance.py`` that are PlanErrors) is skipped the same way. The original and the
 optimized plan of a few plans at a time run from worker threads (most of a tiny query's time is
-planning on the driver).
+planning on the driver). Each plan runs once in the test session (``tests/plan_answers.py``): an original
+the acceptance tests ran is not run again, and an optimized plan that differs from its original only in
+the estimates it gained (``hint``, which the backend does not read) is the same query.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from plan_answers import MemoBackend, PlanAnswers
 from substrait.proto import Plan
 from test_backend_acceptance import CORPUS, PRODUCER_BUGS, _data_set
 
 from optimizer.difftest import compare
-from optimizer.difftest.harness import DIFFERENT, EQUAL, ERROR, SKIPPED
+from optimizer.difftest.harness import DIFFERENT, EQUAL, ERROR, SKIPPED, ignoring_best_effort
 from optimizer.driver import COST_TOLERANCE, estimated_cost
 from optimizer.errors import PlanError
 from optimizer.plan_io import dump_plan, load_plan
@@ -56,10 +59,11 @@ class Verdict:
 class OptimizedRuns:
     """One backend and one statistics stack per data set (the SF 0.01 tables, the SF 0.0001 ``_small`` ones)."""
 
-    def __init__(self, spark, tpch_dir: Path, small_dir: Path) -> None:
+    def __init__(self, spark, tpch_dir: Path, small_dir: Path, answers: PlanAnswers) -> None:
         from cost.statistics import default_statistics
         from optimizer.spark import SparkBackend
 
+        self.answers = answers
         self.backends, self.statistics = {}, {}
         for data, folder, with_spark in (("full", tpch_dir, True), ("small", small_dir, False)):
             paths = table_paths(folder)
@@ -74,7 +78,12 @@ class OptimizedRuns:
         start = time.perf_counter()
         try:
             original = plan()
-            result = compare(original, backend=self.backends[data], statistics=self.statistics[data])
+            # Through the session's answers: the original as the acceptance tests ran it, and an optimized
+            # plan that differs from it only in its estimates is not run again.
+            backend = self.backends[data]
+            result = compare(original, backend=MemoBackend(self.answers, backend, data),
+                             optimized_backend=MemoBackend(self.answers, ignoring_best_effort(backend), data),
+                             statistics=self.statistics[data])
         except Exception as exc:  # compare never raises; loading the plan may
             return Verdict("failed", f"{type(exc).__name__}: {exc}")
         rules = tuple(dict.fromkeys(result.rules_fired))
@@ -118,7 +127,7 @@ def _duckdb_plan(usable: dict[int, bytes], q: int, tpch_dir: Path) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def verdicts(request, spark, tpch_dir, tpch_small_dir) -> dict[str, Verdict]:
+def verdicts(request, spark, tpch_dir, tpch_small_dir, plan_answers) -> dict[str, Verdict]:
     """The verdict of every plan this module's selected tests need, computed on :data:`WORKERS` threads."""
     wanted: set[str] = set()
     for item in request.session.items:
@@ -129,7 +138,7 @@ def verdicts(request, spark, tpch_dir, tpch_small_dir) -> dict[str, Verdict]:
             wanted.add(callspec.params["key"])
         elif item.originalname == "test_tally":
             wanted.update(TPCH_KEYS + CORPUS_KEYS)
-    runs = OptimizedRuns(spark, tpch_dir, tpch_small_dir)
+    runs = OptimizedRuns(spark, tpch_dir, tpch_small_dir, plan_answers)
     jobs: dict[str, Callable[[], Verdict]] = {}
     datafusion = duckdb = None
     for key in sorted(wanted):
@@ -169,7 +178,7 @@ def test_optimized_corpus_plan_gives_the_original_answer(verdicts, key):
     _assert_verdict(key, verdicts[key])
 
 
-def test_tally(verdicts, capsys):
+def test_tally(verdicts, plan_answers, capsys):
     """Prints how many plans were compared and which rules fired; no plan may fail."""
     done = {k: v for k, v in verdicts.items() if not k.startswith("_")}
     tally = Counter(v.status for v in done.values())
@@ -177,7 +186,8 @@ def test_tally(verdicts, capsys):
     with capsys.disabled():
         print(f"\noptimized plans: {len(done)}: {tally['equal']} equal to the original, {tally['skipped']} skipped "
               f"(original unsupported or invalid), {tally['failed']} failed "
-              f"in {verdicts['_wall'].seconds:.1f}s on {WORKERS} threads")
+              f"in {verdicts['_wall'].seconds:.1f}s on {WORKERS} threads; the session's plans so far: "
+              f"{plan_answers.runs} run on Spark, {plan_answers.hits} answers reused")
         print("  rules fired (plans): " + ", ".join(f"{r} {n}" for r, n in fired.most_common()))
     failed = {k: v.message for k, v in done.items() if v.status == "failed"}
     assert not failed, failed

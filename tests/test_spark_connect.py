@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from plan_answers import PlanAnswers
 from test_backend_acceptance import Acceptance, _assert_outcome, evaluate
 
 from optimizer.difftest.results import compare_tables
@@ -27,7 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def connect_acceptance(connect_spark, tpch_dir, tpch_small_dir, duckdb_oracle):
-    return Acceptance(connect_spark, tpch_dir, tpch_small_dir, duckdb_oracle)
+    # answers of its own: every plan runs on the Connect session, none is taken from the classic one's
+    return Acceptance(connect_spark, tpch_dir, tpch_small_dir, duckdb_oracle, PlanAnswers())
 
 
 def test_the_session_is_a_connect_client(connect_spark, tpch_dir):
