@@ -111,7 +111,9 @@ def test_fresh_venv_without_extras_runs_every_command(tmp_path, tpch_small_dir):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     bindir = venv / "bin"
-    install = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", str(source)],
+    # --no-compile: the commands below compile what they import; byte-compiling all of pyspark up front
+    # is most of an install's time and checks nothing here.
+    install = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", "--no-compile", str(source)],
                              capture_output=True, text=True)
     assert install.returncode == 0, install.stderr[-2000:]
     plan = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q06-duckdb_plan.json"
