@@ -8,8 +8,7 @@ as a multiset (floats to 1e-9, decimals within one unit of their last place).
 
 DuckDB writes ROLLUP as one grouping set (the full one, see docs/semantics.md): its plans of the ROLLUP
 queries mean another query, so they are not run. Everything runs once per session in a module
-fixture (three plans at a time: Spark's JVM waits between the stages of a small query); the tests then
-read the verdicts. With ``SUBSTRAIT_OPT_TPCDS_REPORT=<dir>`` the fixture also writes the results table (``tpcds.md``/``tpcds.json``) there, as ``benchmarks/tpcds.py`` does.
+fixture (two plans at a time); the tests then read the verdicts. With ``SUBSTRAIT_OPT_TPCDS_REPORT=<dir>`` the fixture also writes the results table (``tpcds.md``/``tpcds.json``) there, as ``benchmarks/tpcds.py`` does.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def tpcds_results(spark):
     start = time.perf_counter()
     # The plans the tests skip are not run, unless the report (which shows every plan) is asked for.
     skip = None if report else {"duckdb": _duckdb_not_compared()}
-    results = run_tpcds(spark, generate_tpcds(0.01), QUERIES, skip=skip, workers=3)
+    results = run_tpcds(spark, generate_tpcds(0.01), QUERIES, skip=skip)
     seconds = time.perf_counter() - start
     print(f"\nTPC-DS SF 0.01, {len(QUERIES)} queries x {len(PRODUCERS)} producers: {seconds:.0f} s")
     if report:  # the same table benchmarks/tpcds.py writes, from this run
