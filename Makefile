@@ -29,9 +29,12 @@ $(STAMP): pyproject.toml
 
 install: java $(STAMP)
 
+# Two worker processes (pytest-xdist), each with its one SparkSession; a test file runs whole on one worker,
+# so its module fixtures (TPC-DS's plans, a Spark server) run once. Spark's JVM waits between the stages of
+# a small query: on 2 cores the two overlap.
 test: install
 	$(VENV)/bin/ruff check optimizer rules cost workloads tests benchmarks
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile
 
 # Every Spark test of the suite on a Spark Connect session (a server the tests start on 127.0.0.1).
 test-connect: install
