@@ -232,12 +232,40 @@ def test_projections_that_rename_merge_into_one_select_and_nothing_else_does():
     assert twice.count("`a` + 1") == 1
     window = S.sum(a).over(Window.partitionBy(b))
     assert " WHERE `x` > 1" in sql(t.select(window.alias("x")).filter(x > 1))
+    # A column renamed beside a window function is a new column to Spark (see the test below).
+    beside = sql(t.select(b, window.alias("w")).select(b.alias("y"), S.col("`w`")))
+    assert beside.startswith("SELECT `b` AS `y`, `w` FROM (SELECT `b`, SUM(`a`) OVER"), beside
+    assert sql(t.select(b, window.alias("w")).select(S.col("`w`").alias("v"), b)).count("SELECT") == 1
     assert sql(t.select(a.alias("x")).distinct().filter(x > 1)).endswith("WHERE `x` > 1")
     assert sql(t.select(a.alias("x"), b).limit(3).select(x)).startswith("SELECT `x` FROM (SELECT")
     # An outer reference, or a name the projection below does not give, keeps the level.
     assert sql(t.select(a.alias("x")).select(y.alias("z"))).startswith("SELECT `y` AS `z` FROM (SELECT")
     exists = t.filter(b == x).exists()
     assert "FROM (SELECT `a` AS `x`" in sql(t.select(a.alias("x")).filter(exists))
+
+
+def test_a_join_key_that_is_a_window_partition_key_is_filtered_below_the_window(frames):
+    """Spark computes the other items of a select with a window function below the window: a partition
+    column renamed in that select is a new column, and the ``IS NOT NULL`` Spark infers from a join on it
+    would stay above the window. Written with the rename a level up, the filter reaches the table: TPC-DS
+    Q47 joins three copies of one windowed aggregate, and Spark reuses one copy's exchanges for the others
+    only when all three are filtered alike."""
+    spark, t, u = frames
+    sql_side, _ = _sql_side(spark, t, u)
+    k, s, k2, m, r = S.col("`k`"), S.col("`s`"), S.col("`k2`"), S.col("`m`"), S.col("`r`")
+    grouped = sql_side.t.groupBy(k, s).agg(S.sum(S.col("`v`")).alias("m"))
+    ranked = grouped.select(k, s, m, S.rank().over(Window.partitionBy(k).orderBy(s.asc())).alias("r"))
+    joined = ranked.select(k.alias("kk"), m, r).join(sql_side.u, S.col("`kk`") == k2, "inner")
+    text, tables = render(joined)
+    plan = spark.sql(f"EXPLAIN EXTENDED {text}", **tables).collect()[0][0]
+    optimized = plan[plan.index("== Optimized Logical Plan =="):plan.index("== Physical Plan ==")]
+    below = optimized[optimized.index("Window ["):]
+    assert "isnotnull(k#" in below, optimized
+    got = _run_sql(spark, joined).toArrow()
+    p_grouped = t.groupBy("k", "s").agg(P.sum("v").alias("m"))
+    p_ranked = p_grouped.select("k", "s", "m", P.rank().over(PW.partitionBy("k").orderBy(P.col("s").asc())).alias("r"))
+    want = p_ranked.select(P.col("k").alias("kk"), "m", "r").join(u, P.col("kk") == P.col("k2"), "inner").toArrow()
+    assert compare_tables(got, want).equal
 
 
 def test_a_cast_to_the_type_an_expression_already_has_is_not_written(frames):

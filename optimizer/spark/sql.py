@@ -988,6 +988,12 @@ def _picked(q: _Query, items: list[exp.Expression]) -> tuple[exp.Expression, ...
     outputs = _outputs(q) if _selects_last(q) else None
     if outputs is None:
         return None
+    # Spark computes the other items of a select with a window function below the window
+    # (ExtractWindowExpressions): a column renamed there is a new column, which a filter inferred above
+    # (IS NOT NULL of a join key) cannot pass the window by, though it is a partition key. One copy of a
+    # repeated subtree filtered and another not, Spark no longer reuses one's exchange for the other
+    # (TPC-DS Q47/Q57 computed store_sales' aggregate twice).
+    windowed = any(item.find(exp.Window) for item in q.select or ())
     picked, used = [], set()
     for item in items:
         named = _named(item)
@@ -995,6 +1001,8 @@ def _picked(q: _Query, items: list[exp.Expression]) -> tuple[exp.Expression, ...
             return None
         e = outputs.get(named[1].name)
         if e is None:
+            return None
+        if windowed and isinstance(e, exp.Column) and named[0] != named[1].name:
             return None
         if not isinstance(e, exp.Column):
             if named[1].name in used:
