@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -211,6 +212,45 @@ def uses(g: nx.DiGraph, node: int) -> int:
     """How many times a node's output is read: by parents (per slot) and by plan roots (``RelRoot``)."""
     n = sum(len(g.edges[p, node]["slots"]) for p in g.predecessors(node))
     return n + sum(1 for r in g.graph["roots"] if r["node"] == node and r["kind"] == "root")
+
+
+def subtree_key(g: nx.DiGraph, node: int, memo: dict[int, bytes] | None = None) -> bytes:
+    """A digest of the subtree at ``node``, equal for two subtrees written alike: the same relations
+    (their hints aside) over the same inputs in the same order. Producers inline a CTE read twice as two
+    such copies; Spark plans them alike and computes them once (its exchange reuse). ``memo`` carries
+    the digests already made, for several calls on one DAG."""
+    memo = {} if memo is None else memo
+    found = memo.get(node)
+    if found is not None:
+        return found
+    rel = Rel()
+    rel.CopyFrom(g.nodes[node]["rel"])
+    body = rel_body(rel)
+    if body.HasField("common"):
+        body.common.ClearField("hint")
+        if body.common.ByteSize() == 0:  # an empty RelCommon means what none does
+            body.ClearField("common")
+    digest = hashlib.blake2b(rel.SerializeToString(deterministic=True), digest_size=16)
+    for child in inputs(g, node):
+        digest.update(subtree_key(g, child, memo))
+    memo[node] = digest.digest()
+    return memo[node]
+
+
+#: Relations below which Spark exchanges rows: a repeated one is computed once (its exchange reused).
+_EXCHANGING = frozenset({"aggregate", "join", "hash_join", "merge_join", "nested_loop_join", "cross", "set"})
+
+
+def repeats_within(g: nx.DiGraph, top: int) -> bool:
+    """Whether the subtree at ``top`` holds an aggregate, join or set operation that the plan repeats
+    elsewhere, written alike (:func:`subtree_key`), as a producer writes each read of a CTE."""
+    memo: dict[int, bytes] = {}
+    inside = {top} | nx.descendants(g, top)
+    keys = {subtree_key(g, n, memo) for n in inside if g.nodes[n]["kind"] in _EXCHANGING}
+    if not keys:
+        return False
+    return any(subtree_key(g, n, memo) in keys for n in g.nodes
+               if n not in inside and g.nodes[n]["kind"] in _EXCHANGING)
 
 
 def topological_from_roots(g: nx.DiGraph) -> Iterator[int]:

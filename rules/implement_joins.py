@@ -16,6 +16,12 @@
   input appends each side, cast to the common type, and the key compares the appended columns. The
   residual and post-join filter are renumbered and the join's emit hides the appended columns, so the
   join's output is unchanged. No merge join is chosen then (the appended columns have no ordering);
+* except an expression other than a column under casts (``d_week_seq1 = d_week_seq2 - 53``) when an
+  input holds a subtree the plan repeats (:func:`~optimizer.dag.repeats_within`: a CTE read twice,
+  TPC-DS Q2 and Q59). Appended as a column, Spark infers ``IS NOT NULL`` of it and pushes the
+  expression down into that copy only, which then differs from the other: Spark no longer computes
+  the copies once. That equality stays in the condition; with no other key the join stays a
+  ``JoinRel``, on which Spark hashes on the expressions itself (by its sizes, AQE free to change it);
 * the other conjuncts, ANDed, become the ``residual_expression`` (field indexes over the
   concatenated left + right columns, as in the ``JoinRel``): part of the match condition, so outer,
   semi and anti joins keep their meaning. The ``post_join_filter`` is carried over unchanged.
@@ -95,7 +101,7 @@ from substrait.proto import (
 
 from cost.properties import ordering
 from cost.spark_joins import LEFT, choose_build
-from optimizer.dag import inputs, uses
+from optimizer.dag import inputs, repeats_within, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
@@ -146,10 +152,19 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
         keys, rest = split_condition(join.expression, len(left_types), left_types, right_types, ctx.functions)
 
     expr_keys: list[ExprKey] = []
+    computed_keys = True
     if rest:
-        expr_keys, rest = expression_keys(rest, len(left_types), ctx.schema(left), ctx.schema(right), ctx.functions)
+        conds = rest
+        expr_keys, rest = expression_keys(conds, len(left_types), ctx.schema(left), ctx.schema(right), ctx.functions)
+        if any(not (_column_under_casts(k.left) and _column_under_casts(k.right)) for k in expr_keys) and (
+                repeats_within(g, left) or repeats_within(g, right)):
+            computed_keys = False
+            expr_keys, rest = expression_keys(conds, len(left_types), ctx.schema(left), ctx.schema(right),
+                                              ctx.functions, computed=False)
 
     if not keys and not expr_keys:
+        if not computed_keys:
+            return None
         return _nested_loop(join, type_name, left, right, _broadcast_side(g, ctx, type_name, left, right))
 
     left_child: NewRel | int = left
@@ -293,9 +308,11 @@ def common_type(a: Type, b: Type) -> Type | None:
     return make_type("decimal", precision=precision, scale=scale)
 
 
-def expression_keys(conds: list[Expression], n_left: int, left_schema, right_schema, functions) -> tuple[list[ExprKey], list[Expression]]:
+def expression_keys(conds: list[Expression], n_left: int, left_schema, right_schema, functions, *,
+                    computed: bool = True) -> tuple[list[ExprKey], list[Expression]]:
     """The conjuncts (not plain same-type keys: see :func:`split_condition`) that equate an expression of
-    the left input with one of the right input, as :class:`ExprKey`; the others unchanged."""
+    the left input with one of the right input, as :class:`ExprKey`; the others unchanged. Not
+    ``computed``: only columns under casts."""
     from optimizer.schema import expression_type
 
     keys: list[ExprKey] = []
@@ -304,7 +321,8 @@ def expression_keys(conds: list[Expression], n_left: int, left_schema, right_sch
         comparison = _KEY_FUNCTIONS.get(function_name(c, functions) or "")
         args = call_args(c) if comparison is not None else None
         key = None
-        if args is not None and len(args) == 2 and all(_movable_key(a, functions) for a in args):
+        if args is not None and len(args) == 2 and all(
+                _movable_key(a, functions) and (computed or _column_under_casts(a)) for a in args):
             sides = [referenced_fields(a) for a in args]
             if sides[0] and sides[1] and max(sides[1]) < n_left <= min(sides[0]):
                 args = args[::-1]
@@ -326,6 +344,13 @@ def expression_keys(conds: list[Expression], n_left: int, left_schema, right_sch
         elif key not in keys:
             keys.append(key)
     return keys, rest
+
+
+def _column_under_casts(e: Expression) -> bool:
+    """A column, possibly cast (a key Spark's inferred ``IS NOT NULL`` reduces to the column's)."""
+    while e.WhichOneof("rex_type") == "cast":
+        e = e.cast.input
+    return field_index(e) is not None
 
 
 def _movable_key(e: Expression, functions) -> bool:

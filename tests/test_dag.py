@@ -161,3 +161,27 @@ def test_cycle_of_references_is_an_error():
     b.filter.input.reference.subtree_ordinal = 0
     with pytest.raises(PlanError, match="cycle"):
         to_dag(plan)
+
+
+def test_subtree_key_is_equal_for_copies_written_alike():
+    """Two reads of a CTE that a producer inlined are two subtrees written alike: one key (hints aside);
+    a different filter value makes another key."""
+    from optimizer.dag import repeats_within, subtree_key
+    from optimizer.load.builder import INNER, Builder, aggregate, filter_, join, lit, read, ref
+
+    b = Builder()
+
+    def copy(year: int, rows: float | None = None):
+        sales = read("sales", [("k", "i64"), ("v", "i64")], rows=rows)
+        return aggregate(filter_(sales, b.call("equal", ref(0), lit(year))), [0], b.agg("sum", ref(1)))
+
+    twice = join(copy(2001), copy(2001, rows=5.0), INNER, b.call("equal", ref(0), ref(2)))
+    g = to_dag(b.plan(twice, ["a", "b", "c", "d"]))
+    left, right = inputs(g, next(n for n in g if g.nodes[n]["kind"] == "join"))
+    assert subtree_key(g, left) == subtree_key(g, right)  # the row count hint is not the relation
+    assert repeats_within(g, left) and repeats_within(g, right)
+    other = join(copy(2001), copy(2002), INNER, b.call("equal", ref(0), ref(2)))
+    g = to_dag(b.plan(other, ["a", "b", "c", "d"]))
+    left, right = inputs(g, next(n for n in g if g.nodes[n]["kind"] == "join"))
+    assert subtree_key(g, left) != subtree_key(g, right)
+    assert not repeats_within(g, left)

@@ -154,6 +154,14 @@ def test_a_shared_aggregate_is_left_alone():
     assert not result.events
 
 
+def test_an_aggregate_written_twice_is_left_alone():
+    """Two copies of one aggregate (a CTE a producer inlined twice): Spark computes them once; reduced,
+    each by its own join, they would be two computations."""
+    once = join(SMALL, AGG, call("equal", ref(0), ref(2)))
+    assert reduced(once) == 1
+    assert reduced(join(once, AGG, call("equal", ref(0), ref(4)))) == 0
+
+
 def test_only_when_it_pays():
     # Y as big as the aggregate's input: reading it again would not pay.
     assert reduced(join(BIG, AGG, call("equal", ref(0), ref(2)))) == 0
