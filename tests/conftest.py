@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one SparkSession for the whole test session, and the shared ground truth.
+"""Session-wide fixtures: one SparkSession for the whole test session (per pytest-xdist worker under
+``make test``), and the shared ground truth.
 
 * ``spark``: the session-wide SparkSession (classic, or Spark Connect with ``SUBSTRAIT_OPT_TEST_SPARK=connect``);
   ``connect_url`` / ``connect_spark``: a Spark Connect server on 127.0.0.1 started for the session, and
