@@ -237,6 +237,14 @@ def subtree_key(g: nx.DiGraph, node: int, memo: dict[int, bytes] | None = None) 
     return memo[node]
 
 
+def written_elsewhere(g: nx.DiGraph, node: int, memo: dict[int, bytes] | None = None) -> bool:
+    """Whether another node of the plan is the root of a subtree written like the one at ``node``
+    (:func:`subtree_key`)."""
+    memo = {} if memo is None else memo
+    key = subtree_key(g, node, memo)
+    return any(n != node and subtree_key(g, n, memo) == key for n in g.nodes)
+
+
 #: Relations below which Spark exchanges rows: a repeated one is computed once (its exchange reused).
 _EXCHANGING = frozenset({"aggregate", "join", "hash_join", "merge_join", "nested_loop_join", "cross", "set"})
 

@@ -9,7 +9,7 @@ and ``FilterRel`` relations that pass its grouping keys through unchanged), when
 * the join expression has ``equal(g, y)`` conjuncts between a grouping key ``g`` of the aggregate
   (one grouping set; ``g`` read as a column of the join's input, the key any deterministic expression
   ``e`` of the aggregate's input) and a deterministic expression ``y`` of the other input ``Y`` alone;
-* no other aggregate of the plan is the same subtree (:func:`optimizer.dag.subtree_key`): Spark
+* no other relation of the plan is the same subtree (:func:`optimizer.dag.written_elsewhere`): Spark
   computes such copies once (a producer inlines a CTE read twice as two), and reducing one copy by its
   own join would make two computations of one (TPC-DS Q2 and Q59 reduce two copies by two years);
 * the relation ``R`` the keys are read from (below) is deterministic (no fetch or top-N, no
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import networkx as nx
 from substrait.proto import Expression, JoinRel, Rel
 
-from optimizer.dag import inputs, subtree_key, uses
+from optimizer.dag import inputs, uses, written_elsewhere
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     call_args,
@@ -132,7 +132,7 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
         if not keys or chain is None:
             continue
         aggregate = chain[-1]
-        if _has_twin(g, aggregate):
+        if written_elsewhere(g, aggregate):
             continue
         grouping = g.nodes[aggregate]["rel"].aggregate.grouping_expressions
         if not all(_plain(grouping[k.grouping], ctx.functions) for k in keys):
@@ -183,14 +183,6 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
             new_child = NewRel(rel_copy(g, n), [new_child])
         return NewRel(rel_copy(g, node), [new_child, y] if side == "left" else [y, new_child])
     return None
-
-
-def _has_twin(g: nx.DiGraph, aggregate: int) -> bool:
-    """Whether another aggregate of the plan is the same subtree as ``aggregate``."""
-    memo: dict[int, bytes] = {}
-    key = subtree_key(g, aggregate, memo)
-    return any(n != aggregate and g.nodes[n]["kind"] == "aggregate" and subtree_key(g, n, memo) == key
-               for n in g.nodes)
 
 
 RULE = Rule(name="reduce_aggregate_input", phase="physical", kinds=frozenset({"join"}), apply=reduce_aggregate_input,

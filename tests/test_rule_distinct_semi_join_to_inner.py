@@ -191,10 +191,10 @@ def test_tpcds_semi_joins_become_inner(spark, query):
     from cost.statistics import default_statistics
     from optimizer.spark import SparkBackend
     from workloads.producers import datafusion_plan
-    from workloads.tpcds import generate_tpcds, tpcds_queries
+    from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths
 
     data = generate_tpcds(0.01)
-    tables = {p.stem: str(p) for p in sorted(data.glob("*.parquet"))}
+    tables = tpcds_table_paths(data)
     plan = load_plan(datafusion_plan(tpcds_queries()[query], tables))
     assert SEMI in joins(plan)
     result = Optimizer(statistics=default_statistics(tables=tables),

@@ -196,10 +196,10 @@ def test_tpcds_q93(spark, producer):
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
     from workloads.producers import datafusion_plan, duckdb_plan
-    from workloads.tpcds import generate_tpcds, tpcds_queries
+    from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths
 
     data = generate_tpcds(0.01)
-    tables = {p.stem: str(p) for p in sorted(data.glob("*.parquet"))}
+    tables = tpcds_table_paths(data)
     produce = datafusion_plan if producer == "datafusion" else duckdb_plan
     sql = tpcds_queries()[93]
     assert "'reason 28'" in sql

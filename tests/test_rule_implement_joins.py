@@ -285,10 +285,10 @@ def test_tpcds_copies_of_a_cte_stay_alike(spark, query):
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import is_connect_session
     from workloads.producers import datafusion_plan
-    from workloads.tpcds import generate_tpcds, tpcds_queries
+    from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths
 
     data = generate_tpcds(0.01)
-    tables = {p.stem: str(p) for p in sorted(data.glob("*.parquet"))}
+    tables = tpcds_table_paths(data)
     plan = load_plan(datafusion_plan(tpcds_queries()[query], tables))
     result = Optimizer(statistics=default_statistics(tables=tables),
                        config=OptimizerConfig(annotate_estimates=False)).run(plan)
