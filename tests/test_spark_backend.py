@@ -31,6 +31,7 @@ from substrait.proto import (
     ReadRel,
     ReferenceRel,
     Rel,
+    RelCommon,
     RelRoot,
     SetRel,
     SortField,
@@ -662,6 +663,23 @@ def test_mark_on_a_null_safe_key_is_never_null(backend):
     h.right.CopyFrom(values(R_COLS, [(2, "x")]))
     got = {(k, v): m for k, v, m in run(backend, b.plan(Rel(hash_join=h), ["k", "v", "mark"]))}
     assert [got[row] for row in L_ROWS] == [False, True, True, False, False]
+
+
+def test_a_mark_that_a_filter_reads_is_an_existence_join(backend):
+    """Filtered on and then dropped, a mark's NULL drops the row as FALSE does: Spark folds the mark to
+    its correlated EXISTS and runs it as an existence join, without the two subqueries that tell NULL
+    from FALSE. Read for itself, the mark stays three-valued (the NULL key and the NULL on the right)."""
+    b = Builder()
+    marked = hash_join(HashJoinRel.JOIN_TYPE_LEFT_MARK)
+    filtered = Rel(filter=FilterRel(
+        input=marked, condition=b.call("or", ref(2), b.call("equal", ref(1), lit("a", "string"))),
+        common=RelCommon(emit=RelCommon.Emit(output_mapping=[0, 1]))))
+    plan = b.plan(filtered, ["k", "v"])
+    assert srt(run(backend, plan)) == srt([(1, "a"), (2, "b"), (2, "b2"), (3, "c")])
+    text = executed_plan(backend.to_dataframe(plan))
+    assert "ExistenceJoin" in text and "Subquery" not in text, text
+    got = {(k, v): m for k, v, m in run(backend, b.plan(marked, ["k", "v", "mark"]))}
+    assert [got[row] for row in L_ROWS] == [None, True, True, True, None]
 
 
 def test_hash_join_null_safe_keys_and_residual(backend):

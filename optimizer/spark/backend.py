@@ -1282,23 +1282,23 @@ class _PlanCompiler:
         """The mark of a join on one key ``a = b`` (``a`` of the preserved side): TRUE where some ``b``
         equals ``a``; else NULL where the comparison is NULL for some row of the other side (``a`` is
         NULL and that side has a row, or it has a NULL ``b``); else FALSE. With ``a <=> b`` it is never
-        NULL. One join with the other side's distinct keys and one global count replace the general
-        path's semi joins."""
+        NULL.
+
+        Written as a correlated ``EXISTS`` beside the two uncorrelated ones that tell NULL from FALSE,
+        so that Spark plans an existence join (a broadcast hash join that keeps every row) and runs
+        each uncorrelated ``EXISTS`` once, as a one-row subquery. Where the mark is a filter's
+        condition (``WHERE mark OR ...``), NULL and FALSE both drop the row: Spark folds
+        ``found OR CASE WHEN unknown THEN NULL ELSE FALSE END`` to ``found`` and the other two are
+        not run (TPC-DS Q10, Q35)."""
         a, b, null_safe = key
-        kb, t = self.fresh(), self.fresh()
-        keys = other if null_safe else other.filter(_c(b).isNotNull())
-        matched = keys.select(_c(b).alias(kb)).distinct().select(_c(kb), F.lit(True).alias(t))
-        on = _c(a).eqNullSafe(_c(kb)) if null_safe else _c(a) == _c(kb)
-        df = keep.join(matched, on, "left")
         if null_safe:
-            value = F.when(_c(t), F.lit(True)).otherwise(F.lit(False))
-            return df.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
-        rows, nulls = self.fresh(), self.fresh()
-        stats = other.agg(F.count(F.lit(1)).alias(rows), (F.count(F.lit(1)) - F.count(_c(b))).alias(nulls))
-        df = df.crossJoin(stats)
-        unknown = (_c(a).isNull() & (_c(rows) > 0)) | (_c(nulls) > 0)
-        value = F.when(_c(t), F.lit(True)).when(unknown, F.lit(None)).otherwise(F.lit(False))
-        return df.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
+            value = other.where(_c(b).eqNullSafe(_c(a).outer())).exists()
+        else:
+            found = other.where(_c(b) == _c(a).outer()).exists()
+            unknown = (_c(a).isNull() & other.exists()) | other.where(_c(b).isNull()).exists()
+            # EXISTS is never NULL: ``found OR (NULL if unknown else FALSE)`` is the mark.
+            value = found | F.when(unknown, F.lit(None).cast(T.BooleanType())).otherwise(F.lit(False))
+        return keep.select(*[_c(x) for x in keep_cols], value.cast("boolean").alias(mark))
 
     # --------------------------------------------------------------------------------------- set
 
