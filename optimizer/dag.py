@@ -245,6 +245,29 @@ def written_elsewhere(g: nx.DiGraph, node: int, memo: dict[int, bytes] | None = 
     return any(n != node and subtree_key(g, n, memo) == key for n in g.nodes)
 
 
+def reused_broadcasts(g: nx.DiGraph, nodes: set[int], elsewhere: set[int] | None = None) -> set[int]:
+    """The broadcast ``ExchangeRel``s of ``nodes`` that Spark reuses instead of computing: Spark computes
+    broadcast exchanges over subtrees written alike (:func:`subtree_key`) once, and reads
+    the others as a ``ReusedExchange``. Of such exchanges among ``nodes`` the one with the lowest id is
+    computed, unless one of ``elsewhere`` (the rest of the plan) already is; the others are reused."""
+    def broadcasts(among: set[int]) -> list[int]:
+        return sorted(n for n in among if g.nodes[n]["kind"] == "exchange"
+                      and g.nodes[n]["rel"].exchange.WhichOneof("exchange_kind") == "broadcast")
+
+    own = broadcasts(nodes)
+    if not own:
+        return set()
+    memo: dict[int, bytes] = {}
+    computed = {subtree_key(g, n, memo) for n in broadcasts(elsewhere or set())}
+    reused: set[int] = set()
+    for n in own:
+        key = subtree_key(g, n, memo)
+        if key in computed:
+            reused.add(n)
+        computed.add(key)
+    return reused
+
+
 #: Relations below which Spark exchanges rows: a repeated one is computed once (its exchange reused).
 _EXCHANGING = frozenset({"aggregate", "join", "hash_join", "merge_join", "nested_loop_join", "cross", "set"})
 

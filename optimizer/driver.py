@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 from substrait.proto import Plan
 
-from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, to_dag
+from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, reused_broadcasts, to_dag
 from optimizer.engine import COST_TOLERANCE, PHASES, OptimizerConfig, PhaseReport, Rule, run_phase
 from optimizer.expr_utils import FunctionRegistrar
 from optimizer.plan_io import deep_messages, load_plan
@@ -287,7 +287,8 @@ def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:
     for root in ctx.g.graph["roots"]:
         nodes.add(root["node"])
         nodes |= nx.descendants(ctx.g, root["node"])
-    return sum(ctx.cost_model.node_cost(ctx.g, n, ctx.estimator, bindable=bindable).total for n in nodes)
+    priced = nodes - reused_broadcasts(ctx.g, nodes)  # a broadcast Spark reuses costs nothing again
+    return sum(ctx.cost_model.node_cost(ctx.g, n, ctx.estimator, bindable=bindable).total for n in priced)
 
 
 def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:

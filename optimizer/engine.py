@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import networkx as nx
 from substrait.proto import Rel
 
-from optimizer.dag import inputs, rel_inputs, strip_inputs
+from optimizer.dag import inputs, rel_inputs, reused_broadcasts, strip_inputs
 from optimizer.errors import OptimizerError
 
 if TYPE_CHECKING:  # the cost package reads rules (rules read this module): types only
@@ -245,9 +245,15 @@ def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -
     old = {node} | nx.descendants(g, node)
     new = {new_root} | nx.descendants(g, new_root)
     ctx.estimator.same_needs(new_root, node)  # the new relations are read as the old ones are
+    plan = set()
+    for root in g.graph["roots"]:
+        plan |= {root["node"]} | nx.descendants(g, root["node"])
+    rest = plan - old - new | (old & new)
 
     def price(nodes: set[int], bindable: bool) -> float:
-        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator, bindable=bindable).total for n in nodes)
+        # A broadcast written like one the rest of the plan computes is Spark's ReusedExchange: free.
+        priced = nodes - reused_broadcasts(g, nodes, rest)
+        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator, bindable=bindable).total for n in priced)
 
     # A logical join the rewrite creates is offered to implement_joins later in the phase: priced as the
     # cheaper of Spark's own choice and the join that rule can bind.

@@ -52,7 +52,9 @@ itself the result of joins is broadcast only if ``BROADCAST_UNCERTAINTY`` to the
 below it (at most ``MAX_UNCERTAINTY``) times its estimated size fits: join estimates compound their
 errors, and a broadcast hint is binding (Spark cannot fall back at run time), where an unneeded
 shuffle costs little. A join on a unique key of one input is not counted: it keeps at most the rows of
-the other input, so its estimate is as sure as that input's. The logical join the rule replaces is
+the other input, so its estimate is as sure as that input's. When both sides may be broadcast and only
+the larger is a subtree the plan broadcasts (or joins) elsewhere on the same key columns, the larger is
+built: Spark computes both broadcasts once (:func:`_reused_build`). The logical join the rule replaces is
 priced as Spark would run it, by Spark's own sizes (:mod:`cost.spark_size`), so a broadcast Spark would
 not choose (a filtered table it sizes by its files) is bound where it pays.
 
@@ -100,8 +102,8 @@ from substrait.proto import (
 )
 
 from cost.properties import ordering
-from cost.spark_joins import LEFT, choose_build
-from optimizer.dag import inputs, repeats_within, uses
+from cost.spark_joins import BROADCAST_BUILD, LEFT, RIGHT, choose_build
+from optimizer.dag import inputs, repeats_within, subtree_key, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
@@ -188,6 +190,8 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
         if size * broadcast_uncertainty(g, left if side == LEFT else right, ctx) > threshold:
             # the estimate of a join result is too uncertain to bind Spark to a broadcast
             side, broadcast = choose_build(type_name, left_bytes, right_bytes, -1.0) or (side, False)
+    if broadcast and not expr_keys:
+        side = _reused_build(g, ctx, type_name, left, right, (left_bytes, right_bytes), side, keys)
 
     if not broadcast and not expr_keys:
         in_order = merge_key_order(g, left, right, keys)
@@ -385,6 +389,66 @@ def _comparison_key(key: Key) -> ComparisonJoinKey:
     out.right.CopyFrom(_field_reference(key.right))
     out.comparison.simple = key.comparison
     return out
+
+
+def _reused_build(g: nx.DiGraph, ctx: RuleContext, type_name: str, left: int, right: int,
+                  sizes: tuple[float, float], side: str, keys: list[Key]) -> str:
+    """The side to broadcast: ``side`` (the smaller), or the other side when only that one is a subtree
+    the plan writes alike and broadcasts elsewhere (or joins there, logically) on the same key
+    columns, and it may be broadcast too. Spark computes broadcasts of subtrees written alike, hashed on the same keys, once (a
+    ``ReusedExchange``, which :func:`optimizer.dag.reused_broadcasts` prices as free; other keys make it
+    infer other ``IS NOT NULL`` filters), so a producer's copies of a CTE keep building on the same
+    side (TPC-DS Q33, Q56, Q60: the ``item`` filter joined on ``i_item_sk`` in three channels)."""
+    other = RIGHT if side == LEFT else LEFT
+    if other not in BROADCAST_BUILD.get(type_name, frozenset()):
+        return side
+    nodes = {LEFT: left, RIGHT: right}
+    columns = {LEFT: sorted(k.left for k in keys), RIGHT: sorted(k.right for k in keys)}
+    size = sizes[0] if other == LEFT else sizes[1]
+    if size * broadcast_uncertainty(g, nodes[other], ctx) > float(ctx.config.broadcast_threshold_bytes):
+        return side
+    memo: dict[int, bytes] = {}
+    if (_broadcast_elsewhere(g, ctx, nodes[other], columns[other], memo)
+            and not _broadcast_elsewhere(g, ctx, nodes[side], columns[side], memo)):
+        return other
+    return side
+
+
+def _broadcast_elsewhere(g: nx.DiGraph, ctx: RuleContext, node: int, columns: list[int],
+                         memo: dict[int, bytes]) -> bool:
+    """Whether a subtree written like the one at ``node`` is, elsewhere in the plan, the build side of a
+    broadcast hash join on the same key ``columns``, or an input of a logical join on them (which
+    :func:`_reused_build` makes build on it the same way)."""
+    key = subtree_key(g, node, memo)
+    for n in g.nodes:
+        if n == node or subtree_key(g, n, memo) != key:
+            continue
+        for parent in g.predecessors(n):
+            data = g.nodes[parent]
+            if data["kind"] == "join" and _join_columns(g, ctx, parent, n) == columns:
+                return True
+            if data["kind"] != "exchange" or data["rel"].exchange.WhichOneof("exchange_kind") != "broadcast":
+                continue
+            for join in g.predecessors(parent):
+                if g.nodes[join]["kind"] != "hash_join":
+                    continue
+                body = g.nodes[join]["rel"].hash_join
+                built = inputs(g, join).index(parent)
+                refs = [k.left if built == 0 else k.right for k in body.keys]
+                if sorted(r.direct_reference.struct_field.field for r in refs) == columns:
+                    return True
+    return False
+
+
+def _join_columns(g: nx.DiGraph, ctx: RuleContext, join: int, side: int) -> list[int] | None:
+    """The key columns of input ``side`` in the equalities of the logical join at ``join``."""
+    body = g.nodes[join]["rel"].join
+    pair = inputs(g, join)
+    if not body.HasField("expression") or len(pair) != 2:
+        return None
+    left_types, right_types = ctx.schema(pair[0]).types, ctx.schema(pair[1]).types
+    keys, _ = split_condition(body.expression, len(left_types), left_types, right_types, ctx.functions)
+    return sorted(k.left if pair.index(side) == 0 else k.right for k in keys)
 
 
 def _bytes(ctx: RuleContext, node: int) -> float:
