@@ -719,4 +719,3 @@ def _ordered_on(have: properties.Ordering, columns: list[int]) -> bool:
 
 
 __all__ = ["DEFAULT_CONSTANTS", "Cost", "CostConstants", "CostModel"]
-
