@@ -245,15 +245,17 @@ def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -
     old = {node} | nx.descendants(g, node)
     new = {new_root} | nx.descendants(g, new_root)
     ctx.estimator.same_needs(new_root, node)  # the new relations are read as the old ones are
-    plan = set()
-    for root in g.graph["roots"]:
-        plan |= {root["node"]} | nx.descendants(g, root["node"])
-    rest = plan - old - new | (old & new)
+    rest: set[int] = set()
 
     def price(nodes: set[int], bindable: bool) -> float:
-        # A broadcast written like one the rest of the plan computes is Spark's ReusedExchange: free.
-        priced = nodes - reused_broadcasts(g, nodes, rest)
-        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator, bindable=bindable).total for n in priced)
+        if any(g.nodes[n]["kind"] == "exchange" for n in nodes):
+            # A broadcast written like one the rest of the plan computes is Spark's ReusedExchange: free.
+            if not rest:
+                for root in g.graph["roots"]:
+                    rest.update({root["node"]} | nx.descendants(g, root["node"]))
+                rest.difference_update(old ^ new)
+            nodes = nodes - reused_broadcasts(g, nodes, rest)
+        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator, bindable=bindable).total for n in nodes)
 
     # A logical join the rewrite creates is offered to implement_joins later in the phase: priced as the
     # cheaper of Spark's own choice and the join that rule can bind.
