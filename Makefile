@@ -55,7 +55,7 @@ mutate: install
 TPCDS_ARGS ?=
 bench: install
 	$(PY) benchmarks/tpch.py $(ARGS)
-	$(PY) benchmarks/tpch.py --suite tpcds --scale 0.1 --reps 3 --name tpcds_sf0.1 $(TPCDS_ARGS)
+	$(PY) benchmarks/tpch.py --suite tpcds --scale 0.1 --reps 5 --name tpcds_sf0.1 $(TPCDS_ARGS)
 
 # The backend against Spark SQL (overhead and execution), e.g. make bench-backend ARGS='--scale 1'
 bench-backend: install
