@@ -395,10 +395,11 @@ def _reused_build(g: nx.DiGraph, ctx: RuleContext, type_name: str, left: int, ri
                   sizes: tuple[float, float], side: str, keys: list[Key]) -> str:
     """The side to broadcast: ``side`` (the smaller), or the other side when only that one is a subtree
     the plan writes alike and broadcasts elsewhere (or joins there, logically) on the same key
-    columns, and it may be broadcast too. Spark computes broadcasts of subtrees written alike, hashed on the same keys, once (a
-    ``ReusedExchange``, which :func:`optimizer.dag.reused_broadcasts` prices as free; other keys make it
-    infer other ``IS NOT NULL`` filters), so a producer's copies of a CTE keep building on the same
-    side (TPC-DS Q33, Q56, Q60: the ``item`` filter joined on ``i_item_sk`` in three channels)."""
+    columns, and it may be broadcast too. Spark computes broadcasts of subtrees written alike and
+    hashed on the same keys once (a ``ReusedExchange``, which :func:`optimizer.dag.reused_broadcasts`
+    prices as free; other keys make it infer other ``IS NOT NULL`` filters), so a producer's copies of
+    a CTE keep building on the same side (TPC-DS Q33, Q56, Q60: the ``item`` filter joined on
+    ``i_item_sk`` in three channels)."""
     other = RIGHT if side == LEFT else LEFT
     if other not in BROADCAST_BUILD.get(type_name, frozenset()):
         return side
