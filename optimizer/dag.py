@@ -245,14 +245,19 @@ def written_elsewhere(g: nx.DiGraph, node: int, memo: dict[int, bytes] | None = 
     return any(n != node and subtree_key(g, n, memo) == key for n in g.nodes)
 
 
+def is_broadcast(g: nx.DiGraph, node: int) -> bool:
+    """Whether the relation at ``node`` is an ``ExchangeRel`` that broadcasts its input."""
+    data = g.nodes[node]
+    return data["kind"] == "exchange" and data["rel"].exchange.WhichOneof("exchange_kind") == "broadcast"
+
+
 def reused_broadcasts(g: nx.DiGraph, nodes: set[int], elsewhere: set[int] | None = None) -> set[int]:
     """The broadcast ``ExchangeRel``s of ``nodes`` that Spark reuses instead of computing: Spark computes
     broadcast exchanges over subtrees written alike (:func:`subtree_key`) once, and reads
     the others as a ``ReusedExchange``. Of such exchanges among ``nodes`` the one with the lowest id is
     computed, unless one of ``elsewhere`` (the rest of the plan) already is; the others are reused."""
     def broadcasts(among: set[int]) -> list[int]:
-        return sorted(n for n in among if g.nodes[n]["kind"] == "exchange"
-                      and g.nodes[n]["rel"].exchange.WhichOneof("exchange_kind") == "broadcast")
+        return sorted(n for n in among if is_broadcast(g, n))
 
     own = broadcasts(nodes)
     if not own:

@@ -103,7 +103,7 @@ from substrait.proto import (
 
 from cost.properties import ordering
 from cost.spark_joins import BROADCAST_BUILD, LEFT, RIGHT, choose_build
-from optimizer.dag import inputs, repeats_within, subtree_key, uses
+from optimizer.dag import inputs, is_broadcast, repeats_within, subtree_key, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
@@ -425,10 +425,9 @@ def _broadcast_elsewhere(g: nx.DiGraph, ctx: RuleContext, node: int, columns: li
         if n == node or subtree_key(g, n, memo) != key:
             continue
         for parent in g.predecessors(n):
-            data = g.nodes[parent]
-            if data["kind"] == "join" and _join_columns(g, ctx, parent, n) == columns:
+            if g.nodes[parent]["kind"] == "join" and _join_columns(g, ctx, parent, n) == columns:
                 return True
-            if data["kind"] != "exchange" or data["rel"].exchange.WhichOneof("exchange_kind") != "broadcast":
+            if not is_broadcast(g, parent):
                 continue
             for join in g.predecessors(parent):
                 if g.nodes[join]["kind"] != "hash_join":
