@@ -50,12 +50,12 @@ fuzz: install fuzz-hostile
 mutate: install
 	$(PY) -m optimizer.difftest.mutate $(ARGS)
 
-# TPC-H SF 1 (three producers), then TPC-DS SF 0.1 (DataFusion's 99 plans); each writes docs/benchmarks/.
-# e.g. make bench ARGS='--scale 0.01 --queries 3,5' TPCDS_ARGS='--queries 1-10'
+# TPC-H SF 1 (three producers, ~22 min), then TPC-DS SF 1 (DataFusion's 99 plans, ~35 min); each writes
+# docs/benchmarks/. e.g. make bench ARGS='--scale 0.01 --queries 3,5' TPCDS_ARGS='--scale 0.1 --name tpcds_sf0.1'
 TPCDS_ARGS ?=
 bench: install
-	$(PY) benchmarks/tpch.py $(ARGS)
-	$(PY) benchmarks/tpch.py --suite tpcds --scale 0.1 --reps 5 --name tpcds_sf0.1 $(TPCDS_ARGS)
+	$(PY) benchmarks/tpch.py --reps 5 $(ARGS)
+	$(PY) benchmarks/tpch.py --suite tpcds --scale 1 --reps 3 --name tpcds_sf1 $(TPCDS_ARGS)
 
 # The backend against Spark SQL (overhead and execution), e.g. make bench-backend ARGS='--scale 1'
 bench-backend: install
