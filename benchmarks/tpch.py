@@ -45,6 +45,12 @@ TARGET_WORST_VS_CBO = 1.2
 TARGET_VS_ORIGINAL = 0.8
 #: How far a decimal answer may stray from DuckDB's when its quotients round apart (see ``check``).
 QUOTIENT_REL_TOL = 1e-6
+#: A plan whose d/b exceeds CONFIRM_ABOVE in the main runs is timed CONFIRM_REPS more times against Spark CBO
+#: (alternating): a sub-second query moves by 20-40 % from run to run on 2 cores, so one slow run among
+#: 3-5 puts a plan as fast as Spark's over 1.2. The threshold sits below 1.2 so that a plan truly over 1.2
+#: and measured under it by the same noise is confirmed too. Both ratios are reported.
+CONFIRM_ABOVE = 1.1
+CONFIRM_REPS = 9
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--producers", default=None,
                    help="comma-separated: datafusion,duckdb,isthmus (default: the suite's producers)")
     p.add_argument("--optimize-reps", type=int, default=5, help="optimizer runs per plan (median; default 5)")
+    p.add_argument("--confirm", type=int, default=CONFIRM_REPS,
+                   help=f"a plan with d/b > {CONFIRM_ABOVE:g} is run this many more times, interleaved with "
+                        f"Spark CBO, right after its query (default {CONFIRM_REPS}; 0: never)")
     return p.parse_args(argv)
 
 
@@ -224,7 +233,7 @@ def _own_sql(plans: dict, texts: dict[int, str]) -> dict[tuple[str, int], str]:
 
 
 def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[str] | None = None,
-        reps: int = 3, warmup: int = 1, optimize_reps: int = 5, spark: Any = None,
+        reps: int = 3, warmup: int = 1, optimize_reps: int = 5, confirm: int = CONFIRM_REPS, spark: Any = None,
         out_dir: Path | str | None = common.REPORT_DIR, name: str = "tpch", progress: bool = True,
         suite: Suite = TPCH) -> dict:
     """Run the benchmark; return the report (also written to ``out_dir`` unless it is None)."""
@@ -378,11 +387,20 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
             info["optimized_vs_spark_default"] = common.ratio(d, a)
             info["optimized_vs_spark_cbo"] = common.ratio(d, b)
             info["optimized_vs_original"] = common.ratio(d, c)
+            r = info["optimized_vs_spark_cbo"]
+            if confirm > 0 and r is not None and r > CONFIRM_ABOVE:
+                bar.set_postfix_str(f"Q{q} {producer}: confirming d/b {r:.2f}")
+                info["confirm_times_s"] = _confirm(variants["spark_cbo"], variants[f"{producer}/optimized"],
+                                                   confirm)
+                info["confirmed_optimized_vs_spark_cbo"] = common.ratio(
+                    common.median(info["confirm_times_s"]["optimized"]),
+                    common.median(info["confirm_times_s"]["spark_cbo"]))
         rows.append(entry)
 
     bar.close()
     report = _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started, suite)
     report["summary"]["producers_without_plans"] = without
+    report["config"]["confirm"] = {"reps": confirm, "above": CONFIRM_ABOVE}
     if out_dir is not None:
         write_reports(report, Path(out_dir), name)
     return report
@@ -413,6 +431,16 @@ def judge_datafusion_answer(actual, duckdb, datafusion: Callable[[], Any],
     return str(verdict).split("\n")[0], None
 
 
+def _confirm(cbo: Callable[[], Any], optimized: Callable[[], Any], reps: int) -> dict[str, list[float]]:
+    """``reps`` more timed runs of Spark CBO and an optimized plan, alternating which goes first."""
+    times: dict[str, list[float]] = {"spark_cbo": [], "optimized": []}
+    for rep in range(reps):
+        pair = [("spark_cbo", cbo), ("optimized", optimized)]
+        for key, fn in pair if rep % 2 == 0 else reversed(pair):
+            times[key].append(common.timed(fn)[0])
+    return times
+
+
 def _sql_run(session, sql: str, conf: dict[str, str]):
     with common.conf_set(session, conf):
         return common.collect(session.sql(sql))
@@ -431,7 +459,7 @@ def _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started, 
     misses = []
     for entry, producer, info in pairs:
         q = entry["query"]
-        r = info.get("optimized_vs_spark_cbo")
+        r = info.get("confirmed_optimized_vs_spark_cbo", info.get("optimized_vs_spark_cbo"))
         if r is not None and r > TARGET_WORST_VS_CBO:
             misses.append({"query": q, "producer": producer, "target": f"d/b <= {TARGET_WORST_VS_CBO}",
                            "value": r})
@@ -473,6 +501,9 @@ def _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started, 
             "join_heavy_optimized_vs_original<=0.8": not any(m["target"].startswith("d/c") for m in misses),
             "all_answers_equal": len(equal) == len(pairs),
         },
+        "plans_over_1_2_in_main_runs": sum(1 for _, _, i in pairs
+                                           if (i.get("optimized_vs_spark_cbo") or 0) > TARGET_WORST_VS_CBO),
+        "plans_over_1_2_confirmed": sum(1 for m in misses if m["target"].startswith("d/b")),
         "misses": misses,
     }
     summary.update(model_summary(rows))
@@ -504,7 +535,10 @@ def markdown(report: dict) -> str:
         f"Spark {cfg['machine'].get('pyspark', '?')}, {cfg['machine'].get('cpus')} cores; median of "
         f"{cfg['reps']} runs after {cfg['warmup']} warm-up, interleaved; sink `{cfg['sink']}`. "
         "Times in seconds. (a) Spark SQL default, (b) Spark SQL with CBO + join reordering on ANALYZEd "
-        "tables, (c) the producer's plan through our backend, (d) the optimized plan through our backend.",
+        "tables, (c) the producer's plan through our backend, (d) the optimized plan through our backend. "
+        f"A plan with d/b > {cfg.get('confirm', {}).get('above', CONFIRM_ABOVE):g} is run "
+        f"{cfg.get('confirm', {}).get('reps', 0)} more times against (b), alternating; d/b in brackets is "
+        "the ratio of those medians, and the 1.2 target reads it.",
         "",
         "| summary | value |",
         "| --- | --- |",
@@ -521,6 +555,8 @@ def markdown(report: dict) -> str:
         f"| answers equal (original and optimized, vs {'DuckDB' if s.get('suite') == 'tpcds' else 'Spark SQL'}) "
         f"| {s['queries_equal']} of {s['plans_compared']} plans |",
         f"| median optimize time | {common.fmt(s['median_optimize_ms'])} ms |",
+        f"| plans with d/b > 1.2: in the main runs, after confirmation "
+        f"| {s.get('plans_over_1_2_in_main_runs')}, {s.get('plans_over_1_2_confirmed')} |",
         "",
         "| producer | plans | equal | geomean d/b | geomean d/a | geomean d/c |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -541,7 +577,9 @@ def markdown(report: dict) -> str:
             common.fmt(entry.get("spark_default_s")), common.fmt(entry.get("spark_cbo_s")),
             common.fmt(info.get("original_s")), common.fmt(info.get("optimized_s")),
             common.fmt(info.get("optimized_vs_spark_default")),
-            common.fmt(info.get("optimized_vs_spark_cbo")),
+            common.fmt(info.get("optimized_vs_spark_cbo")) + (
+                f" ({common.fmt(info['confirmed_optimized_vs_spark_cbo'])})"
+                if info.get("confirmed_optimized_vs_spark_cbo") is not None else ""),
             common.fmt(info.get("optimized_vs_original")), common.fmt(info.get("optimize_ms")), eq,
         ])
     lines.append(common.markdown_table(["query", "producer", "(a) SQL", "(b) SQL CBO", "(c) original", "(d) optimized",
@@ -628,7 +666,8 @@ def main(argv=None, spark: Any = None) -> dict:
     producers = [p.strip() for p in args.producers.split(",") if p.strip()] if args.producers else None
     name = args.name if args.name != "tpch" else suite.name
     report = run(scale=args.scale, queries=queries, producers=producers,
-                 reps=args.reps, warmup=args.warmup, optimize_reps=args.optimize_reps, spark=spark,
+                 reps=args.reps, warmup=args.warmup, optimize_reps=args.optimize_reps, confirm=args.confirm,
+                 spark=spark,
                  out_dir=Path(args.out) if args.out else None, name=name, progress=not args.no_progress,
                  suite=suite)
     s = report["summary"]
