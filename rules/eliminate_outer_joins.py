@@ -5,7 +5,8 @@ above rejects becomes the join that keeps only the other rows.
 read by one parent, under a chain of relations each read once that pass its rows on one by one --
 ``FilterRel``, ``ProjectRel`` without window functions, ``SortRel``, ``CrossRel``, either input of an
 inner ``JoinRel``, the left input of a ``LEFT``/``LEFT_SEMI``/``LEFT_ANTI`` join, the right input of a
-``RIGHT`` join -- up to a relation that drops rows where a condition is not true: a ``FilterRel``, an
+``RIGHT`` join, any input of a ``SetRel`` ``UNION ALL`` (its columns are each input's, by position) --
+up to a relation that drops rows where a condition is not true: a ``FilterRel``, an
 inner ``JoinRel`` (its expression and post-join filter), a ``LEFT_SEMI`` join (its expression, for the
 columns of its left input). One conjunct of that condition must be *null-rejecting* in a column that
 comes, unchanged (by field references only), from the outer join's null-supplying side: a comparison
@@ -27,13 +28,17 @@ the SQL it is given (``EliminateOuterJoin``).
 
 **Why it matters**: an outer join is a barrier to the join order. DataFusion writes TPC-DS Q93 as
 ``(store_sales LEFT JOIN store_returns) JOIN reason ON sr_reason_sk = r_reason_sk``: as inner joins the
-three can be reordered so that the few returns for one reason are joined to the sales first.
+three can be reordered so that the few returns for one reason are joined to the sales first. And Spark
+broadcasts only the side an outer join does not preserve: DataFusion writes TPC-DS Q5's web channel as
+``web_sales UNION ALL (web_returns LEFT JOIN web_sales)`` joined to ``web_site`` on a column of the left
+join's right side; as a left join it builds on 720,000 ``web_sales`` rows (SF 1), as an inner join on
+the 72,000 returns.
 """
 
 from __future__ import annotations
 
 import networkx as nx
-from substrait.proto import Expression, JoinRel
+from substrait.proto import Expression, JoinRel, SetRel
 
 from optimizer.dag import inputs, parents, uses
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
@@ -122,6 +127,10 @@ def _rejected_above(g: nx.DiGraph, node: int, cols: set[int], ctx: RuleContext) 
                 return False  # a window function reads other rows: dropping rows below changes its values
             n_in = width(g, inputs(g, parent)[0])
             space = set(cols) | {n_in + j for j, e in enumerate(body.expressions) if field_index(e) in cols}
+        elif kind == "set":
+            if body.op != SetRel.SetOp.SET_OP_UNION_ALL:
+                return False  # the other set operations compare rows across inputs
+            space = set(cols)
         elif kind in ("join", "cross"):
             offset = 0 if slot == 0 else width(g, inputs(g, parent)[0])
             space = {c + offset for c in cols}

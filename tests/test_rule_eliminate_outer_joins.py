@@ -7,7 +7,7 @@ where the outer joins do add null-extended rows; TPC-DS Q93 as DataFusion and Du
 from __future__ import annotations
 
 import pytest
-from substrait.proto import JoinRel, ReferenceRel, Rel
+from substrait.proto import JoinRel, ReferenceRel, Rel, SetRel
 
 from optimizer.dag import annotate_schemas, from_dag, to_dag
 from optimizer.driver import Optimizer, OptimizerConfig, PlanContext
@@ -55,6 +55,15 @@ def c():
 def outer(b: Builder, jt: int = LEFT, **kw) -> Rel:
     """``a <jt> b ON ak = bk``: columns ak#0, bk#1, bv#2."""
     return join(a(), b_(), jt, b.call("equal", col(0), col(1)), **kw)
+
+
+def union_all(*rels: Rel) -> Rel:
+    return Rel(set=SetRel(inputs=list(rels), op=SetRel.SetOp.SET_OP_UNION_ALL))
+
+
+def other_rows():
+    """Rows for the other input of a union with ``outer``: ak, bk, bv, one of them null in bv."""
+    return values([("x", "i64"), ("y", "i64"), ("z", "i64")], [(7, 7, 10), (8, 8, None)])
 
 
 def forced(plan):
@@ -105,6 +114,9 @@ def converted_cases() -> dict[str, tuple]:
     # the semi join's condition reads the outer join's right column
     semi = join(outer(b), c(), SEMI, b.call("equal", col(2), col(3)))
     cases["semi_join_condition"] = (b.plan(semi, names(3)), [INNER, SEMI])
+    # TPC-DS Q5's web channel: the outer join is one input of a UNION ALL joined on the right side's column
+    unioned = join(union_all(other_rows(), outer(b)), c(), INNER, b.call("equal", col(2), col(3)))
+    cases["through_union_all"] = (b.plan(unioned, names(4)), [INNER, INNER])
     return cases
 
 
@@ -134,6 +146,11 @@ def left_alone_cases() -> dict[str, Rel]:
     cases["post_join_filter"] = b.plan(filter_(
         join(a(), b_(), LEFT, b.call("equal", col(0), col(1)), post_join_filter=b.call("gt", col(2), lit(0))),
         b.call("gt", col(2), lit(0))), names(3))
+    # through a UNION ALL, a condition on the column the outer join's preserved side gives
+    cases["union_all_preserved_side"] = b.plan(filter_(union_all(outer(b), other_rows()),
+                                                       b.call("gt", col(0), lit(1))), names(3))
+    minus = Rel(set=SetRel(inputs=[other_rows(), outer(b)], op=SetRel.SetOp.SET_OP_MINUS_PRIMARY))
+    cases["minus"] = b.plan(filter_(minus, b.call("gt", col(2), lit(0))), names(3))
     # read twice (a ReferenceRel): the other reader needs the null-extended rows
     twice = outer(b)
     ref_rel = Rel(reference=ReferenceRel(subtree_ordinal=0))
