@@ -272,10 +272,15 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
         suite_oracle = TPCDSOracle(data_dir)
     judged_by: dict[tuple[str, int], str] = {}  # answers equal by a judge other than DuckDB's, and which
 
-    def datafusion_answer(sql: str):
-        from workloads.producers import datafusion_context
+    datafusion_answers: dict[str, Any] = {}  # per query text: asked for by the original and optimized plans
 
-        return datafusion_context({k: str(v) for k, v in tables.items()}).sql(sql).to_arrow_table()
+    def datafusion_answer(sql: str):
+        if sql not in datafusion_answers:
+            from workloads.producers import datafusion_context
+
+            context = datafusion_context({k: str(v) for k, v in tables.items()})
+            datafusion_answers[sql] = context.sql(sql).to_arrow_table()
+        return datafusion_answers[sql]
 
     common.register_temp_views(spark, tables)
     needed = sorted({t for q in queries for t in tables if re.search(rf"\b{t}\b", texts[q], re.IGNORECASE)})
