@@ -1,0 +1,274 @@
+"""What the engine runners share: the tables a plan reads, the files it may read, errors as one line.
+
+A runner (:class:`EngineRunner`) executes a Substrait ``Plan`` on an engine that consumes Substrait
+itself and returns a ``pyarrow.Table``. The plan is handed to the engine as written: the runner adapts
+nothing, so what it answers is what the engine answers to that plan (``diff --engine`` judges the
+plan, not a repaired copy). Before the engine sees the plan:
+
+* every ``ReadRel.named_table`` is bound as the Spark backend binds it
+  (:class:`optimizer.spark.tables.TableResolver`): the ``tables`` mapping ``{name: path}`` (the whole
+  dotted name or its last segment, case-insensitively), then ``DIR/<name>.parquet`` (a file or a
+  folder) or ``DIR/<name>/``, matching the last segment case-insensitively (Isthmus writes
+  ``LINEITEM``). A table found nowhere is a :class:`~optimizer.errors.PlanError`; a name the runner did
+  not bind never reaches the engine (no engine is asked to look a name up in its own catalog or on
+  disk);
+* every file the plan names (the tables' files and ``ReadRel.local_files``) must be allowed by the
+  :class:`~optimizer.paths.FileAccess` given (the CLI confines to ``--tables``, see docs/security.md);
+* with ``ignore_best_effort_filter`` the plan's ``ReadRel.best_effort_filter`` fields are removed: a
+  consumer may skip them, and :func:`optimizer.difftest.harness.compare` runs the optimized plan so.
+
+Errors: what the engine says it does not implement or support is an
+:class:`~optimizer.errors.UnsupportedError` ``<engine> does not support: <its message>``; any other
+failure of the engine an :class:`~optimizer.errors.ExecutionError` ``<engine> failed: <its message>``;
+an engine package that is not installed is an ``UnsupportedError`` naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import DecodeError, Message
+from substrait.proto import Plan, ReadRel
+
+from optimizer.errors import ExecutionError, PlanError, UnsupportedError
+from optimizer.paths import FileAccess
+from optimizer.schema import count_nested_names
+
+__all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "read_rels"]
+
+#: How engines word "this is not implemented here" (DataFusion: ``This feature is not implemented``,
+#: DuckDB: ``Not implemented Error``, ``Unsupported relation type``, Arrow: ``ArrowNotImplementedError``).
+_UNSUPPORTED = re.compile(r"not implemented|not supported|unsupported|notimplemented", re.IGNORECASE)
+
+
+#: Arrow prints a relation it cannot convert whole, after this marker: its kind is what to name
+_DEBUG_DUMP = re.compile(r"goo\.gle/debug\w*\s+(\w+).*", re.DOTALL)
+
+
+def missing_package(engine: str, extra: str, exc: ImportError) -> UnsupportedError:
+    """The error of an engine whose Python package is missing: which extra installs it."""
+    return UnsupportedError(
+        f"the {engine} engine needs the '{exc.name or extra}' package: "
+        f"pip install 'substrait-optimizer[{extra}]'")
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def engine_failure(engine: str, exc: BaseException, unsupported: bool | None = None) -> Exception:
+    """``exc`` raised by ``engine`` as one of ours: unsupported when the engine says so (or
+    ``unsupported`` is True), else an execution failure."""
+    message = _one_line(_DEBUG_DUMP.sub(r"relation \1", str(exc)) or type(exc).__name__)
+    if unsupported is None:
+        unsupported = bool(_UNSUPPORTED.search(message)) or bool(_UNSUPPORTED.search(type(exc).__name__))
+    if unsupported:
+        return UnsupportedError(f"{engine} does not support: {message}")
+    return ExecutionError(f"{engine} failed: {message}")
+
+
+def read_rels(message: Message, path: str = "") -> Iterator[tuple[ReadRel, str]]:
+    """Every ``ReadRel`` under ``message`` (subqueries and all relations included) with its path."""
+    for fd, value in message.ListFields():
+        if fd.type != fd.TYPE_MESSAGE:
+            continue
+        items = list(enumerate(value)) if fd.label == fd.LABEL_REPEATED else [(None, value)]
+        for i, item in items:
+            if not isinstance(item, Message):  # a map's scalar value
+                continue
+            where = f"{path}.{fd.name}" if path else fd.name
+            if i is not None:
+                where += f"[{i}]"
+            if isinstance(item, ReadRel):
+                yield item, where
+            yield from read_rels(item, where)
+
+
+def top_level_names(schema) -> tuple[str, ...]:
+    """The names of the top-level columns of a ``NamedStruct`` (its names are depth-first)."""
+    names = list(schema.names)
+    types = list(schema.struct.types)
+    if len(names) == len(types) or not types:
+        return tuple(names)
+    out, pos = [], 0
+    for t in types:
+        if pos >= len(names):
+            break
+        out.append(names[pos])
+        pos += 1 + count_nested_names(t)
+    return tuple(out)
+
+
+def case_renames(table: BoundTable, data_names: list[str]) -> dict[str, str]:
+    """``{column in the data: name the plan gives it}`` for the columns the plan spells in another
+    case than the data (Isthmus' ``L_ORDERKEY`` for ``l_orderkey``); the Spark backend matches such
+    names case-insensitively too. Empty when every name is found as written."""
+    exact = set(data_names)
+    folded: dict[str, list[str]] = {}
+    for n in data_names:
+        folded.setdefault(n.lower(), []).append(n)
+    renames: dict[str, str] = {}
+    for columns in table.columns:
+        for name in columns:
+            if not name or name in exact:
+                continue
+            matches = folded.get(name.lower(), [])
+            if len(matches) != 1:
+                continue  # not in the data (or ambiguous): the engine names the problem
+            if renames.setdefault(matches[0], name) != name:
+                raise UnsupportedError(f"table '{table.name}': the plan spells column '{matches[0]}' both "
+                                       f"'{renames[matches[0]]}' and '{name}'")
+    return renames
+
+
+@dataclass(frozen=True)
+class BoundTable:
+    """A named table of the plan bound to its Parquet data: the names as the plan writes them, and
+    the file or folder."""
+
+    names: tuple[str, ...]
+    location: str
+    #: the top-level column names of each distinct ``base_schema`` the plan reads the table with
+    columns: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.names[-1]
+
+    def parquet_files(self) -> list[str]:
+        """The Parquet files of the table (a folder: its ``*.parquet`` files, in name order)."""
+        path = Path(self.location)
+        if path.is_dir():
+            return sorted(str(p) for p in path.rglob("*.parquet") if p.is_file())
+        return [str(path)]
+
+
+class EngineRunner:
+    """Runs Substrait plans on one engine over Parquet tables; subclasses implement :meth:`_execute`.
+
+    ``tables``: a directory of ``<name>.parquet`` files or folders, or a mapping ``{name: path}``.
+    ``files``: which files a plan may read (default: anywhere, as for a caller's own code; the CLI
+    confines to ``--tables``).
+    """
+
+    #: the engine's name, as ``--engine`` spells it
+    name = ""
+
+    def __init__(self, tables: str | os.PathLike | Mapping[str, Any] | None = None, *,
+                 files: FileAccess | None = None, ignore_best_effort_filter: bool = False) -> None:
+        self.tables = tables
+        self.files = files if files is not None else FileAccess.anywhere()
+        self.ignore_best_effort_filter = ignore_best_effort_filter
+        self.directory: Path | None = None
+        self.mapping: dict[str, str] = {}
+        if isinstance(tables, Mapping):
+            self.mapping = {str(k).lower(): os.fspath(v) for k, v in tables.items()}
+        elif tables is not None:
+            text = os.fspath(tables)
+            if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", text) and not text.lower().startswith("file:"):
+                raise UnsupportedError(f"the {self.name} engine reads local tables only, not {text}")
+            if text.lower().startswith("file:"):
+                from optimizer.paths import normalise
+
+                text = normalise(text)
+            self.directory = Path(text)
+        #: seconds the last :meth:`execute` took in the engine (binding tables excluded)
+        self.last_seconds: float | None = None
+
+    # -- tables
+
+    def _where(self) -> str:
+        places = []
+        if self.mapping:
+            places.append("the given table mapping")
+        if self.directory is not None:
+            places.append(str(self.directory))
+        return ", ".join(places) or "nowhere: no tables given"
+
+    def _find(self, names: tuple[str, ...], path: str) -> str:
+        for key in (".".join(names).lower(), names[-1].lower()):
+            if key in self.mapping:
+                return self.mapping[key]
+        if self.directory is not None and self.directory.is_dir():
+            wanted = names[-1].lower()
+            candidates: dict[int, Path] = {}
+            for entry in self.directory.iterdir():
+                low = entry.name.lower()
+                if low == wanted + ".parquet":
+                    candidates.setdefault(0, entry)
+                elif low == wanted and entry.is_dir():
+                    candidates.setdefault(1, entry)
+            if candidates:
+                return str(candidates[min(candidates)])
+        raise PlanError(f"table '{'.'.join(names)}' not found (looked in {self._where()})", path)
+
+    def bind(self, plan: Plan) -> dict[tuple[str, ...], BoundTable]:
+        """The named tables of ``plan``, bound (``{names as written: table}``); the ``local_files`` it
+        reads checked against the file access."""
+        bound: dict[tuple[str, ...], BoundTable] = {}
+        for read, path in read_rels(plan, "relations"):
+            kind = read.WhichOneof("read_type")
+            if kind == "named_table":
+                names = tuple(read.named_table.names)
+                if not names or not all(names):
+                    raise PlanError("named_table has no names (or an empty one)", f"{path}.named_table")
+                if names not in bound:
+                    location = self.files.check(self._find(names, f"{path}.named_table"), f"{path}.named_table")
+                    bound[names] = BoundTable(names, location)
+                columns = top_level_names(read.base_schema)
+                if columns not in bound[names].columns:
+                    table = bound[names]
+                    bound[names] = BoundTable(names, table.location, (*table.columns, columns))
+            elif kind == "local_files":
+                for i, item in enumerate(read.local_files.items):
+                    which = item.WhichOneof("path_type")
+                    if which is None:
+                        raise PlanError("a local_files item names no file", f"{path}.local_files.items[{i}]")
+                    self.files.check(getattr(item, which), f"{path}.local_files.items[{i}].{which}")
+        return bound
+
+    # -- running
+
+    def prepared(self, plan: Plan) -> Plan:
+        """The plan the engine gets: ``plan`` itself, or a copy without best-effort filters."""
+        if not self.ignore_best_effort_filter:
+            return plan
+        copy = Plan()
+        copy.CopyFrom(plan)
+        for read, _ in read_rels(copy):
+            read.ClearField("best_effort_filter")
+        return copy
+
+    def execute(self, plan: Plan | bytes):
+        """The answer of ``plan`` as a ``pyarrow.Table``. The plan goes to the engine as given: a
+        ``Plan`` message, or the bytes of a binary one, in whatever encoding it has (a plan written
+        for the engine, or as a producer wrote it; :func:`optimizer.plan_io.load_plan` would convert
+        an older encoding into the current one, which is not what every engine reads)."""
+        if isinstance(plan, bytes | bytearray | memoryview):
+            message = Plan()
+            try:
+                message.ParseFromString(bytes(plan))
+            except DecodeError as exc:
+                raise PlanError(f"not a binary Substrait plan: {exc}") from None
+            plan = message
+        if not isinstance(plan, Plan):
+            raise TypeError(f"expected a substrait Plan or its bytes, got {type(plan).__name__}")
+        tables = self.bind(plan)
+        data = self.prepared(plan).SerializeToString()
+        start = time.perf_counter()
+        table = self._execute(data, tables)
+        self.last_seconds = time.perf_counter() - start
+        return table
+
+    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the engine's session."""

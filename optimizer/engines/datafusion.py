@@ -1,0 +1,84 @@
+"""Run Substrait plans on DataFusion 55 (``datafusion.substrait.Consumer``).
+
+The named tables of the plan are registered in a ``SessionContext`` under the names the plan writes
+(quoted, so ``LINEITEM`` stays upper case: DataFusion's consumer looks names up as written) over
+their Parquet files; ``Serde.deserialize_bytes`` reads the plan and
+``Consumer.from_substrait_plan(ctx, plan)`` makes the logical plan DataFusion optimizes and runs.
+String columns are read as ``Utf8``, not ``Utf8View`` (``schema_force_view_types`` off), as the
+producer side of the project does (workloads/producers.py).
+"""
+
+from __future__ import annotations
+
+from optimizer.engines.base import BoundTable, EngineRunner, case_renames, engine_failure, missing_package
+from optimizer.errors import UnsupportedError
+
+__all__ = ["DataFusionRunner"]
+
+
+class DataFusionRunner(EngineRunner):
+    """Executes Substrait plans on a DataFusion ``SessionContext`` of its own."""
+
+    name = "datafusion"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        try:
+            import datafusion  # noqa: F401 -- checked here so that a missing package fails before any run
+        except ImportError as exc:
+            raise missing_package("datafusion", "datafusion", exc) from None
+        self._ctx = None
+        self._registered: dict[str, tuple[str, dict[str, str]]] = {}  # name -> (location, renames)
+
+    def _context(self):
+        if self._ctx is None:
+            from datafusion import SessionConfig, SessionContext
+
+            config = SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
+            self._ctx = SessionContext(config)
+        return self._ctx
+
+    def _register(self, table: BoundTable) -> None:
+        import pyarrow.parquet as pq
+
+        if len(table.names) > 1:
+            raise UnsupportedError(
+                f"the datafusion engine binds unqualified table names only, not '{'.'.join(table.names)}'")
+        name = table.name
+        files = table.parquet_files()
+        renames = case_renames(table, pq.read_schema(files[0]).names) if files else {}
+        if self._registered.get(name) == (table.location, renames):
+            return
+        ctx = self._context()
+        quoted = '"' + name.replace('"', '""') + '"'
+        if name in self._registered:
+            ctx.deregister_table(quoted)
+        try:
+            if not renames:
+                ctx.register_parquet(quoted, table.location)
+            else:  # the columns under the plan's spelling: DataFusion matches names case-sensitively
+                from datafusion import col
+
+                df = ctx.read_parquet(table.location)
+                df = df.select(*(col(f'"{n}"').alias(renames.get(n, n)) for n in df.schema().names))
+                ctx.register_view(quoted, df)
+        except Exception as exc:  # DataFusion raises its errors as plain Exception
+            raise engine_failure("datafusion", exc, unsupported=False) from None
+        self._registered[name] = (table.location, renames)
+
+    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+        from datafusion.substrait import Consumer, Serde
+
+        for table in tables.values():
+            self._register(table)
+        ctx = self._context()
+        try:
+            plan = Serde.deserialize_bytes(data)
+            logical = Consumer.from_substrait_plan(ctx, plan)
+            return ctx.create_dataframe_from_logical_plan(logical).to_arrow_table()
+        except Exception as exc:  # DataFusion's Python bindings raise planning and execution errors as Exception
+            raise engine_failure("datafusion", exc) from None
+
+    def close(self) -> None:
+        self._ctx = None
+        self._registered.clear()

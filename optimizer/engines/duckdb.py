@@ -1,0 +1,119 @@
+"""Run Substrait plans on DuckDB 1.1.3 with its substrait extension (``con.from_substrait``).
+
+The extension comes from the ``duckdb-extension-substrait`` package (the same file
+workloads/producers.py loads; DuckDB only loads it with ``allow_unsigned_extensions``). Each named
+table of the plan is a view ``CREATE VIEW "<name>" AS SELECT * FROM read_parquet(...)`` over its
+Parquet files; DuckDB's catalog names are case-insensitive, so ``LINEITEM`` finds ``lineitem``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from optimizer.engines.base import BoundTable, EngineRunner, engine_failure, missing_package
+from optimizer.errors import UnsupportedError
+
+__all__ = ["DuckDBRunner"]
+
+_EXTRA = "duckdb"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _identifier(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def substrait_extension() -> str:
+    """The path of the substrait extension shipped by ``duckdb-extension-substrait``."""
+    try:
+        import duckdb_extension_substrait
+    except ImportError as exc:
+        raise missing_package("duckdb", _EXTRA, exc) from None
+    root = os.path.dirname(duckdb_extension_substrait.__file__)
+    found = sorted(glob.glob(os.path.join(root, "extensions", "*", "substrait.duckdb_extension")))
+    if not found:
+        raise UnsupportedError(f"the duckdb engine: no substrait.duckdb_extension under {root}")
+    return found[0]
+
+
+class DuckDBRunner(EngineRunner):
+    """Executes Substrait plans on an in-memory DuckDB connection of its own."""
+
+    name = "duckdb"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        try:
+            import duckdb  # noqa: F401
+        except ImportError as exc:
+            raise missing_package("duckdb", _EXTRA, exc) from None
+        self._extension = substrait_extension()
+        self._con = None
+        self._views: dict[str, tuple[str, str]] = {}  # lower-case name -> (name, location)
+
+    def _connection(self):
+        if self._con is None:
+            import duckdb
+
+            con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+            try:
+                con.execute(f"LOAD {_sql_string(self._extension)}")
+            except duckdb.Error as exc:
+                con.close()
+                raise engine_failure("duckdb", exc, unsupported=False) from None
+            self._con = con
+        return self._con
+
+    def _register(self, table: BoundTable) -> None:
+        import duckdb
+
+        if len(table.names) > 1:
+            raise UnsupportedError(
+                f"the duckdb engine binds unqualified table names only, not '{'.'.join(table.names)}'")
+        key = table.name.lower()
+        if self._views.get(key, (None, None))[1] == table.location:
+            return
+        if key in self._views and self._views[key][0] != table.name:
+            raise UnsupportedError(f"the duckdb engine: tables '{self._views[key][0]}' and '{table.name}' "
+                                   "differ only in case (DuckDB's names are case-insensitive)")
+        files = table.parquet_files()
+        source = "[" + ", ".join(_sql_string(f) for f in files) + "]"
+        try:
+            self._connection().execute(
+                f"CREATE OR REPLACE VIEW {_identifier(table.name)} AS SELECT * FROM read_parquet({source})")
+        except duckdb.Error as exc:
+            raise engine_failure("duckdb", exc, unsupported=False) from None
+        self._views[key] = (table.name, table.location)
+
+    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+        import duckdb
+
+        names = {}
+        for table in tables.values():
+            if names.setdefault(table.name.lower(), table.name) != table.name:
+                raise UnsupportedError(f"the duckdb engine: tables '{names[table.name.lower()]}' and "
+                                       f"'{table.name}' differ only in case (DuckDB's names are case-insensitive)")
+            self._register(table)
+        con = self._connection().cursor()
+        try:
+            return con.from_substrait(data).fetch_arrow_table()
+        except duckdb.NotImplementedException as exc:
+            raise engine_failure("duckdb", exc, unsupported=True) from None
+        except (duckdb.InternalException, duckdb.FatalException) as exc:
+            # DuckDB invalidates a database after an internal error: the next plan gets a new one
+            self.close()
+            raise engine_failure("duckdb", exc, unsupported=False) from None
+        except duckdb.Error as exc:
+            raise engine_failure("duckdb", exc) from None
+        finally:
+            con.close()
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+        self._con = None
+        self._views.clear()
