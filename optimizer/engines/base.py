@@ -63,12 +63,12 @@ def _one_line(text: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def engine_failure(engine: str, exc: BaseException, unsupported: bool | None = None) -> Exception:
+def engine_failure(engine: str, exc: BaseException | str, unsupported: bool | None = None) -> Exception:
     """``exc`` raised by ``engine`` as one of ours: unsupported when the engine says so (or
     ``unsupported`` is True), else an execution failure."""
-    message = _one_line(_DEBUG_DUMP.sub(r"relation \1", str(exc)) or type(exc).__name__)
+    message = _one_line(_DEBUG_DUMP.sub(r"\1", str(exc)) or type(exc).__name__)
     if unsupported is None:
-        unsupported = bool(_UNSUPPORTED.search(message)) or bool(_UNSUPPORTED.search(type(exc).__name__))
+        unsupported = bool(_UNSUPPORTED.search(message))
     if unsupported:
         return UnsupportedError(f"{engine} does not support: {message}")
     return ExecutionError(f"{engine} failed: {message}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 from optimizer.engines.base import BoundTable, EngineRunner, engine_failure, missing_package
 from optimizer.errors import UnsupportedError
@@ -38,6 +39,11 @@ def substrait_extension() -> str:
     if not found:
         raise UnsupportedError(f"the duckdb engine: no substrait.duckdb_extension under {root}")
     return found[0]
+
+
+def _without_boilerplate(exc: BaseException) -> str:
+    """DuckDB's message without the paragraph it appends to every internal error."""
+    return re.split(r"\s+This error signals an assertion failure", str(exc))[0].strip()
 
 
 class DuckDBRunner(EngineRunner):
@@ -104,11 +110,13 @@ class DuckDBRunner(EngineRunner):
         except duckdb.NotImplementedException as exc:
             raise engine_failure("duckdb", exc, unsupported=True) from None
         except (duckdb.InternalException, duckdb.FatalException) as exc:
-            # DuckDB invalidates a database after an internal error: the next plan gets a new one
+            # DuckDB invalidates a database after an internal error: the next plan gets a new one. Its
+            # consumer reports relations and expressions it lacks as internal errors ("Unsupported join
+            # type"): the message says which.
             self.close()
-            raise engine_failure("duckdb", exc, unsupported=False) from None
+            raise engine_failure("duckdb", _without_boilerplate(exc)) from None
         except duckdb.Error as exc:
-            raise engine_failure("duckdb", exc) from None
+            raise engine_failure("duckdb", _without_boilerplate(exc)) from None
         finally:
             con.close()
 
