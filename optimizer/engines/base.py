@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError
 from substrait.proto import Plan, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
@@ -74,21 +74,13 @@ def engine_failure(engine: str, exc: BaseException | str, unsupported: bool | No
     return ExecutionError(f"{engine} failed: {message}")
 
 
-def read_rels(message: Message, path: str = "") -> Iterator[tuple[ReadRel, str]]:
-    """Every ``ReadRel`` under ``message`` (subqueries and all relations included) with its path."""
-    for fd, value in message.ListFields():
-        if fd.type != fd.TYPE_MESSAGE:
-            continue
-        items = list(enumerate(value)) if fd.label == fd.LABEL_REPEATED else [(None, value)]
-        for i, item in items:
-            if not isinstance(item, Message):  # a map's scalar value
-                continue
-            where = f"{path}.{fd.name}" if path else fd.name
-            if i is not None:
-                where += f"[{i}]"
-            if isinstance(item, ReadRel):
-                yield item, where
-            yield from read_rels(item, where)
+def read_rels(plan: Plan) -> Iterator[tuple[ReadRel, str]]:
+    """Every ``ReadRel`` of ``plan`` (subqueries and all relations included) with its path."""
+    from optimizer.expr_utils import rels_with_paths
+
+    for rel, path in rels_with_paths(plan):
+        if rel.WhichOneof("rel_type") == "read":
+            yield rel.read, f"{path}.read"
 
 
 def top_level_names(schema) -> tuple[str, ...]:
@@ -213,7 +205,7 @@ class EngineRunner:
         """The named tables of ``plan``, bound (``{names as written: table}``); the ``local_files`` it
         reads checked against the file access."""
         bound: dict[tuple[str, ...], BoundTable] = {}
-        for read, path in read_rels(plan, "relations"):
+        for read, path in read_rels(plan):
             kind = read.WhichOneof("read_type")
             if kind == "named_table":
                 names = tuple(read.named_table.names)

@@ -16,6 +16,22 @@ from optimizer.errors import UnsupportedError
 __all__ = ["DataFusionRunner"]
 
 
+#: What DataFusion says of a ``Rel`` whose kind its protobuf bindings lack (TopNRel): the kind is lost
+#: in its decoding, so the runner names the plan's relation kinds instead.
+_UNKNOWN_REL = "rel must set rel_type"
+
+
+def _rel_kinds(data: bytes) -> list[str]:
+    """The relation kinds of a binary plan, sorted."""
+    from substrait.proto import Plan
+
+    from optimizer.expr_utils import rels_with_paths
+
+    plan = Plan()
+    plan.ParseFromString(data)
+    return sorted({rel.WhichOneof("rel_type") or "?" for rel, _ in rels_with_paths(plan)})
+
+
 class DataFusionRunner(EngineRunner):
     """Executes Substrait plans on a DataFusion ``SessionContext`` of its own."""
 
@@ -77,6 +93,10 @@ class DataFusionRunner(EngineRunner):
             logical = Consumer.from_substrait_plan(ctx, plan)
             return ctx.create_dataframe_from_logical_plan(logical).to_arrow_table()
         except Exception as exc:  # DataFusion's Python bindings raise planning and execution errors as Exception
+            if _UNKNOWN_REL in str(exc):
+                raise UnsupportedError(
+                    f"datafusion does not support: a relation its Substrait version does not know "
+                    f"(it says '{_UNKNOWN_REL}'; the plan has {', '.join(_rel_kinds(data))})") from None
             raise engine_failure("datafusion", exc) from None
 
     def close(self) -> None:
