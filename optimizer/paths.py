@@ -1,35 +1,53 @@
 """Which files a plan may name: confinement to the table roots (see docs/security.md).
 
 A plan's ``ReadRel.local_files`` and its named tables resolve to files. Read from an untrusted plan,
-such a file must lie under one of the roots the operator gave (``--tables``), judged after resolving
-``..`` and symbolic links, or it is a :class:`~optimizer.errors.PlanError` naming the file. A URI
-with a scheme other than ``file:`` (``s3a://b/t``, ``hdfs://nn/t``) is judged by its normalised text:
-scheme and host in lower case, ``.`` and ``..`` segments resolved, then a prefix check on whole
-segments. ``FileAccess.anywhere()`` (``--allow-any-path``) lifts the check.
+such a file must lie under one of the roots the operator gave (``--tables``), or it is a
+:class:`~optimizer.errors.PlanError` naming the file. Two readers resolve a location differently, and
+it must be inside the roots for both:
+
+* Spark (Hadoop's ``Path``) resolves ``.`` and ``..`` as text, wildcards included
+  (``t/*/../../x`` is ``x``), expands braces holding a ``/`` into several paths and unescapes
+  ``\\``-escaped segments; only then does the file system follow links;
+* the kernel (pyarrow, the statistics' footer reads) follows links first, then ``..`` physically.
+
+So every reading is judged: the text with ``..`` resolved (before the glob base is taken), its
+glob base with links resolved, the text as the kernel reads it, each brace alternative, and, for a
+local location, every file or folder its glob matches and every entry of a folder it reads (a link
+inside the roots to a place outside them is outside). A URI with a scheme other than ``file:``
+(``s3a://b/t``, ``hdfs://nn/t``) is judged by its normalised text: scheme and host in lower case,
+``.`` and ``..`` resolved, then a prefix check on whole segments. ``FileAccess.anywhere()``
+(``--allow-any-path``) lifts the check.
 
 >>> access = FileAccess.under(["/data/tables"])
 >>> access.allows("/data/tables/x.parquet"), access.allows("/data/tables/../secret.parquet")
 (True, False)
+>>> access.allows("/data/tables/*/../../secret.parquet"), access.allows("/data/tables/{a/../..,b}/s")
+(False, False)
 >>> FileAccess.under(["s3a://Bucket/t"]).allows("s3a://bucket/t/../t/a.parquet")
 True
 """
 
 from __future__ import annotations
 
+import glob as _glob
 import os
 import posixpath
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from optimizer.errors import PlanError
 
-__all__ = ["FileAccess", "glob_base", "normalise"]
+__all__ = ["FileAccess", "expand_braces", "glob_base", "normalise", "text_normalised"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _GLOB_CHARS = re.compile(r"[*?\[{]")
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+#: Brace alternatives a location may expand to before it is refused (``{a,b}{c,d}`` is 4).
+MAX_ALTERNATIVES = 256
 
 
 def _remote(location: str) -> bool:
@@ -37,17 +55,39 @@ def _remote(location: str) -> bool:
     return bool(m) and m.group(1).lower() != "file" and len(m.group(1)) > 1  # C:\ is a path
 
 
-def normalise(location: str) -> str:
-    """A local path made absolute with ``..`` and links resolved; a remote URI normalised as text."""
+def _decoded(location: str) -> str:
+    """A ``file:`` URI's local path (unquoted); a plain path or remote URI as written."""
     if "\x00" in location:
         raise PlanError(f"file name contains a NUL byte: {location!r}")
+    if not _remote(location) and location.lower().startswith("file:"):
+        return urllib.parse.unquote(urllib.parse.urlsplit(location).path)
+    return location
+
+
+def normalise(location: str) -> str:
+    """A local path made absolute with ``..`` and links resolved (as the kernel does); a remote URI
+    normalised as text."""
+    location = _decoded(location)
     if _remote(location):
         parsed = urllib.parse.urlsplit(location)
         path = posixpath.normpath(urllib.parse.unquote(parsed.path) or "/")
         return f"{parsed.scheme.lower()}://{parsed.netloc.lower()}{'' if path == '/' else path}"
-    if location.lower().startswith("file:"):
-        location = urllib.parse.unquote(urllib.parse.urlsplit(location).path)
     return os.path.realpath(os.path.expanduser(location))
+
+
+def text_normalised(location: str) -> str:
+    """A local path made absolute with ``.`` and ``..`` resolved as text, as Hadoop's ``Path`` does
+    (no ``~``, no links); a remote URI's path likewise.
+
+    >>> text_normalised("/t/?/../../secret.parquet"), text_normalised("s3a://b/t/*/../x")
+    ('/secret.parquet', 's3a://b/t/x')
+    """
+    location = _decoded(location)
+    if _remote(location):
+        parsed = urllib.parse.urlsplit(location)
+        path = posixpath.normpath(parsed.path or "/")
+        return f"{parsed.scheme}://{parsed.netloc}{'' if path == '/' else path}"
+    return os.path.abspath(location)  # abspath is normpath of the joined text: links are not followed
 
 
 def glob_base(pattern: str) -> str:
@@ -59,10 +99,57 @@ def glob_base(pattern: str) -> str:
     return pattern
 
 
+def expand_braces(text: str, limit: int = MAX_ALTERNATIVES) -> list[str] | None:
+    """Every alternative of ``{a,b}`` groups (nested, any number), or ``None`` past ``limit``.
+
+    Hadoop expands only groups that hold a ``/``; expanding all of them judges a superset of what it
+    reads. An unmatched brace is a literal.
+
+    >>> expand_braces("t/{a,b{c,d}}/x")
+    ['t/a/x', 't/bc/x', 't/bd/x']
+    >>> expand_braces("t/{../..,a}/x")
+    ['t/../../x', 't/a/x']
+    """
+    start = text.find("{")
+    while start != -1:
+        depth, commas, end = 0, [], -1
+        for i in range(start, len(text)):
+            c = text[i]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    end = i
+                    break
+            elif c == "," and depth == 1:
+                commas.append(i)
+        if end == -1:  # unmatched: a literal brace; look for a later group
+            start = text.find("{", start + 1)
+            continue
+        rests = expand_braces(text[end + 1:], limit)
+        if rests is None:
+            return None
+        cuts = [start, *commas, end]
+        out: list[str] = []
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            options = expand_braces(text[a + 1:b], limit)
+            if options is None or len(out) + len(options) * len(rests) > limit:
+                return None
+            out.extend(text[:start] + option + rest for option in options for rest in rests)
+        return out
+    return [text]
+
+
 def _under(location: str, root: str) -> bool:
     if location == root:
         return True
     return location.startswith(root if root.endswith("/") else root + "/")
+
+
+def _python_glob(pattern: str) -> str:
+    """A Hadoop glob as Python's ``glob`` reads it (``[^a]`` is ``[!a]``)."""
+    return pattern.replace("[^", "[!")
 
 
 @dataclass(frozen=True)
@@ -97,24 +184,93 @@ class FileAccess:
             return cls.under([tables])
         return cls.under(tables)
 
-    def allows(self, location: str) -> bool:
+    def _inside(self, normalised: str) -> bool:
+        return any(_under(normalised, root) for root in self.roots)
+
+    def _readings(self, location: str) -> Iterator[str] | None:
+        """The texts a reader may resolve ``location`` to, before links: as written (the kernel) and
+        unescaped, each brace alternative with ``..`` resolved as text (Hadoop). None: too many."""
+        decoded = _decoded(location)
+        forms = dict.fromkeys((decoded, _ESCAPE.sub(r"\1", decoded)))
+        if _remote(decoded):  # Hadoop reads the text as written; the store may unquote it
+            forms.update(dict.fromkeys(f"{m.group(1)}:{urllib.parse.unquote(decoded[m.end():])}"
+                                       for m in [_SCHEME.match(decoded)] if m))
+        readings: dict[str, None] = {}
+        for form in forms:
+            alternatives = expand_braces(form)
+            if alternatives is None or len(readings) + len(alternatives) > 2 * MAX_ALTERNATIVES:
+                return None
+            readings.update(dict.fromkeys(alternatives))
+        return iter(readings)
+
+    def refusal(self, location: str) -> str | None:
+        """Why ``location`` may not be read (None: it may)."""
         if self.any_path:
+            _decoded(location)  # a NUL byte is refused even so
+            return None
+        readings = self._readings(location)
+        if readings is None:
+            return f"may not be read: its braces expand to more than {MAX_ALTERNATIVES} paths"
+        outside = "it is outside the table roots"
+        for reading in readings:
+            if _remote(reading):
+                text = text_normalised(reading)
+                if not self._inside(normalise(glob_base(text) if _GLOB_CHARS.search(text) else text)):
+                    return outside
+                continue
+            # the kernel's reading (links, then ..) and Hadoop's (.. as text, then links)
+            for text in (os.path.expanduser(reading), text_normalised(reading)):
+                globbed = bool(_GLOB_CHARS.search(text))
+                if not self._inside(normalise(glob_base(text) if globbed else text)):
+                    return outside
+            # text: Hadoop's reading; what its glob matches, or the folder it names, is read
+            matches = _glob.iglob(_python_glob(text), include_hidden=True) if globbed else iter([text])
+            for match in matches:
+                if not self._tree_inside(match):
+                    return outside
+        return None
+
+    def _tree_inside(self, path: str) -> bool:
+        """``path`` and, for a folder, every entry under it (links followed, as Spark lists a folder)
+        resolve under the roots."""
+        real = os.path.realpath(path)
+        if not self._inside(real):
+            return False
+        if not os.path.isdir(real):
             return True
-        target = normalise(glob_base(location) if _GLOB_CHARS.search(location) else location)
-        return any(_under(target, root) for root in self.roots)
+        seen = {real}
+        for folder, dirs, names in os.walk(real, followlinks=True):
+            for name in names:
+                if not self._inside(os.path.realpath(os.path.join(folder, name))):
+                    return False
+            kept = []
+            for name in dirs:
+                target = os.path.realpath(os.path.join(folder, name))
+                if not self._inside(target):
+                    return False
+                if target not in seen:  # a link loop or a second link to one folder: walked once
+                    seen.add(target)
+                    kept.append(name)
+            dirs[:] = kept
+        return True
+
+    def allows(self, location: str) -> bool:
+        return self.refusal(location) is None
 
     def check(self, location: str, path: str | None = None) -> str:
         """``location`` itself if it may be read; else a PlanError naming it and the rule."""
-        if not self.allows(location):
+        reason = self.refusal(location)
+        if reason is not None:
             where = ", ".join(self.roots) if self.roots else "no --tables given"
-            raise PlanError(
-                f"file '{location}' is outside the table roots ({where}); --allow-any-path allows it", path
-            )
+            raise PlanError(f"file '{location}' {reason} (table roots: {where}); --allow-any-path allows it"
+                            if reason.startswith("may") else
+                            f"file '{location}' is outside the table roots ({where}); --allow-any-path allows it",
+                            path)
         return location
 
 
 ALLOW_ANY_PATH_HELP = ("let the plan read files anywhere (default: only under --tables, after resolving "
-                       "'..' and links; see docs/security.md)")
+                       "'..' as Spark does and links; see docs/security.md)")
 
 
 def add_path_argument(parser) -> None:
