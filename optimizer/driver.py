@@ -144,18 +144,46 @@ class Optimizer:
     """Runs the rule phases over a plan. ``run`` also reports what each rule did and the time taken."""
 
     def __init__(self, statistics: Any = None, capabilities: Any = None, config: OptimizerConfig | None = None,
-                 rules: list[Rule] | None = None) -> None:
+                 rules: list[Rule] | None = None, target: Any = None) -> None:
+        from optimizer.targets import as_target
+
         self.statistics = statistics
-        self.capabilities = capabilities
+        self.target = as_target(target)
+        # The target's reader capabilities unless the caller names others (the Spark target's are the
+        # default profile filter_into_read falls back to).
+        self.capabilities = capabilities if capabilities is not None else self.target.capabilities
         self.config = config or OptimizerConfig()
         if rules is None:
             from rules import RULES
 
             rules = RULES
-        self.rules = [r for r in rules if r.name not in self.config.disabled_rules]
+        self.rules = [r for r in rules if r.name not in self.config.disabled_rules and self._fits_target(r)]
+        #: join_order is judged with the physical phase after it only where that phase runs as priced
+        #: (a target that reads physical relations); elsewhere its plan is priced as written.
+        self.judged_with_next = JUDGED_WITH_NEXT if self.target.physical_relations else frozenset()
+
+    def _fits_target(self, rule: Rule) -> bool:
+        """A rule of the physical phase runs for a target that reads logical relations only if what it
+        writes is logical (:data:`LOGICAL_IN_PHYSICAL`) and, for ``filter_into_read``, the target
+        applies ``ReadRel.filter``."""
+        if rule.phase != "physical" or self.target.physical_relations:
+            return True
+        if rule.name == "filter_into_read":
+            return self.target.read_filter == "applied"
+        return rule.name in LOGICAL_IN_PHYSICAL
 
     @deep_messages()
     def run(self, plan: Plan | Any) -> OptimizeResult:
+        """Optimize ``plan`` and write it for the target (:func:`optimizer.write.write_for_target`)."""
+        from optimizer.write import write_for_target
+
+        start = time.perf_counter()
+        result = self._run(plan)
+        result.plan = write_for_target(result.plan, self.target)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run(self, plan: Plan | Any) -> OptimizeResult:
         start = time.perf_counter()
         plan = load_plan(plan)
         g = to_dag(plan)
@@ -200,7 +228,7 @@ class Optimizer:
             kept = ctx.snapshot()
             report = self._phase(g, phase, phase_rules, ctx)
             if report.events:
-                if phase in JUDGED_WITH_NEXT:
+                if phase in self.judged_with_next:
                     # Its joins are priced as the next phase can bind them, against the plan it found.
                     bound_after, bound_before = plan_cost(ctx, bindable=True), plan_cost(kept, bindable=True)
                     if bound_after > bound_before * (1 + COST_TOLERANCE):
@@ -241,7 +269,7 @@ class Optimizer:
             sub.CopyFrom(plan)
             sub.ClearField("relations")
             sub.relations.add().root.input.CopyFrom(rel)
-            done = self.run(sub)
+            done = self._run(sub)
             rel.CopyFrom(done.plan.relations[0].root.input)
             for name in ("extension_urns", "extensions", "type_aliases"):
                 plan.ClearField(name)
@@ -277,6 +305,13 @@ PRICED_AFTER = frozenset({"normalise"})
 #: every reordered plan took 15 % of the optimizer's time).
 JUDGED_WITH_NEXT = frozenset({"join_order"})
 
+#: Rules of the physical phase whose rewrites are logical: for a target that reads logical relations
+#: only they run (priced one rewrite at a time, as in that phase), the others do not.
+#: ``reduce_aggregate_input`` adds a semi join and shares a deterministic subtree (inlined for a target
+#: without ``ReferenceRel``: the subtree is read twice, which the rule already requires to pay);
+#: ``order_conjuncts`` reorders a filter's conjuncts.
+LOGICAL_IN_PHYSICAL = frozenset({"reduce_aggregate_input", "order_conjuncts"})
+
 
 def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:
     """The estimated cost of the whole plan in ``ctx.g``: every relation reachable from a root, once (a
@@ -305,10 +340,12 @@ def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: Optimize
     return plan_cost(ctx)
 
 
-def optimize(plan: Plan | Any, *, statistics: Any = None, capabilities: Any = None,
+def optimize(plan: Plan | Any, *, target: Any = "spark", statistics: Any = None, capabilities: Any = None,
              config: OptimizerConfig | None = None) -> Plan:
-    """Rewrite a logical plan into a cheaper physical one that gives the same answer."""
-    return Optimizer(statistics, capabilities, config).run(plan).plan
+    """Rewrite a logical plan into a cheaper one that gives the same answer, written for ``target`` (a
+    name of :data:`optimizer.targets.TARGETS`, a profile path or a :class:`~optimizer.targets.Target`):
+    physical relations for ``spark``, logical ones read the way the target reads them elsewhere."""
+    return Optimizer(statistics, capabilities, config, target=target).run(plan).plan
 
 
 #: The relation of each kind of subquery, by ``Expression.Subquery`` field.

@@ -1,0 +1,242 @@
+"""Consumer targets: what the engine that will run an optimized plan reads, and how.
+
+A target is a JSON profile (package data ``optimizer/data/targets/<name>.json`` for ``spark``,
+``datafusion``, ``duckdb`` and ``acero``; a user writes their own and passes its path). The driver reads
+it to choose the rules and the pricing (:mod:`optimizer.driver`), the write stage
+(:func:`optimizer.write.write_for_target`) to adapt the plan to it. Format (every field but ``name``
+optional; the defaults are the spec's reading)::
+
+    {"name": "datafusion",
+     "engine": "DataFusion 55.0.0 (datafusion.substrait.Consumer)",   # what the profile was checked on
+     "evidence": ["...what was run and what the engine answered..."],
+     "physical_relations": false,   # reads HashJoinRel, MergeJoinRel, NestedLoopJoinRel, TopNRel,
+                                    # ConsistentPartitionWindowRel, ExchangeRel (only Spark's backend does)
+     "reference_rel": false,        # reads ReferenceRel (shared subtrees); false: the writer inlines them
+     "read": {"filter": "applied",            # ReadRel.filter: applied | pruning_only | unsupported
+              "best_effort_filter": "ignored",  # used | ignored | unsupported
+              "projection_mask": true},       # reads ReadRel.projection (a column mask)
+     "join_types": ["INNER", "LEFT", "LEFT_SEMI"],   # JoinRel types it reads (null: all)
+     "subqueries": true,            # reads subquery expressions (scalar, IN, EXISTS...)
+     "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
+                   "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
+                   "unsupported": ["substring"],       # refused (exit 3)
+                   "enum_arguments": true,             # reads enum arguments (extract's 'YEAR')
+                   "like_null_escape": "keep"},        # keep | drop: like(a, p, NULL) means no escape
+                                                       #   character; drop writes like(a, p)
+     "encoding": {"project": "spec",          # spec | expressions_only (DuckDB 1.1.3: a ProjectRel
+                                              #   outputs only its expressions and its emit is ignored)
+                  "aggregate_phase": "any",   # any | initial_to_result (Acero rejects the unspecified phase)
+                  "grouping_sets": "spec",    # spec | refuse (an aggregate with several grouping sets)
+                  "old_fields": false,        # also write the fields Substrait 0.53 had in place of
+                                              #   today's (Grouping.grouping_expressions, FetchRel.count)
+                  "plan_version": null},      # [major, minor, patch]: the version the plan declares
+     "capabilities": "spark-parquet"}  # reader capabilities for filter_into_read: a profile object or
+                                       # the name of package data optimizer/data/capabilities/<name>.json
+
+Bad input (an unknown name, a file that is not a profile, a field of the wrong kind) is a one-line
+:class:`~optimizer.errors.PlanError` (exit 2) naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from optimizer.capabilities import Capabilities, default_capabilities
+from optimizer.capabilities import from_dict as capabilities_from_dict
+from optimizer.errors import PlanError
+
+#: The targets shipped as package data.
+TARGETS: tuple[str, ...] = ("spark", "datafusion", "duckdb", "acero")
+
+READ_FILTER = ("applied", "pruning_only", "unsupported")
+BEST_EFFORT = ("used", "ignored", "unsupported")
+PROJECT_ENCODINGS = ("spec", "expressions_only")
+AGGREGATE_PHASES = ("any", "initial_to_result")
+GROUPING_SETS = ("spec", "refuse")
+
+#: The relations only an engine that reads physical plans (Spark's backend) takes.
+PHYSICAL_RELATIONS = frozenset({"hash_join", "merge_join", "nested_loop_join", "top_n", "window", "exchange",
+                                "expand", "duplicate_eliminated_join"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """A consumer target (see the module docstring for the JSON form)."""
+
+    name: str
+    engine: str = ""
+    evidence: tuple[str, ...] = ()
+    physical_relations: bool = True
+    reference_rel: bool = True
+    read_filter: str = "applied"
+    best_effort_filter: str = "used"
+    projection_mask: bool = True
+    renames: dict[str, str] = field(default_factory=dict)
+    max_args: dict[str, int] = field(default_factory=dict)
+    unsupported_functions: frozenset[str] = frozenset()
+    join_types: frozenset[str] | None = None
+    subqueries: bool = True
+    enum_arguments: bool = True
+    like_null_escape: str = "keep"
+    old_fields: bool = False
+    project_encoding: str = "spec"
+    aggregate_phase: str = "any"
+    grouping_sets: str = "spec"
+    plan_version: tuple[int, int, int] | None = None
+    capabilities: Capabilities | None = None
+    source: str = ""
+
+    @property
+    def reader_capabilities(self) -> Capabilities:
+        """The reader-capability profile ``filter_into_read`` uses for this target."""
+        return self.capabilities if self.capabilities is not None else default_capabilities()
+
+
+def _at(where: str, key: str) -> str:
+    """``file: section.key`` (``file: key`` at the top level)."""
+    return f"{where}{key}" if where.endswith(": ") else f"{where}.{key}"
+
+
+def _choice(data: dict, key: str, choices: tuple[str, ...], default: str, where: str) -> str:
+    value = data.get(key, default)
+    if value not in choices:
+        raise PlanError(f"must be one of {', '.join(choices)} (got {value!r})", _at(where, key))
+    return value
+
+
+def _bool(data: dict, key: str, default: bool, where: str) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise PlanError(f"must be true or false (got {value!r})", _at(where, key))
+    return value
+
+
+def _section(data: dict, key: str, where: str) -> dict:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise PlanError("must be a JSON object", _at(where, key))
+    return value
+
+
+def _names(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise PlanError("must be a list of function names", where)
+    return value
+
+
+def _capabilities(value: Any, where: str) -> Capabilities | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return capabilities_from_dict(value, where)
+    if isinstance(value, str):
+        try:
+            text = resources.files("optimizer").joinpath(f"data/capabilities/{value}.json").read_text("utf-8")
+        except (FileNotFoundError, OSError):
+            raise PlanError(f"no capability profile named {value!r}", where) from None
+        return capabilities_from_dict(json.loads(text), f"{value}.json")
+    raise PlanError("must be a capability profile object or the name of one", where)
+
+
+_KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
+                    "encoding", "capabilities", "description", "join_types", "subqueries"})
+
+
+def target_from_dict(data: Any, source: str = "<target>") -> Target:
+    """A target from its JSON object; ``source`` names the file in errors."""
+    if not isinstance(data, dict):
+        raise PlanError("a target profile is a JSON object", source)
+    unknown = sorted(set(data) - _KNOWN)
+    if unknown:
+        raise PlanError(f"unknown field (known: {', '.join(sorted(_KNOWN))})", f"{source}: {unknown[0]}")
+    where = f"{source}: "
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise PlanError("a target profile needs a 'name' (a non-empty string)", f"{where}name")
+    evidence = data.get("evidence", [])
+    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+        raise PlanError("must be a list of strings", f"{where}evidence")
+    read = _section(data, "read", where)
+    functions = _section(data, "functions", where)
+    encoding = _section(data, "encoding", where)
+    renames = functions.get("rename", {})
+    if not isinstance(renames, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                                for k, v in renames.items()):
+        raise PlanError("must map function names to function names", f"{where}functions.rename")
+    max_args = functions.get("max_args", {})
+    if not isinstance(max_args, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 2 for v in max_args.values()):
+        raise PlanError("must map function names to an argument count of at least 2", f"{where}functions.max_args")
+    version = encoding.get("plan_version")
+    if version is not None:
+        if (not isinstance(version, list) or len(version) != 3
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in version)):
+            raise PlanError("must be [major, minor, patch] (non-negative integers) or null",
+                            f"{where}encoding.plan_version")
+        version = tuple(version)
+    join_types = data.get("join_types")
+    if join_types is not None:
+        from substrait.proto import JoinRel
+
+        known = {v.name.removeprefix("JOIN_TYPE_") for v in JoinRel.JoinType.DESCRIPTOR.values if v.number}
+        if not isinstance(join_types, list) or not all(isinstance(t, str) and t in known for t in join_types):
+            raise PlanError(f"must be a list of join types ({', '.join(sorted(known))}) or null",
+                            f"{where}join_types")
+        join_types = frozenset(join_types)
+    return Target(
+        name=name,
+        join_types=join_types,
+        subqueries=_bool(data, "subqueries", True, where),
+        enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
+        like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
+        engine=str(data.get("engine", "")),
+        evidence=tuple(evidence),
+        physical_relations=_bool(data, "physical_relations", True, where),
+        reference_rel=_bool(data, "reference_rel", True, where),
+        read_filter=_choice(read, "filter", READ_FILTER, "applied", f"{where}read"),
+        best_effort_filter=_choice(read, "best_effort_filter", BEST_EFFORT, "used", f"{where}read"),
+        projection_mask=_bool(read, "projection_mask", True, f"{where}read"),
+        renames=dict(renames),
+        max_args=dict(max_args),
+        unsupported_functions=frozenset(_names(functions.get("unsupported", []), f"{where}functions.unsupported")),
+        project_encoding=_choice(encoding, "project", PROJECT_ENCODINGS, "spec", f"{where}encoding"),
+        aggregate_phase=_choice(encoding, "aggregate_phase", AGGREGATE_PHASES, "any", f"{where}encoding"),
+        grouping_sets=_choice(encoding, "grouping_sets", GROUPING_SETS, "spec", f"{where}encoding"),
+        old_fields=_bool(encoding, "old_fields", False, f"{where}encoding"),
+        plan_version=version,
+        capabilities=_capabilities(data.get("capabilities"), f"{where}capabilities"),
+        source=source,
+    )
+
+
+def load_target(name_or_path: str | os.PathLike) -> Target:
+    """The target named ``name_or_path`` (one of :data:`TARGETS`) or read from that JSON file."""
+    text = os.fspath(name_or_path)
+    if text in TARGETS:
+        data = resources.files("optimizer").joinpath(f"data/targets/{text}.json").read_text("utf-8")
+        return target_from_dict(json.loads(data), f"{text}.json")
+    if not os.path.isfile(text):
+        raise PlanError(f"no such target (a name: {', '.join(TARGETS)}; or a profile JSON file)", text)
+    try:
+        with open(text, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"not valid JSON: {exc}", text) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"cannot read the target profile: {exc}", text) from None
+    return target_from_dict(data, text)
+
+
+def as_target(value: Target | str | os.PathLike | None) -> Target:
+    """A target from what a caller passed: None (``spark``), a :class:`Target`, a name or a path."""
+    if value is None:
+        return load_target("spark")
+    if isinstance(value, Target):
+        return value
+    if isinstance(value, str | os.PathLike):
+        return load_target(value)
+    raise TypeError(f"not a target: {type(value).__name__}")

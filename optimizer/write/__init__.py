@@ -1,0 +1,113 @@
+"""The write stage: adapt an optimized plan to the consumer that will run it (a :class:`~optimizer.targets.Target`).
+
+The flow is load -> DAG -> rules -> cost -> **write** -> backend or engine. :func:`write_for_target` runs
+after the rewrites, on the plan they produced, and changes its encoding only -- never its answer:
+
+1. shared subtrees (``ReferenceRel``) are inlined for a target that does not read them (every copy
+   computes the same rows: the rules only share deterministic subtrees, and a producer's shared
+   subtree is read the same wherever it is referenced);
+2. a physical relation is refused for a target that reads logical relations only;
+3. ``ReadRel.filter`` a target does not apply (DataFusion 55 prunes with it, Acero rejects it) is
+   applied by a ``FilterRel`` above the read as well (kept in the read where the target prunes with it);
+   a ``best_effort_filter`` the target rejects is removed (a consumer may skip one, so it only ever
+   repeats what a filter above applies);
+4. a column mask (``ReadRel.projection``) becomes the read's emit for a target that does not read masks;
+5. functions: refused when the target lacks them, renamed to the target's names, and variadic calls
+   (``and``/``or`` with more arguments than the target takes) nested;
+6. aggregates: an aggregate with several grouping sets is refused where the target numbers them its
+   own way; the aggregation phase is written out where the target rejects the unspecified one;
+7. the projection convention: DuckDB 1.1.3 reads a ``ProjectRel`` as "only its expressions" and ignores
+   its emit, so each project is written as the list of its output columns (and every other relation
+   with an emit it does not read gets such a project above it);
+8. the plan version, if the target declares one.
+
+What the target cannot express is an :class:`~optimizer.errors.UnsupportedError` (exit 3) naming the
+relation or function and the target: never a plan that runs and answers something else. For a target
+that reads everything the optimizer writes (``spark``) the plan is returned unchanged.
+"""
+
+from __future__ import annotations
+
+from substrait.proto import AggregationPhase, Plan
+
+from optimizer.errors import UnsupportedError
+from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
+from optimizer.write.encoding import write_old_encoding, write_projects_as_expressions
+from optimizer.write.functions import adapt_functions, set_aggregation_phase
+from optimizer.write.reads import adapt_reads
+from optimizer.write.references import inline_references
+
+__all__ = ["write_for_target"]
+
+
+def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
+    """``plan`` as ``target`` reads it (a copy; ``plan`` itself when nothing needs to change)."""
+    target = as_target(target)
+    if _reads_everything(target):
+        return plan
+    out = Plan()
+    out.CopyFrom(plan)
+    if not target.reference_rel:
+        inline_references(out, target.name)
+    _check_relations(out, target)
+    adapt_reads(out, target)
+    adapt_functions(out, target)
+    if target.aggregate_phase == "initial_to_result":
+        set_aggregation_phase(out, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
+    if target.project_encoding == "expressions_only":
+        write_projects_as_expressions(out, target)
+    if target.old_fields:
+        write_old_encoding(out)
+    if target.plan_version is not None:
+        out.version.major_number, out.version.minor_number, out.version.patch_number = target.plan_version
+    return out
+
+
+def _reads_everything(target: Target) -> bool:
+    return (target.physical_relations and target.reference_rel and target.read_filter == "applied"
+            and target.best_effort_filter != "unsupported" and target.projection_mask and not target.renames
+            and not target.max_args and not target.unsupported_functions and target.project_encoding == "spec"
+            and target.aggregate_phase == "any" and target.grouping_sets == "spec" and target.plan_version is None
+            and target.join_types is None and target.subqueries and target.enum_arguments
+            and target.like_null_escape == "keep" and not target.old_fields)
+
+
+def _check_relations(plan: Plan, target: Target) -> None:
+    """Refuse what the target cannot read: physical relations (for a logical-only target), aggregates
+    with several grouping sets (where the target numbers their output its own way)."""
+    from optimizer.expr_utils import rels_with_paths
+
+    for rel, path in rels_with_paths(plan):
+        kind = rel.WhichOneof("rel_type")
+        if kind in PHYSICAL_RELATIONS and not target.physical_relations:
+            raise UnsupportedError(f"{_REL_NAMES.get(kind, kind)} is a physical relation, which target "
+                                   f"'{target.name}' does not read (it reads logical relations only)", path)
+        if kind == "aggregate" and len(rel.aggregate.groupings) > 1 and target.grouping_sets == "refuse":
+            raise UnsupportedError(f"AggregateRel with {len(rel.aggregate.groupings)} grouping sets: target "
+                                   f"'{target.name}' numbers the output of several grouping sets its own way",
+                                   path)
+        if kind == "join" and target.join_types is not None:
+            from optimizer.expr_utils import join_type_name
+
+            jt = join_type_name(rel.join)
+            if jt not in target.join_types:
+                raise UnsupportedError(f"JoinRel of type {jt}: target '{target.name}' reads join types "
+                                       f"{', '.join(sorted(target.join_types))} only", path)
+        if not target.subqueries:
+            from optimizer.dag import strip_inputs
+            from optimizer.expr_utils import walk
+
+            for m in walk(strip_inputs(rel), enter_subqueries=False):
+                if m.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
+                    raise UnsupportedError(f"subquery expression ({m.WhichOneof('subquery_type')}) in a {kind} "
+                                           f"relation: target '{target.name}' does not read subqueries", path)
+        if kind == "reference" and not target.reference_rel:  # pragma: no cover - inlined before
+            raise UnsupportedError(f"ReferenceRel: target '{target.name}' does not read shared subtrees", path)
+        if kind is None:
+            raise UnsupportedError(f"a relation of a kind this tool does not know, for target '{target.name}'", path)
+
+
+_REL_NAMES = {"hash_join": "HashJoinRel", "merge_join": "MergeJoinRel", "nested_loop_join": "NestedLoopJoinRel",
+              "top_n": "TopNRel", "window": "ConsistentPartitionWindowRel", "exchange": "ExchangeRel",
+              "expand": "ExpandRel", "duplicate_eliminated_join": "DuplicateEliminatedJoinRel"}
+

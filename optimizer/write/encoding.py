@@ -1,0 +1,116 @@
+"""The projection convention of DuckDB 1.1.3's consumer (``encoding.project = expressions_only``).
+
+DuckDB's substrait extension (1.1.3, before substrait-io/duckdb-substrait-extension#135) reads a
+``ProjectRel`` as "only its expressions" and ignores the project's emit: ``ProjectRel(read(region),
+[r_regionkey])`` gives it one column where the spec says four, and an emit of ``[3, 1]`` on it still
+gives one. So every project is written as the list of its output columns, in order: an input column
+the emit selects becomes a field reference, an expression stays, and the emit is dropped. It reads
+the emit of a ``ReadRel``, ``FilterRel`` and ``JoinRel`` as the spec says; any other relation with an
+emit (an ``AggregateRel``'s fails to bind: ``SELECT list is empty``) gets such a project above it
+instead.
+
+A plan written so is in DuckDB's convention, not the spec's: another consumer reads it differently.
+"""
+
+from __future__ import annotations
+
+from substrait.proto import Plan, Rel
+
+from optimizer.expr_utils import field, rels_with_paths
+from optimizer.targets import Target
+
+#: Relations whose emit DuckDB 1.1.3 reads as the spec says (checked with one-relation plans).
+EMIT_READ = frozenset({"read", "filter", "join"})
+
+
+def write_projects_as_expressions(plan: Plan, target: Target | None = None) -> int:
+    """Rewrite the plan's projects (and the emits DuckDB ignores) into the expressions-only convention, in
+    place; the number of relations changed."""
+    from optimizer.schema import plan_schemas
+
+    schemas = plan_schemas(plan)
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
+        kind = rel.WhichOneof("rel_type")
+        body = getattr(rel, kind)
+        common = getattr(body, "common", None)
+        emit = list(common.emit.output_mapping) if common is not None and common.WhichOneof(
+            "emit_kind") == "emit" else None
+        if kind == "project":
+            n_in = len(schemas[f"{path}.project.input"].types)
+            exprs = list(body.expressions)
+            mapping = emit if emit is not None else list(range(n_in + len(exprs)))
+            if emit is None and not exprs:
+                mapping = list(range(n_in))
+            new = [field(m) if m < n_in else exprs[m - n_in] for m in mapping]
+            del body.expressions[:]
+            body.expressions.extend(new)
+            common.ClearField("emit_kind")
+            changed += 1
+        elif emit is not None and kind not in EMIT_READ:
+            common.ClearField("emit_kind")
+            project = Rel()
+            project.project.input.CopyFrom(rel)
+            project.project.expressions.extend(field(m) for m in emit)
+            rel.CopyFrom(project)
+            changed += 1
+    return changed
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # two's complement, as protobuf writes a negative int64
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def write_old_encoding(plan: Plan) -> int:
+    """Write the fields DuckDB 1.1.3's consumer reads in place of today's (it was built against Substrait
+    0.53), in place: each grouping's expressions in ``Grouping.grouping_expressions`` (field 1; DuckDB
+    reads no ``expression_references`` and sees an aggregate without keys otherwise), a fetch's
+    ``offset`` and ``count`` (fields 3 and 4; ``count = -1``: all rows). Today's fields stay: the loader
+    (:mod:`optimizer.load.upgrade`) checks that both say the same. These field numbers are no longer in
+    the protos, so they are merged in as the wire bytes they were. Returns the relations changed."""
+    from optimizer.load.upgrade import _unknown  # the loader's reader of the same wire fields
+
+    changed = 0
+    for rel, _path in rels_with_paths(plan):
+        kind = rel.WhichOneof("rel_type")
+        if kind == "aggregate":
+            agg = rel.aggregate
+            for grouping in agg.groupings:
+                if any(number == 1 for number, _, _ in _unknown(grouping)):
+                    continue
+                data = bytearray()
+                for j in grouping.expression_references:
+                    raw = agg.grouping_expressions[j].SerializeToString(deterministic=True)
+                    data += _varint((1 << 3) | 2) + _varint(len(raw)) + raw
+                grouping.MergeFromString(bytes(data))
+            changed += 1
+        elif kind == "fetch":
+            fetch = rel.fetch
+            if any(number in (3, 4) for number, _, _ in _unknown(fetch)):
+                continue
+            offset = _int_literal(fetch.offset_expr) if fetch.HasField("offset_expr") else 0
+            count = _int_literal(fetch.count_expr) if fetch.HasField("count_expr") else -1
+            if offset is None or count is None:
+                from optimizer.errors import UnsupportedError
+
+                raise UnsupportedError("FetchRel whose offset or count is not an integer literal: DuckDB 1.1.3 "
+                                       "reads only constant counts", _path)
+            fetch.MergeFromString(_varint(3 << 3) + _varint(offset) + _varint(4 << 3) + _varint(count))
+            changed += 1
+    return changed
+
+
+def _int_literal(e) -> int | None:
+    if e.WhichOneof("rex_type") != "literal":
+        return None
+    kind = e.literal.WhichOneof("literal_type")
+    return getattr(e.literal, kind) if kind in ("i8", "i16", "i32", "i64") else None

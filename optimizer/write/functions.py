@@ -1,0 +1,114 @@
+"""Functions as the target names them: refused where it lacks them, renamed, variadic calls nested.
+
+* ``functions.unsupported``: a call of one of these (scalar, aggregate or window) is an
+  :class:`~optimizer.errors.UnsupportedError` naming the function, the relation and the target;
+* ``functions.rename``: the declaration's simple name is replaced (a compound name keeps its
+  signature: ``like:str_str`` -> ``<new>:str_str``);
+* ``functions.max_args``: a call of ``and`` / ``or`` with more arguments becomes nested calls
+  (``and(a, b, c)`` -> ``and(and(a, b), c)``: the same three-valued result, both are associative).
+  Only associative functions can be split this way; another name is refused.
+
+Also :func:`set_aggregation_phase`: the phase of every aggregate and window call left unspecified is
+written out (Acero accepts ``INITIAL_TO_RESULT`` only, and rejects the unspecified phase; a plan that
+aggregates in one relation means exactly that phase).
+"""
+
+from __future__ import annotations
+
+from substrait.proto import AggregationPhase, Expression, Plan
+
+from optimizer.dag import strip_inputs
+from optimizer.errors import UnsupportedError
+from optimizer.expr_utils import rels_with_paths, walk
+from optimizer.load.functions import function_table
+from optimizer.targets import Target
+
+#: Functions whose nested form means the same as the variadic call.
+ASSOCIATIVE = frozenset({"and", "or"})
+
+_CALLS = frozenset({"substrait.Expression.ScalarFunction", "substrait.AggregateFunction",
+                    "substrait.Expression.WindowFunction"})
+
+
+def adapt_functions(plan: Plan, target: Target) -> None:
+    """Refuse, rename and split the plan's function calls for ``target``, in place."""
+    if not (target.unsupported_functions or target.renames or target.max_args or not target.enum_arguments
+            or target.like_null_escape == "drop"):
+        return
+    functions = function_table(plan)
+    names = {info.anchor: info.name for info in functions}
+    if target.like_null_escape == "drop":
+        for m in walk(plan, enter_subqueries=True):
+            if (m.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction"
+                    and names.get(m.function_reference) == "like" and len(m.arguments) == 3
+                    and _is_null(m.arguments[2])):
+                del m.arguments[2]
+    if target.unsupported_functions or target.max_args or not target.enum_arguments:
+        for rel, path in rels_with_paths(plan):
+            own = strip_inputs(rel)  # this relation's expressions (a subquery's relations come on their own)
+            for m in walk(own, enter_subqueries=False):
+                if m.DESCRIPTOR.full_name in _CALLS:
+                    name = names.get(m.function_reference)
+                    if not target.enum_arguments and any(a.WhichOneof("arg_type") == "enum" for a in m.arguments):
+                        raise UnsupportedError(f"function '{name}' with an enum argument: target '{target.name}' "
+                                               "reads value arguments only", path)
+                    if name in target.unsupported_functions:
+                        kind = rel.WhichOneof("rel_type")
+                        raise UnsupportedError(f"function '{name}' in a {kind} relation: target '{target.name}' "
+                                               "has no such function", path)
+                    limit = target.max_args.get(name or "")
+                    if (limit is not None and m.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction"
+                            and len(m.arguments) > limit and name not in ASSOCIATIVE):
+                        raise UnsupportedError(f"function '{name}' with {len(m.arguments)} arguments: target "
+                                               f"'{target.name}' takes at most {limit}", path)
+        if target.max_args:
+            calls = [m for m in walk(plan, enter_subqueries=True)
+                     if m.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction"]
+            for call in reversed(calls):  # arguments before the calls that hold them
+                limit = target.max_args.get(names.get(call.function_reference, ""))
+                if limit is not None and len(call.arguments) > limit:
+                    _nest(call, limit)
+    for decl in plan.extensions:
+        if decl.WhichOneof("mapping_type") != "extension_function":
+            continue
+        fn = decl.extension_function
+        simple, colon, signature = fn.name.partition(":")
+        if simple in target.renames:
+            fn.name = target.renames[simple] + colon + signature
+
+
+def _is_null(arg) -> bool:
+    """A ``NULL`` literal argument (possibly cast): DataFusion's "no escape character" in ``like``."""
+    if arg.WhichOneof("arg_type") != "value":
+        return False
+    e = arg.value
+    while e.WhichOneof("rex_type") == "cast":
+        e = e.cast.input
+    return e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"
+
+
+def _nest(call: Expression.ScalarFunction, limit: int) -> None:
+    """``f(a1, ..., an)`` -> ``f(f(a1, .., a_limit), ...)``, in place: the first ``limit`` arguments
+    become one call until at most ``limit`` are left (left-deep)."""
+    args = list(call.arguments)
+    while len(args) > limit:
+        inner = Expression()
+        inner.scalar_function.function_reference = call.function_reference
+        inner.scalar_function.output_type.CopyFrom(call.output_type)
+        inner.scalar_function.arguments.extend(args[:limit])
+        first = type(args[0])()
+        first.value.CopyFrom(inner)
+        args = [first, *args[limit:]]
+    del call.arguments[:]
+    call.arguments.extend(args)
+
+
+def set_aggregation_phase(plan: Plan, phase: int = AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT) -> int:
+    """Write ``phase`` into every aggregate and window call whose phase is unspecified; the count."""
+    changed = 0
+    for m in walk(plan, enter_subqueries=True):
+        if (m.DESCRIPTOR.full_name in ("substrait.AggregateFunction", "substrait.Expression.WindowFunction")
+                and m.phase == AggregationPhase.AGGREGATION_PHASE_UNSPECIFIED):
+            m.phase = phase
+            changed += 1
+    return changed
