@@ -19,6 +19,14 @@
 Starting a classic session needs Java: ``$JAVA_HOME/bin/java`` when ``JAVA_HOME`` is set, else ``java``
 on ``PATH`` (the rule of Spark's own launcher). Without it :func:`get_spark` raises an
 :class:`~optimizer.errors.ExecutionError` saying so, instead of PySpark's traceback.
+
+The JVM of a classic session this module starts writes its output (its own warnings such as
+``WARNING: Using incubator modules``, Spark's log, Java stack traces) to a log file, not the user's
+terminal: :func:`spark_log_target` (``spark-<pid>.log`` under ``$XDG_CACHE_HOME/substrait-optimizer/logs``
+by default). Its log4j configuration is :data:`LOG4J_CONFIG` (warnings and errors), unless the user
+has their own (``log4j2.properties`` in Spark's conf folder, or a ``log4j`` option in
+``spark.driver.extraJavaOptions``). A session already running, or started by ``spark-submit``, is
+left as it is.
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ import shlex
 import shutil
 import socket
 import sys
+import time
 from collections.abc import Mapping
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
@@ -52,6 +62,12 @@ SESSION_DEFAULTS = {
     # JVM round trips per call, over half of the time to build a DataFrame from a plan.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
+
+# The log4j configuration of the sessions the tool starts (package data).
+LOG4J_CONFIG = Path(__file__).resolve().parent.parent / "data" / "spark-log4j2.properties"
+#: Log files of earlier processes kept in the log folder (the oldest beyond these are deleted).
+LOGS_KEPT = 20
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 # ``spark-submit`` options that are settings (as PYSPARK_SUBMIT_ARGS may carry them).
 _SUBMIT_OPTIONS = {
@@ -110,6 +126,48 @@ def user_spark_settings(environ: Mapping[str, str] | None = None) -> dict[str, s
         elif word in _SUBMIT_OPTIONS:
             settings[_SUBMIT_OPTIONS[word]] = words[i + 1]
     return settings
+
+
+def spark_log_dir() -> Path:
+    """``$XDG_CACHE_HOME/substrait-optimizer/logs`` (default ``~/.cache/...``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "substrait-optimizer" / "logs"
+
+
+def spark_log_target() -> str | None:
+    """Where the JVM of a session this tool starts writes: ``$SUBSTRAIT_OPT_SPARK_LOG`` when set (a file
+    appended to; ``-`` for the terminal), else ``spark-<pid>.log`` in :func:`spark_log_dir` (made when
+    missing; the :data:`LOGS_KEPT` newest files of other processes are kept); ``None``, nowhere, when
+    that folder cannot be made."""
+    chosen = os.environ.get("SUBSTRAIT_OPT_SPARK_LOG")
+    if chosen:
+        return chosen
+    folder = spark_log_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    mine = folder / f"spark-{os.getpid()}.log"
+    try:
+        old = sorted((p for p in folder.glob("spark-*.log") if p != mine), key=lambda p: p.stat().st_mtime)
+        for path in old[: max(0, len(old) - LOGS_KEPT)]:
+            path.unlink()
+    except OSError:  # another process pruned the same file first, or the folder is read-only
+        pass
+    return str(mine)
+
+
+def _log_java_options(user: Mapping[str, str], explicit: Mapping[str, str]) -> str | None:
+    """``spark.driver.extraJavaOptions`` with :data:`LOG4J_CONFIG` added to the user's options, or ``None``
+    when the user has a log4j configuration of their own."""
+    current = explicit.get(_JAVA_OPTIONS, user.get(_JAVA_OPTIONS, ""))
+    if "log4j" in current:
+        return None
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home(), "conf")
+    if any(os.path.isfile(os.path.join(conf_dir, name)) for name in ("log4j2.properties", "log4j2.xml")):
+        return None
+    # a file: URI has no blanks or quotes for Spark's splitting of the options to break on
+    return f"{current} -Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}".strip()
 
 
 def java_executable() -> str | None:
@@ -178,7 +236,14 @@ def get_spark(
         context_conf.setMaster(master)
     for key, value in explicit.items():
         context_conf.set(key, value)
-    sc = SparkContext.getOrCreate(context_conf)
+    target = None if launched else spark_log_target()
+    if launched or target == "-":
+        sc = SparkContext.getOrCreate(context_conf)
+    else:
+        options = _log_java_options(user, explicit)
+        if options is not None:
+            context_conf.set(_JAVA_OPTIONS, options)
+        sc = _start_context(context_conf, target)
     given = {key for key, _ in sc.getConf().getAll()} | set(user)
     builder = SparkSession.builder
     for key, value in SESSION_DEFAULTS.items():
@@ -187,9 +252,59 @@ def get_spark(
     for key, value in explicit.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    sc.setLogLevel("ERROR")
+    if launched or target == "-":  # the JVM writes to the terminal: errors only
+        sc.setLogLevel("ERROR")
     _quiet_query_context_logger()
     return spark
+
+
+_launched_here = False  # this module started a JVM in this process (PySpark reuses it for later contexts)
+
+
+def _start_context(conf, target: str | None):
+    """A SparkContext on a JVM whose stdout and stderr go to ``target`` (a file; ``None``: nowhere).
+
+    PySpark starts its JVM once per process, through ``launch_gateway``, whose ``popen_kwargs`` are for
+    capturing the JVM's output; a JVM PySpark already has is used as it is."""
+    global _launched_here
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext, SparkFiles
+    from pyspark.java_gateway import launch_gateway
+
+    if _launched_here:
+        return SparkContext.getOrCreate(conf)
+    with open(target if target else os.devnull, "ab") as stream:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": stream, "stderr": stream})
+    _launched_here = True
+    try:
+        sc = SparkContext(conf=conf, gateway=gateway)
+    except ValueError:  # a SparkContext without a session runs (the user's): it is taken as it is
+        _stop_gateway(gateway)
+        return SparkContext.getOrCreate(conf)
+    # A SparkContext's JVM knows its files folder (an error without one): when PySpark's JVM names
+    # another folder than ours, PySpark kept a JVM it had started before and ours is not needed.
+    try:
+        ours = gateway.jvm.org.apache.spark.SparkFiles.getRootDirectory()
+    except Py4JError:
+        ours = None
+    if ours != SparkFiles.getRootDirectory():
+        _stop_gateway(gateway)
+    return sc
+
+
+def _stop_gateway(gateway) -> None:
+    """Close a gateway and end its JVM (it exits when its stdin closes, as when Python exits)."""
+    gateway.shutdown()
+    proc = gateway.proc
+    if proc is None:
+        return
+    proc.stdin.close()
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 CONNECT_PROBE_SECONDS = 10.0
