@@ -1,4 +1,4 @@
-"""``substrait-opt diff``: run each plan as given and optimized on Spark and compare the answers.
+"""``substrait-opt diff``: run each plan as given and optimized on an engine and compare the answers.
 
 One line per plan, ``name: equal | DIFFERENT (reason) | error (message) | skipped (message)`` with both
 run times, then exactly ``N passed, M failed``. An original plan the backend does not support is
@@ -6,6 +6,12 @@ run times, then exactly ``N passed, M failed``. An original plan the backend doe
 same answer, 1 when any differed or failed, 2 on bad input. For each plan that differed (or failed
 after optimizing) ``--out`` (default ``./diff-out/``) receives ``<name>.original.json``,
 ``<name>.optimized.json`` and ``<name>.diff.json`` (the reason and a sample of the differing rows).
+
+``--engine`` (default ``spark``) names the engine: Spark through the project's backend, or DataFusion,
+DuckDB or Acero reading the plans themselves (:mod:`optimizer.engines`; tables from ``--tables``,
+registered by name). For those the plan is optimized for that target (``optimize(plan, target=engine)``)
+and the original runs as written for it (its encoding, no rewrite); no Spark starts, and the options
+that only Spark reads are refused.
 """
 
 from __future__ import annotations
@@ -32,6 +38,34 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
     return written
 
 
+#: Options only Spark reads: refused with another ``--engine`` rather than ignored.
+_SPARK_ONLY = (("master", "--master"), ("remote", "--remote"), ("conf", "--conf"), ("catalog", "--catalog"),
+               ("analyze_tables", "--analyze-tables"))
+
+
+def _check_engine_args(args: argparse.Namespace, engine: str) -> None:
+    for attr, option in _SPARK_ONLY:
+        if getattr(args, attr, None):
+            raise PlanError(f"a Spark option; --engine {engine} does not read it", option)
+    from optimizer.cli.spark import check_tables_arg
+
+    check_tables_arg(getattr(args, "tables", None))
+    if getattr(args, "stats", None) and not Path(args.stats).exists():
+        raise PlanError("no such statistics file", args.stats)
+
+
+def _engine_backend(args: argparse.Namespace, engine: str):
+    """The runner of ``engine`` over ``--tables`` and the statistics the optimizer gets (``--stats``, the
+    Parquet footers of ``--tables``; no Spark)."""
+    from cost.statistics import default_statistics
+    from optimizer.engines import runner
+    from optimizer.paths import file_access
+
+    files = file_access(args)
+    statistics = default_statistics(tables=args.tables or None, stats_file=args.stats or None, files=files)
+    return runner(engine, args.tables or None, files=files), statistics
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
     from optimizer.cli.args import statistics_from_args
@@ -41,23 +75,32 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.schema import raise_for_problems
 
     # Bad input is reported before Spark starts.
+    engine = getattr(args, "engine", "spark")
+    if engine != "spark":
+        _check_engine_args(args, engine)
     plans = []
     for source in args.inputs:
         plan = load_plan(source)
         raise_for_problems(plan)
         plans.append((plan_name(source), plan))
-    statistics = statistics_from_args(args)
-    capabilities = load_capabilities(args.capabilities) if args.capabilities else default_capabilities()
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise PlanError("not a directory", args.out)
+    if engine != "spark":
+        backend, statistics = _engine_backend(args, engine)
+        capabilities = load_capabilities(args.capabilities) if args.capabilities else None
+        target = engine
+    else:
+        statistics = statistics_from_args(args)
+        capabilities = load_capabilities(args.capabilities) if args.capabilities else default_capabilities()
+        target = None
 
-    from optimizer.cli.spark import backend_from_args
+        from optimizer.cli.spark import backend_from_args
 
-    backend = backend_from_args(args)
+        backend = backend_from_args(args)
     passed = failed = skipped = 0
     for name, plan in plans:
-        result = compare(plan, backend=backend, statistics=statistics, capabilities=capabilities)
+        result = compare(plan, backend=backend, statistics=statistics, capabilities=capabilities, target=target)
         print(f"{name}: {result.verdict()}  [{result.times()}]", flush=True)
         if result.equal:
             passed += 1
@@ -80,13 +123,23 @@ def register(sub, name: str, help_text: str) -> None:
 
     p = sub.add_parser(
         name, help=help_text,
-        description="Run each plan as given and as optimized on Spark (one SparkSession; the optimized plan "
-                    "with best-effort read filters ignored) and compare the answers as multisets of rows, "
-                    "and their order where the plan's root is a sort. Exit 0 when all are equal, 1 when any "
-                    "differs or fails, 2 on bad input. A plan the backend cannot run as given is skipped.")
+        description="Run each plan as given and as optimized on an engine (Spark by default, one SparkSession; "
+                    "the optimized plan with best-effort read filters ignored) and compare the answers as "
+                    "multisets of rows, and their order where the plan's root is a sort. Exit 0 when all are "
+                    "equal, 1 when any differs or fails, 2 on bad input. A plan the engine cannot run as "
+                    "given is skipped.")
     p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
+    from optimizer.engines import ENGINES
+
+    p.add_argument("--engine", choices=ENGINES, default="spark",
+                   help="where both plans run: spark (default; the project's backend) or datafusion, duckdb, "
+                        "acero (the engine reads the plans, optimized for it as a target; tables from "
+                        "--tables by name; see docs/engines.md)")
     add_statistics_args(p)
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
     p.add_argument("--out", default="diff-out",
                    help="where plans and differing rows of failures go (default ./diff-out/)")
+    from optimizer.cli.spark import add_cast_argument
+
+    add_cast_argument(p)
     p.set_defaults(func=cmd_diff)

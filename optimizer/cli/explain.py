@@ -53,7 +53,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def register(sub, name: str, help_text: str) -> None:
-    from optimizer.cli.spark import add_spark_args
+    from optimizer.cli.spark import add_cast_argument, add_spark_args
 
     p = add_plan_command(sub, name, help_text, cmd_explain,
                          description="Print the plan as an indented tree, one line per relation with its key "
@@ -67,4 +67,5 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--stats", help="statistics JSON file")
     p.add_argument("--analyze", action="store_true", help="also run every subtree on Spark and show actual rows")
     add_spark_args(p)
+    add_cast_argument(p)
     add_path_argument(p)

@@ -160,7 +160,8 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--out", help="write each result as OUT/<plan name>.parquet (inputs of the same file name "
                                  "are told apart by their folders: OUT/a-q1.parquet, OUT/b-q1.parquet)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="rows to print per plan (default 5; 0 for none)")
-    from optimizer.cli.spark import add_spark_args
+    from optimizer.cli.spark import add_cast_argument, add_spark_args
 
+    add_cast_argument(p)
     add_spark_args(p, ui=True, statistics=False)
     p.set_defaults(func=cmd_run)

@@ -47,6 +47,14 @@ def add_spark_args(p: argparse.ArgumentParser, *, ui: bool = False, statistics: 
                        help="keep Spark's web UI on (spark.ui.enabled=true) and print its URL on stderr")
 
 
+def add_cast_argument(p: argparse.ArgumentParser) -> None:
+    """``--allow-lossy-casts`` for a command that runs plans on Spark."""
+    p.add_argument("--allow-lossy-casts", action="store_true",
+                   help="cast a table's column to the plan's declared type even when that type cannot hold "
+                        "all its values (decimal(15,2) declared decimal(19,0) rounds 0.06 to 0; default: "
+                        "exit 2 naming the table, column and both types)")
+
+
 def spark_conf(args: argparse.Namespace) -> dict[str, str]:
     conf = dict(getattr(args, "conf", None) or [])
     if getattr(args, "ui", False):
@@ -111,5 +119,5 @@ def backend_from_args(args: argparse.Namespace, spark=None):
     spark = spark if spark is not None else spark_from_args(args)
     files = file_access(args)
     resolver = TableResolver(spark, getattr(args, "tables", None) or None, database=getattr(args, "catalog", None),
-                             files=files)
+                             files=files, allow_lossy_casts=getattr(args, "allow_lossy_casts", False))
     return SparkBackend(spark, tables=resolver, files=files)

@@ -229,6 +229,10 @@ class SparkBackend:
     (False); ``None``: the session's setting when each plan is compiled (Spark 4's default, on, without
     a session). A query compiled for one mode gives the plan's answers only in that mode: with ANSI mode
     on, Spark's own overflow errors stand for the checks the other mode needs written out.
+    ``allow_lossy_casts``: a column whose declared type cannot hold every value of the data's type
+    (``decimal(15,2)`` declared ``decimal(19,0)``, ``i64`` declared ``i32``) is cast to it; by default
+    that is a ``PlanError`` naming the table, the column and both types (a given
+    :class:`~optimizer.spark.tables.TableResolver` keeps its own setting).
 
     A plan is compiled into one Spark SQL query (:meth:`to_sql`) and run with one ``spark.sql`` call.
     Tables read from paths are temporary views of the session, registered once per backend:
@@ -236,9 +240,10 @@ class SparkBackend:
     """
 
     def __init__(self, spark, tables=None, *, ignore_best_effort_filter: bool = False, files=None,
-                 ansi: bool | None = None) -> None:
+                 ansi: bool | None = None, allow_lossy_casts: bool = False) -> None:
         self.spark = spark
-        self.tables = tables if isinstance(tables, TableResolver) else TableResolver(spark, tables, files=files)
+        self.tables = tables if isinstance(tables, TableResolver) else TableResolver(
+            spark, tables, files=files, allow_lossy_casts=allow_lossy_casts)
         self.ignore_best_effort_filter = ignore_best_effort_filter
         self.ansi = ansi
 

@@ -42,6 +42,7 @@ import collections
 import glob as _glob
 import itertools
 import os
+import re
 import threading
 import urllib.parse
 import uuid
@@ -111,6 +112,80 @@ def _type_text(dt: T.DataType) -> str:
     return dt.simpleString()
 
 
+# Integer types: bits, and the decimal digits every value fits in (127: 3 digits).
+_INT_BITS = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}
+_INT_DIGITS = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
+# Integer types: the most decimal digits d such that every d-digit integer fits (10^d - 1 <= max).
+_INT_WHOLE_DIGITS = {T.ByteType: 2, T.ShortType: 4, T.IntegerType: 9, T.LongType: 18}
+# Binary floats: the significand's bits (every integer up to 2^bits is exact) and the decimal digits
+# d such that every d-digit integer is exact.
+_FLOAT_BITS = {T.FloatType: 24, T.DoubleType: 53}
+_FLOAT_DIGITS = {T.FloatType: 7, T.DoubleType: 15}
+
+
+def lossless_cast(source: T.DataType, target: T.DataType, fixed_zone: bool = True) -> bool:
+    """Whether casting every value of ``source`` to ``target`` keeps it exactly (equal values stay equal,
+    distinct ones distinct, none becomes NULL or an error). ``fixed_zone``: the session's time zone has
+    a fixed offset (UTC), so timestamps with and without a zone convert one to one.
+
+    >>> lossless_cast(T.DecimalType(15, 2), T.DecimalType(19, 2)), lossless_cast(T.DecimalType(15, 2), T.DecimalType(19, 0))
+    (True, False)
+    >>> lossless_cast(T.IntegerType(), T.LongType()), lossless_cast(T.LongType(), T.IntegerType())
+    (True, False)
+    >>> lossless_cast(T.IntegerType(), T.DecimalType(10, 0)), lossless_cast(T.IntegerType(), T.DecimalType(10, 1))
+    (True, False)
+    """
+    if source == target:
+        return True
+    s, t = type(source), type(target)
+    if s in _INT_BITS:
+        if t in _INT_BITS:
+            return _INT_BITS[t] >= _INT_BITS[s]
+        if t is T.DecimalType:
+            return target.precision - target.scale >= _INT_DIGITS[s]
+        if t in _FLOAT_BITS:
+            return _FLOAT_BITS[t] >= _INT_BITS[s] - 1  # the sign bit is not a significand bit
+        return False
+    if s is T.DecimalType:
+        if t is T.DecimalType:
+            return target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
+        if t in _INT_WHOLE_DIGITS:
+            return source.scale == 0 and source.precision <= _INT_WHOLE_DIGITS[t]
+        if t in _FLOAT_DIGITS:  # 0.06 has no binary float: only whole numbers are exact
+            return source.scale == 0 and source.precision <= _FLOAT_DIGITS[t]
+        return False
+    if s in _FLOAT_BITS:
+        return t in _FLOAT_BITS and _FLOAT_BITS[t] >= _FLOAT_BITS[s]
+    if isinstance(source, T.StringType | T.CharType | T.VarcharType):
+        # Spark has no declared lengths: every Substrait string type is a Spark string, which holds
+        # any value (a collation change keeps the text)
+        return isinstance(target, T.StringType)
+    if isinstance(source, T.TimestampType | T.TimestampNTZType):
+        return isinstance(target, T.TimestampType | T.TimestampNTZType) and fixed_zone
+    if isinstance(source, T.ArrayType) and isinstance(target, T.ArrayType):
+        return lossless_cast(source.elementType, target.elementType, fixed_zone)
+    if isinstance(source, T.MapType) and isinstance(target, T.MapType):
+        return (lossless_cast(source.keyType, target.keyType, fixed_zone)
+                and lossless_cast(source.valueType, target.valueType, fixed_zone))
+    if isinstance(source, T.StructType) and isinstance(target, T.StructType):
+        return len(source.fields) == len(target.fields) and all(
+            lossless_cast(a.dataType, b.dataType, fixed_zone) for a, b in zip(source.fields, target.fields, strict=True))
+    return False
+
+
+def fixed_offset_zone(zone: str) -> bool:
+    """Whether the time zone ``zone`` (a Spark session time zone) has one offset all year: UTC, GMT, Z,
+    ``+HH:MM`` / ``-HH:MM``, ``Etc/GMT+N``.
+
+    >>> fixed_offset_zone("UTC"), fixed_offset_zone("+05:30"), fixed_offset_zone("Europe/Paris")
+    (True, True, False)
+    """
+    text = zone.strip()
+    if text.upper() in ("UTC", "GMT", "Z", "UT", "ETC/UTC", "ETC/GMT", "ETC/UCT", "UCT", "ZULU", "ETC/ZULU"):
+        return True
+    return bool(re.fullmatch(r"(?:(?:UTC|GMT|UT|Etc/GMT)?[+-]\d{1,2}(?::?\d{2})?)", text, flags=re.IGNORECASE))
+
+
 # ---------------------------------------------------------------------------------------------
 # Resolver
 # ---------------------------------------------------------------------------------------------
@@ -134,13 +209,17 @@ class TableResolver:
     :meth:`~optimizer.spark.SparkBackend.to_sql` alone: the SQL text is built without Spark). ``database``: the catalog database of unqualified names.
     ``files``: the files a plan may read (:class:`~optimizer.paths.FileAccess`, see docs/security.md);
     ``None`` reads any file (the CLI always confines, to ``--tables`` unless ``--allow-any-path``).
+    ``allow_lossy_casts``: conform a column to a declared type that cannot hold all its values
+    (``decimal(15,2)`` declared ``decimal(19,0)``) by casting; by default that is a ``PlanError``.
     """
 
     def __init__(
         self, spark, tables: str | os.PathLike | Mapping[str, Any] | None = None, database: str | None = None,
-        files: FileAccess | None = None,
+        files: FileAccess | None = None, *, allow_lossy_casts: bool = False,
     ) -> None:
         self.spark = spark
+        self.allow_lossy_casts = allow_lossy_casts
+        self._fixed_zone: bool | None = None  # the session's time zone has one offset (asked when needed)
         self.database = database or None
         self.files = files if files is not None else FileAccess.anywhere()
         self.directory: Path | None = None
@@ -466,6 +545,15 @@ class TableResolver:
 
     # -- schema conformance --------------------------------------------------------------------
 
+    @property
+    def _zone_is_fixed(self) -> bool:
+        """Whether the session's time zone has a fixed offset (asked once; without a session, the
+        tool's default, UTC)."""
+        if self._fixed_zone is None:
+            zone = "UTC" if self.spark is None else str(self.spark.conf.get("spark.sql.session.timeZone"))
+            self._fixed_zone = fixed_offset_zone(zone)
+        return self._fixed_zone
+
     def conform(
         self,
         df: DataFrame,
@@ -532,6 +620,13 @@ class TableResolver:
                     raise PlanError(
                         f"column '{field.name}' of {what} is {_type_text(field.dataType)} in the data "
                         f"but {_type_text(target)} in the plan",
+                        spath,
+                    )
+                if not self.allow_lossy_casts and not lossless_cast(field.dataType, target, self._zone_is_fixed):
+                    raise PlanError(
+                        f"column '{field.name}' of {what} is {_type_text(field.dataType)} in the data but "
+                        f"{_type_text(target)} in the plan, a cast that can change values "
+                        f"(--allow-lossy-casts allows it)",
                         spath,
                     )
                 column = column.cast(target)
