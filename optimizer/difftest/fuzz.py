@@ -7,6 +7,7 @@ plan's answer with the original's on Spark (:func:`optimizer.difftest.compare`),
     python -m optimizer.difftest.fuzz --long     # long profile (make fuzz): 5000 plans, at most 120 minutes
     python -m optimizer.difftest.fuzz --plans 300 --minutes 10 --seed 7
     python -m optimizer.difftest.fuzz --ignore 'a known bug'   # counted, not shrunk again
+    python -m optimizer.difftest.fuzz --engine duckdb   # plans optimized for DuckDB, run on DuckDB
 
 Every failure (a difference, or an error of the optimizer or of the optimized plan) is shrunk by
 Hypothesis to a minimal case -- small tables, a small plan, the statistics/profile/configuration that
@@ -15,6 +16,10 @@ keep nothing), which ``tests/test_regressions.py`` replays from then on. After a
 goes on with a new seed until the plan count or the time is used up. Plans the backend cannot run as
 given are skipped (not the optimizer's fault). Progress: a tqdm bar when tqdm is installed, else a
 line every 10 plans. Exit status: 0 when nothing failed, 1 otherwise.
+
+``--engine datafusion|duckdb|acero`` runs the plans on that engine instead of Spark
+(:mod:`optimizer.engines`), optimized for it as a target; no Spark starts. A failure found so is saved
+like any other, and ``tests/test_regressions.py`` replays it on Spark.
 """
 
 from __future__ import annotations
@@ -171,9 +176,11 @@ class AnswerCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.hits = 0
 
-    def key(self, plan, data: str, ignore_best_effort: bool) -> Path:
+    def key(self, plan, data: str, ignore_best_effort: bool, engine: str = "spark") -> Path:
         digest = hashlib.sha256(plan.SerializeToString(deterministic=True))
         digest.update(data.encode())
+        if engine != "spark":  # the keys of Spark's answers stay as they were
+            digest.update(engine.encode())
         digest.update(b"1" if ignore_best_effort else b"0")
         return self.directory / f"{digest.hexdigest()[:32]}.arrow"
 
@@ -198,12 +205,12 @@ class AnswerCache:
 class _CachedBackend:
     """``backend`` whose answers go through an :class:`AnswerCache` (failures are not cached)."""
 
-    def __init__(self, backend, cache: AnswerCache, data: str) -> None:
-        self.backend, self.cache, self.data = backend, cache, data
+    def __init__(self, backend, cache: AnswerCache, data: str, engine: str = "spark") -> None:
+        self.backend, self.cache, self.data, self.engine = backend, cache, data, engine
         self.ignore_best_effort_filter = getattr(backend, "ignore_best_effort_filter", False)
 
     def execute(self, plan):
-        path = self.cache.key(plan, self.data, self.ignore_best_effort_filter)
+        path = self.cache.key(plan, self.data, self.ignore_best_effort_filter, self.engine)
         table = self.cache.get(path)
         if table is None:
             table = self.backend.execute(plan)
@@ -212,13 +219,17 @@ class _CachedBackend:
 
 
 class Fuzzer:
-    """Runs generated cases through :func:`~optimizer.difftest.compare` on one SparkSession."""
+    """Runs generated cases through :func:`~optimizer.difftest.compare` on one SparkSession, or on the
+    engine ``engine`` (:data:`optimizer.engines.ENGINES`; ``spark`` is None then), optimized for it."""
 
-    def __init__(self, spark, *, workdir: str | Path | None = None, save_dir: str | Path | None = None,
+    def __init__(self, spark, *, engine: str = "spark", workdir: str | Path | None = None, save_dir: str | Path | None = None,
                  max_depth: int = 3, max_relations: int = 6, max_rows: int = 8, progress: bool = True,
                  ignore: list[str] | None = None, rules: list | None = None, stop_at_failure: bool = False,
                  answer_cache: AnswerCache | None = None) -> None:
         self.spark = spark
+        self.engine = engine
+        #: the target the plans are optimized for (None: the default, Spark)
+        self.target = None if engine == "spark" else engine
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="substrait-fuzz-"))
         self.save_dir = Path(save_dir) if save_dir else None
         self.max_depth = max_depth
@@ -240,6 +251,10 @@ class Fuzzer:
         return result.failed and any(p.search(result.verdict()) for p in self.ignore)
 
     def backend(self, tables):
+        if self.engine != "spark":
+            from optimizer.engines import runner
+
+            return runner(self.engine, tables)
         from optimizer.spark import SparkBackend
 
         return SparkBackend(self.spark, tables=tables)
@@ -254,13 +269,14 @@ class Fuzzer:
         while len(self._dirs) > _KEEP_DIRS:
             shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
         if self.answer_cache is None:
-            return case.run(self.backend, directory, rules=self.rules)
+            return case.run(self.backend, directory, rules=self.rules, target=self.target)
         backend = self.backend(case.database.write_parquet(directory))
         data = json.dumps(case.database.to_json(), sort_keys=True)
-        return compare(case.plan, backend=_CachedBackend(backend, self.answer_cache, data),
-                       optimized_backend=_CachedBackend(ignoring_best_effort(backend), self.answer_cache, data),
+        return compare(case.plan, backend=_CachedBackend(backend, self.answer_cache, data, self.engine),
+                       optimized_backend=_CachedBackend(ignoring_best_effort(backend), self.answer_cache, data,
+                                                        self.engine),
                        statistics=case.statistics_provider(), capabilities=case.capability_profile(),
-                       config=case.optimizer_config(), rules=self.rules)
+                       config=case.optimizer_config(), rules=self.rules, target=self.target)
 
     def _round(self, report: FuzzReport, progress: _Progress, examples: int, seed: int, plans: int,
                deadline: float) -> tuple[DiffCase, DiffResult, bool] | None:
@@ -371,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="where minimal failing cases are saved (default tests/regressions)")
     p.add_argument("--no-save", action="store_true", help="do not save failing cases")
     p.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")
+    from optimizer.engines import ENGINES
+
+    p.add_argument("--engine", choices=ENGINES, default="spark",
+                   help="where the plans run (default spark); another engine gets them optimized for it")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--ignore", action="append", default=[], metavar="REGEX",
                    help="a known bug: failures whose verdict matches are counted but not shrunk (repeatable)")
@@ -384,11 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     plans = args.plans if args.plans is not None else profile["plans"]
     minutes = args.minutes if args.minutes is not None else profile["minutes"]
 
-    from optimizer.spark.session import get_spark
+    spark = None
+    if args.engine == "spark":
+        from optimizer.spark.session import get_spark
 
-    spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "4"})
-    print(f"[fuzz] {plans} plans, at most {minutes:g} min, seed {args.seed}", file=sys.stderr, flush=True)
-    fuzzer = Fuzzer(spark, save_dir=None if args.no_save else args.save, max_depth=profile["max_depth"],
+        spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "4"})
+    print(f"[fuzz] {plans} plans, at most {minutes:g} min, seed {args.seed}, on {args.engine}", file=sys.stderr,
+          flush=True)
+    fuzzer = Fuzzer(spark, engine=args.engine, save_dir=None if args.no_save else args.save, max_depth=profile["max_depth"],
                     max_relations=profile["max_relations"], progress=not args.quiet, ignore=args.ignore,
                     stop_at_failure=args.stop_at_failure,
                     answer_cache=AnswerCache(args.answer_cache) if args.answer_cache else None)

@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 from substrait.proto import Plan, Type
 
 from optimizer.difftest.results import Comparison, compare_tables
-from optimizer.errors import OptimizerError, UnsupportedError
+from optimizer.errors import ExecutionError, OptimizerError, UnsupportedError
 from optimizer.schema import make_type
 
 T = TypeVar("T")
@@ -314,11 +314,13 @@ class DiffCase:
 
     # -- running
 
-    def run(self, backend_factory, directory: str | os.PathLike, *, rules=None) -> DiffResult:
-        """Write the tables under ``directory`` and :func:`compare` the plan.
+    def run(self, backend_factory, directory: str | os.PathLike, *, rules=None, target=None) -> DiffResult:
+        """Write the tables under ``directory`` and :func:`compare` the plan (optimized for ``target``,
+        default Spark).
 
         ``backend_factory(tables: dict[str, str])`` makes the backend (e.g.
-        ``lambda t: SparkBackend(spark, tables=t)``).
+        ``lambda t: SparkBackend(spark, tables=t)``, or ``lambda t: optimizer.engines.runner("duckdb", t)``
+        with ``target="duckdb"``).
         """
         paths = self.database.write_parquet(directory)
         backend = backend_factory(paths)
@@ -329,6 +331,7 @@ class DiffCase:
             capabilities=self.capability_profile(),
             config=self.optimizer_config(),
             rules=rules,
+            target=target,
         )
 
     # -- JSON
@@ -601,13 +604,18 @@ def compare(
     config: Any = None,
     rules: Sequence[Any] | None = None,
     optimized_backend: Any = None,
+    target: Any = None,
 ) -> DiffResult:
     """Optimize ``plan``, run the original and the optimized plan through ``backend``, compare.
 
     ``plan``: a ``Plan`` or anything :func:`optimizer.plan_io.load_plan` reads (it is not changed).
-    ``statistics``/``capabilities``/``config``/``rules``: given to :class:`optimizer.driver.Optimizer`
-    (``rules=None``: the standard rules). The optimized plan runs on ``optimized_backend``, by default
-    ``backend`` in the mode that ignores best-effort filters (:func:`ignoring_best_effort`).
+    ``statistics``/``capabilities``/``config``/``rules``/``target``: given to
+    :class:`optimizer.driver.Optimizer` (``rules=None``: the standard rules; ``target=None``: the
+    default target, Spark). With a ``target``, the original plan runs as written for that target
+    (:func:`optimizer.write.write_for_target`: its encoding, no rewrite), as the engine that is
+    ``backend`` reads it; a plan the target cannot express is skipped. The optimized plan runs on
+    ``optimized_backend``, by default ``backend`` in the mode that ignores best-effort filters
+    (:func:`ignoring_best_effort`).
     """
     from optimizer.driver import Optimizer
     from optimizer.plan_io import load_plan
@@ -616,23 +624,39 @@ def compare(
     original.CopyFrom(load_plan(plan))
     result = DiffResult(EQUAL, ordered_by=ordered_by(original))
 
-    # 1. Optimize (cheap: a crash of the optimizer is found without running anything).
+    # 1. Optimize (cheap: a crash of the optimizer is found without running anything). With a target,
+    # the original is written for it too: a plan the target cannot express as given is skipped, which
+    # is also why an optimizer that refuses it is not at fault.
+    written, written_exc = original, None
+    if target is not None:
+        from optimizer.write import write_for_target
+
+        written, written_exc = _attempt(lambda: write_for_target(original, target))
     start = time.perf_counter()
     to_optimize = Plan()
     to_optimize.CopyFrom(original)
+    chosen = {} if target is None else {"target": target}
     run, exc = _attempt(lambda: Optimizer(statistics=statistics, capabilities=capabilities, config=config,
-                                          rules=list(rules) if rules is not None else None).run(to_optimize))
+                                          rules=list(rules) if rules is not None else None,
+                                          **chosen).run(to_optimize))
     result.optimize_seconds = time.perf_counter() - start
+    if written is None:
+        status = SKIPPED if isinstance(written_exc, UnsupportedError) else ERROR
+        result.status, result.stage, result.reason, result.error = (
+            status, "original", _message(written_exc), written_exc)
+        return result
     if run is None:
         result.status, result.stage, result.reason, result.error = ERROR, "optimize", _message(exc), exc
         return result
     result.optimized_plan = run.plan
     result.rules_fired = [e.rule for e in run.events]
 
-    # 2. The original plan: the expected answer. Unsupported is not the optimizer's fault.
-    ran, exc = _attempt(lambda: _run(backend, original))
+    # 2. The original plan: the expected answer. Unsupported is not the optimizer's fault; nor, on an
+    # engine other than our own backend (a target), is the engine failing on the plan as given.
+    ran, exc = _attempt(lambda: _run(backend, written))
     if ran is None:
-        status = SKIPPED if isinstance(exc, UnsupportedError) else ERROR
+        engine_failed = target is not None and isinstance(exc, ExecutionError)
+        status = SKIPPED if isinstance(exc, UnsupportedError) or engine_failed else ERROR
         result.status, result.stage, result.reason, result.error = status, "original", _message(exc), exc
         return result
     expected, result.original_seconds = ran

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from optimizer.engines.base import EngineRunner
 from optimizer.errors import PlanError
-from optimizer.paths import FileAccess
 
-__all__ = ["ENGINES", "EXTERNAL_ENGINES", "EngineRunner", "runner"]
+if TYPE_CHECKING:  # the CLI imports this package to build its parser: the runners load on use
+    from optimizer.engines.base import EngineRunner
+    from optimizer.paths import FileAccess
+
+__all__ = ["ENGINES", "EXTERNAL_ENGINES", "runner"]
 
 #: What ``--engine`` accepts: Spark (the project's own backend) and the Substrait consumers.
 ENGINES = ("spark", "datafusion", "duckdb", "acero")
