@@ -139,4 +139,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
     p.add_argument("--out", default="diff-out",
                    help="where plans and differing rows of failures go (default ./diff-out/)")
+    from optimizer.cli.spark import add_cast_argument
+
+    add_cast_argument(p)
     p.set_defaults(func=cmd_diff)
