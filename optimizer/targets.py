@@ -29,6 +29,10 @@ optional; the defaults are the spec's reading)::
                   "grouping_sets": "spec",    # spec | refuse (an aggregate with several grouping sets)
                   "old_fields": false,        # also write the fields Substrait 0.53 had in place of
                                               #   today's (Grouping.grouping_expressions, FetchRel.count)
+                  "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
+                                              #   unset emit kind: 'Invalid emit case')
+                  "aggregate_arguments": "any"},  # any | columns: measures and keys read plain columns
+                                                  #   (Acero), computed by a ProjectRel below
                   "plan_version": null},      # [major, minor, patch]: the version the plan declares
      "capabilities": "spark-parquet"}  # reader capabilities for filter_into_read: a profile object or
                                        # the name of package data optimizer/data/capabilities/<name>.json
@@ -83,6 +87,8 @@ class Target:
     enum_arguments: bool = True
     like_null_escape: str = "keep"
     old_fields: bool = False
+    explicit_direct: bool = False
+    aggregate_arguments: str = "any"
     project_encoding: str = "spec"
     aggregate_phase: str = "any"
     grouping_sets: str = "spec"
@@ -207,6 +213,8 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         aggregate_phase=_choice(encoding, "aggregate_phase", AGGREGATE_PHASES, "any", f"{where}encoding"),
         grouping_sets=_choice(encoding, "grouping_sets", GROUPING_SETS, "spec", f"{where}encoding"),
         old_fields=_bool(encoding, "old_fields", False, f"{where}encoding"),
+        explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
+        aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
         plan_version=version,
         capabilities=_capabilities(data.get("capabilities"), f"{where}capabilities"),
         source=source,

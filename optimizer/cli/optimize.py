@@ -49,14 +49,19 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from optimizer.driver import Optimizer
     from optimizer.plan_io import check_output, load_plan, save_plan, write_file
     from optimizer.schema import raise_for_problems
+    from optimizer.targets import load_target
 
     check_output(args.output)
+    target = load_target(args.target)  # a bad name or profile is exit 2 before any work
     plan = load_plan(args.input)
     raise_for_problems(plan)
     statistics = statistics_from_args(args)
     warn_unknown_tables(plan, statistics)
-    capabilities = load_capabilities(args.capabilities) if args.capabilities else default_capabilities()
-    result = Optimizer(statistics=statistics, capabilities=capabilities).run(plan)
+    # --capabilities names the reader's profile instead of the target's.
+    capabilities = load_capabilities(args.capabilities) if args.capabilities else None
+    if capabilities is None and target.capabilities is None and target.physical_relations:
+        capabilities = default_capabilities()
+    result = Optimizer(statistics=statistics, capabilities=capabilities, target=target).run(plan)
     if args.explain and args.format == "html":
         from optimizer.explain.html import optimize_html
 
@@ -82,6 +87,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_target_argument(p: argparse.ArgumentParser) -> None:
+    """``--target NAME|FILE``: the consumer the optimized plan is written for (docs/targets.md)."""
+    p.add_argument("--target", default="spark", metavar="NAME|FILE",
+                   help="the engine that will run the optimized plan: spark (default: physical relations for "
+                        "the Spark backend), datafusion, duckdb, acero, or a target profile JSON file "
+                        "(docs/targets.md); what the target cannot read is refused with exit 3")
+
+
 def register(sub, name: str, help_text: str) -> None:
     p = add_plan_command(sub, name, help_text, cmd_optimize,
                          description="Rewrite a logical Substrait plan into a physical one chosen by cost "
@@ -93,6 +106,8 @@ def register(sub, name: str, help_text: str) -> None:
                                      "--explain, dot/svg draw the plan before and after side by side, html "
                                      "adds their estimates")
     add_statistics_args(p)
-    p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
+    add_target_argument(p)
+    p.add_argument("--capabilities", help="reader-capability profile JSON (default: the target's; Spark's Parquet "
+                                          "reader for --target spark)")
     p.add_argument("--explain", action="store_true",
                    help="print the plan before and after, with estimates, and each rule that fired (on stderr)")

@@ -32,7 +32,12 @@ from substrait.proto import AggregationPhase, Plan
 
 from optimizer.errors import UnsupportedError
 from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
-from optimizer.write.encoding import write_old_encoding, write_projects_as_expressions
+from optimizer.write.encoding import (
+    aggregate_arguments_as_columns,
+    write_direct_emits,
+    write_old_encoding,
+    write_projects_as_expressions,
+)
 from optimizer.write.functions import adapt_functions, set_aggregation_phase
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
@@ -58,6 +63,10 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         write_projects_as_expressions(out, target)
     if target.old_fields:
         write_old_encoding(out)
+    if target.aggregate_arguments == "columns":
+        aggregate_arguments_as_columns(out)
+    if target.explicit_direct:
+        write_direct_emits(out)
     if target.plan_version is not None:
         out.version.major_number, out.version.minor_number, out.version.patch_number = target.plan_version
     return out
@@ -69,7 +78,8 @@ def _reads_everything(target: Target) -> bool:
             and not target.max_args and not target.unsupported_functions and target.project_encoding == "spec"
             and target.aggregate_phase == "any" and target.grouping_sets == "spec" and target.plan_version is None
             and target.join_types is None and target.subqueries and target.enum_arguments
-            and target.like_null_escape == "keep" and not target.old_fields)
+            and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
+            and target.aggregate_arguments == "any")
 
 
 def _check_relations(plan: Plan, target: Target) -> None:

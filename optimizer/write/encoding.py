@@ -114,3 +114,64 @@ def _int_literal(e) -> int | None:
         return None
     kind = e.literal.WhichOneof("literal_type")
     return getattr(e.literal, kind) if kind in ("i8", "i16", "i32", "i64") else None
+
+
+def write_direct_emits(plan: Plan) -> int:
+    """Every relation whose ``common`` sets no emit kind says ``direct`` (its whole output), in place.
+    Acero rejects a ``RelCommon`` without one ("Invalid emit case"), which the spec reads as direct."""
+    changed = 0
+    for rel, _path in rels_with_paths(plan):
+        body = getattr(rel, rel.WhichOneof("rel_type"))
+        common = getattr(body, "common", None)
+        if common is not None and common.WhichOneof("emit_kind") is None:
+            common.direct.SetInParent()
+            changed += 1
+    return changed
+
+
+def aggregate_arguments_as_columns(plan: Plan) -> int:
+    """Each aggregate whose grouping expressions or measure arguments are not plain columns reads them
+    from a ``ProjectRel`` below it that computes them (Acero: "Expected an aggregate call to have a direct
+    reference"), in place; the number of aggregates changed. The aggregate's output is the same."""
+    from optimizer.expr_utils import field_index
+    from optimizer.schema import plan_schemas
+
+    schemas = plan_schemas(plan)
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):
+        if rel.WhichOneof("rel_type") != "aggregate":
+            continue
+        agg = rel.aggregate
+        exprs = [*agg.grouping_expressions]
+        args = [a for m in agg.measures for a in m.measure.arguments if a.WhichOneof("arg_type") == "value"]
+        filters = [m.filter for m in agg.measures if m.HasField("filter")]
+        if all(field_index(e) is not None for e in exprs) and all(
+                field_index(a.value) is not None for a in args) and all(field_index(f) is not None for f in filters):
+            continue
+        n_in = len(schemas[f"{path}.aggregate.input"].types)
+        computed: list = []
+        index: dict[bytes, int] = {}
+
+        def column(e, n_in=n_in, computed=computed, index=index) -> int:
+            i = field_index(e)
+            if i is not None:
+                return i
+            k = e.SerializeToString(deterministic=True)
+            if k not in index:
+                index[k] = n_in + len(computed)
+                computed.append(e)
+            return index[k]
+
+        for e in agg.grouping_expressions:
+            e.CopyFrom(field(column(e)))
+        for a in args:
+            a.value.CopyFrom(field(column(a.value)))
+        for m in agg.measures:
+            if m.HasField("filter"):
+                m.filter.CopyFrom(field(column(m.filter)))
+        project = Rel()
+        project.project.input.CopyFrom(agg.input)
+        project.project.expressions.extend(computed)
+        agg.input.CopyFrom(project)
+        changed += 1
+    return changed
