@@ -137,3 +137,57 @@ def test_engine_failures_are_one_line_execution_errors(tmp_path):
 def test_bytes_that_are_not_a_plan_are_a_plan_error():
     with pytest.raises(PlanError, match="not a binary Substrait plan"):
         runner("acero", None).execute(b"\xff\xff\xff")
+
+
+# ------------------------------------------------------------------------------------- diff --engine
+
+
+@pytest.fixture
+def left_join_files(tmp_path):
+    from optimizer.plan_io import save_plan
+
+    tables = tmp_path / "tables"
+    write_tables(tables, LEFT_JOIN_TABLES)
+    plan = tmp_path / "left_join.json"
+    save_plan(plan_of(LEFT_JOIN_FILTER, ["a", "ba", "bb"]), plan)
+    return plan, tables
+
+
+@pytest.mark.parametrize("engine", ["datafusion", "duckdb"])
+def test_diff_on_an_engine_is_0_when_equal_and_1_when_a_rewrite_is_wrong(engine, left_join_files, tmp_path,
+                                                                          monkeypatch, capsys):
+    from test_difftest import BROKEN_PUSHDOWN
+
+    import rules
+    from optimizer.cli import main
+
+    plan, tables = left_join_files
+    out = tmp_path / "out"
+    argv = ["diff", str(plan), "--tables", str(tables), "--engine", engine, "--out", str(out)]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("left_join: equal  [original ") and lines[-1] == "1 passed, 0 failed"
+
+    monkeypatch.setattr(rules, "RULES", [BROKEN_PUSHDOWN])  # a wrong rewrite, run for real on the engine
+    assert main(argv) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("left_join: DIFFERENT (row count differs: optimized 2, original 1)")
+    assert lines[-1] == "0 passed, 1 failed"
+    assert (out / "left_join.optimized.json").exists()
+
+
+def _cli(*argv: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "optimizer", *argv], capture_output=True, text=True)
+
+
+def test_diff_engine_bad_values_are_exit_2_before_anything_runs(left_join_files):
+    plan, tables = left_join_files
+    proc = _cli("diff", str(plan), "--tables", str(tables), "--engine", "velox")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--engine" in proc.stderr and "velox" in proc.stderr
+    proc = _cli("diff", str(plan), "--tables", str(tables), "--engine", "duckdb", "--catalog", "tpch")
+    assert proc.returncode == 2
+    assert proc.stderr == ("substrait-opt: error: --catalog: a Spark option; --engine duckdb does not read it\n")

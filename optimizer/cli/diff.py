@@ -40,7 +40,7 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
 
 #: Options only Spark reads: refused with another ``--engine`` rather than ignored.
 _SPARK_ONLY = (("master", "--master"), ("remote", "--remote"), ("conf", "--conf"), ("catalog", "--catalog"),
-               ("analyze_tables", "--analyze-tables"))
+               ("analyze_tables", "--analyze-tables"), ("allow_lossy_casts", "--allow-lossy-casts"))
 
 
 def _check_engine_args(args: argparse.Namespace, engine: str) -> None:
