@@ -17,6 +17,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     check_output(args.output)
     plan = load_plan(args.input)
     raise_for_problems(plan)
+    if args.analyze:  # what needs no Spark is checked before it starts
+        from optimizer.cli.spark import check_reads_before_spark, check_tables_arg
+
+        check_tables_arg(args.tables)
+        check_reads_before_spark(plan, args)
     if args.format in ("dot", "svg"):
         from optimizer.cli.args import statistics_from_args
         from optimizer.explain.dot import explain_dot, picture

@@ -73,7 +73,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     others still run. The last line is ``N ok, M failed``. Exit 0 when all ran; otherwise the worst failure's
     code: 3 when any plan was unsupported or failed to execute, else 2 (bad input)."""
     from optimizer.cli.interrupt import check_interrupted, stop_on_signals
-    from optimizer.cli.spark import backend_from_args, check_tables_arg
+    from optimizer.cli.spark import (
+        backend_from_args,
+        check_reads_before_spark,
+        check_tables_arg,
+        starts_empty_catalog,
+    )
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
 
@@ -91,12 +96,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         worst = max(worst, exc.exit_code)
         failed += 1
 
-    # Read every plan first: bad input is reported before Spark starts.
+    # Read and check every plan first: bad input is reported before Spark starts.
     plans = []
+    empty_catalog = None
     for source, name in zip(args.inputs, names, strict=True):
         try:
             plan = load_plan(source)
             raise_for_problems(plan)
+            if empty_catalog is None:
+                empty_catalog = starts_empty_catalog(args)
+            check_reads_before_spark(plan, args, empty_catalog)
         except OptimizerError as exc:
             fail(source, exc)
             continue

@@ -108,6 +108,35 @@ def check_tables_arg(tables: str | None) -> None:
             raise PlanError("not a directory", tables)
 
 
+def starts_empty_catalog(args: argparse.Namespace) -> bool:
+    """Whether the command's session is one the tool is still to start, classic, with Spark's in-memory
+    catalog and no other catalog configured: a table that is not under ``--tables`` is then nowhere."""
+    if getattr(args, "remote", None) or getattr(args, "catalog", None) or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    from pyspark.sql import SparkSession
+
+    from optimizer.spark.session import user_spark_settings
+
+    if SparkSession.getActiveSession() is not None:
+        return False
+    settings = {**user_spark_settings(), **spark_conf(args)}
+    if settings.get("spark.sql.catalogImplementation", "in-memory").strip() != "in-memory":
+        return False
+    return not any(key.startswith("spark.sql.catalog.") or key == "spark.sql.defaultCatalog" for key in settings)
+
+
+def check_reads_before_spark(plan, args: argparse.Namespace, empty_catalog: bool | None = None) -> None:
+    """The checks of the plan's reads that need no Spark (files under ``--tables``, files that exist,
+    tables that exist when the catalog will be empty; see :func:`optimizer.spark.tables.check_reads`),
+    so that a plan they refuse is refused before Spark starts."""
+    from optimizer.paths import file_access
+    from optimizer.spark.tables import check_reads
+
+    if empty_catalog is None:
+        empty_catalog = starts_empty_catalog(args)
+    check_reads(plan, getattr(args, "tables", None) or None, file_access(args), empty_catalog=empty_catalog)
+
+
 def backend_from_args(args: argparse.Namespace, spark=None):
     """A :class:`~optimizer.spark.SparkBackend` on ``spark`` (default :func:`spark_from_args`) reading
     ``--tables`` and ``--catalog``."""

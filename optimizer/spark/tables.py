@@ -193,6 +193,78 @@ def fixed_offset_zone(zone: str) -> bool:
 
 
 
+def table_in_directory(directory: Path, name: str) -> Path | None:
+    """``directory/<name>.parquet``, else the folder ``directory/<name>/`` (names compared
+    case-insensitively); ``None`` when neither is there."""
+    if not directory.is_dir():
+        return None
+    wanted = name.lower()
+    candidates = {}
+    for entry in directory.iterdir():
+        low = entry.name.lower()
+        if low == wanted + ".parquet":
+            candidates.setdefault(0, entry)
+        elif low == wanted and entry.is_dir():
+            candidates.setdefault(1, entry)
+    return candidates[min(candidates)] if candidates else None
+
+
+def check_reads(plan, tables: str | None, files: FileAccess, *, empty_catalog: bool) -> None:
+    """The checks of a plan's reads that need no Spark, raising the ``PlanError`` reading would: every
+    ``local_files`` location is one ``files`` allows and, when local and without wildcards, exists;
+    when ``empty_catalog`` (the session is still to be started and its catalog will hold no table),
+    every named table is a file or folder of the local ``tables`` directory (and allowed)."""
+    directory = None
+    if tables is not None:
+        local = _location_path(os.fspath(tables))
+        if local is None:  # only Spark can list it
+            empty_catalog = False
+        else:
+            directory = Path(local)
+    stack = [(plan, "")]
+    while stack:  # every message, without recursion (plans may nest deeply)
+        message, path = stack.pop()
+        if message.DESCRIPTOR.full_name == "substrait.Rel" and message.WhichOneof("rel_type") == "read":
+            _check_read(message.read, f"{path}.read", directory, files, empty_catalog)
+        for fd, value in message.ListFields():
+            if fd.message_type is None:
+                continue
+            where = f"{path}.{fd.name}" if path else fd.name
+            if fd.is_repeated:
+                if fd.message_type.GetOptions().map_entry:
+                    continue
+                stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+            else:
+                stack.append((value, where))
+
+
+def _check_read(read: ReadRel, path: str, directory: Path | None, files: FileAccess, empty_catalog: bool) -> None:
+    which = read.WhichOneof("read_type")
+    if which == "local_files":
+        for i, item in enumerate(read.local_files.items):
+            ipath = f"{path}.local_files.items[{i}]"
+            kind = item.WhichOneof("path_type")
+            if kind is None:
+                raise PlanError("file item has no path", ipath)
+            location = files.check(_local_path(getattr(item, kind)), f"{ipath}.{kind}")
+            local = _location_path(location)
+            if local is not None and not _WILDCARD.search(local) and not os.path.exists(local):
+                raise PlanError(f"no such file: {location}", f"{ipath}.{kind}")
+    elif which == "named_table" and empty_catalog:
+        names = list(read.named_table.names)
+        tpath = f"{path}.named_table"
+        if not names:
+            raise PlanError("named_table has no names", tpath)
+        found = table_in_directory(directory, names[-1]) if directory is not None else None
+        if found is None:
+            where = f"{directory}, the Spark catalog" if directory is not None else "the Spark catalog"
+            raise PlanError(f"table '{'.'.join(names)}' not found (looked in {where})", tpath)
+        files.check(str(found), tpath)
+
+
+_WILDCARD = re.compile(r"[*?\[{]")
+
+
 def _local_path(uri: str) -> str:
     """``file:///x/y`` -> ``/x/y``; plain paths unchanged."""
     if uri.startswith("file:"):
@@ -269,17 +341,7 @@ class TableResolver:
         return ", ".join(places)
 
     def _from_directory(self, name: str) -> Path | None:
-        if self.directory is None or not self.directory.is_dir():
-            return None
-        wanted = name.lower()
-        candidates = {}
-        for entry in self.directory.iterdir():
-            low = entry.name.lower()
-            if low == wanted + ".parquet":
-                candidates.setdefault(0, entry)
-            elif low == wanted and entry.is_dir():
-                candidates.setdefault(1, entry)
-        return candidates[min(candidates)] if candidates else None
+        return None if self.directory is None else table_in_directory(self.directory, name)
 
     def _from_location(self, name: str) -> DataFrame | None:
         """The table ``name`` under a directory only Spark can list: each candidate location is read
@@ -338,10 +400,10 @@ class TableResolver:
                 value = self.mapping[key]
                 if isinstance(value, DataFrame | T.StructType):
                     return value
-                return self._read_parquet(self.files.check(_local_path(os.fspath(value)), path))
+                return self._read_parquet(self.files.check(_local_path(os.fspath(value)), path), path)
         found = self._from_directory(last)
         if found is not None:
-            return self._read_parquet(self.files.check(str(found), path))
+            return self._read_parquet(self.files.check(str(found), path), path)
         if self.location is not None:
             df = self._from_location(last)
             if df is not None:
@@ -351,8 +413,9 @@ class TableResolver:
             return df
         raise PlanError(f"table '{'.'.join(names)}' not found (looked in {self._where()})", path)
 
-    def _read_parquet(self, location: str) -> DataFrame:
-        """``spark.read.parquet(location)``, reused while the path's modification time and size stay."""
+    def _read_parquet(self, location: str, path: str | None = None) -> DataFrame:
+        """``spark.read.parquet(location)``, reused while the path's modification time and size stay; a
+        file Spark cannot read is a ``PlanError`` naming it."""
         try:
             st = os.stat(location)
             stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
@@ -361,7 +424,10 @@ class TableResolver:
         key = (location, stamp)
         df = self._parquet.get(key)
         if df is None:
-            df = self.spark.read.parquet(location)
+            try:
+                df = self.spark.read.parquet(location)
+            except (PySparkException, Py4JJavaError) as exc:  # not parquet, unreadable, gone
+                raise PlanError(f"cannot read {location}: {_spark_failure(exc)}", path) from None
             if stamp is not None:
                 self._parquet[key] = df
         return df
@@ -682,6 +748,11 @@ def _java_failure(exc: BaseException) -> str:
         if text and not text.startswith("An error occurred while calling"):
             return text[:300]
     return type(exc).__name__
+
+
+def _spark_failure(exc: BaseException) -> str:
+    """The first line of a PySpark error, or the JVM's own message of a py4j one."""
+    return _java_failure(exc) if isinstance(exc, Py4JJavaError) else _first_line(exc)[:300]
 
 
 def _first_line(exc: BaseException) -> str:
