@@ -191,3 +191,17 @@ def test_diff_engine_bad_values_are_exit_2_before_anything_runs(left_join_files)
     proc = _cli("diff", str(plan), "--tables", str(tables), "--engine", "duckdb", "--catalog", "tpch")
     assert proc.returncode == 2
     assert proc.stderr == ("substrait-opt: error: --catalog: a Spark option; --engine duckdb does not read it\n")
+
+
+def test_acero_is_not_given_a_plan_that_would_crash_it(tmp_path):
+    """Acero trusts the plan: DuckDB's TPC-H Q1 optimized for acero at bc7da3c (an aggregate over a
+    project whose field reference is past the end of its input) ended the process with SIGSEGV. The
+    runner refuses a plan that is not valid by the spec with a PlanError naming the place (here a
+    simpler invalid plan, which Acero would only have failed on)."""
+    tables = write_tables(tmp_path, LEFT_JOIN_TABLES)
+    plan = plan_of(LEFT_JOIN_FILTER, ["a", "ba", "bb"])
+    condition = plan.relations[0].root.input.filter.condition.scalar_function
+    condition.arguments[0].value.selection.direct_reference.struct_field.field = 7
+    with pytest.raises(PlanError, match="not given to acero.*field 7 of 3") as info:
+        runner("acero", tables).execute(plan)
+    assert info.value.path.endswith("filter.condition.scalar_function.arguments[0].value.selection")

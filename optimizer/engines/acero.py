@@ -4,6 +4,7 @@ Acero asks a table provider for each named table: it gets the table read from it
 with ``pyarrow.parquet``, its columns those of the ``base_schema`` (matched by name, exactly or else
 case-insensitively, as the Spark backend does; by position when the plan gives no names) and cast
 to the types the plan declares. A table is read once per runner while its files are unchanged.
+A plan that is not valid by the spec is refused before Acero sees it (:meth:`AceroRunner.check`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,18 @@ class AceroRunner(EngineRunner):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._cache: dict[tuple[str, tuple[int, int]], object] = {}
+
+    def check(self, plan) -> None:
+        """Acero reads the plan by the spec and trusts it: a field reference past the end of its input
+        ends the process (SIGSEGV, pyarrow 26), so a plan with a problem :func:`optimizer.schema.check_plan`
+        finds (DuckDB 1.1.3's projects without emit among them) is a PlanError and never reaches it."""
+        from optimizer.schema import raise_for_problems
+
+        try:
+            raise_for_problems(plan)
+        except PlanError as exc:
+            raise PlanError(f"not given to acero, which reads plans by the spec and may crash on an invalid "
+                            f"one: {exc.message}", exc.path) from None
 
     def _read(self, table: BoundTable):
         import pyarrow.parquet as pq

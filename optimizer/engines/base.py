@@ -253,11 +253,15 @@ class EngineRunner:
         if not isinstance(plan, Plan):
             raise TypeError(f"expected a substrait Plan or its bytes, got {type(plan).__name__}")
         tables = self.bind(plan)
+        self.check(plan)
         data = self.prepared(plan).SerializeToString()
         start = time.perf_counter()
         table = self._execute(data, tables)
         self.last_seconds = time.perf_counter() - start
         return table
+
+    def check(self, plan: Plan) -> None:
+        """Refuse, before the engine sees it, a plan the engine is known to fail on unsafely."""
 
     def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
         raise NotImplementedError
