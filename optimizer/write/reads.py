@@ -8,8 +8,8 @@
   that ``FilterRel``.
 * ``ReadRel.best_effort_filter`` is removed for a target that rejects it: a consumer may skip it, so
   a plan never depends on it.
-* a column mask (``ReadRel.projection``, top-level fields only) becomes the read's emit for a target
-  that does not read masks (Acero): the same columns in the same order.
+* a column mask (``ReadRel.projection``, top-level fields only) becomes a ``ProjectRel`` above the read
+  for a target that does not read masks (Acero): the same columns in the same order.
 
 The filter's columns are the read's ``base_schema`` fields; the ``FilterRel`` reads the read's output
 (the mask, then its emit), so a conjunct on a column the read does not output widens the mask by
@@ -21,7 +21,7 @@ from __future__ import annotations
 from substrait.proto import Expression, Plan, Rel
 
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import conjuncts, key, referenced_fields, rels_with_paths, remap_fields
+from optimizer.expr_utils import conjuncts, field, key, referenced_fields, rels_with_paths, remap_fields
 from optimizer.load.functions import function_table
 from optimizer.targets import Target
 
@@ -116,18 +116,20 @@ def _filter_above(rel: Rel, parent: Rel | None, path: str, target: Target, funct
 
 
 def _mask_to_emit(rel: Rel, path: str, target: Target) -> None:
-    """A read of ``base_schema`` whose emit selects the columns the mask selected."""
-    read = rel.read if rel.WhichOneof("rel_type") == "read" else rel.filter.input.read
+    """The read without its mask (and emit) under a ``ProjectRel`` that outputs the columns the mask (and
+    emit) selected: Acero reads a project's emit as the spec says, not a read's emit."""
+    if rel.WhichOneof("rel_type") == "filter":  # the FilterRel _filter_above put over the read
+        rel = rel.filter.input
+    read = rel.read
     _check_mask(read, path, target)
     cols = _columns(read)
-    emit = _emit(rel) if rel.WhichOneof("rel_type") == "read" else None
+    emit = _emit(rel)
+    mapping = cols if emit is None else [cols[m] for m in emit]
     read.ClearField("projection")
-    if rel.WhichOneof("rel_type") == "read":
-        mapping = cols if emit is None else [cols[m] for m in emit]
-        rel.read.common.emit.ClearField("output_mapping")
-        rel.read.common.emit.output_mapping.extend(mapping)
-        return
-    # The read is under the FilterRel _filter_above put there: the filter reads the mask's columns.
-    inner = rel.filter.input
-    inner.read.common.emit.ClearField("output_mapping")
-    inner.read.common.emit.output_mapping.extend(cols)
+    read.common.ClearField("emit_kind")
+    n_base = len(read.base_schema.struct.types)
+    project = Rel()
+    project.project.input.CopyFrom(rel)
+    project.project.expressions.extend(field(c) for c in mapping)
+    project.project.common.emit.output_mapping.extend(range(n_base, n_base + len(mapping)))
+    rel.CopyFrom(project)
