@@ -79,9 +79,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if engine != "spark":
         _check_engine_args(args, engine)
     plans = []
+    if engine == "spark":
+        from optimizer.cli.spark import check_reads_before_spark, starts_empty_catalog
+
+        empty_catalog = starts_empty_catalog(args)
     for source in args.inputs:
         plan = load_plan(source)
         raise_for_problems(plan)
+        if engine == "spark":
+            check_reads_before_spark(plan, args, empty_catalog)
         plans.append((plan_name(source), plan))
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
