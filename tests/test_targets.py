@@ -144,6 +144,18 @@ def test_duckdb_projects_are_written_as_their_output_columns():
     assert list(again.relations[0].root.input.project.input.aggregate.groupings[0].expression_references) == [0, 1]
 
 
+def test_aggregate_arguments_are_computed_below_for_acero():
+    b = Builder()
+    plus = b.call("add", ref(0), lit(1, "i32"), out="i32")
+    plan = b.plan(aggregate(read("region", REGION), [1], b.agg("sum", plus, out="i64")), ["r_name", "s"])
+    out = write_for_target(plan, "acero")
+    agg = out.relations[0].root.input.aggregate
+    below = agg.input.project
+    assert agg.measures[0].measure.arguments[0].value.selection.direct_reference.struct_field.field == 3
+    assert below.expressions[0].scalar_function.function_reference == b.anchors["add"]
+    assert agg.measures[0].measure.phase == 1  # INITIAL_TO_RESULT
+
+
 def test_references_are_inlined():
     b = Builder()
     shared = read("region", REGION)
@@ -275,9 +287,9 @@ def test_optimized_for_duckdb_runs_right_on_duckdb(producer, q, tables, statisti
 
 
 def test_acero_runs_a_plan_written_for_it(tables):
-    """A filter with four conjuncts over a masked read and a grouped sum: Acero rejects each of the mask,
-    the 4-argument and and the unspecified phase as written; written for the acero target it answers
-    what DuckDB answers."""
+    """A filter with four conjuncts over a masked read and a grouped sum of an expression: Acero rejects
+    each of the mask, the 4-argument and, the unspecified phase and the computed measure argument as
+    written; written for the acero target it answers what DuckDB answers."""
     import duckdb
 
     b = Builder()
@@ -287,13 +299,14 @@ def test_acero_runs_a_plan_written_for_it(tables):
         r.read.projection.select.struct_items.add(field=i)
     cond = b.call("and", b.call("gt", ref(0), lit(1, "i32")), b.call("lt", ref(0), lit(20, "i32")),
                   b.call("not_equal", ref(1), lit(3, "i32")), b.call("gte", ref(0), lit(0, "i32")))
-    rel = aggregate(filter_(r, cond), [1], b.agg("sum", ref(0), out="i64"))
+    plus = b.call("add", ref(0), lit(1, "i32"), out="i32")
+    rel = aggregate(filter_(r, cond), [1], b.agg("sum", plus, out="i64"))
     plan = b.plan(rel, ["n_regionkey", "total"])
     with pytest.raises(Exception, match="projection"):  # noqa: PT011 - Acero raises ArrowNotImplementedError
         run_acero(plan, tables)
     got = run_acero(write_for_target(plan, "acero"), tables)
     expected = duckdb.sql(
-        f"select n_regionkey, sum(n_nationkey)::bigint from read_parquet('{tables['nation']}') "
+        f"select n_regionkey, sum(n_nationkey + 1)::bigint from read_parquet('{tables['nation']}') "
         "where n_nationkey > 1 and n_nationkey < 20 and n_regionkey <> 3 and n_nationkey >= 0 group by 1").arrow()
     result = compare_tables(got, expected)
     assert result.equal, result.reason

@@ -59,6 +59,7 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     adapt_functions(out, target)
     if target.aggregate_phase == "initial_to_result":
         set_aggregation_phase(out, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
+    _check_written(out, target)
     if target.project_encoding == "expressions_only":
         write_projects_as_expressions(out, target)
     if target.old_fields:
@@ -70,6 +71,19 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     if target.plan_version is not None:
         out.version.major_number, out.version.minor_number, out.version.patch_number = target.plan_version
     return out
+
+
+def _check_written(plan: Plan, target: Target) -> None:
+    """The adapted plan, still in the spec's reading, must type-check: a writer that broke a reference is
+    a bug, reported as such (exit 3), never a plan handed on to run."""
+    from optimizer.errors import OptimizerError
+    from optimizer.schema import plan_schemas
+
+    try:
+        plan_schemas(plan)
+    except OptimizerError as exc:
+        raise UnsupportedError(f"the plan written for target '{target.name}' does not type-check (a bug of "
+                               f"the write stage): {exc.message}", exc.path) from None
 
 
 def _reads_everything(target: Target) -> bool:

@@ -14,7 +14,7 @@ A plan written so is in DuckDB's convention, not the spec's: another consumer re
 
 from __future__ import annotations
 
-from substrait.proto import Plan, Rel
+from substrait.proto import Expression, Plan, Rel
 
 from optimizer.expr_utils import field, rels_with_paths
 from optimizer.targets import Target
@@ -159,7 +159,9 @@ def aggregate_arguments_as_columns(plan: Plan) -> int:
             k = e.SerializeToString(deterministic=True)
             if k not in index:
                 index[k] = n_in + len(computed)
-                computed.append(e)
+                kept = Expression()
+                kept.CopyFrom(e)  # ``e`` is the argument itself, which becomes a column reference next
+                computed.append(kept)
             return index[k]
 
         for e in agg.grouping_expressions:
