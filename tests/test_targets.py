@@ -9,7 +9,7 @@ import json
 
 import pyarrow as pa
 import pytest
-from substrait.proto import HashJoinRel, JoinRel, Plan, Rel
+from substrait.proto import AggregationPhase, HashJoinRel, JoinRel, Plan, Rel
 
 from optimizer.cli import main
 from optimizer.difftest.results import compare_tables
@@ -153,7 +153,7 @@ def test_aggregate_arguments_are_computed_below_for_acero():
     below = agg.input.project
     assert agg.measures[0].measure.arguments[0].value.selection.direct_reference.struct_field.field == 3
     assert below.expressions[0].scalar_function.function_reference == b.anchors["add"]
-    assert agg.measures[0].measure.phase == 1  # INITIAL_TO_RESULT
+    assert agg.measures[0].measure.phase == AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT
 
 
 def test_references_are_inlined():
