@@ -10,6 +10,7 @@ import functools
 import io
 import json
 import os
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -75,16 +76,53 @@ def _is_file(text: str) -> bool:
         return False
 
 
+def output_kind(dest: str | os.PathLike) -> str:
+    """How an output is written (docs/security.md, "Writing files"): ``"file"`` (a regular file or a
+    new name: atomically, by a rename), ``"stdout"``/``"stderr"`` (``-``, or a path that is the
+    process's own stdout or stderr, such as ``/dev/stdout``: to that stream), ``"fifo"`` (a named pipe,
+    or ``>(cmd)``: written in place, as a stream), ``"null"`` (the null device: written in place). Any
+    other existing kind (a device, a socket, a directory) is a :class:`PlanError`: a rename would
+    replace it.
+    """
+    name = os.fspath(dest)
+    if name == "-":
+        return "stdout"
+    if "\x00" in name:
+        raise PlanError("output file name contains a NUL byte", repr(name))
+    try:
+        st = os.stat(name)
+    except FileNotFoundError:
+        return "file"
+    except OSError as exc:
+        raise PlanError(f"cannot use as the output file: {exc.strerror or exc}", name) from None
+    if stat.S_ISREG(st.st_mode):
+        for fd, stream in ((1, "stdout"), (2, "stderr")):
+            with contextlib.suppress(OSError):
+                if os.path.samestat(st, os.fstat(fd)):
+                    return stream
+        return "file"
+    if stat.S_ISDIR(st.st_mode):
+        raise PlanError("is a directory, not an output file", name)
+    for fd, stream in ((1, "stdout"), (2, "stderr")):
+        with contextlib.suppress(OSError):
+            if os.path.samestat(st, os.fstat(fd)):
+                return stream
+    if stat.S_ISFIFO(st.st_mode):
+        return "fifo"
+    if stat.S_ISCHR(st.st_mode) and st.st_rdev == os.stat(os.devnull).st_rdev:
+        return "null"
+    kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+    raise PlanError(f"is {kind}: -o writes a regular file (replaced atomically), a FIFO, /dev/stdout, "
+                    "/dev/stderr or /dev/null", name)
+
+
 def check_output(dest: str | os.PathLike) -> None:
     """Refuse an output path that cannot be written, before any work: exit 2 naming it."""
     name = os.fspath(dest)
-    if name == "-":
+    if output_kind(name) != "file":
         return
-    if "\x00" in name:
-        raise PlanError("output file name contains a NUL byte", repr(name))
     target = Path(name)
-    if target.is_dir():
-        raise PlanError("is a directory, not an output file", name)
     parent = target.parent
     if not parent.is_dir():
         raise PlanError("no such directory for the output file", name)
@@ -100,6 +138,9 @@ def atomic_path(dest: str | os.PathLike):
     file-size limit) is an :class:`~optimizer.errors.ExecutionError` (exit 3) naming ``dest``.
     """
     check_output(dest)
+    if output_kind(dest) != "file":  # a rename would put a regular file in place of a pipe or stream
+        raise PlanError("is not a regular file: this output is written as a new file (atomically)",
+                        os.fspath(dest))
     target = Path(os.fspath(dest))
     tmp = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
@@ -114,7 +155,24 @@ def atomic_path(dest: str | os.PathLike):
 
 
 def write_file(dest: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``dest`` atomically: all of it, or the old file unchanged (see :func:`atomic_path`)."""
+    """Write ``data`` to ``dest`` atomically: all of it, or the old file unchanged (see :func:`atomic_path`).
+
+    A stream (stdout, stderr, a FIFO, the null device: :func:`output_kind`) is written in place.
+    """
+    kind = output_kind(dest)
+    if kind in ("stdout", "stderr"):
+        stream = sys.stdout if kind == "stdout" else sys.stderr
+        stream.flush()
+        stream.buffer.write(data)
+        stream.flush()
+        return
+    if kind != "file":
+        try:
+            with open(dest, "wb") as f:  # no O_CREAT effect: the FIFO or device exists
+                f.write(data)
+        except OSError as exc:
+            raise ExecutionError(f"cannot write: {exc.strerror or exc}", os.fspath(dest)) from None
+        return
     with atomic_path(dest) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as f:

@@ -7,6 +7,10 @@ See docs/security.md. The signal of a file read outside ``--tables`` is its 12,3
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 import urllib.parse
 
 import pyarrow as pa
@@ -142,3 +146,63 @@ def test_item1_3_remote_uris_are_judged_as_text():
     assert remote.allows("s3a://b/t/*/x.parquet") and remote.allows("s3a://b/t/{x,y}/z.parquet")
     # braces that multiply past the limit are refused, not expanded
     assert remote.refusal("s3a://b/t/" + "{a,b}" * 12) is not None
+
+
+# -- 2. -o onto a FIFO or a device ------------------------------------------------------------------
+
+
+def _optimize(plan, out, stdout=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optimizer", "optimize", str(plan), "-o", str(out), "--format", "json"],
+                          capture_output=stdout is None, stdout=stdout, timeout=120)
+
+
+def _tiny_plan(tmp_path):
+    plan = tmp_path / "p.json"
+    read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"i64": _REQ}]}},
+                     "virtualTable": {"values": [{"fields": [{"i64": "1"}]}]}}}
+    plan.write_text(json.dumps({"relations": [{"root": {"input": read, "names": ["a"]}}]}))
+    return plan
+
+
+def test_item2_output_onto_a_fifo_or_device_is_not_replaced(tmp_path):
+    plan = _tiny_plan(tmp_path)
+    # A FIFO is written in place, as a stream: a reader gets the plan, the FIFO stays a FIFO.
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader: the writer's open does not wait
+    try:
+        proc = _optimize(plan, fifo)
+        got = os.read(reader, 1 << 16)  # a small plan: within the pipe's buffer
+    finally:
+        os.close(reader)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert json.loads(got)["relations"], got
+    if os.geteuid() == 0:
+        # A device node (here a copy of /dev/zero's numbers, made in tmp_path): exit 2, one line, kept.
+        zero = tmp_path / "zero"
+        os.mknod(zero, stat.S_IFCHR | 0o666, os.stat("/dev/zero").st_rdev)
+        proc = _optimize(plan, zero)
+        err = proc.stderr.decode().strip().splitlines()
+        assert proc.returncode == 2 and len(err) == 1 and "character device" in err[0] and str(zero) in err[0], err
+        assert stat.S_ISCHR(os.lstat(zero).st_mode)
+        null = tmp_path / "null"
+        os.mknod(null, stat.S_IFCHR | 0o666, os.stat(os.devnull).st_rdev)
+        assert _optimize(plan, null).returncode == 0 and stat.S_ISCHR(os.lstat(null).st_mode)
+    # The real /dev/null: discarded in place (checked after the copies above, which the code before
+    # this fix replaced, so that code never reaches this line).
+    proc = _optimize(plan, os.devnull)
+    assert proc.returncode == 0 and stat.S_ISCHR(os.stat(os.devnull).st_mode), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+
+
+def test_item2_output_onto_dev_stdout_writes_the_stream(tmp_path):
+    plan = _tiny_plan(tmp_path)
+    link = tmp_path / "stdout"  # what /dev/stdout is: a link to the process's fd 1
+    link.symlink_to("/proc/self/fd/1")
+    for dest in (link, "/dev/stdout"):  # the copy first: the code before this fix replaced it
+        out = tmp_path / "captured.json"
+        with open(out, "wb") as f:
+            proc = _optimize(plan, dest, stdout=f)
+        assert proc.returncode == 0 and json.loads(out.read_bytes())["relations"], dest
+        assert os.path.islink(dest), dest
