@@ -229,3 +229,54 @@ def test_acero_refuses_grouping_keys_it_would_drop(tmp_path):
     with pytest.raises(UnsupportedError, match="acero does not support: grouping keys given as") as info:
         runner("acero", tables).execute(plan)
     assert info.value.path == "relations[0].root.input.aggregate.groupings[0]"
+
+
+def test_acero_ending_its_process_is_an_execution_error_and_the_runner_goes_on(tmp_path):
+    """pyarrow 26's Acero ends its process (SIGSEGV) on a sum of decimal products (Isthmus' TPC-H Q6
+    optimized for acero is such a plan): the runner's worker process dies, not the caller."""
+    import decimal
+    import json
+
+    from optimizer.difftest.harness import ColumnSpec, Database, TableSpec
+
+    d = decimal.Decimal
+    tables = Database({"b": TableSpec("b", [ColumnSpec("x", "decimal(15,2)"), ColumnSpec("y", "decimal(15,2)")],
+                                      [(d("1.50"), d("0.05")), (d("2.00"), d("0.06"))])}).write_parquet(tmp_path)
+
+    def dec(p: int, s: int) -> dict:
+        return {"decimal": {"precision": p, "scale": s, "nullability": "NULLABILITY_NULLABLE"}}
+
+    def field(i: int) -> dict:
+        return {"selection": {"directReference": {"structField": {"field": i}}, "rootReference": {}}}
+
+    urn = "extension:io.substrait:functions_arithmetic_decimal"
+    product = {"project": {
+        "input": {"read": {"namedTable": {"names": ["b"]},
+                           "baseSchema": {"names": ["x", "y"], "struct": {"types": [dec(15, 2), dec(15, 2)]}}}},
+        "expressions": [{"scalarFunction": {"functionReference": 1, "outputType": dec(30, 4),
+                                            "arguments": [{"value": field(0)}, {"value": field(1)}]}}],
+        "common": {"emit": {"outputMapping": [2]}}}}
+    total = {"aggregate": {"input": product, "groupings": [{}], "measures": [{"measure": {
+        "functionReference": 2, "phase": "AGGREGATION_PHASE_INITIAL_TO_RESULT", "outputType": dec(30, 4),
+        "arguments": [{"value": field(0)}]}}]}}
+    plan = load_plan(json.dumps({
+        "extensionUrns": [{"extensionUrnAnchor": 1, "urn": urn}],
+        "extensions": [{"extensionFunction": {"functionAnchor": 1, "name": "multiply:dec_dec", "extensionUrnReference": 1}},
+                       {"extensionFunction": {"functionAnchor": 2, "name": "sum:dec", "extensionUrnReference": 1}}],
+        "relations": [{"root": {"input": total, "names": ["s"]}}]}))
+    acero = runner("acero", tables)
+    try:
+        try:
+            answer = acero.execute(plan).to_pylist()
+        except ExecutionError as exc:  # pyarrow 26
+            assert str(exc) == "acero failed: the engine ended its process (signal SIGSEGV) on this plan"
+        else:  # an Acero that no longer crashes must give the right sum
+            assert answer == [{"s": d("0.1950")}]
+        product_only = load_plan(json.dumps({
+            "extensionUrns": [{"extensionUrnAnchor": 1, "urn": urn}],
+            "extensions": [{"extensionFunction": {"functionAnchor": 1, "name": "multiply:dec_dec",
+                                                  "extensionUrnReference": 1}}],
+            "relations": [{"root": {"input": product, "names": ["p"]}}]}))
+        assert acero.execute(product_only).to_pylist() == [{"p": d("0.0750")}, {"p": d("0.1200")}]  # a new worker
+    finally:
+        acero.close()

@@ -6,11 +6,24 @@ case-insensitively, as the Spark backend does; by position when the plan gives n
 to the types the plan declares. A table is read once per runner while its files are unchanged.
 A plan that is not valid by the spec, or that groups by ``expression_references`` (which Acero does not
 read), is refused before Acero sees it (:meth:`AceroRunner.check`).
+
+Acero trusts the plan, and some valid plans end its process (pyarrow 26: SIGSEGV on Isthmus' TPC-H Q6
+optimized for acero, an aggregate over a decimal product). So the plans run in a worker process of
+the runner's own (a new Python started on first use: nothing of the caller is copied or re-imported),
+which keeps the tables it has read; a worker that dies is an :class:`~optimizer.errors.ExecutionError`
+naming the signal, and the next plan gets a new worker.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import time
+import weakref
 
 from optimizer.engines.base import BoundTable, EngineRunner, engine_failure
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
@@ -18,40 +31,11 @@ from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 __all__ = ["AceroRunner"]
 
 
-class AceroRunner(EngineRunner):
-    """Executes Substrait plans with ``pyarrow.substrait.run_query``."""
+class _Acero:
+    """The engine side, in the worker process: tables read once, plans run with ``run_query``."""
 
-    name = "acero"
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self) -> None:
         self._cache: dict[tuple[str, tuple[int, int]], object] = {}
-
-    def check(self, plan) -> None:
-        """Acero reads the plan by the spec and trusts it: a field reference past the end of its input
-        ends the process (SIGSEGV, pyarrow 26), so a plan with a problem :func:`optimizer.schema.check_plan`
-        finds (DuckDB 1.1.3's projects without emit among them) is a PlanError and never reaches it."""
-        from optimizer.expr_utils import rels_with_paths
-        from optimizer.schema import raise_for_problems
-
-        try:
-            raise_for_problems(plan)
-        except PlanError as exc:
-            raise PlanError(f"not given to acero, which reads plans by the spec and may crash on an invalid "
-                            f"one: {exc.message}", exc.path) from None
-        # Acero (pyarrow 26) takes an aggregate's keys from the deprecated Grouping.grouping_expressions
-        # only (field 1, which today's bindings no longer have): keys given as expression_references into
-        # AggregateRel.grouping_expressions are dropped, and the relations above read past the end of its
-        # output (a SIGSEGV for Isthmus' TPC-H Q3 optimized for acero at bc7da3c).
-        for rel, path in rels_with_paths(plan):
-            if rel.WhichOneof("rel_type") != "aggregate":
-                continue
-            for i, grouping in enumerate(rel.aggregate.groupings):
-                if grouping.expression_references:
-                    raise UnsupportedError(
-                        "acero does not support: grouping keys given as Grouping.expression_references (it "
-                        "reads the deprecated Grouping.grouping_expressions only, and would drop the keys)",
-                        f"{path}.aggregate.groupings[{i}]")
 
     def _read(self, table: BoundTable):
         import pyarrow.parquet as pq
@@ -95,7 +79,7 @@ class AceroRunner(EngineRunner):
             columns.append(column)
         return pa.Table.from_arrays(columns, schema=schema)
 
-    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+    def run(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
         import pyarrow as pa
         import pyarrow.substrait as substrait
 
@@ -122,3 +106,133 @@ class AceroRunner(EngineRunner):
                 raise failures[0] from None
             unsupported = isinstance(exc, pa.ArrowNotImplementedError) or None
             raise engine_failure("acero", exc, unsupported=unsupported) from None
+
+
+def _send(stream, message) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def _receive(stream):
+    """The next message on ``stream``; EOFError when it ended."""
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError
+    (size,) = struct.unpack("<Q", head)
+    payload = stream.read(size)
+    if len(payload) < size:
+        raise EOFError
+    return pickle.loads(payload)
+
+
+def serve() -> None:
+    """The worker (``python -c "from optimizer.engines.acero import serve; serve()"``): runs each
+    ``(plan bytes, tables)`` read from stdin, answers on stdout ``("ok", Arrow IPC, seconds)`` or
+    ``("error", kind, message, path)``; ends when stdin does."""
+    import pyarrow as pa
+
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the answers
+    engine = _Acero()
+    while True:
+        try:
+            data, tables = _receive(requests)
+        except EOFError:
+            return
+        start = time.perf_counter()
+        try:
+            table = engine.run(data, tables)
+        except (PlanError, ExecutionError, UnsupportedError) as exc:
+            _send(answers, ("error", type(exc).__name__, exc.message, exc.path))
+            continue
+        seconds = time.perf_counter() - start
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        _send(answers, ("ok", sink.getvalue().to_pybytes(), seconds))
+
+
+_ERRORS = {"PlanError": PlanError, "ExecutionError": ExecutionError, "UnsupportedError": UnsupportedError}
+
+
+class AceroRunner(EngineRunner):
+    """Executes Substrait plans with ``pyarrow.substrait.run_query`` in a worker process."""
+
+    name = "acero"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._worker: subprocess.Popen | None = None
+
+    def check(self, plan) -> None:
+        """Acero reads the plan by the spec and trusts it: a field reference past the end of its input
+        ends the process (SIGSEGV, pyarrow 26), so a plan with a problem :func:`optimizer.schema.check_plan`
+        finds (DuckDB 1.1.3's projects without emit among them) is a PlanError and never reaches it."""
+        from optimizer.expr_utils import rels_with_paths
+        from optimizer.schema import raise_for_problems
+
+        try:
+            raise_for_problems(plan)
+        except PlanError as exc:
+            raise PlanError(f"not given to acero, which reads plans by the spec and may crash on an invalid "
+                            f"one: {exc.message}", exc.path) from None
+        # Acero (pyarrow 26) takes an aggregate's keys from the deprecated Grouping.grouping_expressions
+        # only (field 1, which today's bindings no longer have): keys given as expression_references into
+        # AggregateRel.grouping_expressions are dropped, and the relations above read past the end of its
+        # output (a SIGSEGV for Isthmus' TPC-H Q3 optimized for acero at bc7da3c).
+        for rel, path in rels_with_paths(plan):
+            if rel.WhichOneof("rel_type") != "aggregate":
+                continue
+            for i, grouping in enumerate(rel.aggregate.groupings):
+                if grouping.expression_references:
+                    raise UnsupportedError(
+                        "acero does not support: grouping keys given as Grouping.expression_references (it "
+                        "reads the deprecated Grouping.grouping_expressions only, and would drop the keys)",
+                        f"{path}.aggregate.groupings[{i}]")
+
+    def _start(self) -> subprocess.Popen:
+        if self._worker is None or self._worker.poll() is not None:
+            # the worker imports this package as the caller does (an installed copy or a source tree)
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            self._worker = subprocess.Popen(
+                [sys.executable, "-c", "from optimizer.engines.acero import serve; serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            weakref.finalize(self, _stop, self._worker)  # a runner dropped without close()
+        return self._worker
+
+    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+        import pyarrow as pa
+
+        worker = self._start()
+        try:
+            _send(worker.stdin, (data, tables))
+            answer = _receive(worker.stdout)
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            code = worker.wait(10)
+            self._worker = None
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise ExecutionError(f"acero failed: the engine ended its process ({how}) on this plan") from None
+        if answer[0] == "error":
+            _, kind, message, path = answer
+            raise _ERRORS[kind](message, path)
+        _, payload, self._engine_seconds = answer
+        return pa.ipc.open_stream(payload).read_all()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            _stop(self._worker)
+        self._worker = None
+
+
+def _stop(worker: subprocess.Popen) -> None:
+    """End a worker: its stdin closed (it returns), killed if it does not within 5 s."""
+    if worker.poll() is not None:
+        return
+    worker.stdin.close()
+    try:
+        worker.wait(5)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
