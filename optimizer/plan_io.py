@@ -207,16 +207,27 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
             raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
     else:
         plan = parse_binary(data, name)
-        try:
-            upgrade_binary_plan(plan)
-        except PlanError as exc:
-            raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
-        except DecodeError as exc:
-            raise PlanError(f"not a Substrait plan: malformed protobuf ({exc})", name) from None
+        _upgrade_binary(plan, name)
+    return _conformed(plan, name)
+
+
+def _upgrade_binary(plan: Plan, name: str) -> None:
+    """Older encodings in a parsed binary plan (fields today's protos do not know) upgraded in place."""
+    try:
+        upgrade_binary_plan(plan)
+    except PlanError as exc:
+        raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
+    except DecodeError as exc:
+        raise PlanError(f"not a Substrait plan: malformed protobuf ({exc})", name) from None
+
+
+def _conformed(plan: Plan, name: str) -> Plan:
+    """The checks and conformations every loaded plan goes through, in place; the plan marked as conformed."""
     if not plan.relations:
         raise PlanError("the plan has no relations", name)
     check_expanded_size(plan, name)
-    _conform_producer_quirks(plan, name)
+    _conform_producer_quirks(plan, name)  # keyed by the plan's version: a plan this tool wrote has none
+    mark_conformed(plan)
     for i, rel in enumerate(plan.relations):
         kind = rel.WhichOneof("rel_type")
         if kind is None:
@@ -317,6 +328,36 @@ def check_expanded_size(plan: Plan, name: str | None = None) -> int:
     return total
 
 
+#: ``plan.version.producer`` of every plan this tool has loaded, and so of every plan it writes: such a
+#: plan is in the spec's conventions (its producer's were conformed on loading), and reading it again
+#: conforms nothing a second time.
+PRODUCER = "substrait-optimizer"
+
+
+@functools.cache
+def _written_version() -> tuple[int, int, int]:
+    """The Substrait version of the protobuf bindings: the encoding a loaded plan is upgraded to."""
+    from substrait.version import substrait_version
+
+    major, minor, patch = (int(part) for part in substrait_version.split(".")[:3])
+    return major, minor, patch
+
+
+def is_conformed(plan: Plan) -> bool:
+    """Whether ``plan`` says it is in the spec's conventions because this tool loaded it."""
+    return plan.version.producer == PRODUCER
+
+
+def mark_conformed(plan: Plan) -> None:
+    """Say, in ``plan.version``, that the plan is this tool's reading of its input: the Substrait version
+    of the bindings (whose encoding the loader upgraded it to) and :data:`PRODUCER`. A producer's own
+    version would make the next reader apply that producer's conventions (DataFusion's grouping-set
+    numbering) to a plan that no longer follows them."""
+    plan.version.major_number, plan.version.minor_number, plan.version.patch_number = _written_version()
+    plan.version.producer = PRODUCER
+    plan.version.ClearField("git_hash")
+
+
 def _conform_producer_quirks(plan: Plan, name: str) -> None:
     """Make known producer quirks explicit, so the plan says what its producer meant.
 
@@ -344,10 +385,19 @@ def load_plan(source: Source) -> Plan:
 
     JSON and binary protobuf are told apart by their first byte. Older Substrait encodings are
     upgraded to the current one without losing meaning; anything that cannot be is a
-    :class:`~optimizer.errors.PlanError` naming the field and where it is.
+    :class:`~optimizer.errors.PlanError` naming the field and where it is. A ``Plan`` message is
+    conformed like a parsed one, on a copy (unless this tool loaded it: :func:`is_conformed`).
+
+    The plan loaded is in the spec's conventions, and its ``version`` says so (:func:`mark_conformed`):
+    written and loaded again, it means the same.
     """
     if isinstance(source, Plan):
-        return source
+        if is_conformed(source):
+            return source
+        copy = Plan()
+        copy.CopyFrom(source)
+        _upgrade_binary(copy, "<plan>")  # a message parsed by older bindings keeps older fields as unknown
+        return _conformed(copy, "<plan>")
     data, name = _read_source(source)
     return parse_plan(data, name)
 

@@ -1877,6 +1877,8 @@ def conform_legacy_projects(plan: Plan) -> int:
                 f"{path}.project",
             )
         n = len(width)
+        # SetInParent: a project of no expressions outputs no columns, which an empty emit must say.
+        rel.project.common.emit.SetInParent()
         rel.project.common.emit.output_mapping.extend(range(n, n + len(rel.project.expressions)))
         changed += 1
     return changed
