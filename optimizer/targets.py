@@ -17,6 +17,7 @@ optional; the defaults are the spec's reading)::
               "projection_mask": true},       # reads ReadRel.projection (a column mask)
      "join_types": ["INNER", "LEFT", "LEFT_SEMI"],   # JoinRel types it reads (null: all)
      "subqueries": true,            # reads subquery expressions (scalar, IN, EXISTS...)
+     "switch_expressions": true,    # reads switch_expression (false: written as the searched CASE)
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
                    "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
                    "unsupported": ["substring"],       # refused (exit 3)
@@ -26,7 +27,8 @@ optional; the defaults are the spec's reading)::
      "encoding": {"project": "spec",          # spec | expressions_only (DuckDB 1.1.3: a ProjectRel
                                               #   outputs only its expressions and its emit is ignored)
                   "aggregate_phase": "any",   # any | initial_to_result (Acero rejects the unspecified phase)
-                  "grouping_sets": "spec",    # spec | refuse (an aggregate with several grouping sets)
+                  "grouping_sets": "spec",    # spec | datafusion (its numbering of several grouping sets) |
+                                              #   refuse (an aggregate with several grouping sets)
                   "old_fields": false,        # also write the fields Substrait 0.53 had in place of
                                               #   today's (Grouping.grouping_expressions, FetchRel.count)
                   "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
@@ -60,7 +62,7 @@ READ_FILTER = ("applied", "pruning_only", "unsupported")
 BEST_EFFORT = ("used", "ignored", "unsupported")
 PROJECT_ENCODINGS = ("spec", "expressions_only")
 AGGREGATE_PHASES = ("any", "initial_to_result")
-GROUPING_SETS = ("spec", "refuse")
+GROUPING_SETS = ("spec", "datafusion", "refuse")
 
 #: The relations only an engine that reads physical plans (Spark's backend) takes.
 PHYSICAL_RELATIONS = frozenset({"hash_join", "merge_join", "nested_loop_join", "top_n", "window", "exchange",
@@ -87,6 +89,7 @@ class Target:
     enum_arguments: bool = True
     like_null_escape: str = "keep"
     old_fields: bool = False
+    switch_expressions: bool = True
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
     project_encoding: str = "spec"
@@ -149,7 +152,7 @@ def _capabilities(value: Any, where: str) -> Capabilities | None:
 
 
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
-                    "encoding", "capabilities", "description", "join_types", "subqueries"})
+                    "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions"})
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -197,6 +200,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         name=name,
         join_types=join_types,
         subqueries=_bool(data, "subqueries", True, where),
+        switch_expressions=_bool(data, "switch_expressions", True, where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
         engine=str(data.get("engine", "")),

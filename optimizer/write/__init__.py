@@ -38,7 +38,8 @@ from optimizer.write.encoding import (
     write_old_encoding,
     write_projects_as_expressions,
 )
-from optimizer.write.functions import adapt_functions, set_aggregation_phase
+from optimizer.write.functions import adapt_functions, set_aggregation_phase, switch_to_if_then
+from optimizer.write.grouping_sets import write_datafusion_grouping_sets
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
 
@@ -60,6 +61,10 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     if target.aggregate_phase == "initial_to_result":
         set_aggregation_phase(out, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
     _check_written(out, target)
+    if target.grouping_sets == "datafusion":
+        write_datafusion_grouping_sets(out, target.name)
+    if not target.switch_expressions:
+        switch_to_if_then(out, target)
     if target.project_encoding == "expressions_only":
         write_projects_as_expressions(out, target)
     if target.old_fields:
@@ -93,7 +98,7 @@ def _reads_everything(target: Target) -> bool:
             and target.aggregate_phase == "any" and target.grouping_sets == "spec" and target.plan_version is None
             and target.join_types is None and target.subqueries and target.enum_arguments
             and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
-            and target.aggregate_arguments == "any")
+            and target.aggregate_arguments == "any" and target.switch_expressions)
 
 
 def _check_relations(plan: Plan, target: Target) -> None:

@@ -112,3 +112,35 @@ def set_aggregation_phase(plan: Plan, phase: int = AggregationPhase.AGGREGATION_
             m.phase = phase
             changed += 1
     return changed
+
+
+def switch_to_if_then(plan: Plan, target: Target) -> int:
+    """Every ``switch_expression`` written as the searched CASE it means, in place (DataFusion 55:
+    "This feature is not implemented: Switch expression not supported"): ``CASE x WHEN v1 THEN r1 ...
+    ELSE e END`` -> ``CASE WHEN equal(x, v1) THEN r1 ... ELSE e END``. A NULL ``x`` matches no ``WHEN``
+    in both. The match is evaluated once per clause, the same only for a deterministic match (else
+    refused). Returns the number rewritten."""
+    from optimizer.expr_utils import FunctionRegistrar, boolean_type, is_deterministic
+
+    found = [m for m in walk(plan, enter_subqueries=True)
+             if m.DESCRIPTOR.full_name == "substrait.Expression" and m.WhichOneof("rex_type") == "switch_expression"]
+    if not found:
+        return 0
+    registrar = FunctionRegistrar(plan)
+    for e in reversed(found):  # inner switches first: an outer one copies them
+        sw = e.switch_expression
+        if not is_deterministic(sw.match, registrar.table):
+            raise UnsupportedError(f"a switch expression on a nondeterministic value: target '{target.name}' "
+                                   "reads no switch expression, and its CASE form would evaluate it per clause")
+        if_then = Expression()
+        for clause in sw.ifs:
+            value = Expression()
+            value.literal.CopyFrom(getattr(clause, "if"))
+            new = if_then.if_then.ifs.add()
+            getattr(new, "if").CopyFrom(registrar.call("equal", "functions_comparison", [sw.match, value],
+                                                        boolean_type(), "equal:any_any"))
+            new.then.CopyFrom(clause.then)
+        if sw.HasField("else"):
+            getattr(if_then.if_then, "else").CopyFrom(getattr(sw, "else"))
+        e.CopyFrom(if_then)
+    return len(found)
