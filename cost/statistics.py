@@ -275,8 +275,24 @@ class Histogram:
     def from_json(cls, data: Mapping[str, Any] | str) -> Histogram:
         if isinstance(data, str):
             data = json.loads(data)
-        bins = [(float(b[0]), float(b[1]), float(b[2])) for b in data.get("bins", [])]
-        return cls(height=float(data["height"]), bins=bins)
+        if not isinstance(data, Mapping):
+            raise ValueError(f"histogram must be an object with 'height' and 'bins', not {type(data).__name__}")
+        unknown = set(data) - {"height", "bins"}
+        if unknown:
+            raise ValueError(f"unknown histogram field(s): {', '.join(sorted(map(str, unknown)))}")
+        height = _opt_count(data.get("height"), "histogram.height")
+        if height is None:
+            raise ValueError("histogram.height is missing")
+        raw = data.get("bins", [])
+        if not isinstance(raw, list):
+            raise ValueError("histogram.bins must be a list of [lo, hi, ndv]")
+        bins = []
+        for i, b in enumerate(raw):
+            if (not isinstance(b, list) or len(b) != 3
+                    or any(isinstance(x, bool) or not isinstance(x, int | float) for x in b)):
+                raise ValueError(f"histogram.bins[{i}] must be [lo, hi, ndv] (three numbers), not {json.dumps(b)[:40]}")
+            bins.append((float(b[0]), float(b[1]), float(b[2])))
+        return cls(height=height, bins=bins)
 
 
 _COLUMN_FIELDS = ("ndv", "min", "max", "null_count", "avg_len", "max_len", "histogram", "data_type")
@@ -534,7 +550,7 @@ class FileStatistics(MemoryStatistics):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__()
         self.path = Path(path).expanduser()
-        where = str(self.path)
+        where = f"statistics file {self.path}"
         try:
             document = json.loads(self.path.read_text(encoding="utf-8"))
         except OSError as e:
@@ -558,11 +574,20 @@ def parse_document(document: Any, where: str = "statistics") -> dict[str, TableS
         raise PlanError(f"unsupported statistics format version {version!r} (expected 1)", where)
     out: dict[str, TableStatistics] = {}
     for key, entry in document["tables"].items():
+        columns = entry.get("columns") if isinstance(entry, Mapping) else None
+        for column, col in (columns.items() if isinstance(columns, Mapping) else ()):
+            try:  # each column on its own first: the message names it
+                ColumnStatistics.from_json(col)
+            except (ValueError, TypeError, OverflowError) as e:
+                raise PlanError(f"tables.{key}.columns.{column}: {e}", where) from None
         try:
             stats = TableStatistics.from_json(entry)
         except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
             raise PlanError(f"tables.{key}: {e}", where) from None
-        name = entry.get("name") or key
+        name = entry.get("name", key)
+        if not isinstance(name, str) or not name:
+            raise PlanError(f"tables.{key}.name: expected a table name (a non-empty string), not {json.dumps(name)[:40]}",
+                            where) from None
         out.pop(name, None)  # a later entry of the same name wins (and moves last)
         out[name] = stats
     return out

@@ -62,13 +62,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from substrait.proto import Expression, Type
+from substrait.proto import Expression, ReadRel, Type
 
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import field_index, is_constant, is_deterministic
 
 FULL, BEST_EFFORT, NONE = "full", "best_effort", "none"
 _RANK = {NONE: 0, BEST_EFFORT: 1, FULL: 2}
+_RANK_NAMES = (FULL, BEST_EFFORT, NONE)
 
 TYPE_GROUPS: dict[str, frozenset[str]] = {
     "integer": frozenset({"i8", "i16", "i32", "i64"}),
@@ -259,54 +260,133 @@ class Capabilities:
         return NONE
 
 
-def _level(value: Any, where: str) -> str:
-    if value not in _RANK:
-        raise PlanError(f"support must be one of full, best_effort, none (got {value!r})", where)
+_PROFILE_FIELDS = ("name", "description", "default", "read_types", "constant_folding", "rules", "functions")
+_RULE_FIELDS = ("function", "args", "shape", "support")
+READ_TYPES = tuple(f.name for f in ReadRel.DESCRIPTOR.oneofs_by_name["read_type"].fields)
+
+
+def _at(source: str, field_path: str) -> str:
+    return f"{source}: {field_path}"
+
+
+def _json_text(value: Any) -> str:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _one_of(value: Any, choices: Sequence[str], where: str) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise PlanError(f"expected one of {', '.join(choices)} (got {_json_text(value)})", where)
     return value
 
 
-def from_dict(data: dict, source: str = "<profile>") -> Capabilities:
-    """A profile from its JSON object (see the module docstring)."""
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise PlanError(f"expected a string (got {_json_text(value)})", where)
+    return value
+
+
+def _rule(entry: Any, where: str) -> CapabilityRule:
+    if not isinstance(entry, dict):
+        raise PlanError(f"expected a rule object (got {_json_text(entry)})", where)
+    unknown = sorted(set(entry) - set(_RULE_FIELDS))
+    if unknown:
+        raise PlanError(f"unknown field (known: {', '.join(_RULE_FIELDS)})", _at(where, unknown[0]))
+    if "function" not in entry:
+        raise PlanError("a rule needs a 'function' (a function name, a list of them or '*')", where)
+    names = entry["function"]
+    if isinstance(names, str):
+        names = [names]
+    elif not isinstance(names, list) or not names:
+        raise PlanError(f"expected a function name or a non-empty list of them (got {_json_text(names)})",
+                        f"{where}.function")
+    for j, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise PlanError(f"expected a function name (got {_json_text(name)})", f"{where}.function[{j}]")
+    args = entry.get("args")
+    if args is not None:
+        if not isinstance(args, list):
+            raise PlanError(f"expected a list of type patterns (got {_json_text(args)})", f"{where}.args")
+        for j, p in enumerate(args):
+            if not isinstance(p, str) or (p not in ("*", "...") and p not in TYPE_GROUPS and p not in _TYPE_KINDS):
+                raise PlanError(f"unknown type pattern {_json_text(p)} (a type kind, a group or *)",
+                                f"{where}.args[{j}]")
+            if p == "..." and (j != len(args) - 1 or j == 0):
+                raise PlanError("'...' repeats the pattern before it: it comes last, after one",
+                                f"{where}.args[{j}]")
+    shape = entry.get("shape")
+    if shape is not None:
+        _one_of(shape, SHAPES, f"{where}.shape")
+    if "support" not in entry:
+        raise PlanError(f"a rule needs a 'support' ({', '.join(_RANK_NAMES)})", where)
+    support = _one_of(entry["support"], _RANK_NAMES, f"{where}.support")
+    return CapabilityRule(frozenset(names), support, tuple(args) if args is not None else None, shape)
+
+
+
+def from_dict(data: Any, source: str = "<profile>") -> Capabilities:
+    """A profile from its parsed JSON (see the module docstring), validated: an unknown field, a value
+    of the wrong type or an unknown name is a :class:`PlanError` naming ``source`` and the field
+    (``caps.json: rules[3].support: expected one of full, best_effort, none (got "fuul")``).
+
+    ``functions`` is read as another name of ``rules`` (not both).
+    """
     if not isinstance(data, dict):
-        raise PlanError("a capability profile is a JSON object", source)
-    rules: list[CapabilityRule] = []
-    entries = data.get("rules", data.get("functions", []))
-    for i, entry in enumerate(entries):
-        where = f"{source}: rules[{i}]"
-        if not isinstance(entry, dict) or "function" not in entry:
-            raise PlanError("a rule needs a 'function'", where)
-        names = entry["function"]
-        names = [names] if isinstance(names, str) else list(names)
-        args = entry.get("args")
-        shape = entry.get("shape")
-        if shape is not None and shape not in SHAPES:
-            raise PlanError(f"unknown shape {shape!r} (known: {', '.join(SHAPES)})", where)
-        if args is not None:
-            for p in args:
-                if not isinstance(p, str) or (p not in ("*", "...") and p not in TYPE_GROUPS and p not in _TYPE_KINDS):
-                    raise PlanError(f"unknown type pattern {p!r} (a type kind, a group or *)", where)
-        rules.append(CapabilityRule(frozenset(names), _level(entry.get("support"), where),
-                                    tuple(args) if args is not None else None, shape))
+        raise PlanError(f"a capability profile is a JSON object (got {_json_text(data)})", source)
+    unknown = sorted(set(data) - set(_PROFILE_FIELDS))
+    if unknown:
+        raise PlanError(f"unknown field (known: {', '.join(_PROFILE_FIELDS[:-1])})", _at(source, unknown[0]))
+    if "rules" in data and "functions" in data:
+        raise PlanError("'functions' is another name of 'rules': give one", _at(source, "functions"))
+    key = "functions" if "functions" in data else "rules"
+    entries = data.get(key, [])
+    if not isinstance(entries, list):
+        raise PlanError(f"expected a list of rules (got {_json_text(entries)})", _at(source, key))
+    rules = [_rule(entry, _at(source, f"{key}[{i}]")) for i, entry in enumerate(entries)]
+    read_types = data.get("read_types", ["named_table", "local_files"])
+    if not isinstance(read_types, list):
+        raise PlanError(f"expected a list of ReadRel kinds (got {_json_text(read_types)})",
+                        _at(source, "read_types"))
+    for i, kind in enumerate(read_types):
+        _one_of(kind, READ_TYPES, _at(source, f"read_types[{i}]"))
+    folding = data.get("constant_folding", True)
+    if not isinstance(folding, bool):
+        raise PlanError(f"expected true or false (got {_json_text(folding)})", _at(source, "constant_folding"))
     return Capabilities(
-        name=str(data.get("name", "unnamed")),
-        default=_level(data.get("default", NONE), f"{source}: default"),
+        name=_string(data.get("name", "unnamed"), _at(source, "name")),
+        default=_one_of(data.get("default", NONE), _RANK_NAMES, _at(source, "default")),
         rules=rules,
-        read_types=frozenset(data.get("read_types", ["named_table", "local_files"])),
-        constant_folding=bool(data.get("constant_folding", True)),
-        description=str(data.get("description", "")),
+        read_types=frozenset(read_types),
+        constant_folding=folding,
+        description=_string(data.get("description", ""), _at(source, "description")),
     )
 
 
 def load_capabilities(path: str | os.PathLike) -> Capabilities:
-    """Read a profile from a JSON file."""
+    """Read and validate a profile from a JSON file; any problem is a :class:`PlanError` (exit 2)
+    naming ``capabilities file <path>`` and the field."""
+    name = f"capabilities file {os.fspath(path)}"
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
-        raise PlanError("no such capability profile", os.fspath(path)) from None
+        raise PlanError("no such file", name) from None
+    except IsADirectoryError:
+        raise PlanError("is a directory, not a capability profile", name) from None
+    except OSError as exc:
+        raise PlanError(f"cannot read: {exc.strerror or exc}", name) from None
+    except UnicodeDecodeError:
+        raise PlanError("not UTF-8 text", name) from None
     except json.JSONDecodeError as exc:
-        raise PlanError(f"not valid JSON: {exc}", os.fspath(path)) from None
-    return from_dict(data, os.fspath(path))
+        raise PlanError(f"not valid JSON: {exc}", name) from None
+    except RecursionError:
+        raise PlanError("JSON nested too deeply for this tool (Python's recursion limit)", name) from None
+    except ValueError as exc:  # a 5000-digit integer
+        raise PlanError(f"not usable JSON: {' '.join(str(exc).split())[:120]}", name) from None
+    return from_dict(data, name)
 
 
 def default_capabilities() -> Capabilities:

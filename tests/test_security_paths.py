@@ -206,3 +206,64 @@ def test_item2_output_onto_dev_stdout_writes_the_stream(tmp_path):
             proc = _optimize(plan, dest, stdout=f)
         assert proc.returncode == 0 and json.loads(out.read_bytes())["relations"], dest
         assert os.path.islink(dest), dest
+
+
+# -- 5. Capabilities and statistics files are validated ---------------------------------------------
+
+
+def test_item5_bad_capabilities_and_statistics_files_are_exit_2_naming_file_and_field(tmp_path, capsys):
+    plan = _tiny_plan(tmp_path)
+    caps = tmp_path / "caps.json"
+    rule = {"function": "lt", "support": "full"}
+    bad_caps = [
+        ({"functions": 5}, "functions", "expected a list of rules"),
+        ({"rules": [rule, rule, rule, {"function": "lt", "support": "fuul"}]}, "rules[3].support",
+         "expected one of full, best_effort, none"),
+        ({"rules": [{"function": 7, "support": "full"}]}, "rules[0].function", "expected a function name"),
+        ({"rules": [{"function": ["lt", None], "support": "full"}]}, "rules[0].function[1]", "function name"),
+        ({"rules": [{"function": "lt", "support": "full", "args": "i32"}]}, "rules[0].args", "list of type"),
+        ({"rules": [{"function": "lt", "support": "full", "args": ["int32"]}]}, "rules[0].args[0]", "unknown type"),
+        ({"rules": [{"function": "lt", "support": "full", "shape": "x"}]}, "rules[0].shape", "expected one of"),
+        ({"rules": [{"function": "lt", "suport": "full"}]}, "rules[0]: suport", "unknown field"),
+        ({"rules": [5]}, "rules[0]", "expected a rule object"),
+        ({"default": "all"}, "default", "expected one of full, best_effort, none"),
+        ({"read_types": "named_table"}, "read_types", "expected a list"),
+        ({"read_types": ["tables"]}, "read_types[0]", "expected one of"),
+        ({"constant_folding": "yes"}, "constant_folding", "true or false"),
+        ({"name": ["x"]}, "name", "expected a string"),
+        ({"rulez": []}, "rulez", "unknown field"),
+        ([1, 2], "caps.json", "a capability profile is a JSON object"),
+    ]
+    for doc, field, words in bad_caps:
+        caps.write_text(json.dumps(doc))
+        capsys.readouterr()
+        assert main(["optimize", str(plan), "--capabilities", str(caps)]) == 2, doc
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"capabilities file {caps}" in err[0] and field in err[0] and words in err[0], err
+    # Nested 100,000 deep: the file is named, not "the plan".
+    caps.write_text('{"rules": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    for argv in (["optimize", str(plan), "--capabilities", str(caps)],
+                 ["diff", str(plan), "--capabilities", str(caps), "--out", str(tmp_path / "d")]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"capabilities file {caps}" in err[0] and "the plan" not in err[0], err
+    caps.write_bytes(b'{"name": "\xff"}')
+    assert main(["optimize", str(plan), "--capabilities", str(caps)]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+
+    stats = tmp_path / "s.json"
+    bad_stats = [
+        ({"x": {"columns": {"a": {"histogram": 5}}}}, "tables.x.columns.a", "histogram must be an object"),
+        ({"x": {"columns": {"a": {"histogram": {"height": 1, "bins": [[1, 2]]}}}}}, "tables.x.columns.a",
+         "histogram.bins[0]"),
+        ({"x": {"columns": {"a": {"histogram": {"height": 1, "bins": 5}}}}}, "tables.x.columns.a", "histogram.bins"),
+        ({"x": {"name": 5}}, "tables.x.name", "expected a table name"),
+        ({"x": {"columns": {"a": {"ndv": -1}}}}, "tables.x.columns.a", "non-negative"),
+    ]
+    for tables, field, words in bad_stats:
+        stats.write_text(json.dumps({"tables": tables}))
+        capsys.readouterr()
+        assert main(["optimize", str(plan), "--stats", str(stats)]) == 2, tables
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"statistics file {stats}" in err[0] and field in err[0] and words in err[0], err
