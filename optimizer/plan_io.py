@@ -22,6 +22,10 @@ from google.protobuf.message import DecodeError
 from substrait.proto import Plan, Rel
 
 from optimizer.errors import ExecutionError, PlanError
+from optimizer.limits import Limits
+from optimizer.limits import current as limits_in_force
+from optimizer.load.counts import Counter
+from optimizer.load.counts import check_json as count_json
 from optimizer.load.protobuf_depth import (  # noqa: F401 - MAX_PLAN_DEPTH, deep_messages: the API documents them here
     MAX_PLAN_DEPTH,
     deep_messages,
@@ -41,17 +45,19 @@ MAX_EXPANDED_RELATIONS = 100_000
 Source = str | os.PathLike | bytes | bytearray | IO[Any] | Plan
 
 
-def _read_source(source: Source) -> tuple[bytes, str]:
-    """The raw bytes of a source and a name for messages."""
+def _read_source(source: Source, max_bytes: int | None = None) -> tuple[bytes, str]:
+    """The raw bytes of a source and a name for messages. Past ``max_bytes`` a file or stream is read
+    no further than one byte more (:func:`parse_plan` refuses it)."""
     if isinstance(source, bytes | bytearray):
         return bytes(source), "<bytes>"
     if isinstance(source, os.PathLike) or (isinstance(source, str) and (not source.lstrip().startswith("{")
                                                                        or _is_file(source))):
         name = os.fspath(source)
         if name == "-":
-            return sys.stdin.buffer.read(), "<stdin>"
+            return _read_at_most(sys.stdin.buffer, max_bytes), "<stdin>"
         try:
-            return Path(name).read_bytes(), name
+            with open(name, "rb") as f:
+                return _read_at_most(f, max_bytes), name
         except ValueError:  # a NUL in the name
             raise PlanError("file name contains a NUL byte", repr(name)) from None
         except FileNotFoundError:
@@ -63,9 +69,14 @@ def _read_source(source: Source) -> tuple[bytes, str]:
     if isinstance(source, str):
         return source.encode("utf-8"), "<string>"
     if hasattr(source, "read"):
-        data = source.read()
+        data = source.read() if max_bytes is None else source.read(max_bytes + 1)
         return (data.encode("utf-8") if isinstance(data, str) else bytes(data)), getattr(source, "name", "<stream>")
     raise PlanError(f"cannot read a plan from a {type(source).__name__}")
+
+
+def _read_at_most(f: IO[bytes], max_bytes: int | None) -> bytes:
+    """All of ``f``, or its first ``max_bytes + 1`` bytes: enough to tell that it is too long."""
+    return f.read() if max_bytes is None else f.read(max_bytes + 1)
 
 
 def _is_file(text: str) -> bool:
@@ -186,8 +197,15 @@ def _looks_like_json(data: bytes) -> bool:
     return head in (b"{", b"[", b'"') or head.isdigit()
 
 
-def parse_plan(data: bytes, name: str = "<input>") -> Plan:
-    """Parse plan bytes (JSON or binary protobuf) and upgrade older encodings."""
+def parse_plan(data: bytes, name: str = "<input>", limits: Limits | None = None) -> Plan:
+    """Parse plan bytes (JSON or binary protobuf) and upgrade older encodings.
+
+    The plan is held to ``limits`` (:func:`optimizer.limits.current` by default): its size before it
+    is parsed, what it holds (relations, expression nodes, arguments, rows) before its messages are built.
+    """
+    limits = limits_in_force() if limits is None else limits
+    if len(data) > limits.input_bytes:
+        raise limits.exceeded("input_bytes", f"the plan is larger than {limits.input_bytes} bytes", name)
     if not data.strip():
         raise PlanError("empty input: no plan", name)
     if _looks_like_json(data):
@@ -199,6 +217,7 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
             raise PlanError("JSON input is not UTF-8", name) from None
         except json.JSONDecodeError as exc:
             raise PlanError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", name) from None
+        count_json(doc, limits, name)
         try:
             plan = parse_json_plan(doc)
         except RecursionError:
@@ -206,7 +225,7 @@ def parse_plan(data: bytes, name: str = "<input>") -> Plan:
         except PlanError as exc:
             raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
     else:
-        plan = parse_binary(data, name)
+        plan = parse_binary(data, name, limits)
         _upgrade_binary(plan, name)
     return _conformed(plan, name)
 
@@ -237,14 +256,16 @@ def _conformed(plan: Plan, name: str) -> Plan:
     return plan
 
 
-def parse_binary(data: bytes, name: str = "<input>") -> Plan:
+def parse_binary(data: bytes, name: str = "<input>", limits: Limits | None = None) -> Plan:
     """A binary plan, nested at most :data:`MAX_PLAN_DEPTH` messages deep; anything else is a PlanError.
 
-    The depth is measured first (a scan of the wire format, no recursion); the plan is then parsed
+    The depth is measured first (a scan of the wire format, no recursion), and what the plan holds is
+    counted against ``limits`` in the same scan; the plan is then parsed
     piece by piece, each piece within protobuf's own depth limit (100), which is never relied on being
     lifted here: a plan protobuf would recurse into too deeply never reaches it.
     """
-    spans = message_depths(data, Plan.DESCRIPTOR, name)
+    limits = limits_in_force() if limits is None else limits
+    spans = message_depths(data, Plan.DESCRIPTOR, name, Counter(limits, name))
     plan = Plan()
     try:
         merge_pieces(plan, memoryview(data), 0, len(data), spans, name)
@@ -380,8 +401,11 @@ def _conform_producer_quirks(plan: Plan, name: str) -> None:
         raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
 
 
-def load_plan(source: Source) -> Plan:
+def load_plan(source: Source, limits: Limits | None = None) -> Plan:
     """Load a plan from a path, ``-`` (stdin), bytes, a JSON string or a file object.
+
+    Plan bytes are held to ``limits`` (:func:`optimizer.limits.current` by default: see
+    :mod:`optimizer.limits`); a ``Plan`` message is the caller's own and is not counted.
 
     JSON and binary protobuf are told apart by their first byte. Older Substrait encodings are
     upgraded to the current one without losing meaning; anything that cannot be is a
@@ -398,8 +422,9 @@ def load_plan(source: Source) -> Plan:
         copy.CopyFrom(source)
         _upgrade_binary(copy, "<plan>")  # a message parsed by older bindings keeps older fields as unknown
         return _conformed(copy, "<plan>")
-    data, name = _read_source(source)
-    return parse_plan(data, name)
+    limits = limits_in_force() if limits is None else limits
+    data, name = _read_source(source, limits.input_bytes)
+    return parse_plan(data, name, limits)
 
 
 def dump_plan(plan: Plan, format: str = "json") -> bytes:

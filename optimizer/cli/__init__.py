@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for module, help_text in commands:
         module.register(sub, module.__name__.rpartition(".")[2], help_text)
+    from optimizer.cli.args import add_limit_argument
+
+    for command in sub.choices.values():
+        add_limit_argument(command)
     return parser
 
 
@@ -68,9 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         func: Callable[[argparse.Namespace], int] = args.func
+        from optimizer.cli.args import limits_from_args
+        from optimizer.limits import applied
         from optimizer.plan_io import deep_messages
 
-        with deep_messages():
+        with deep_messages(), applied(limits_from_args(args)):
             return func(args)
     except UsageError as exc:
         print(str(exc), file=sys.stderr)

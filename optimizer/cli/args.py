@@ -25,6 +25,23 @@ def add_plan_command(sub, name: str, help_text: str, func: Callable[[argparse.Na
     return p
 
 
+def add_limit_argument(p: argparse.ArgumentParser) -> None:
+    """``--limit NAME=VALUE``: raise (or lower) one of the bounds a plan is held to (optimizer.limits)."""
+    from optimizer.limits import DEFAULT, NAMES
+
+    p.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
+                   help="change a bound on the plans read (repeatable): "
+                        + ", ".join(f"{n} (default {getattr(DEFAULT, n)})" for n in NAMES)
+                        + "; see docs/security.md")
+
+
+def limits_from_args(args: argparse.Namespace):
+    """The :class:`optimizer.limits.Limits` the ``--limit`` options ask for."""
+    from optimizer.limits import current, parse_settings
+
+    return parse_settings(getattr(args, "limit", None) or [], current())
+
+
 def write_text(dest: str, text: str) -> None:
     """``text`` to the file ``dest``, or to stdout for ``-``."""
     if dest == "-":

@@ -8,6 +8,7 @@ import contextlib
 import threading
 
 from optimizer.errors import PlanError
+from optimizer.load.counts import COUNTED, Counter
 
 #: The deepest nesting of messages a plan may have (a left-deep tree of 100 joins with a projection and a
 #: filter per join is about 600 deep). Deeper plans are refused with a PlanError before anything recurses.
@@ -96,19 +97,31 @@ def check_depth(data: bytes, descriptor, name: str) -> int:
     return message_depths(data, descriptor, name)[0]
 
 
-def message_depths(data: bytes, descriptor, name: str) -> dict[int, int]:
-    """The depth of every message in ``data`` (by its start offset), scanned without recursion."""
+def message_depths(data: bytes, descriptor, name: str, counter: Counter | None = None) -> dict[int, int]:
+    """The depth of every message in ``data`` (by its start offset), scanned without recursion; with a
+    ``counter``, the plan's relations, expression nodes and limited repeated fields are counted in the
+    same pass (:mod:`optimizer.load.counts`)."""
     depths: dict[int, int] = {}
-    # Each frame: the message's start, its field iterator, its descriptor, its deepest child so far.
-    stack = [[0, _fields(data, 0, len(data), name), descriptor, 0]]
+    # Each frame: the message's start, its field iterator, its descriptor, its deepest child so far, and
+    # how many items of a limited repeated field (its COUNTED entry) it holds.
+    stack = [[0, _fields(data, 0, len(data), name), descriptor, 0, 0]]
+    if counter is not None:
+        counter.message(descriptor)
     while stack:
         frame = stack[-1]
         for number, wire, _, value_start, value_end in frame[1]:
+            if counter is not None and wire == 2:
+                limit = COUNTED.get((frame[2], number))
+                if limit is not None:
+                    frame[4] += 1
+                    counter.repeated(limit, frame[4])
             fd = frame[2].fields_by_number.get(number) if wire == 2 else None
             if fd is not None and fd.type == fd.TYPE_MESSAGE:
                 if len(stack) >= MAX_PLAN_DEPTH:
                     raise PlanError(f"plan nested too deeply (more than {MAX_PLAN_DEPTH} messages)", name)
-                stack.append([value_start, _fields(data, value_start, value_end, name), fd.message_type, 0])
+                if counter is not None:
+                    counter.message(fd.message_type)
+                stack.append([value_start, _fields(data, value_start, value_end, name), fd.message_type, 0, 0])
                 break
         else:
             stack.pop()
