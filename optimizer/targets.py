@@ -33,8 +33,10 @@ optional; the defaults are the spec's reading)::
                                               #   today's (Grouping.grouping_expressions, FetchRel.count)
                   "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
                                               #   unset emit kind: 'Invalid emit case')
-                  "aggregate_arguments": "any"},  # any | columns: measures and keys read plain columns
-                                                  #   (Acero), computed by a ProjectRel below
+                  "aggregate_arguments": "any",  # any | columns: measures and keys read plain columns
+                                                 #   (Acero), computed by a ProjectRel below
+                  "computed_decimal_measures": true},  # false: an aggregate of a computed decimal
+                                                       #   expression is refused (Acero crashes on it)
                   "plan_version": null},      # [major, minor, patch]: the version the plan declares
      "capabilities": "spark-parquet"}  # reader capabilities for filter_into_read: a profile object or
                                        # the name of package data optimizer/data/capabilities/<name>.json
@@ -92,6 +94,7 @@ class Target:
     switch_expressions: bool = True
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
+    computed_decimal_measures: bool = True
     project_encoding: str = "spec"
     aggregate_phase: str = "any"
     grouping_sets: str = "spec"
@@ -219,6 +222,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         old_fields=_bool(encoding, "old_fields", False, f"{where}encoding"),
         explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
         aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
+        computed_decimal_measures=_bool(encoding, "computed_decimal_measures", True, f"{where}encoding"),
         plan_version=version,
         capabilities=_capabilities(data.get("capabilities"), f"{where}capabilities"),
         source=source,

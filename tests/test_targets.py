@@ -156,6 +156,23 @@ def test_aggregate_arguments_are_computed_below_for_acero():
     assert agg.measures[0].measure.phase == AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT
 
 
+def test_acero_refuses_an_aggregate_of_a_computed_decimal():
+    """pyarrow 26's Acero dies with a segmentation fault summing a decimal column a project computes (TPC-H
+    Q1, Q3, Q6, Q10, Q15 of DuckDB): refused instead of handed over."""
+    b = Builder()
+    price = read("lineitem", [("l_extendedprice", "i64"), ("l_discount", "i64")])
+    for t in price.read.base_schema.struct.types:
+        t.decimal.precision, t.decimal.scale = 15, 2
+    times = b.call("multiply", ref(0), ref(1), out="i64")
+    times.scalar_function.output_type.decimal.precision = 31
+    times.scalar_function.output_type.decimal.scale = 4
+    measure = b.agg("sum", times)
+    measure.output_type.decimal.precision, measure.output_type.decimal.scale = 38, 4
+    plan = b.plan(aggregate(price, [], measure), ["revenue"])
+    with pytest.raises(UnsupportedError, match="computed decimal expression: target 'acero'"):
+        write_for_target(plan, "acero")
+
+
 def test_references_are_inlined():
     b = Builder()
     shared = read("region", REGION)

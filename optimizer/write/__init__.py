@@ -70,7 +70,7 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     if target.old_fields:
         write_old_encoding(out)
     if target.aggregate_arguments == "columns":
-        aggregate_arguments_as_columns(out)
+        aggregate_arguments_as_columns(out, target)
     if target.explicit_direct:
         write_direct_emits(out)
     if target.plan_version is not None:

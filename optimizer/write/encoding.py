@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from substrait.proto import Expression, Plan, Rel
 
+from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import field, rels_with_paths
 from optimizer.targets import Target
 
@@ -100,8 +101,6 @@ def write_old_encoding(plan: Plan) -> int:
             offset = _int_literal(fetch.offset_expr) if fetch.HasField("offset_expr") else 0
             count = _int_literal(fetch.count_expr) if fetch.HasField("count_expr") else -1
             if offset is None or count is None:
-                from optimizer.errors import UnsupportedError
-
                 raise UnsupportedError("FetchRel whose offset or count is not an integer literal: DuckDB 1.1.3 "
                                        "reads only constant counts", _path)
             fetch.MergeFromString(_varint(3 << 3) + _varint(offset) + _varint(4 << 3) + _varint(count))
@@ -129,7 +128,7 @@ def write_direct_emits(plan: Plan) -> int:
     return changed
 
 
-def aggregate_arguments_as_columns(plan: Plan) -> int:
+def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> int:
     """Each aggregate whose grouping expressions or measure arguments are not plain columns reads them
     from a ``ProjectRel`` below it that computes them (Acero: "Expected an aggregate call to have a direct
     reference"), in place; the number of aggregates changed. The aggregate's output is the same."""
@@ -164,6 +163,16 @@ def aggregate_arguments_as_columns(plan: Plan) -> int:
                 computed.append(kept)
             return index[k]
 
+        if target is not None and not target.computed_decimal_measures:
+            from optimizer.load.functions import function_table
+            from optimizer.schema import expression_type
+
+            functions = function_table(plan)
+            for a in args:
+                if field_index(a.value) is None and expression_type(
+                        a.value, schemas[f"{path}.aggregate.input"], functions).WhichOneof("kind") == "decimal":
+                    raise UnsupportedError(f"an aggregate of a computed decimal expression: target '{target.name}' "
+                                           "fails on it (Acero, pyarrow 26: the process crashes)", path)
         for e in agg.grouping_expressions:
             e.CopyFrom(field(column(e)))
         for a in args:
