@@ -1288,6 +1288,8 @@ def merge_file_statistics(parts: list[TableStatistics]) -> TableStatistics:
 def local_files_statistics(local_files: Any, files: FileAccess | None) -> TableStatistics | None:
     """Statistics of a ``ReadRel.local_files`` from its Parquet footers; None unless every item is a
     readable Parquet file (or glob) that ``files`` allows (``files`` None: any file)."""
+    from optimizer.paths import text_normalised
+
     parts: list[TableStatistics] = []
     for item in local_files.items:
         if item.WhichOneof("file_format") != "parquet":
@@ -1298,6 +1300,7 @@ def local_files_statistics(local_files: Any, files: FileAccess | None) -> TableS
             return None
         if files is not None and not files.allows(path):
             return None  # outside the table roots: never opened (docs/security.md)
+        path = text_normalised(path)  # '..' resolved as Spark resolves it: the file Spark reads
         if files is not None and files.any_path and (which == "uri_folder" or os.path.isdir(path)):
             return None  # unconfined (--allow-any-path): a folder is not walked for statistics
         paths = sorted(globlib.glob(path)) if which == "uri_path_glob" else [path]

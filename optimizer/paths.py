@@ -258,7 +258,12 @@ class FileAccess:
         return self.refusal(location) is None
 
     def check(self, location: str, path: str | None = None) -> str:
-        """``location`` itself if it may be read; else a PlanError naming it and the rule."""
+        """The location to read if ``location`` may be read; else a PlanError naming it and the rule.
+
+        A local location is returned as Spark resolves it (:func:`text_normalised`: absolute, ``.``
+        and ``..`` resolved as text), so that every reader given it (Spark, pyarrow, an existence
+        check) reads the same file; a remote URI as written.
+        """
         reason = self.refusal(location)
         if reason is not None:
             where = ", ".join(self.roots) if self.roots else "no --tables given"
@@ -266,7 +271,7 @@ class FileAccess:
                             if reason.startswith("may") else
                             f"file '{location}' is outside the table roots ({where}); --allow-any-path allows it",
                             path)
-        return location
+        return location if _remote(_decoded(location)) else text_normalised(location)
 
 
 ALLOW_ANY_PATH_HELP = ("let the plan read files anywhere (default: only under --tables, after resolving "
