@@ -256,3 +256,30 @@ def test_which_corpus_plans_declare_narrower_types(tpch_dir, tpch_small_dir):
     assert set(narrowing) == NARROWER_THAN_OUR_FILES, sorted(set(narrowing) ^ NARROWER_THAN_OUR_FILES)
     assert {entry.split(": ")[1] for found in narrowing.values() for entry in found} == {"bigint -> int"}
     assert not [p for p in narrowing if p.startswith("integration/")]
+
+
+# -- the hostile profile's class ----------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_hostile_casts_class(spark, tmp_path):
+    """Every case of the fuzzer's ``casts`` class through ``run --tables``: a lossless declared type gives
+    the file's values back, a lossy one is exit 2 with one line."""
+    import random
+
+    from optimizer.difftest.hostile import _cast_cases, _casts, run_casts_on_spark
+
+    cases = _cast_cases()
+    rng = random.Random(5)
+    seen = set()
+    outcomes = []
+    for i in range(400):
+        item = _casts(rng)
+        key = (item.data, item.tables["t"])
+        if key in seen:
+            continue
+        seen.add(key)
+        outcomes.append(run_casts_on_spark(i, item, tmp_path))
+    assert len(seen) == len(cases)
+    assert not [o for o in outcomes if o.verdict.startswith("FAIL")], [o.verdict for o in outcomes]
+    assert sorted(o.verdict for o in outcomes) == sorted("exit 2" if not c[3] else "answer" for c in cases)

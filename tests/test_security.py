@@ -407,7 +407,9 @@ def test_hostile_profile_small():
     outcomes = fuzz(inputs=100, seed=7, subprocesses=4)
     failures = [o for o in outcomes if o.verdict.startswith("FAIL")]
     assert not failures, summary(outcomes, 0)
-    assert {o.kind for o in outcomes} == {"deep", "literal", "names", "bytes", "json", "hints", "dag", "files"}
+    assert {o.kind for o in outcomes} >= {"deep", "literal", "names", "bytes", "json", "hints", "dag", "files",
+                                          "casts", "quiet"}
+    assert any(o.kind == "quiet" and o.command == "subprocess run" for o in outcomes)
     assert any(o.verdict == "answer" for o in outcomes) and any(o.verdict == "exit 2" for o in outcomes)
 
 

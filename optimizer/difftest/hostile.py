@@ -15,6 +15,11 @@ a seeded generator so that a failure can be replayed (``--seed``, ``--only N``):
 * ``hints``: TPC-H Q3 with row counts and record sizes from -1 to 1e308, infinities and NaN;
 * ``dag``: doubling DAGs of references 5 to 30 levels deep, references out of range and cycles;
 * ``files``: local files outside the tables (``/etc/passwd``, ``..``, ``uri_folder: /``).
+* ``casts``: a table column declared wider (the values come back) or narrower than the file's type
+  (``decimal(15,2)`` as ``decimal(19,0)``, ``i64`` as ``i32``): exit 2 naming it, never a cast that
+  changes values (``run --tables`` on Spark, as many as ``--spark``);
+* ``quiet``: reads ``run`` refuses before Spark starts (outside ``--tables``, missing files and
+  tables): one line on stderr and no JVM (a fresh interpreter, as many as ``--subprocess``).
 
 The CLI runs in-process (fast); ``--subprocess N`` inputs also run in a fresh interpreter, where a
 crash (a signal) or a hang would show. ``make fuzz-hostile`` runs 2,000 inputs.
@@ -334,6 +339,80 @@ def _files(rng: random.Random) -> Input:
     return Input("files", json.dumps({"relations": [{"root": {"input": read, "names": ["a"]}}]}).encode(), ".json")
 
 
+@dataclass
+class TableInput(Input):
+    """An input with the files it reads: ``tables`` (name -> bytes) are written to the ``--tables``
+    folder it runs with."""
+
+    tables: dict[str, bytes] | None = None
+
+
+# Data type, values, declared type, and whether the declared type holds every value of the data's type.
+def _nullable() -> dict:
+    """A fresh nullability (``_json`` mutates the dicts of the plans it draws, ``_NULLABLE`` included)."""
+    return {"nullability": "NULLABILITY_NULLABLE"}
+
+
+def _cast_cases() -> list[tuple[object, list, dict, bool]]:
+    import decimal
+
+    import pyarrow as pa
+
+    dec = decimal.Decimal
+    return [
+        (pa.int32(), [2**31 - 1, -5, None], {"i64": _nullable()}, True),
+        (pa.int16(), [-(2**15), 7], {"fp32": _nullable()}, True),
+        (pa.int32(), [2**31 - 1, 0], {"decimal": {"precision": 10, "scale": 0, **_nullable()}}, True),
+        (pa.decimal128(15, 2), [dec("0.06"), dec("-9999999999999.99")], {"decimal": {"precision": 19, "scale": 2, **_nullable()}}, True),
+        (pa.decimal128(15, 2), [dec("0.06"), dec("123.45")], {"decimal": {"precision": 16, "scale": 3, **_nullable()}}, True),
+        (pa.float32(), [1.5, -0.25], {"fp64": _nullable()}, True),
+        (pa.int64(), [2**40, 1], {"i32": _nullable()}, False),
+        (pa.int64(), [1, 2], {"i16": _nullable()}, False),  # the values fit; the declared type cannot hold the column's
+        (pa.int32(), [2**31 - 1], {"decimal": {"precision": 9, "scale": 0, **_nullable()}}, False),
+        (pa.decimal128(15, 2), [dec("0.06"), dec("0.07")], {"decimal": {"precision": 19, "scale": 0, **_nullable()}}, False),
+        (pa.decimal128(15, 2), [dec("0.06")], {"decimal": {"precision": 15, "scale": 3, **_nullable()}}, False),
+        (pa.decimal128(15, 2), [dec("0.06")], {"fp64": _nullable()}, False),
+        (pa.decimal128(38, 0), [dec(10**30)], {"i64": _nullable()}, False),
+        (pa.float64(), [1.5, 1e300], {"fp32": _nullable()}, False),
+        (pa.float64(), [1.5], {"i64": _nullable()}, False),
+        (pa.list_(pa.int64()), [[2**40]], {"list": {"type": {"i32": _nullable()}, **_nullable()}}, False),
+    ]
+
+
+def _casts(rng: random.Random) -> Input:
+    """A named table ``t`` whose column ``a`` the plan declares with another type of its family: wider
+    (the values come back as they are) or narrower (exit 2: no silent cast that changes values)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    type_, values, declared, lossless = rng.choice(_cast_cases())
+    read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [declared]}}, "namedTable": {"names": ["t"]}}}
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"a": pa.array(values, type=type_)}), sink)
+    plan = json.dumps({"relations": [{"root": {"input": read, "names": ["a"]}}]}).encode()
+    return TableInput("casts", plan, ".json", expected=values if lossless else None, tables={"t": sink.getvalue()})
+
+
+def _quiet(rng: random.Random) -> Input:
+    """A plan ``run`` must refuse before Spark starts (a file outside ``--tables``, a missing file or
+    table): one line on stderr and no JVM (paths are relative to the run's folder, ``tables/`` its
+    ``--tables``)."""
+    schema = {"names": ["a"], "struct": {"types": [{"string": _nullable()}]}}
+    item = rng.choice([{"uriFile": "secret.parquet", "parquet": {}},
+                       {"uriFile": "tables/../secret.parquet", "parquet": {}},
+                       {"uriFile": "./tables/./../secret.parquet", "orc": {}},
+                       {"uriFile": "/etc/passwd", "text": {"fieldDelimiter": ":"}},
+                       {"uriFile": "file:///etc/hostname", "parquet": {}},
+                       {"uriFolder": "/", "parquet": {}},
+                       {"uriFile": "tables/missing.parquet", "parquet": {}},
+                       {"uriFolder": "tables/no-such-folder", "parquet": {}},
+                       None])
+    read = {"baseSchema": schema, "localFiles": {"items": [item]}} if item is not None else {
+        "baseSchema": schema, "namedTable": {"names": [rng.choice(["nosuch", "secret", "../secret", "t2"])]}}
+    plan = json.dumps({"relations": [{"root": {"input": {"read": read}, "names": ["a"]}}]}).encode()
+    return TableInput("quiet", plan, ".json")
+
+
 def generate(seed: int, count: int) -> list[Input]:
     """``count`` hostile inputs from ``seed`` (the same seed gives the same inputs)."""
     rng = random.Random(seed)
@@ -342,6 +421,7 @@ def generate(seed: int, count: int) -> list[Input]:
         ("deep", lambda: _deep(rng)), ("literal", lambda: _literal(rng)), ("names", lambda: _names(rng)),
         ("bytes", lambda: _bytes(rng, base)), ("json", lambda: _json(rng)), ("hints", lambda: _hints(rng)),
         ("dag", lambda: _dag(rng)), ("files", lambda: _files(rng)),
+        ("casts", lambda: _casts(rng)), ("quiet", lambda: _quiet(rng)),
     ]
     return [makers[i % len(makers)][1]() for i in range(count)]
 
@@ -484,6 +564,88 @@ def run_on_spark(index: int, item: Input, workdir: Path) -> Outcome:
     return Outcome(index, item.kind, "run", code, verdict, time.perf_counter() - start, err.getvalue()[-500:])
 
 
+def _table_folder(index: int, item: TableInput, workdir: Path) -> Path:
+    """``workdir/tables<index>/`` with the input's tables, and ``secret.parquet`` beside it (outside)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = workdir / f"tables{index}"
+    tables.mkdir(exist_ok=True)
+    for name, data in (item.tables or {}).items():
+        (tables / f"{name}.parquet").write_bytes(data)
+    if not (workdir / "secret.parquet").exists():
+        pq.write_table(pa.table({"a": ["secret"]}), workdir / "secret.parquet")
+    return tables
+
+
+def run_casts_on_spark(index: int, item: TableInput, workdir: Path) -> Outcome:
+    """``run --tables`` in-process: a declared type that holds every value gives the values back; one
+    that cannot is exit 2 with one line naming the column and both types (never an answer)."""
+    from optimizer.cli import main
+
+    tables = _table_folder(index, item, workdir)
+    path = workdir / f"casts{index}.json"
+    path.write_bytes(item.data)
+    out_dir = workdir / f"casts{index}"
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["run", str(path), "--tables", str(tables), "--out", str(out_dir), "--show", "0"])
+    lines = err.getvalue().strip().splitlines()
+    if item.expected is None:
+        verdict = ("exit 2" if code == 2 and len(lines) == 1 and "in the data but" in lines[0] else
+                   f"FAIL: a lossy cast was not refused: exit {code}, {' | '.join(lines)[:300]}")
+    else:
+        def check() -> str | None:
+            import pyarrow.parquet as pq
+
+            got = pq.read_table(next(out_dir.glob("*.parquet"))).column(0).to_pylist()
+            return None if got == item.expected else f"{str(got)[:120]} != {str(item.expected)[:120]}"
+
+        verdict = _judge(code, out.getvalue(), err.getvalue(), None, ["run"], check)
+    return Outcome(index, item.kind, "run --tables", code, verdict, time.perf_counter() - start, err.getvalue()[-500:])
+
+
+def run_quiet_subprocess(index: int, item: TableInput, workdir: Path) -> Outcome:
+    """``run --tables`` in a fresh interpreter: exit 2, exactly one line on stderr, and Spark never started
+    (its JVM would have written the log file ``SUBSTRAIT_OPT_SPARK_LOG`` names)."""
+    import os
+
+    tables = _table_folder(index, item, workdir)
+    path = workdir / f"quiet{index}.json"
+    path.write_bytes(item.data)
+    log = workdir / f"spark{index}.log"
+    env = {**os.environ, "SUBSTRAIT_OPT_SPARK_LOG": str(log)}
+    argv = [sys.executable, "-m", "optimizer", "run", str(path), "--tables", tables.name]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=_TIME_LIMIT, env=env, cwd=workdir)
+    except subprocess.TimeoutExpired:
+        return Outcome(index, item.kind, "subprocess run", -1, f"FAIL: no answer in {_TIME_LIMIT} s",
+                       time.perf_counter() - start)
+    err = proc.stderr.decode("utf-8", "replace")
+    lines = err.strip().splitlines()
+    if log.exists():
+        verdict = f"FAIL: Spark started for a plan refused without it: {' | '.join(lines)[:300]}"
+    elif proc.returncode != 2 or len(lines) != 1:
+        verdict = f"FAIL: exit {proc.returncode} with {len(lines)} stderr lines: {' | '.join(lines)[:300]}"
+    else:
+        verdict = "exit 2"
+    return Outcome(index, item.kind, "subprocess run", proc.returncode, verdict, time.perf_counter() - start, err[-500:])
+
+
+def table_checks(index: int, item: Input, workdir: Path, budget: Counter) -> list[Outcome]:
+    """The ``run --tables`` checks of ``casts`` (on Spark) and ``quiet`` (a subprocess) inputs, while
+    ``budget["spark"]`` / ``budget["subprocess"]`` last."""
+    if isinstance(item, TableInput) and item.kind == "casts" and budget["spark"] > 0:
+        budget["spark"] -= 1
+        return [run_casts_on_spark(index, item, workdir)]
+    if isinstance(item, TableInput) and item.kind == "quiet" and budget["subprocess"] > 0:
+        budget["subprocess"] -= 1
+        return [run_quiet_subprocess(index, item, workdir)]
+    return []
+
+
 def fuzz(inputs: int = 2000, seed: int = 14, spark: int = 0, subprocesses: int = 0, only: int | None = None,
          log=print) -> list[Outcome]:
     """Generate and check ``inputs`` hostile inputs; ``spark``/``subprocesses``: how many of them also go
@@ -492,6 +654,7 @@ def fuzz(inputs: int = 2000, seed: int = 14, spark: int = 0, subprocesses: int =
     outcomes: list[Outcome] = []
     spark_every = max(1, inputs // spark) if spark else 0
     sub_every = max(1, inputs // subprocesses) if subprocesses else 0
+    budget = Counter(spark=spark, subprocess=subprocesses)  # casts on Spark, quiet in subprocesses (table_checks)
     with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
         workdir = Path(tmp)
         for i, item in enumerate(items):
@@ -503,6 +666,7 @@ def fuzz(inputs: int = 2000, seed: int = 14, spark: int = 0, subprocesses: int =
                 outcomes.append(run_subprocess(i, item, command, workdir))
             if spark_every and i % spark_every == spark_every // 2 and item.kind in ("names", "literal", "dag", "files"):
                 outcomes.append(run_on_spark(i, item, workdir))
+            outcomes.extend(table_checks(i, item, workdir, budget))
             if (i + 1) % 250 == 0:
                 failed = sum(o.verdict.startswith("FAIL") for o in outcomes)
                 log(f"hostile: {i + 1}/{len(items)} inputs, {failed} failures")
