@@ -280,3 +280,41 @@ def test_acero_ending_its_process_is_an_execution_error_and_the_runner_goes_on(t
         assert acero.execute(product_only).to_pylist() == [{"p": d("0.0750")}, {"p": d("0.1200")}]  # a new worker
     finally:
         acero.close()
+
+
+# ------------------------------------------------------------------------------------- run --engine
+
+
+def test_run_on_an_engine_gives_the_file_as_it_is_and_refuses_unsupported_relations_with_exit_3(
+        tmp_path, tpch_dir, duckdb_tpch_plans, datafusion_tpch_plans, tpch_statistics, capsys):
+    from optimizer.cli import main
+    from optimizer.plan_io import save_plan
+
+    own = tmp_path / "q6_duckdb.binpb"
+    own.write_bytes(duckdb_tpch_plans[6])  # DuckDB's encoding: loaded and upgraded, DuckDB would misread it
+    physical = tmp_path / "q3_spark.binpb"
+    save_plan(_hash_join_plan(datafusion_tpch_plans, tpch_statistics), physical, format="binpb")
+
+    assert main(["run", str(own), "--tables", str(tpch_dir), "--engine", "duckdb", "--show", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("q6_duckdb: 1 rows in ") and out[-1] == "1 ok, 0 failed"
+    assert "1193053.2253" in out[3]  # revenue, DuckDB's SQL answer at SF 0.01
+
+    assert main(["run", str(physical), "--tables", str(tpch_dir), "--engine", "duckdb"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"substrait-opt: error: {physical}: duckdb does not support: INTERNAL Error: "
+                   "Unsupported relation type 0"]
+    assert main(["run", str(physical), "--tables", str(tpch_dir), "--engine", "datafusion"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "datafusion does not support: a relation its Substrait version does not know" in err[0]
+    assert "hash_join" in err[0] and "top_n" in err[0]
+
+
+def test_run_on_an_engine_refuses_spark_options_and_bad_files_with_exit_2(tmp_path, tpch_dir):
+    plan = tmp_path / "bad.json"
+    plan.write_text('{"relations": [{"nope": 1}]}')
+    proc = _cli("run", str(plan), "--tables", str(tpch_dir), "--engine", "acero")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and str(plan) in proc.stderr
+    proc = _cli("run", str(plan), "--engine", "datafusion", "--ui")
+    assert proc.returncode == 2
+    assert proc.stderr == "substrait-opt: error: --ui: a Spark option; --engine datafusion does not read it\n"

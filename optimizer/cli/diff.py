@@ -40,10 +40,12 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
 
 #: Options only Spark reads: refused with another ``--engine`` rather than ignored.
 _SPARK_ONLY = (("master", "--master"), ("remote", "--remote"), ("conf", "--conf"), ("catalog", "--catalog"),
-               ("analyze_tables", "--analyze-tables"), ("allow_lossy_casts", "--allow-lossy-casts"))
+               ("analyze_tables", "--analyze-tables"), ("allow_lossy_casts", "--allow-lossy-casts"), ("ui", "--ui"))
 
 
-def _check_engine_args(args: argparse.Namespace, engine: str) -> None:
+def check_engine_args(args: argparse.Namespace, engine: str) -> None:
+    """Refuse the options only Spark reads, and check ``--tables``/``--stats``, for ``--engine``
+    other than Spark (``diff`` and ``run``)."""
     for attr, option in _SPARK_ONLY:
         if getattr(args, attr, None):
             raise PlanError(f"a Spark option; --engine {engine} does not read it", option)
@@ -77,7 +79,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     # Bad input is reported before Spark starts.
     engine = getattr(args, "engine", "spark")
     if engine != "spark":
-        _check_engine_args(args, engine)
+        check_engine_args(args, engine)
     plans = []
     if engine == "spark":
         from optimizer.cli.spark import check_reads_before_spark, starts_empty_catalog

@@ -1,4 +1,9 @@
-"""``substrait-opt run``: run plans on Spark, print each result's size, time and first rows."""
+"""``substrait-opt run``: run plans on Spark, print each result's size, time and first rows.
+
+``--engine datafusion|duckdb|acero`` gives each plan file to that engine instead, as the file holds it
+(:func:`optimizer.engines.base.plan_as_given`: no upgrade to the current encoding, so a plan written by
+``optimize --target`` reaches its engine unchanged); no Spark starts.
+"""
 
 from __future__ import annotations
 
@@ -82,6 +87,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems
 
+    engine = getattr(args, "engine", "spark")
+    if engine != "spark":
+        from optimizer.cli.diff import check_engine_args
+
+        check_engine_args(args, engine)
     check_tables_arg(args.tables)
     names = result_names(args.inputs)
     worst = 0
@@ -101,6 +111,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     empty_catalog = None
     for source, name in zip(args.inputs, names, strict=True):
         try:
+            if engine != "spark":
+                from optimizer.engines.base import plan_as_given
+
+                plans.append((source, name, plan_as_given(source)))
+                continue
             plan = load_plan(source)
             raise_for_problems(plan)
             if empty_catalog is None:
@@ -111,7 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         plans.append((source, name, plan))
     out_dir = _check_out_dir(args.out)
-    if plans:
+    if plans and engine != "spark":
+        from optimizer.engines import runner
+        from optimizer.paths import file_access
+
+        backend = runner(engine, args.tables or None, files=file_access(args))
+    elif plans:
         backend = backend_from_args(args)
         stop_on_signals(backend.spark)
     for source, name, plan in plans:
@@ -162,6 +182,12 @@ def register(sub, name: str, help_text: str) -> None:
                                    "'N ok, M failed'. Exit 0 when all ran, else 3 if any was unsupported or "
                                    "failed to execute, else 2 (bad input).")
     p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
+    from optimizer.engines import ENGINES
+
+    p.add_argument("--engine", choices=ENGINES, default="spark",
+                   help="where the plans run: spark (default; the project's backend) or datafusion, duckdb, "
+                        "acero (the engine reads each plan file as it is; tables from --tables by name; "
+                        "see docs/engines.md)")
     p.add_argument("--tables", help="directory of the tables: DIR/<name>.parquet or DIR/<name>/; a path, file:// "
                                    "or any URI Spark reads (s3a://, hdfs://...); tables already in the "
                                    "Spark catalog work too")

@@ -40,7 +40,7 @@ from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess
 from optimizer.schema import count_nested_names
 
-__all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "read_rels"]
+__all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels"]
 
 #: How engines word "this is not implemented here" (DataFusion: ``This feature is not implemented``,
 #: DuckDB: ``Not implemented Error``, ``Unsupported relation type``, Arrow: ``ArrowNotImplementedError``).
@@ -81,6 +81,49 @@ def read_rels(plan: Plan) -> Iterator[tuple[ReadRel, str]]:
     for rel, path in rels_with_paths(plan):
         if rel.WhichOneof("rel_type") == "read":
             yield rel.read, f"{path}.read"
+
+
+def plan_as_given(source: str) -> Plan:
+    """The plan in the file ``source`` (``-``: stdin) as its bytes say, without the loader's upgrade to
+    the current encoding: an engine gets what the file holds (a plan written for it by ``optimize
+    --target``, or as its producer wrote it). Binary plans are read with the loader's depth and size
+    limits (:func:`optimizer.plan_io.parse_binary`), JSON with protobuf's own JSON reader; the file's
+    size is bounded by :func:`optimizer.limits.current`. Anything else is a PlanError naming the file.
+
+    A plan written as JSON keeps only the fields today's bindings know: a plan written for DuckDB 1.1.3
+    (which reads fields of its own Substrait version) keeps all of them only in binary form."""
+    import sys
+
+    from google.protobuf import json_format
+
+    from optimizer.limits import current
+    from optimizer.plan_io import parse_binary
+
+    name = "<stdin>" if source == "-" else source
+    limit = current().input_bytes
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(source, "rb") as f:
+                data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise PlanError("no such file", name) from None
+    except IsADirectoryError:
+        raise PlanError("is a directory, not a plan file", name) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise PlanError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", name) from None
+    if len(data) > limit:
+        raise current().exceeded("input_bytes", f"the plan is larger than {limit} bytes", name)
+    if not data.strip():
+        raise PlanError("empty input: no plan", name)
+    if data.lstrip()[:1] in (b"{", b"["):
+        try:
+            return json_format.Parse(data.decode("utf-8"), Plan())
+        except (json_format.ParseError, UnicodeDecodeError, RecursionError) as exc:
+            raise PlanError(f"not a Substrait plan in this version's JSON: {_one_line(str(exc), 200)}",
+                            name) from None
+    return parse_binary(data, name)
 
 
 def top_level_names(schema) -> tuple[str, ...]:
