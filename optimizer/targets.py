@@ -18,6 +18,8 @@ optional; the defaults are the spec's reading)::
      "join_types": ["INNER", "LEFT", "LEFT_SEMI"],   # JoinRel types it reads (null: all)
      "subqueries": true,            # reads subquery expressions (scalar, IN, EXISTS...)
      "switch_expressions": true,    # reads switch_expression (false: written as the searched CASE)
+     "join_condition": "any",       # any | single_key: a join on one key comparison only (Acero); an
+                                    #   inner join's other conjuncts go into a FilterRel above
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
                    "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
                    "unsupported": ["substring"],       # refused (exit 3)
@@ -33,6 +35,9 @@ optional; the defaults are the spec's reading)::
                                               #   today's (Grouping.grouping_expressions, FetchRel.count)
                   "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
                                               #   unset emit kind: 'Invalid emit case')
+                  "explicit_types": false,    # an aggregate measure without output_type gets its type
+                  "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
+                                              #   THROW_EXCEPTION
                   "aggregate_arguments": "any",  # any | columns: measures and keys read plain columns
                                                  #   (Acero), computed by a ProjectRel below
                   "computed_decimal_measures": true},  # false: an aggregate of a computed decimal
@@ -92,6 +97,9 @@ class Target:
     like_null_escape: str = "keep"
     old_fields: bool = False
     switch_expressions: bool = True
+    join_condition: str = "any"
+    explicit_types: bool = False
+    cast_failure: str = "any"
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
     computed_decimal_measures: bool = True
@@ -155,7 +163,8 @@ def _capabilities(value: Any, where: str) -> Capabilities | None:
 
 
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
-                    "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions"})
+                    "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions",
+                    "join_condition"})
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -204,6 +213,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         join_types=join_types,
         subqueries=_bool(data, "subqueries", True, where),
         switch_expressions=_bool(data, "switch_expressions", True, where),
+        join_condition=_choice(data, "join_condition", ("any", "single_key"), "any", where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
         engine=str(data.get("engine", "")),
@@ -221,6 +231,8 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         grouping_sets=_choice(encoding, "grouping_sets", GROUPING_SETS, "spec", f"{where}encoding"),
         old_fields=_bool(encoding, "old_fields", False, f"{where}encoding"),
         explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
+        explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
+        cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
         computed_decimal_measures=_bool(encoding, "computed_decimal_measures", True, f"{where}encoding"),
         plan_version=version,

@@ -173,6 +173,36 @@ def test_acero_refuses_an_aggregate_of_a_computed_decimal():
         write_for_target(plan, "acero")
 
 
+def test_inner_join_on_two_keys_keeps_one_for_acero():
+    """Acero joins on one key comparison: the other conjunct moves into a filter above the inner join, which
+    takes the join's emit; a semi join on two keys is refused (its condition cannot move)."""
+    b = Builder()
+    cond = b.call("and", b.call("equal", ref(0), ref(3)), b.call("equal", ref(1), ref(4)))
+    j = Rel(join=JoinRel(left=read("region", REGION), right=read("region", REGION), type=JoinRel.JOIN_TYPE_INNER,
+                         expression=cond, common=emit(1, 5)))
+    out = write_for_target(b.plan(j, ["a", "b"]), "acero")
+    top = out.relations[0].root.input
+    assert list(top.filter.common.emit.output_mapping) == [1, 5]
+    key = top.filter.input.join.expression.scalar_function
+    assert key.function_reference == b.anchors["equal"] and len(key.arguments) == 2
+    assert top.filter.condition.scalar_function.arguments[1].value.selection.direct_reference.struct_field.field == 4
+
+
+def test_acero_writes_measure_types_and_cast_failures():
+    b = Builder()
+    count = b.agg("count", ref(0))
+    count.ClearField("output_type")  # as DataFusion writes count(*)
+    cast = project(read("region", REGION), lit(1, "i32"), common=emit(3))
+    cast.project.expressions[0].cast.input.CopyFrom(ref(0))
+    cast.project.expressions[0].cast.type.i64.nullability = 2
+    plan = b.plan(aggregate(cast, [], count), ["c"])
+    out = write_for_target(plan, "acero")
+    agg = out.relations[0].root.input.aggregate
+    assert agg.measures[0].measure.output_type.WhichOneof("kind") == "i64"
+    casts = [m for m in walk(out, enter_subqueries=True) if m.DESCRIPTOR.full_name == "substrait.Expression.Cast"]
+    assert casts and all(c.failure_behavior == c.FAILURE_BEHAVIOR_THROW_EXCEPTION for c in casts)
+
+
 def test_references_are_inlined():
     b = Builder()
     shared = read("region", REGION)
@@ -346,6 +376,16 @@ def test_acero_runs_a_plan_written_for_it(tables):
         "where n_nationkey > 1 and n_nationkey < 20 and n_regionkey <> 3 and n_nationkey >= 0 group by 1").arrow()
     result = compare_tables(got, expected)
     assert result.equal, result.reason
+
+
+def test_optimized_for_acero_runs_right_on_acero(tables, statistics, duckdb_oracle):
+    """DataFusion's TPC-H Q12 (two-key joins, a count without output type, masks, 5-argument and) and
+    DuckDB's (casts without failure behavior) run right on Acero once written for it."""
+    from workloads.tpch import tpch_query
+
+    for producer in ("datafusion", "duckdb"):
+        optimized = optimize(_plan(producer, 12, tables), target="acero", statistics=statistics)
+        _answer_right(run_acero(optimized, tables), tpch_query(12), duckdb_oracle)
 
 
 @pytest.mark.parametrize(("target", "q", "words"), [

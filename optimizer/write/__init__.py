@@ -34,12 +34,19 @@ from optimizer.errors import UnsupportedError
 from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
 from optimizer.write.encoding import (
     aggregate_arguments_as_columns,
+    fill_measure_types,
     write_direct_emits,
     write_old_encoding,
     write_projects_as_expressions,
 )
-from optimizer.write.functions import adapt_functions, set_aggregation_phase, switch_to_if_then
+from optimizer.write.functions import (
+    adapt_functions,
+    cast_failures_throw,
+    set_aggregation_phase,
+    switch_to_if_then,
+)
 from optimizer.write.grouping_sets import write_datafusion_grouping_sets
+from optimizer.write.joins import single_key_joins
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
 
@@ -57,9 +64,15 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         inline_references(out, target.name)
     _check_relations(out, target)
     adapt_reads(out, target)
+    if target.join_condition == "single_key":
+        single_key_joins(out, target)
     adapt_functions(out, target)
     if target.aggregate_phase == "initial_to_result":
         set_aggregation_phase(out, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
+    if target.explicit_types:
+        fill_measure_types(out)
+    if target.cast_failure == "throw":
+        cast_failures_throw(out)
     _check_written(out, target)
     if target.grouping_sets == "datafusion":
         write_datafusion_grouping_sets(out, target.name)
@@ -98,7 +111,9 @@ def _reads_everything(target: Target) -> bool:
             and target.aggregate_phase == "any" and target.grouping_sets == "spec" and target.plan_version is None
             and target.join_types is None and target.subqueries and target.enum_arguments
             and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
-            and target.aggregate_arguments == "any" and target.switch_expressions)
+            and target.aggregate_arguments == "any" and target.switch_expressions
+            and target.join_condition == "any" and not target.explicit_types
+            and target.cast_failure == "any")
 
 
 def _check_relations(plan: Plan, target: Target) -> None:

@@ -186,3 +186,34 @@ def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> 
         agg.input.CopyFrom(project)
         changed += 1
     return changed
+
+
+def fill_measure_types(plan: Plan) -> int:
+    """Every aggregate measure without an ``output_type`` gets the type the spec derives for it, in place
+    (DataFusion leaves ``count``'s empty; Acero then fails: "conversion to arrow::DataType from Substrait
+    type"). Returns the number filled."""
+    from optimizer.load.functions import function_table
+    from optimizer.schema import plan_schemas, rel_schema
+
+    schemas = None
+    functions = function_table(plan)
+    filled = 0
+    for rel, path in rels_with_paths(plan):
+        if rel.WhichOneof("rel_type") != "aggregate":
+            continue
+        agg = rel.aggregate
+        empty = [j for j, m in enumerate(agg.measures) if m.measure.output_type.WhichOneof("kind") is None]
+        if not empty:
+            continue
+        if schemas is None:
+            schemas = plan_schemas(plan)
+        bare = Rel()
+        bare.aggregate.CopyFrom(agg)
+        bare.aggregate.ClearField("input")
+        bare.aggregate.common.ClearField("emit_kind")
+        out = rel_schema(bare, [schemas[f"{path}.aggregate.input"]], functions, path)
+        n_keys = len(out.types) - len(agg.measures) - (1 if len(agg.groupings) > 1 else 0)
+        for j in empty:
+            agg.measures[j].measure.output_type.CopyFrom(out.types[n_keys + j])
+            filled += 1
+    return filled

@@ -144,3 +144,17 @@ def switch_to_if_then(plan: Plan, target: Target) -> int:
             getattr(if_then.if_then, "else").CopyFrom(getattr(sw, "else"))
         e.CopyFrom(if_then)
     return len(found)
+
+
+def cast_failures_throw(plan: Plan) -> int:
+    """Every cast whose failure behavior is unspecified says ``THROW_EXCEPTION``, in place (Acero: "Cast::
+    FailureBehavior unspecified; must be FAILURE_BEHAVIOR_RETURN_NULL or FAILURE_BEHAVIOR_THROW_EXCEPTION").
+    Unspecified leaves the choice to the consumer; throwing is the choice that never turns a failing
+    cast into an answer. Returns the number of casts changed."""
+    changed = 0
+    for m in walk(plan, enter_subqueries=True):
+        if (m.DESCRIPTOR.full_name == "substrait.Expression.Cast"
+                and m.failure_behavior == Expression.Cast.FAILURE_BEHAVIOR_UNSPECIFIED):
+            m.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
+            changed += 1
+    return changed
