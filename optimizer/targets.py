@@ -20,6 +20,8 @@ optional; the defaults are the spec's reading)::
      "switch_expressions": true,    # reads switch_expression (false: written as the searched CASE)
      "join_condition": "any",       # any | single_key: a join on one key comparison only (Acero); an
                                     #   inner join's other conjuncts go into a FilterRel above
+     "window_functions": true,      # reads window function expressions (false: refused)
+     "max_set_inputs": null,        # a UNION of more inputs is nested (other set operations refused)
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
                    "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
                    "unsupported": ["substring"],       # refused (exit 3)
@@ -100,6 +102,8 @@ class Target:
     join_condition: str = "any"
     explicit_types: bool = False
     cast_failure: str = "any"
+    window_functions: bool = True
+    max_set_inputs: int | None = None
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
     computed_decimal_measures: bool = True
@@ -162,9 +166,17 @@ def _capabilities(value: Any, where: str) -> Capabilities | None:
     raise PlanError("must be a capability profile object or the name of one", where)
 
 
+def _max_set_inputs(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+        raise PlanError("must be an input count of at least 2, or null", f"{where}max_set_inputs")
+    return value
+
+
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
                     "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions",
-                    "join_condition"})
+                    "join_condition", "window_functions", "max_set_inputs"})
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -214,6 +226,8 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         subqueries=_bool(data, "subqueries", True, where),
         switch_expressions=_bool(data, "switch_expressions", True, where),
         join_condition=_choice(data, "join_condition", ("any", "single_key"), "any", where),
+        window_functions=_bool(data, "window_functions", True, where),
+        max_set_inputs=_max_set_inputs(data.get("max_set_inputs"), where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
         engine=str(data.get("engine", "")),

@@ -203,6 +203,19 @@ def test_acero_writes_measure_types_and_cast_failures():
     assert casts and all(c.failure_behavior == c.FAILURE_BEHAVIOR_THROW_EXCEPTION for c in casts)
 
 
+def test_union_of_three_is_nested_for_duckdb():
+    from substrait.proto import SetRel
+
+    b = Builder()
+    union = Rel(set=SetRel(op=SetRel.SET_OP_UNION_ALL, inputs=[read("region", REGION) for _ in range(3)]))
+    out = write_for_target(b.plan(union, ["a", "b", "c"]), "duckdb")
+    top = out.relations[0].root.input.set
+    assert len(top.inputs) == 2 and len(top.inputs[0].set.inputs) == 2
+    minus = Rel(set=SetRel(op=SetRel.SET_OP_MINUS_PRIMARY, inputs=[read("region", REGION) for _ in range(3)]))
+    with pytest.raises(UnsupportedError, match="SET_OP_MINUS_PRIMARY.*'duckdb'"):
+        write_for_target(b.plan(minus, ["a", "b", "c"]), "duckdb")
+
+
 def test_references_are_inlined():
     b = Builder()
     shared = read("region", REGION)
@@ -220,6 +233,7 @@ def test_references_are_inlined():
     ("duckdb", "anti", ["JoinRel of type LEFT_ANTI", "'duckdb'"]),
     ("acero", "like", ["function 'like'", "'acero'"]),
     ("acero", "grouping_sets", ["2 grouping sets", "'acero'"]),
+    ("duckdb", "window", ["window function", "'duckdb'"]),
 ])
 def test_refusals_name_what_and_the_target(target, rel, words):
     b = Builder()
@@ -234,6 +248,9 @@ def test_refusals_name_what_and_the_target(target, rel, words):
         top = Rel(join=JoinRel(left=r, right=read("region", REGION), type=JoinRel.JOIN_TYPE_LEFT_ANTI,
                                expression=b.call("equal", ref(0), ref(3))))
         names = ["a", "b", "c"]
+    elif rel == "window":
+        top = project(r, b.window("rank", order=[0]))
+        names = ["a", "b", "c", "w"]
     elif rel == "like":
         top = filter_(r, b.call("like", ref(1), lit("A%", "string")))
         names = ["a", "b", "c"]

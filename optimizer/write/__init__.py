@@ -46,7 +46,7 @@ from optimizer.write.functions import (
     switch_to_if_then,
 )
 from optimizer.write.grouping_sets import write_datafusion_grouping_sets
-from optimizer.write.joins import single_key_joins
+from optimizer.write.joins import nest_set_inputs, single_key_joins
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
 
@@ -66,6 +66,8 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     adapt_reads(out, target)
     if target.join_condition == "single_key":
         single_key_joins(out, target)
+    if target.max_set_inputs is not None:
+        nest_set_inputs(out, target)
     adapt_functions(out, target)
     if target.aggregate_phase == "initial_to_result":
         set_aggregation_phase(out, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
@@ -113,7 +115,7 @@ def _reads_everything(target: Target) -> bool:
             and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
-            and target.cast_failure == "any")
+            and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None)
 
 
 def _check_relations(plan: Plan, target: Target) -> None:
@@ -137,14 +139,17 @@ def _check_relations(plan: Plan, target: Target) -> None:
             if jt not in target.join_types:
                 raise UnsupportedError(f"JoinRel of type {jt}: target '{target.name}' reads join types "
                                        f"{', '.join(sorted(target.join_types))} only", path)
-        if not target.subqueries:
+        if not target.subqueries or not target.window_functions:
             from optimizer.dag import strip_inputs
             from optimizer.expr_utils import walk
 
             for m in walk(strip_inputs(rel), enter_subqueries=False):
-                if m.DESCRIPTOR.full_name == "substrait.Expression.Subquery":
+                if m.DESCRIPTOR.full_name == "substrait.Expression.Subquery" and not target.subqueries:
                     raise UnsupportedError(f"subquery expression ({m.WhichOneof('subquery_type')}) in a {kind} "
                                            f"relation: target '{target.name}' does not read subqueries", path)
+                if m.DESCRIPTOR.full_name == "substrait.Expression.WindowFunction" and not target.window_functions:
+                    raise UnsupportedError(f"window function in a {kind} relation: target '{target.name}' does not "
+                                           "read window functions", path)
         if kind == "reference" and not target.reference_rel:  # pragma: no cover - inlined before
             raise UnsupportedError(f"ReferenceRel: target '{target.name}' does not read shared subtrees", path)
         if kind is None:

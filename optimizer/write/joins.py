@@ -79,3 +79,31 @@ def single_key_joins(plan: Plan, target: Target) -> int:
         rel.CopyFrom(top)
         changed += 1
     return changed
+
+
+def nest_set_inputs(plan: Plan, target: Target) -> int:
+    """A ``UNION ALL`` / ``UNION DISTINCT`` of more inputs than the target takes becomes nested unions of
+    that many (the same rows: both are associative, and a distinct union of distinct unions is the
+    distinct union of all); another set operation with too many inputs is refused. In place; the number
+    of set relations changed."""
+    from substrait.proto import SetRel
+
+    limit = target.max_set_inputs
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):
+        if rel.WhichOneof("rel_type") != "set" or limit is None or len(rel.set.inputs) <= limit:
+            continue
+        body = rel.set
+        if body.op not in (SetRel.SET_OP_UNION_ALL, SetRel.SET_OP_UNION_DISTINCT):
+            raise UnsupportedError(f"SetRel ({SetRel.SetOp.Name(body.op)}) of {len(body.inputs)} inputs: target "
+                                   f"'{target.name}' takes at most {limit}", path)
+        inputs = list(body.inputs)
+        while len(inputs) > limit:
+            inner = Rel()
+            inner.set.op = body.op
+            inner.set.inputs.extend(inputs[:limit])
+            inputs = [inner, *inputs[limit:]]
+        del body.inputs[:]
+        body.inputs.extend(inputs)
+        changed += 1
+    return changed
