@@ -15,6 +15,16 @@ a seeded generator so that a failure can be replayed (``--seed``, ``--only N``):
 * ``hints``: TPC-H Q3 with row counts and record sizes from -1 to 1e308, infinities and NaN;
 * ``dag``: doubling DAGs of references 5 to 30 levels deep, references out of range and cycles;
 * ``files``: local files outside the tables (``/etc/passwd``, ``..``, ``uri_folder: /``).
+* ``escapes``: locations inside ``--tables`` by their glob base or their links that Spark resolves
+  outside: a wildcard, a link, a brace holding a ``/`` or an escaped ``\\..`` followed by ``..``, in
+  each field (``uri_file``, ``uri_path``, ``uri_path_glob``, ``uri_folder``), plain or ``file://``,
+  Parquet, ORC or text; ``run --tables`` on Spark (as many as ``--spark``) must refuse them with one
+  line, the outside file's rows never in the output;
+* ``outputs``: ``optimize -o`` onto a FIFO (written in place), a device node (exit 2, the node kept),
+  the null device, a link to the process's stdout (a fresh interpreter, as many as ``--subprocess``);
+* ``userfiles``: a valid plan with a malformed ``--capabilities`` or ``--stats`` file (wrong types,
+  unknown fields and names, nesting 100,000 deep, bad UTF-8, 5,000-digit numbers): exit 2 with one line
+  naming the file.
 * ``casts``: a table column declared wider (the values come back) or narrower than the file's type
   (``decimal(15,2)`` as ``decimal(19,0)``, ``i64`` as ``i32``): exit 2 naming it, never a cast that
   changes values (``run --tables`` on Spark, as many as ``--spark``);
@@ -413,6 +423,258 @@ def _quiet(rng: random.Random) -> Input:
     return TableInput("quiet", plan, ".json")
 
 
+# -------------------------------------------- locations that escape, outputs onto streams, user files
+#
+# (issue 42, items 1, 2, 3, 5: docs/security.md)
+
+#: The outside file's rows: the signal that a location escaped ``--tables``.
+SECRET_ROWS = 4321
+
+
+@dataclass
+class SecurityInput(Input):
+    """An input checked beyond the plan commands: ``setup`` says what (``location`` of an escape,
+    ``target`` of an output, ``option`` and ``content`` of a user file)."""
+
+    setup: dict | None = None
+
+
+def _local_files_plan(item: dict, type_: dict | None = None) -> bytes:
+    read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [type_ or {"i64": _NULLABLE}]}},
+                     "localFiles": {"items": [item]}}}
+    return json.dumps({"relations": [{"root": {"input": read, "names": ["a"]}}]}).encode()
+
+
+_ESCAPE_FORMATS = {"parquet": ("secret.parquet", {"parquet": {}}), "orc": ("secret.orc", {"orc": {}}),
+                   "text": ("secret.csv", {"text": {"fieldDelimiter": ",", "maxLineSize": "1000"}})}
+
+
+def _escapes(rng: random.Random) -> Input:
+    """A location under ``tables/`` by its text before a wildcard, a link or a brace, that Spark resolves
+    to ``secret.*`` beside it (relative to the run's folder; ``tables/latest`` links to ``tables/v/1``)."""
+    import urllib.parse
+
+    fmt = rng.choice(sorted(_ESCAPE_FORMATS))
+    name, options = _ESCAPE_FORMATS[fmt]
+    field = rng.choice(["uriFile", "uriPath", "uriPathGlob", "uriFolder"])
+    target = f"{fmt}dir" if field == "uriFolder" else name
+    location = "tables/" + rng.choice(["?/../../", "*/../../", "latest/../../", "s[u]b/../../", "{x,../sub/..}/",
+                                       "sub/\\../\\../", "latest/./../../", "v/1/../../../"]) + target
+    if rng.random() < 0.5:  # a file:// URI of the same location (absolute at run time: see run_escape_on_spark)
+        location = "file://{root}/" + urllib.parse.quote(location)
+    item = {field: location, **options}
+    return SecurityInput("escapes", _local_files_plan(item), ".json", setup={"fmt": fmt, "item": item})
+
+
+def _outputs(rng: random.Random) -> Input:
+    """A small valid plan, and an ``-o`` target that is not a regular file."""
+    plan = json.dumps(_filter_plan()).encode()
+    target = rng.choice(["fifo", "zero-device", "null-device", "dev-null", "stdout-link", "dev-stdout"])
+    return SecurityInput("outputs", plan, ".json", setup={"target": target})
+
+
+_CAPABILITY_MUTATIONS: list[object] = [
+    5, "x", None, True, [], {}, [5], ["full"], {"a": 1}, -1, 1e308, "fuul", [None], "\x00", "x" * 10_000,
+]
+
+
+def _userfiles(rng: random.Random) -> Input:
+    """A valid plan and a ``--capabilities`` or ``--stats`` file broken in one field (or as a whole)."""
+    plan = json.dumps(_filter_plan()).encode()
+    bad = rng.choice(_CAPABILITY_MUTATIONS)
+    whole = rng.random() < 0.25
+    if rng.random() < 0.5:
+        option = "--capabilities"
+        doc: object = {"name": "p", "default": "none", "read_types": ["named_table"], "constant_folding": True,
+                       "rules": [{"function": ["lt", "gt"], "args": ["integer", "integer"], "support": "full",
+                                  "shape": "column_op_constant"}]}
+        paths = [("name",), ("default",), ("read_types",), ("read_types", 0), ("constant_folding",), ("rules",),
+                 ("rules", 0), ("rules", 0, "function"), ("rules", 0, "function", 1), ("rules", 0, "args"),
+                 ("rules", 0, "args", 0), ("rules", 0, "support"), ("rules", 0, "shape"), ("functions",),
+                 ("rules", 0, "suport")]
+    else:
+        option = "--stats"
+        doc = {"version": 1, "tables": {"t": {"row_count": 10, "size_bytes": 100, "columns": {"b": {
+            "ndv": 5, "min": 1, "max": 9, "null_count": 0, "data_type": "bigint",
+            "histogram": {"height": 2, "bins": [[1, 5, 3], [5, 9, 2]]}}}}}}
+        paths = [("version",), ("tables",), ("tables", "t"), ("tables", "t", "row_count"), ("tables", "t", "name"),
+                 ("tables", "t", "columns"), ("tables", "t", "columns", "b"), ("tables", "t", "columns", "b", "ndv"),
+                 ("tables", "t", "columns", "b", "min"), ("tables", "t", "columns", "b", "histogram"),
+                 ("tables", "t", "columns", "b", "histogram", "bins"),
+                 ("tables", "t", "columns", "b", "histogram", "bins", 1), ("tables", "t", "columns", "b", "nvd")]
+    if whole:
+        content = rng.choice([b"[" * 100_000 + b"]" * 100_000, b'{"name": "\xff"}',
+                              b"{" + b"9" * 5000 + b"}", b'{"rules": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+                              b"\xef\xbb\xbf{}", b"", json.dumps(bad).encode()])
+    else:
+        at = rng.choice(paths)
+        holder = doc
+        for key in at[:-1]:
+            holder = holder[key]  # type: ignore[index]
+        holder[at[-1]] = bad  # type: ignore[index]
+        content = json.dumps(doc).encode()
+    return SecurityInput("userfiles", plan, ".json", setup={"option": option, "content": content})
+
+
+def _escape_layout(workdir: Path, index: int) -> Path:
+    """``workdir/esc<index>/`` holding ``tables/`` (``t.parquet``, folders ``sub`` and ``v/1``, the link
+    ``latest -> v/1``) and, beside it, the secret in each format, as a file and in a folder."""
+    import pyarrow as pa
+    import pyarrow.orc as orc
+    import pyarrow.parquet as pq
+
+    root = workdir / f"esc{index}"
+    tables = root / "tables"
+    (tables / "v" / "1").mkdir(parents=True)
+    (tables / "sub").mkdir()
+    (tables / "latest").symlink_to("v/1")
+    pq.write_table(pa.table({"a": [1, 2, 3]}), tables / "t.parquet")
+    secret = pa.table({"a": pa.array(range(SECRET_ROWS), pa.int64())})
+    for fmt, (name, _) in _ESCAPE_FORMATS.items():
+        (root / f"{fmt}dir").mkdir()
+        for target in (root / name, root / f"{fmt}dir" / name):
+            if fmt == "parquet":
+                pq.write_table(secret, target)
+            elif fmt == "orc":
+                orc.write_table(secret, target)
+            else:
+                target.write_text("".join(f"{i}\n" for i in range(SECRET_ROWS)))
+    return root
+
+
+def run_escape_on_spark(index: int, item: SecurityInput, workdir: Path) -> Outcome:
+    """``run --tables tables`` in-process, from the escape's folder: exit 2 with one line naming the
+    location, and the outside file's rows nowhere."""
+    import os
+
+    from optimizer.cli import main
+
+    root = _escape_layout(workdir, index)
+    path = root / "p.json"
+    path.write_bytes(item.data.replace(b"{root}", str(root).encode()))
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    cwd = os.getcwd()
+    os.chdir(root)  # the plan's plain locations are relative to it, as a user's would be
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["run", str(path), "--tables", "tables", "--show", "3"])
+    finally:
+        os.chdir(cwd)
+    lines = [line for line in err.getvalue().strip().splitlines() if not line.startswith("substrait-opt: warning:")]
+    if str(SECRET_ROWS) in out.getvalue() + err.getvalue():
+        verdict = f"FAIL: read the file outside --tables: {out.getvalue().strip()[:200]}"
+    elif code != 2 or len(lines) != 1 or "outside the table roots" not in lines[0]:
+        verdict = f"FAIL: exit {code} with {len(lines)} stderr lines: {' | '.join(lines)[:300]}"
+    else:
+        verdict = "exit 2"
+    return Outcome(index, item.kind, "run --tables", code, verdict, time.perf_counter() - start, err.getvalue()[-500:])
+
+
+def run_output_subprocess(index: int, item: SecurityInput, workdir: Path) -> Outcome:
+    """``optimize -o TARGET`` in a fresh interpreter: a FIFO, the null device and stdout are written in
+    place (exit 0, the target of its kind still); any other device is exit 2 with one line, the node kept."""
+    import os
+    import stat as st
+
+    kind = (item.setup or {})["target"]
+    path = workdir / f"out{index}.json"
+    path.write_bytes(item.data)
+    target = workdir / f"target{index}"
+    reader = None
+    expect_code, is_kind = 0, st.S_ISCHR
+    if kind == "fifo":
+        os.mkfifo(target)
+        reader = os.open(target, os.O_RDONLY | os.O_NONBLOCK)  # a reader: the writer's open does not wait
+        is_kind = st.S_ISFIFO
+    elif kind in ("zero-device", "null-device"):
+        if os.geteuid() != 0:  # only root makes device nodes: the null device stands in
+            kind, target = "dev-null", Path(os.devnull)
+        else:
+            os.mknod(target, st.S_IFCHR | 0o666, os.stat("/dev/zero" if kind == "zero-device" else os.devnull).st_rdev)
+            expect_code = 2 if kind == "zero-device" else 0
+    if kind == "dev-null":
+        target = Path(os.devnull)
+    elif kind in ("stdout-link", "dev-stdout"):
+        if kind == "stdout-link":
+            target.symlink_to("/proc/self/fd/1")
+        else:
+            target = Path("/dev/stdout")
+        is_kind = st.S_ISLNK
+    argv = [sys.executable, "-m", "optimizer", "optimize", str(path), "-o", str(target), "--format", "json"]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=_TIME_LIMIT)
+    except subprocess.TimeoutExpired:
+        return Outcome(index, item.kind, f"subprocess -o {kind}", -1, f"FAIL: no answer in {_TIME_LIMIT} s",
+                       time.perf_counter() - start)
+    finally:
+        got = os.read(reader, 1 << 16) if reader is not None else b""
+        if reader is not None:
+            os.close(reader)
+    err = proc.stderr.decode("utf-8", "replace")
+    lines = err.strip().splitlines()
+    mode = os.lstat(target).st_mode
+    if not is_kind(mode):
+        verdict = f"FAIL: -o replaced the {kind} (now mode {oct(mode)})"
+    elif proc.returncode != expect_code or (expect_code and len(lines) != 1):
+        verdict = f"FAIL: exit {proc.returncode} (expected {expect_code}) with {len(lines)} stderr lines: " + \
+            " | ".join(lines)[:300]
+    elif kind == "fifo" and b'"relations"' not in got:
+        verdict = "FAIL: the FIFO's reader got no plan"
+    elif kind in ("stdout-link", "dev-stdout") and b'"relations"' not in proc.stdout:
+        verdict = "FAIL: -o onto stdout wrote no plan to stdout"
+    else:
+        verdict = "answer" if expect_code == 0 else "exit 2"
+    return Outcome(index, item.kind, f"subprocess -o {kind}", proc.returncode, verdict, time.perf_counter() - start,
+                   err[-500:])
+
+
+def run_userfile(index: int, item: SecurityInput, workdir: Path) -> Outcome:
+    """``optimize PLAN --capabilities F`` (or ``--stats F``) in-process: an answer when the broken field
+    happens to be valid, else exit 2 with one line naming the file (never the plan)."""
+    from optimizer.cli import main
+
+    setup = item.setup or {}
+    path = workdir / f"uf{index}.json"
+    path.write_bytes(item.data)
+    user_file = workdir / f"uf{index}-file.json"
+    user_file.write_bytes(setup["content"])
+    output = workdir / f"uf{index}-out.json"
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["optimize", str(path), setup["option"], str(user_file), "-o", str(output)])
+    except BaseException as exc:  # anything escaping main() is a failure to report
+        return Outcome(index, item.kind, f"optimize {setup['option']}", -1,
+                       f"FAIL: {type(exc).__name__} escaped main(): {exc}", time.perf_counter() - start)
+    verdict = _judge(code, out.getvalue(), err.getvalue(), output if code == 0 else None, ["optimize"])
+    lines = [line for line in err.getvalue().strip().splitlines() if not line.startswith("substrait-opt: warning:")]
+    if code == 2 and str(user_file) not in lines[0]:
+        verdict = f"FAIL: exit 2 without naming the file: {lines[0][:300]}"
+    elif code == 3:
+        verdict = f"FAIL: exit 3 for a malformed {setup['option']} file: {' | '.join(lines)[:300]}"
+    return Outcome(index, item.kind, f"optimize {setup['option']}", code, verdict, time.perf_counter() - start,
+                   err.getvalue()[-500:])
+
+
+def security_checks(index: int, item: Input, workdir: Path, budget: Counter) -> list[Outcome]:
+    """The checks of ``escapes`` (``run --tables`` on Spark, while ``budget["spark"]`` lasts), ``outputs``
+    (a subprocess, while ``budget["subprocess"]`` lasts) and ``userfiles`` (in-process, every one)."""
+    if not isinstance(item, SecurityInput):
+        return []
+    if item.kind == "userfiles":
+        return [run_userfile(index, item, workdir)]
+    if item.kind == "escapes" and budget["spark"] > 0:
+        budget["spark"] -= 1
+        return [run_escape_on_spark(index, item, workdir)]
+    if item.kind == "outputs" and budget["subprocess"] > 0:
+        budget["subprocess"] -= 1
+        return [run_output_subprocess(index, item, workdir)]
+    return []
+
+
 def generate(seed: int, count: int) -> list[Input]:
     """``count`` hostile inputs from ``seed`` (the same seed gives the same inputs)."""
     rng = random.Random(seed)
@@ -421,6 +683,8 @@ def generate(seed: int, count: int) -> list[Input]:
         ("deep", lambda: _deep(rng)), ("literal", lambda: _literal(rng)), ("names", lambda: _names(rng)),
         ("bytes", lambda: _bytes(rng, base)), ("json", lambda: _json(rng)), ("hints", lambda: _hints(rng)),
         ("dag", lambda: _dag(rng)), ("files", lambda: _files(rng)),
+        ("escapes", lambda: _escapes(rng)), ("outputs", lambda: _outputs(rng)),
+        ("userfiles", lambda: _userfiles(rng)),
         ("casts", lambda: _casts(rng)), ("quiet", lambda: _quiet(rng)),
     ]
     return [makers[i % len(makers)][1]() for i in range(count)]
@@ -654,6 +918,7 @@ def fuzz(inputs: int = 2000, seed: int = 14, spark: int = 0, subprocesses: int =
     outcomes: list[Outcome] = []
     spark_every = max(1, inputs // spark) if spark else 0
     sub_every = max(1, inputs // subprocesses) if subprocesses else 0
+    own = Counter(spark=spark, subprocess=subprocesses)  # budget of the escapes/outputs checks
     budget = Counter(spark=spark, subprocess=subprocesses)  # casts on Spark, quiet in subprocesses (table_checks)
     with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
         workdir = Path(tmp)
@@ -662,6 +927,7 @@ def fuzz(inputs: int = 2000, seed: int = 14, spark: int = 0, subprocesses: int =
                 continue
             command = list(COMMANDS[(i // 8) % len(COMMANDS)])
             outcomes.append(run_in_process(i, item, command, workdir))
+            outcomes.extend(security_checks(i, item, workdir, own))
             if sub_every and i % sub_every == 0:
                 outcomes.append(run_subprocess(i, item, command, workdir))
             if spark_every and i % spark_every == spark_every // 2 and item.kind in ("names", "literal", "dag", "files"):
