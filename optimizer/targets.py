@@ -22,6 +22,7 @@ optional; the defaults are the spec's reading)::
                                     #   inner join's other conjuncts go into a FilterRel above
      "window_functions": true,      # reads window function expressions (false: refused)
      "max_set_inputs": null,        # a UNION of more inputs is nested (other set operations refused)
+     "set_ops": null,               # the SetRel operations it reads (UNION_ALL, ...; null: all)
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
                    "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
                    "unsupported": ["substring"],       # refused (exit 3)
@@ -104,6 +105,7 @@ class Target:
     cast_failure: str = "any"
     window_functions: bool = True
     max_set_inputs: int | None = None
+    set_ops: frozenset[str] | None = None
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
     computed_decimal_measures: bool = True
@@ -166,6 +168,17 @@ def _capabilities(value: Any, where: str) -> Capabilities | None:
     raise PlanError("must be a capability profile object or the name of one", where)
 
 
+def _set_ops(value: Any, where: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    from substrait.proto import SetRel
+
+    known = {name.removeprefix("SET_OP_") for name, number in SetRel.SetOp.items() if number}
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in known for v in value):
+        raise PlanError(f"must be a list of set operations ({', '.join(sorted(known))}) or null", f"{where}set_ops")
+    return frozenset(value)
+
+
 def _max_set_inputs(value: Any, where: str) -> int | None:
     if value is None:
         return None
@@ -176,7 +189,7 @@ def _max_set_inputs(value: Any, where: str) -> int | None:
 
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
                     "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions",
-                    "join_condition", "window_functions", "max_set_inputs"})
+                    "join_condition", "window_functions", "max_set_inputs", "set_ops"})
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -228,6 +241,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         join_condition=_choice(data, "join_condition", ("any", "single_key"), "any", where),
         window_functions=_bool(data, "window_functions", True, where),
         max_set_inputs=_max_set_inputs(data.get("max_set_inputs"), where),
+        set_ops=_set_ops(data.get("set_ops"), where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
         engine=str(data.get("engine", "")),

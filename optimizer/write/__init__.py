@@ -115,7 +115,8 @@ def _reads_everything(target: Target) -> bool:
             and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
-            and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None)
+            and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
+            and target.set_ops is None)
 
 
 def _check_relations(plan: Plan, target: Target) -> None:
@@ -132,6 +133,13 @@ def _check_relations(plan: Plan, target: Target) -> None:
             raise UnsupportedError(f"AggregateRel with {len(rel.aggregate.groupings)} grouping sets: target "
                                    f"'{target.name}' numbers the output of several grouping sets its own way",
                                    path)
+        if kind == "set" and target.set_ops is not None:
+            from substrait.proto import SetRel
+
+            op = SetRel.SetOp.Name(rel.set.op).removeprefix("SET_OP_") if rel.set.op in SetRel.SetOp.values() else "?"
+            if op not in target.set_ops:
+                raise UnsupportedError(f"SetRel {op}: target '{target.name}' reads set operations "
+                                       f"{', '.join(sorted(target.set_ops)) or '(none)'} only", path)
         if kind == "join" and target.join_types is not None:
             from optimizer.expr_utils import join_type_name
 
