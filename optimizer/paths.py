@@ -64,14 +64,30 @@ def _decoded(location: str) -> str:
     return location
 
 
+def _split_remote(location: str) -> tuple[str, str, str]:
+    """Scheme, authority and path of a URI as Hadoop's ``Path`` splits it: everything after the
+    authority is the path (a ``?`` or ``#`` is part of it, not a query or fragment).
+
+    >>> _split_remote("s3a://b/t/?/../x#y")
+    ('s3a', 'b', '/t/?/../x#y')
+    """
+    m = _SCHEME.match(location)
+    assert m is not None
+    rest = location[m.end():]
+    if not rest.startswith("//"):
+        return m.group(1), "", rest
+    netloc, slash, path = rest[2:].partition("/")
+    return m.group(1), netloc, slash + path
+
+
 def normalise(location: str) -> str:
     """A local path made absolute with ``..`` and links resolved (as the kernel does); a remote URI
-    normalised as text."""
+    normalised as text (percent-decoded)."""
     location = _decoded(location)
     if _remote(location):
-        parsed = urllib.parse.urlsplit(location)
-        path = posixpath.normpath(urllib.parse.unquote(parsed.path) or "/")
-        return f"{parsed.scheme.lower()}://{parsed.netloc.lower()}{'' if path == '/' else path}"
+        scheme, netloc, path = _split_remote(location)
+        path = posixpath.normpath(urllib.parse.unquote(path) or "/")
+        return f"{scheme.lower()}://{netloc.lower()}{'' if path == '/' else path}"
     return os.path.realpath(os.path.expanduser(location))
 
 
@@ -84,9 +100,9 @@ def text_normalised(location: str) -> str:
     """
     location = _decoded(location)
     if _remote(location):
-        parsed = urllib.parse.urlsplit(location)
-        path = posixpath.normpath(parsed.path or "/")
-        return f"{parsed.scheme}://{parsed.netloc}{'' if path == '/' else path}"
+        scheme, netloc, path = _split_remote(location)
+        path = posixpath.normpath(path or "/")
+        return f"{scheme}://{netloc}{'' if path == '/' else path}"
     return os.path.abspath(location)  # abspath is normpath of the joined text: links are not followed
 
 

@@ -143,6 +143,10 @@ def test_item1_3_remote_uris_are_judged_as_text():
     assert not remote.allows("s3a://b/t/*/../../secret.parquet")
     assert not remote.allows("s3a://b/t/{x,../..}/secret.parquet")
     assert not remote.allows("s3a://b/t/x/\\../\\../secret.parquet")
+    # Hadoop's Path has no query or fragment: the text after '?' or '#' is path, and its '..' counts
+    assert not remote.allows("s3a://b/t/?/../../secret.parquet")
+    assert not remote.allows("s3a://b/t/#/../../secret.parquet")
+    assert not remote.allows("s3a://b/t/%2e%2e/secret.parquet")
     assert remote.allows("s3a://b/t/*/x.parquet") and remote.allows("s3a://b/t/{x,y}/z.parquet")
     # braces that multiply past the limit are refused, not expanded
     assert remote.refusal("s3a://b/t/" + "{a,b}" * 12) is not None
