@@ -420,13 +420,16 @@ def markdown(report: dict) -> str:
         lines += ["**The optimized column is empty: `optimizer.driver.optimize` takes no `target` at this "
                   "commit.**", ""]
     lines += [f"Wrong answers: {report['wrong']} in all ({report['wrong_optimized']} of optimized plans).", ""]
-    headers = ["suite", "producer", "target", "plans"] + [f"{f} {v}" for f in FORMS for v in VERDICTS]
+    headers = (["suite", "producer", "target", "plans"] + [f"{f} {v}" for f in FORMS for v in VERDICTS]
+               + ["optimized right >= original right"])
     table = []
     for suite, by_producer in report["summary"].items():
         for producer, by_target in by_producer.items():
             for target, forms in by_target.items():
                 n = sum(forms["original"].values())
-                table.append([suite, producer, target, n] + [forms[f].get(v, 0) for f in FORMS for v in VERDICTS])
+                at_least = "yes" if forms["optimized"].get("right", 0) >= forms["original"].get("right", 0) else "**no**"
+                table.append([suite, producer, target, n] + [forms[f].get(v, 0) for f in FORMS for v in VERDICTS]
+                             + [at_least])
     lines += [common.markdown_table(headers, table), ""]
     lines += ["## What each engine refused or failed on (most common, original form)", ""]
     for target in c["targets"]:
@@ -447,7 +450,11 @@ def markdown(report: dict) -> str:
     lines += ["## Speed: optimized / original time (TPC-H)", ""]
     if report["speed_summary"]:
         lines += [f"Median of {c['reps']} interleaved runs after {c['warmup']} warm-up run(s); scale per engine: "
-                  + ", ".join(f"{t} SF {s:g}" for t, s in c["speed_scales"].items()) + ".", ""]
+                  + ", ".join(f"{t} SF {s:g}" for t, s in c["speed_scales"].items()) + "."]
+        if c["reps"] < 5 or any(s < 1 for t, s in c["speed_scales"].items() if t != "acero"):
+            lines.append("**A development run**: milliseconds at this scale and repetition count say little; the "
+                         "figures to judge come from `python benchmarks/engines.py` (SF 1, 5 runs).")
+        lines.append("")
         srows = [[p, t, s["plans"], common.fmt(s["geomean"]), common.fmt(s["max"]), s["above_1_1"]]
                  for p, by_t in report["speed_summary"].items() for t, s in by_t.items()]
         lines += [common.markdown_table(["producer", "target", "plans", "geomean", "max", "above 1.1"], srows), ""]
