@@ -225,8 +225,16 @@ def parse_plan(data: bytes, name: str = "<input>", limits: Limits | None = None)
         except PlanError as exc:
             raise PlanError(exc.message, f"{name}: {exc.path}" if exc.path else name) from None
     else:
-        plan = parse_binary(data, name, limits)
-        _upgrade_binary(plan, name)
+        try:
+            plan = parse_binary(data, name, limits)
+            _upgrade_binary(plan, name)
+            return _conformed(plan, name)
+        except PlanError:
+            from optimizer.producers import looks_like_sql, sql_instead_of_plan
+
+            if looks_like_sql(data):  # looked at only when the bytes are no plan
+                raise sql_instead_of_plan(name) from None
+            raise
     return _conformed(plan, name)
 
 

@@ -1,4 +1,5 @@
-"""Live Substrait plan producers: DataFusion 55 and DuckDB 1.1.3 (its substrait extension), on parquet tables.
+"""TPC-H and TPC-DS plans of the live producers, DataFusion 55 and DuckDB 1.1.3 (its substrait extension),
+made by :mod:`optimizer.producers` (``substrait-opt plan``), and what is known of each producer's plans.
 
 Both producers read tables by name (``ReadRel.named_table``: ``["lineitem"]``...), so the plans run on any
 copy of the data; ``tables`` only tells the producer each table's schema (and statistics for its join order).
@@ -36,13 +37,19 @@ and :data:`DUCKDB_TPCH_EXCLUDED` says why the others are left out. Facts about i
 
 from __future__ import annotations
 
-import glob
-import json
-import os
-from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 
+# The producing itself is the package's (``substrait-opt plan``); the names stay importable from here.
+from optimizer.producers import (  # noqa: F401
+    ProducerError,
+    TableSpec,
+    datafusion_context,
+    datafusion_plan,
+    duckdb_connection,
+    duckdb_plan,
+    duckdb_plan_json,
+    duckdb_producer_connection,
+)
 from workloads.tpch import table_paths, tpch_queries
 
 #: TPC-H queries whose DuckDB 1.1.3 plan is produced and semantically right.
@@ -68,117 +75,11 @@ DUCKDB_TPCH_EXCLUDED: dict[int, str] = {
 #: The queries DuckDB 1.1.3 produces a plan for at all (the corpus has ``qNN-duckdb_plan.json`` for these).
 DUCKDB_TPCH_PRODUCIBLE: tuple[int, ...] = tuple(sorted((*DUCKDB_TPCH_QUERIES, 13)))
 
-TableSpec = Mapping[str, "str | os.PathLike[str]"]
-
-
-def _key(tables: TableSpec) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((name, str(Path(path).resolve())) for name, path in tables.items()))
-
-
-class ProducerError(RuntimeError):
-    """A producer could not write a plan for a query."""
-
-
-# ------------------------------------------------------------------------------------------ DataFusion
-
-
-@lru_cache(maxsize=8)
-def _datafusion_context(key: tuple[tuple[str, str], ...]):
-    from datafusion import SessionConfig, SessionContext
-
-    config = SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
-    ctx = SessionContext(config)
-    for name, path in key:
-        ctx.register_parquet(name, path)
-    return ctx
-
-
-def datafusion_context(tables: TableSpec):
-    """A DataFusion ``SessionContext`` with ``tables`` registered (cached per set of tables)."""
-    return _datafusion_context(_key(tables))
-
-
-def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
-    """DataFusion's Substrait plan (binary protobuf) of ``sql`` over the parquet ``tables`` {name: path}."""
-    from datafusion.substrait import Producer
-
-    ctx = datafusion_context(tables)
-    try:
-        plan = ctx.sql(sql).optimized_logical_plan()
-        return Producer.to_substrait_plan(plan, ctx).encode()
-    # DataFusion's Python bindings raise its planning and Substrait errors as plain Exception
-    except Exception as exc:
-        raise ProducerError(f"datafusion: {exc}") from exc
-
 
 def datafusion_tpch_plans(data_dir: Path | str) -> dict[int, bytes]:
     """DataFusion's plans of the 22 TPC-H queries over the tables in ``data_dir`` (all 22 are produced)."""
     tables = table_paths(data_dir)
     return {n: datafusion_plan(sql, tables) for n, sql in tpch_queries().items()}
-
-
-# ---------------------------------------------------------------------------------------------- DuckDB
-
-
-def _substrait_extension() -> str:
-    import duckdb_extension_substrait
-
-    root = os.path.dirname(duckdb_extension_substrait.__file__)
-    found = glob.glob(os.path.join(root, "extensions", "*", "substrait.duckdb_extension"))
-    if not found:
-        raise ProducerError(f"duckdb: no substrait.duckdb_extension under {root}")
-    return found[0]
-
-
-def duckdb_connection(*, data_independent: bool = True):
-    """A new in-memory DuckDB connection with the substrait extension loaded.
-
-    ``data_independent`` disables the ``statistics_propagation`` optimizer, which would write the tables'
-    min/max statistics into produced plans as filters.
-    """
-    import duckdb
-
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    con.execute(f"LOAD '{_substrait_extension()}'")
-    if data_independent:
-        con.execute("SET disabled_optimizers = 'statistics_propagation'")
-    return con
-
-
-@lru_cache(maxsize=4)
-def _duckdb_producer(key: tuple[tuple[str, str], ...], data_independent: bool):
-    con = duckdb_connection(data_independent=data_independent)
-    for name, path in key:
-        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM read_parquet(?)', [path])
-    return con
-
-
-def duckdb_producer_connection(tables: TableSpec, *, data_independent: bool = True):
-    """The cached DuckDB connection that holds in-memory copies of ``tables`` for plan production."""
-    return _duckdb_producer(_key(tables), data_independent)
-
-
-def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -> bytes:
-    """DuckDB's Substrait plan (binary protobuf, old encoding: use ``load_plan``) of ``sql`` over ``tables``."""
-    import duckdb
-
-    con = duckdb_producer_connection(tables, data_independent=data_independent)
-    try:
-        return con.get_substrait(sql).fetchone()[0]
-    except duckdb.Error as exc:  # also its NotImplementedException
-        raise ProducerError(f"duckdb: {exc}") from exc
-
-
-def duckdb_plan_json(sql: str, tables: TableSpec, *, data_independent: bool = True) -> str:
-    """DuckDB's Substrait plan of ``sql`` as its JSON text (old encoding, camelCase field names)."""
-    import duckdb
-
-    con = duckdb_producer_connection(tables, data_independent=data_independent)
-    try:
-        text = con.get_substrait_json(sql).fetchone()[0]
-    except duckdb.Error as exc:
-        raise ProducerError(f"duckdb: {exc}") from exc
-    return json.dumps(json.loads(text), indent=1)
 
 
 def duckdb_tpch_plans(

@@ -1,4 +1,4 @@
-"""``substrait-opt``: convert, explain, optimize, run and diff Substrait plans.
+"""``substrait-opt``: plan (from SQL), convert, explain, optimize, run and diff Substrait plans.
 
 Exit codes: 0 success; 1 ``diff`` found a difference; 2 bad input or usage (one line on stderr
 naming the problem and where in the plan); 3 unsupported relation/function or execution failure.
@@ -45,9 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     # One module per command, each with register(subparsers, name, help).
-    from optimizer.cli import convert, diff, explain, optimize, run
+    from optimizer.cli import convert, diff, explain, optimize, plan, run
 
     commands = (
+        (plan, "make a Substrait plan of a SQL query (DataFusion or DuckDB writes it)"),
         (convert, "read a plan (JSON or binary, any Substrait version) and write it out"),
         (explain, "print the plan as an indented tree of relations"),
         (optimize, "rewrite a logical plan into a cheaper physical one"),

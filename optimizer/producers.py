@@ -1,0 +1,231 @@
+"""Substrait plans from SQL, written by a real producer: DataFusion 55 or DuckDB 1.1.3 (its substrait extension).
+
+``substrait-opt plan`` and the repository's workloads (workloads/producers.py) make plans here. Both
+producers read tables by name (``ReadRel.named_table``: ``["lineitem"]``...), so a plan runs on any
+copy of the data; the tables given only tell the producer each table's schema (and, for DuckDB, the
+data its join order is chosen on).
+
+* DataFusion (:func:`datafusion_plan`): the tables are registered as Parquet listings (their footers
+  are read, not their rows). Strings are plain ``string``: the session disables
+  ``schema_force_view_types``, otherwise every string column becomes Arrow ``Utf8View`` and is written
+  as ``string`` with DataFusion's private type variation 2.
+* DuckDB (:func:`duckdb_plan`): the tables are copied into an in-memory DuckDB (``CREATE TABLE ... AS
+  SELECT * FROM read_parquet``): over a view of ``read_parquet`` its plans would read ``local_files``
+  with the absolute Parquet path instead of the table's name. Its ``statistics_propagation`` optimizer is
+  disabled (``data_independent``), because it writes the tables' min/max statistics into the plan as
+  extra filters (``o_custkey <= 1499`` at TPC-H SF 0.01): right on the same data, wrong on bigger data.
+  DuckDB 1.1.3 writes some queries wrongly or not at all (docs/tutorial.md, workloads/producers.py):
+  correlated subqueries are refused (``DELIM_JOIN``), ``NOT IN (subquery)`` too (a ``MARK`` join), and
+  ``NOT LIKE`` is written as ``not_equal`` (duckdb-substrait-extension#282).
+
+A missing producer package is an :class:`~optimizer.errors.UnsupportedError` naming the extra to
+install; SQL the producer cannot plan a :class:`ProducerError` (a ``PlanError``: exit 2) with the
+producer's message on one line.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+
+from optimizer.errors import PlanError, UnsupportedError
+
+__all__ = ["PRODUCERS", "ProducerError", "datafusion_context", "datafusion_plan", "duckdb_connection",
+           "duckdb_plan", "duckdb_plan_json", "duckdb_producer_connection", "looks_like_sql", "produce",
+           "sql_instead_of_plan", "tables_in_directory"]
+
+#: The producers ``plan --producer`` offers, the default first; each is the extra that installs it.
+PRODUCERS: tuple[str, ...] = ("datafusion", "duckdb")
+
+TableSpec = Mapping[str, "str | os.PathLike[str]"]
+
+
+class ProducerError(PlanError):
+    """A producer could not write a plan for a query (its message, on one line)."""
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _missing(producer: str, exc: ImportError) -> UnsupportedError:
+    return UnsupportedError(f"the {producer} producer needs the '{exc.name or producer}' package: "
+                            f"pip install 'substrait-optimizer[{producer}]'")
+
+
+def _key(tables: TableSpec) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((name, str(Path(path).resolve())) for name, path in tables.items()))
+
+
+def tables_in_directory(directory: str | os.PathLike[str]) -> dict[str, Path]:
+    """``{name: path}`` of the Parquet tables in ``directory``, as the other commands find them:
+    ``DIR/<name>.parquet`` (a file or a folder) or a folder ``DIR/<name>/``; names starting with ``.``
+    or ``_`` are skipped. A directory that is missing is a :class:`PlanError`, one without tables too."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise PlanError("not a directory", os.fspath(directory))
+    found: dict[str, Path] = {}
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.name.lower().endswith(".parquet"):
+            found.setdefault(entry.name[: -len(".parquet")], entry)
+        elif entry.is_dir():
+            found.setdefault(entry.name, entry)
+    if not found:
+        raise PlanError("no Parquet tables (<name>.parquet or <name>/) in the directory", os.fspath(directory))
+    return found
+
+
+def produce(sql: str, producer: str, tables: TableSpec) -> bytes:
+    """The binary Substrait plan ``producer`` (one of :data:`PRODUCERS`) writes for ``sql`` over ``tables``."""
+    if producer == "datafusion":
+        return datafusion_plan(sql, tables)
+    if producer == "duckdb":
+        return duckdb_plan(sql, tables)
+    raise PlanError(f"unknown producer '{producer}' (choose from {', '.join(PRODUCERS)})")
+
+
+# ------------------------------------------------------------------------------------------ DataFusion
+
+
+@lru_cache(maxsize=8)
+def _datafusion_context(key: tuple[tuple[str, str], ...]):
+    try:
+        from datafusion import SessionConfig, SessionContext
+    except ImportError as exc:
+        raise _missing("datafusion", exc) from None
+
+    config = SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
+    ctx = SessionContext(config)
+    for name, path in key:
+        try:
+            ctx.register_parquet(name, path)
+        # DataFusion's Python bindings raise its errors as plain Exception
+        except Exception as exc:
+            raise PlanError(f"datafusion cannot read the table: {_one_line(exc)}", path) from None
+    return ctx
+
+
+def datafusion_context(tables: TableSpec):
+    """A DataFusion ``SessionContext`` with ``tables`` registered (cached per set of tables)."""
+    return _datafusion_context(_key(tables))
+
+
+def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
+    """DataFusion's Substrait plan (binary protobuf) of ``sql`` over the parquet ``tables`` {name: path}."""
+    ctx = datafusion_context(tables)
+    from datafusion.substrait import Producer
+
+    try:
+        plan = ctx.sql(sql).optimized_logical_plan()
+        return Producer.to_substrait_plan(plan, ctx).encode()
+    # DataFusion's Python bindings raise its planning and Substrait errors as plain Exception
+    except Exception as exc:
+        raise ProducerError(f"datafusion cannot plan this SQL: {_one_line(exc)}") from exc
+
+
+# ---------------------------------------------------------------------------------------------- DuckDB
+
+
+def duckdb_connection(*, data_independent: bool = True):
+    """A new in-memory DuckDB connection with the substrait extension loaded.
+
+    ``data_independent`` disables the ``statistics_propagation`` optimizer, which would write the tables'
+    min/max statistics into produced plans as filters.
+    """
+    try:
+        import duckdb
+        import duckdb_extension_substrait
+    except ImportError as exc:
+        raise _missing("duckdb", exc) from None
+
+    root = os.path.dirname(duckdb_extension_substrait.__file__)
+    found = sorted(glob.glob(os.path.join(root, "extensions", "*", "substrait.duckdb_extension")))
+    if not found:
+        raise UnsupportedError(f"the duckdb producer: no substrait.duckdb_extension under {root}")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute("LOAD '" + found[0].replace("'", "''") + "'")
+    if data_independent:
+        con.execute("SET disabled_optimizers = 'statistics_propagation'")
+    return con
+
+
+@lru_cache(maxsize=4)
+def _duckdb_producer(key: tuple[tuple[str, str], ...], data_independent: bool):
+    import duckdb
+
+    con = duckdb_connection(data_independent=data_independent)
+    for name, path in key:
+        files = os.path.join(path, "**", "*.parquet") if os.path.isdir(path) else path
+        try:
+            con.execute(f'CREATE TABLE "{name.replace(chr(34), chr(34) * 2)}" AS SELECT * FROM read_parquet(?)',
+                        [files])
+        except duckdb.Error as exc:
+            raise PlanError(f"duckdb cannot read the table: {_one_line(exc)}", path) from None
+    return con
+
+
+def duckdb_producer_connection(tables: TableSpec, *, data_independent: bool = True):
+    """The cached DuckDB connection that holds in-memory copies of ``tables`` for plan production."""
+    return _duckdb_producer(_key(tables), data_independent)
+
+
+def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -> bytes:
+    """DuckDB's Substrait plan (binary protobuf, old encoding: use ``load_plan``) of ``sql`` over ``tables``."""
+    import duckdb
+
+    con = duckdb_producer_connection(tables, data_independent=data_independent)
+    try:
+        return con.get_substrait(sql).fetchone()[0]
+    except duckdb.Error as exc:  # also its NotImplementedException
+        raise ProducerError(f"duckdb cannot plan this SQL: {_one_line(exc)}") from exc
+
+
+def duckdb_plan_json(sql: str, tables: TableSpec, *, data_independent: bool = True) -> str:
+    """DuckDB's Substrait plan of ``sql`` as its JSON text (old encoding, camelCase field names)."""
+    import duckdb
+
+    con = duckdb_producer_connection(tables, data_independent=data_independent)
+    try:
+        text = con.get_substrait_json(sql).fetchone()[0]
+    except duckdb.Error as exc:
+        raise ProducerError(f"duckdb cannot plan this SQL: {_one_line(exc)}") from exc
+    return json.dumps(json.loads(text), indent=1)
+
+
+# ------------------------------------------------------------------------------- SQL where a plan is due
+
+#: The words a query starts with (DuckDB also takes ``FROM t SELECT ...``); comments and ``(`` skipped.
+_SQL_START = re.compile(rb"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/|\()\s*)*(select|with|values|from|table)\b",
+                        re.IGNORECASE | re.DOTALL)
+
+
+def looks_like_sql(data: bytes) -> bool:
+    """Whether input that failed to load as a plan is a SQL query (UTF-8 text starting with one).
+
+    >>> looks_like_sql(b"-- TPC-H Q3\\nSELECT 1"), looks_like_sql(b"\\n(with x as (select 1) select * from x)")
+    (True, True)
+    >>> looks_like_sql(b"\\x12\\x03abc"), looks_like_sql(b"selection")
+    (False, False)
+    """
+    try:
+        data[:4096].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < 4000:  # not text (a cut multi-byte character at the end is)
+            return False
+    return _SQL_START.match(data) is not None
+
+
+def sql_instead_of_plan(name: str) -> PlanError:
+    """The error for a SQL file given where a plan is expected: the command that makes a plan of it."""
+    source = "-" if name == "<stdin>" else name
+    stem = "plan" if source == "-" else Path(name).with_suffix("").name
+    return PlanError(f"{name} looks like SQL, not a Substrait plan: make one with "
+                     f"'substrait-opt plan {source} --tables DIR -o {stem}.binpb'")
