@@ -318,3 +318,22 @@ def test_run_on_an_engine_refuses_spark_options_and_bad_files_with_exit_2(tmp_pa
     proc = _cli("run", str(plan), "--engine", "datafusion", "--ui")
     assert proc.returncode == 2
     assert proc.stderr == "substrait-opt: error: --ui: a Spark option; --engine datafusion does not read it\n"
+
+
+def test_the_engines_benchmark_writes_its_matrix_and_timings(tmp_path):
+    """``benchmarks/engines.py`` at its smallest: one query, one producer, two engines, one timed run."""
+    import json
+
+    from benchmarks import engines
+
+    args = engines.parse_args(["--suites", "tpch", "--queries", "6", "--producers", "datafusion",
+                               "--targets", "datafusion,duckdb", "--scale", "0.01", "--speed-scale", "0.01",
+                               "--reps", "1", "--warmup", "0", "--out", str(tmp_path), "--quiet"])
+    engines.run(args)
+    report = json.loads((tmp_path / "engines.json").read_text())
+    cell = report["summary"]["tpch"]["datafusion"]
+    assert cell["datafusion"]["original"]["right"] == 1 and cell["datafusion"]["optimized"]["right"] == 1
+    assert cell["duckdb"]["optimized"]["right"] == 1  # DuckDB 1.1.3 reads DataFusion's Q6 written for it
+    assert [(r["target"], r["ratio"] > 0) for r in report["speed"]] == [("datafusion", True), ("duckdb", True)]
+    text = (tmp_path / "engines.md").read_text()
+    assert f"at commit {report['machine']['commit']}" in text and "| tpch | datafusion | duckdb | 1 |" in text
