@@ -271,3 +271,17 @@ def test_item5_bad_capabilities_and_statistics_files_are_exit_2_naming_file_and_
         assert main(["optimize", str(plan), "--stats", str(stats)]) == 2, tables
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"statistics file {stats}" in err[0] and field in err[0] and words in err[0], err
+
+
+@pytest.mark.spark
+def test_item1_a_table_name_cannot_leave_a_remote_tables_location(spark):
+    """With ``--tables s3a://b/t`` a named table is asked to Spark as ``s3a://b/t/<name>.parquet``:
+    the plan's name ``../secret`` (or a brace holding a ``/``) is refused before Spark is asked."""
+    from optimizer.errors import PlanError
+    from optimizer.paths import FileAccess
+    from optimizer.spark.tables import TableResolver
+
+    resolver = TableResolver(spark, "s3a://b/t", files=FileAccess.under(["s3a://b/t"]))
+    for name in ("../secret", "{x,../../y}", "x/../../y"):
+        with pytest.raises(PlanError, match="outside the table roots"):
+            resolver.raw_table([name], "relations[0].read.named_table")

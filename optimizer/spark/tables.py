@@ -343,9 +343,10 @@ class TableResolver:
     def _from_directory(self, name: str) -> Path | None:
         return None if self.directory is None else table_in_directory(self.directory, name)
 
-    def _from_location(self, name: str) -> DataFrame | None:
+    def _from_location(self, name: str, path: str | None = None) -> DataFrame | None:
         """The table ``name`` under a directory only Spark can list: each candidate location is read
-        once; ``PATH_NOT_FOUND`` means "not there", any other failure is an error naming the table."""
+        once; ``PATH_NOT_FOUND`` means "not there", any other failure is an error naming the table.
+        The name is the plan's: a candidate it makes outside the roots (``../x``) is a PlanError."""
         key = name.lower()
         if key in self._probed:
             found = self._probed[key]
@@ -353,7 +354,7 @@ class TableResolver:
         assert self.location is not None
         for spelling in dict.fromkeys((name, key)):
             for candidate in (f"{spelling}.parquet", spelling):
-                uri = join_location(self.location, candidate)
+                uri = self.files.check(join_location(self.location, candidate), path)
                 try:
                     df = self.spark.read.parquet(uri)
                     df.schema  # noqa: B018 -- Spark resolves the path here (a Connect reader is lazy)
@@ -405,7 +406,7 @@ class TableResolver:
         if found is not None:
             return self._read_parquet(self.files.check(str(found), path), path)
         if self.location is not None:
-            df = self._from_location(last)
+            df = self._from_location(last, path)
             if df is not None:
                 return df
         df = self._from_catalog(list(names))
