@@ -111,3 +111,16 @@ def test_a_spark_read_failure_is_one_line(workdir):
     assert f"cannot read {workdir / 'bad' / 'region.parquet'}" in lines[0]
     assert "relations[0].root.input.read.named_table" in lines[0]
     assert "\tat " not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_jvm_that_does_not_start_is_one_line(workdir):
+    """The JVM's own complaint is in the log; the user gets one line naming it and where the log is."""
+    proc = _cli(workdir, "run", str(workdir / "region.json"), "--tables", str(workdir / "tables"),
+                "--conf", "spark.driver.memory=lots")
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("substrait-opt: error: Spark's JVM did not start: ")
+    (log,) = _spark_logs(workdir)
+    assert f"(its output: {log})" in lines[0]
+    assert "Invalid maximum heap size" in log.read_text()

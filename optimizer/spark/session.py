@@ -269,12 +269,18 @@ def _start_context(conf, target: str | None):
     global _launched_here
     from py4j.protocol import Py4JError
     from pyspark import SparkContext, SparkFiles
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.java_gateway import launch_gateway
 
     if _launched_here:
         return SparkContext.getOrCreate(conf)
     with open(target if target else os.devnull, "ab") as stream:
-        gateway = launch_gateway(conf, popen_kwargs={"stdout": stream, "stderr": stream})
+        offset = stream.tell()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": stream, "stderr": stream})
+        except PySparkRuntimeError as exc:  # the JVM exited at once (a bad setting, no memory...)
+            raise ExecutionError(f"Spark's JVM did not start: {_last_line(target, offset) or exc}"
+                                 + (f" (its output: {target})" if target else "")) from None
     _launched_here = True
     try:
         sc = SparkContext(conf=conf, gateway=gateway)
@@ -290,6 +296,19 @@ def _start_context(conf, target: str | None):
     if ours != SparkFiles.getRootDirectory():
         _stop_gateway(gateway)
     return sc
+
+
+def _last_line(path: str | None, offset: int) -> str:
+    """The last non-blank line written to ``path`` after ``offset`` (``""`` when none or unreadable)."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines = f.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip()[:300] if lines else ""
 
 
 def _stop_gateway(gateway) -> None:
