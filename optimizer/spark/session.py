@@ -161,7 +161,7 @@ def _log_java_options(user: Mapping[str, str], explicit: Mapping[str, str]) -> s
     """``spark.driver.extraJavaOptions`` with :data:`LOG4J_CONFIG` added to the user's options, or ``None``
     when the user has a log4j configuration of their own."""
     current = explicit.get(_JAVA_OPTIONS, user.get(_JAVA_OPTIONS, ""))
-    if "log4j" in current:
+    if "log4j" in current or not LOG4J_CONFIG.is_file():
         return None
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home(), "conf")
     if any(os.path.isfile(os.path.join(conf_dir, name)) for name in ("log4j2.properties", "log4j2.xml")):
