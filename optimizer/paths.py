@@ -208,9 +208,11 @@ class FileAccess:
         unescaped, each brace alternative with ``..`` resolved as text (Hadoop). None: too many."""
         decoded = _decoded(location)
         forms = dict.fromkeys((decoded, _ESCAPE.sub(r"\1", decoded)))
-        if _remote(decoded):  # Hadoop reads the text as written; the store may unquote it
-            forms.update(dict.fromkeys(f"{m.group(1)}:{urllib.parse.unquote(decoded[m.end():])}"
-                                       for m in [_SCHEME.match(decoded)] if m))
+        # Hadoop reads the text as written; a store, or another engine's URL parser (file:///t/%2e%2e
+        # is file:///t/.. to a WHATWG URL), may decode it
+        m = _SCHEME.match(decoded) if _remote(decoded) else None
+        forms.update(dict.fromkeys([f"{m.group(1)}:{urllib.parse.unquote(decoded[m.end():])}" if m else
+                                    urllib.parse.unquote(decoded)]))
         readings: dict[str, None] = {}
         for form in forms:
             alternatives = expand_braces(form)

@@ -147,6 +147,9 @@ def test_item1_3_remote_uris_are_judged_as_text():
     assert not remote.allows("s3a://b/t/?/../../secret.parquet")
     assert not remote.allows("s3a://b/t/#/../../secret.parquet")
     assert not remote.allows("s3a://b/t/%2e%2e/secret.parquet")
+    # a plain path is decoded by some engines' URL parsers too
+    local = FileAccess.under(["/srv/t"])
+    assert not local.allows("/srv/t/%2e%2e/secret.parquet") and local.allows("/srv/t/a%20b.parquet")
     assert remote.allows("s3a://b/t/*/x.parquet") and remote.allows("s3a://b/t/{x,y}/z.parquet")
     # braces that multiply past the limit are refused, not expanded
     assert remote.refusal("s3a://b/t/" + "{a,b}" * 12) is not None
