@@ -255,6 +255,15 @@ def test_item5_bad_capabilities_and_statistics_files_are_exit_2_naming_file_and_
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"capabilities file {caps}" in err[0] and "the plan" not in err[0], err
+    target = tmp_path / "target.json"  # a target profile (which embeds a capability profile) likewise
+    target.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["optimize", str(plan), "--target", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(target) in err[0] and "the plan" not in err[0], err
+    target.write_text(json.dumps({"name": "x", "capabilities": {"rules": [{"function": "lt", "support": 1}]}}))
+    assert main(["optimize", str(plan), "--target", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(target) in err and "capabilities: rules[0].support: expected one of" in err, err
     caps.write_bytes(b'{"name": "\xff"}')
     assert main(["optimize", str(plan), "--capabilities", str(caps)]) == 2
     assert "not UTF-8" in capsys.readouterr().err

@@ -284,6 +284,10 @@ def load_target(name_or_path: str | os.PathLike) -> Target:
         raise PlanError(f"not valid JSON: {exc}", text) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"cannot read the target profile: {exc}", text) from None
+    except RecursionError:  # the file, not the plan, is nested too deeply
+        raise PlanError("JSON nested too deeply for this tool (Python's recursion limit)", text) from None
+    except ValueError as exc:  # a 5000-digit integer
+        raise PlanError(f"not usable JSON: {' '.join(str(exc).split())[:120]}", text) from None
     return target_from_dict(data, text)
 
 
