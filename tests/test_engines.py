@@ -337,3 +337,18 @@ def test_the_engines_benchmark_writes_its_matrix_and_timings(tmp_path):
     assert [(r["target"], r["ratio"] > 0) for r in report["speed"]] == [("datafusion", True), ("duckdb", True)]
     text = (tmp_path / "engines.md").read_text()
     assert f"at commit {report['machine']['commit']}" in text and "| tpch | datafusion | duckdb | 1 |" in text
+
+
+def test_a_missing_engine_package_is_exit_3_naming_the_extra(left_join_files):
+    """Without the ``datafusion`` package (``sys.modules`` says it cannot be imported, as when it is not
+    installed) ``diff --engine datafusion`` stops with one line naming the extra that installs it."""
+    import subprocess
+    import sys
+
+    plan, tables = left_join_files
+    code = ("import sys; sys.modules['datafusion'] = None; from optimizer.cli import main; "
+            f"sys.exit(main(['diff', {str(plan)!r}, '--tables', {str(tables)!r}, '--engine', 'datafusion']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert proc.stderr == ("substrait-opt: error: the datafusion engine needs the 'datafusion' package: "
+                           "pip install 'substrait-optimizer[datafusion]'\n")
