@@ -121,6 +121,10 @@ class OptimizeResult:
     phases: list[PhaseReport] = field(default_factory=list)
     seconds: float = 0.0
     graph: nx.DiGraph | None = None
+    #: Seconds outside the phases: ``load`` (the plan read, its DAG and schemas), ``pricing`` (the whole
+    #: plan priced between phases), ``write`` (the DAG written back as a plan, for the target); with the
+    #: phases' seconds and ``other`` they add up to :attr:`seconds`.
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def events(self):
@@ -128,23 +132,62 @@ class OptimizeResult:
         return [e for p in self.phases if not p.undone for e in p.events]
 
     def summary(self) -> str:
+        """The time taken, where (the phases, and load, pricing and write), and per phase what fired with
+        the plan's estimated cost before and after, per rule the cost of what it replaced and of what
+        replaced it (summed over its rewrites, in phases priced rewrite by rewrite)."""
+        return "\n".join(self.summary_lines())
+
+    def summary_lines(self) -> list[str]:
+        accounted = sum(self.timings.values()) + sum(p.seconds for p in self.phases)
         lines = [f"optimized in {self.seconds * 1000:.1f} ms"]
+        if "load" in self.timings:
+            lines.append(f"  {'load':<10} {self.timings['load'] * 1000:7.1f} ms  the plan read, its DAG and schemas")
         for p in self.phases:
-            fired: dict[str, int] = {}
+            fired: dict[str, list] = {}
             for e in p.events:
-                fired[e.rule] = fired.get(e.rule, 0) + 1
-            text = ", ".join(f"{k} x{v}" for k, v in fired.items()) or "nothing fired"
+                fired.setdefault(e.rule, []).append(e)
+            text = ", ".join(f"{k} x{len(v)}" for k, v in fired.items()) or "nothing fired"
+            if p.cost_before is not None and p.cost_after is not None and p.events:
+                text += f"; plan cost {_human(p.cost_before)} -> {_human(p.cost_after)}"
+            elif p.cost_after is not None and p.cost_before is None:
+                text += f"; plan cost {_human(p.cost_after)} (the model prices the plan from here)"
             if p.undone:
                 text += f" (undone: {p.undone})"
             lines.append(f"  {p.phase:<10} {p.seconds * 1000:7.1f} ms  {text}")
-        return "\n".join(lines)
+            for rule, events in fired.items():
+                priced = [e for e in events if e.cost_before is not None and e.cost_after is not None]
+                if priced:
+                    before = sum(e.cost_before for e in priced)
+                    after = sum(e.cost_after for e in priced)
+                    lines.append(f"  {'':<10} {'':>10}    {rule}: replaced {_human(before)} by {_human(after)} "
+                                 f"({_delta(before, after)})")
+            if p.declined:
+                lines.append(f"  {'':<10} {'':>10}    declined (costlier): {len(p.declined)}")
+        for key, what in (("pricing", "the plan priced between phases (statistics read on first use)"), ("write", "the plan written back")):
+            if key in self.timings:
+                lines.append(f"  {key:<10} {self.timings[key] * 1000:7.1f} ms  {what}")
+        if self.timings:
+            lines.append(f"  {'other':<10} {(self.seconds - accounted) * 1000:7.1f} ms")
+        return lines
+
+
+def _human(x: float) -> str:
+    from optimizer.explain.estimates import human
+
+    return human(x)
+
+
+def _delta(before: float, after: float) -> str:
+    if before <= 0:
+        return "no cost before"
+    return f"{(after - before) / before * 100:+.0f}%"
 
 
 class Optimizer:
     """Runs the rule phases over a plan. ``run`` also reports what each rule did and the time taken."""
 
     def __init__(self, statistics: Any = None, capabilities: Any = None, config: OptimizerConfig | None = None,
-                 rules: list[Rule] | None = None, target: Any = None) -> None:
+                 rules: list[Rule] | None = None, target: Any = None, *, keep_plans: bool = False) -> None:
         from optimizer.targets import as_target
 
         self.statistics = statistics
@@ -153,6 +196,8 @@ class Optimizer:
         # default profile filter_into_read falls back to).
         self.capabilities = capabilities if capabilities is not None else self.target.capabilities
         self.config = config or OptimizerConfig()
+        #: Keep the plan each phase leaves, as the explain tree (``PhaseReport.plan_text``): ``--verbose``.
+        self.keep_plans = keep_plans
         if rules is None:
             from rules import RULES
 
@@ -179,8 +224,10 @@ class Optimizer:
 
         start = time.perf_counter()
         result = self._run(plan)
+        written = time.perf_counter()
         result.plan = write_for_target(result.plan, self.target)
         result.seconds = time.perf_counter() - start
+        result.timings["write"] = result.timings.get("write", 0.0) + time.perf_counter() - written
         return result
 
     def _run(self, plan: Plan | Any) -> OptimizeResult:
@@ -190,6 +237,8 @@ class Optimizer:
         annotate_schemas(g)
         ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
         result = OptimizeResult(plan)
+        result.timings["load"] = time.perf_counter() - start
+        phases_start, first_phase = time.perf_counter(), len(result.phases)
         cost: float | None = None  # the plan's estimated cost as the last phase left it
         judged_later: tuple[PlanContext, float] | None = None  # the plan before a phase judged with the next
         for phase in PHASES:
@@ -198,9 +247,12 @@ class Optimizer:
                 continue
             if phase in PRICED_AFTER:
                 result.phases.append(self._phase(g, phase, phase_rules, ctx))
+                self._keep_plan(result.phases[-1], g)
                 continue
             if cost is None:
                 cost = plan_cost(ctx)
+                if result.phases and result.phases[-1].phase in PRICED_AFTER:
+                    result.phases[-1].cost_after = cost  # the plan as the model prices it from here on
             cost_before = cost
             if judged_later is not None:
                 # The previous phase is worth what this one makes of it: if this phase leaves the plan
@@ -217,13 +269,16 @@ class Optimizer:
                     result.phases[-1].undone = (
                         f"with the {phase} phase after it, its plan was estimated costlier "
                         f"({cost_after:.4g} > {alternative_cost:.4g}): its rewrites are undone")
+                    result.phases[-1].cost_after = result.phases[-1].cost_before
                     g, ctx, report, cost_after = alt_ctx.g, alt_ctx, alt_report, alt_after
                     if cost_after > alternative_cost * (1 + COST_TOLERANCE):
                         report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > "
                                          f"{alternative_cost:.4g}): the phase's rewrites are undone")
                         g, ctx, cost_after = untouched.g, untouched, alternative_cost
                 cost = cost_after
+                report.cost_before, report.cost_after = cost_before, cost
                 result.phases.append(report)
+                self._keep_plan(report, g)
                 continue
             kept = ctx.snapshot()
             report = self._phase(g, phase, phase_rules, ctx)
@@ -246,12 +301,18 @@ class Optimizer:
                         g, ctx = kept.g, kept
                     else:
                         cost = cost_after
+            report.cost_before, report.cost_after = cost_before, cost
             result.phases.append(report)
+            self._keep_plan(report, g)
         if judged_later is not None and cost is not None and cost > judged_later[1] * (1 + COST_TOLERANCE):
             result.phases[-1].undone = (f"its plan was estimated costlier ({cost:.4g} > {judged_later[1]:.4g}): "
                                         "the phase's rewrites are undone")
+            result.phases[-1].cost_after = judged_later[1]
             g = judged_later[0].g
+        written = time.perf_counter()
+        result.timings["pricing"] = written - phases_start - sum(p.seconds for p in result.phases[first_phase:])
         result.plan = from_dag(g)
+        result.timings["write"] = time.perf_counter() - written
         result.graph = g
         self._optimize_subqueries(result)
         result.seconds = time.perf_counter() - start
@@ -277,6 +338,12 @@ class Optimizer:
             for report in done.phases:
                 report.phase = f"subquery {i}: {report.phase}"
                 result.phases.append(report)
+
+    def _keep_plan(self, report: PhaseReport, g: nx.DiGraph) -> None:
+        if self.keep_plans:
+            from optimizer.explain import explain_dag
+
+            report.plan_text = explain_dag(g)
 
     def _phase(self, g: nx.DiGraph, phase: str, rules: list[Rule], ctx: PlanContext) -> PhaseReport:
         return run_phase(g, phase, rules, ctx, self.config.max_iterations, priced=phase in PRICED_PHASES)

@@ -147,6 +147,10 @@ class RuleEvent:
     before: str
     after: str
     new_node: int
+    #: In a priced phase, the estimated cost of what the rewrite replaced and of what replaced it (the
+    #: relations only one side has); ``None`` where the phase is not priced rewrite by rewrite.
+    cost_before: float | None = None
+    cost_after: float | None = None
 
 
 def _next_id(g: nx.DiGraph) -> int:
@@ -236,6 +240,12 @@ class PhaseReport:
     undone: str | None = None
     #: Rewrites not applied because the cost model priced them above what they would replace.
     declined: list[str] = field(default_factory=list)
+    #: The whole plan's estimated cost before and after the phase (its rewrites undone or not), where the
+    #: driver prices it; ``None`` where it does not (before the plan is normalised).
+    cost_before: float | None = None
+    cost_after: float | None = None
+    #: The plan as the phase left it (the explain tree), kept only when the driver is asked to.
+    plan_text: str | None = None
 
 
 def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -> tuple[float, float]:
@@ -290,6 +300,7 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
                 problem = same_shape(old_schema, g.nodes[new_root].get("schema"))
                 if problem:
                     raise RuleBug(f"rule {rule.name} changed the output of a {before} relation: {problem}")
+                old_cost = new_cost = None
                 if priced and new_root != node:
                     old_cost, new_cost = _replaced_costs(g, node, new_root, ctx)
                     if new_cost > old_cost * (1 + COST_TOLERANCE):
@@ -301,7 +312,8 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
                 replace_node(g, node, new_root)
                 if ctx is not None:
                     ctx.invalidate(new_root)
-                report.events.append(RuleEvent(rule.name, phase, node, before, g.nodes[new_root]["kind"], new_root))
+                report.events.append(RuleEvent(rule.name, phase, node, before, g.nodes[new_root]["kind"], new_root,
+                                               old_cost, new_cost))
                 changed = True
                 break
         if not changed:

@@ -253,6 +253,7 @@ def test_explain_with_stats_file_text_and_json(tmp_path):
     assert main(["explain", str(plan), "--stats", str(tmp_path / "stats.json"), "-o", str(out)]) == 0
     text = out.read_text()
     assert "Filter(" in text and "rows=1 " in text and "rows=1.0K" in text and "cost=" in text
+    out = tmp_path / "out.json"  # a name that says another format than --format is refused
     assert main(["explain", str(plan), "--stats", str(tmp_path / "stats.json"), "--format", "json",
                  "-o", str(out)]) == 0
     records = json.loads(out.read_text())

@@ -64,15 +64,16 @@ def test_q5_page_opens_in_chromium(q5_path, tpch_dir, tmp_path, capsys):
 
 
 @needs_dot
-def test_optimize_explain_html_is_the_output(q5_path, tmp_path, capsys):
-    page = tmp_path / "q5.html"
-    assert main(["optimize", str(q5_path), "--explain", "--format", "html", "-o", str(page)]) == 0
+def test_optimize_explain_out_html_beside_the_plan(q5_path, tmp_path, capsys):
+    page, out = tmp_path / "q5.html", tmp_path / "q5.opt.json"
+    assert main(["optimize", str(q5_path), "--explain-out", str(page), "-o", str(out)]) == 0
+    assert load_plan(out).relations  # the plan is the output; the page comes from the same run
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 2
     assert ">before <" in text and ">after <" in text and "join_order" in text  # the rules that fired
     _no_outside_reference(text)
-    assert main(["optimize", str(q5_path), "--format", "html"]) == 2  # the page needs --explain
-    assert "--explain" in capsys.readouterr().err
+    assert main(["optimize", str(q5_path), "--explain", "--format", "html"]) == 2  # --format is the plan's
+    assert "--explain-out FILE.html" in capsys.readouterr().err
 
 
 def _hostile_plan(tpch_tables):

@@ -53,44 +53,62 @@ def write_text(dest: str, text: str) -> None:
         write_file(dest, text.encode("utf-8"))
 
 
-def statistics_from_args(args: argparse.Namespace):
-    """The statistics stack the CLI options ask for (hints always; file; Spark; Parquet)."""
+def statistics_from_args(args: argparse.Namespace, spark: Any = None):
+    """The statistics every command (``optimize``, ``diff``, ``explain`` in every format) gets from its
+    options, one stack (cost.statistics.default_statistics): plan hints; ``--stats``; with ``--tables``,
+    Spark ANALYZE (cached) unless ``--no-spark-stats``, then the Parquet footers; ``--catalog``'s.
+    ``spark``: a session already started (``explain --analyze``), else one started on first use."""
+    import os
+
     from cost.statistics import default_statistics
     from optimizer.cli.spark import check_tables_arg, lazy_spark_from_args
 
-    if getattr(args, "stats", None):
-        import os
-
-        if not os.path.exists(args.stats):
-            raise PlanError("no such statistics file", args.stats)
+    stats_file = getattr(args, "stats", None)
+    if stats_file and not os.path.exists(stats_file):
+        raise PlanError("no such statistics file", stats_file)
     tables = getattr(args, "tables", None)
     check_tables_arg(tables)
     catalog = getattr(args, "catalog", None)
     wants_spark = catalog or (tables and not getattr(args, "no_spark_stats", False))
-    spark = lazy_spark_from_args(args) if wants_spark else None
-    return default_statistics(spark=spark, tables=tables or None, stats_file=getattr(args, "stats", None),
-                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
-                              files=file_access(args))
-
-
-def explain_statistics(args: argparse.Namespace, spark: Any = None) -> Any:
-    """The statistics ``explain`` asks for: Spark's only on ``spark`` (``--analyze``) or for ``--catalog``."""
-    import os
-
-    from cost.statistics import default_statistics
-
-    stats_file = getattr(args, "stats", None)
-    tables = getattr(args, "tables", None)
-    if stats_file and not os.path.exists(stats_file):
-        raise PlanError("no such statistics file", stats_file)
-    from optimizer.cli.spark import check_tables_arg
-
-    check_tables_arg(tables)
-    catalog = getattr(args, "catalog", None)
-    if catalog and spark is None:
-        from optimizer.cli.spark import lazy_spark_from_args
-
+    if not wants_spark:
+        spark = None
+    elif spark is None:
         spark = lazy_spark_from_args(args)
     return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
                               catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
                               files=file_access(args))
+
+
+#: What an output file's name says it holds. A plan is read back from JSON or binary only: ``.txt`` is
+#: the explain tree, which no command reads, so it is written only when ``--format text`` asks for it.
+EXTENSION_FORMATS = {".json": "json", ".binpb": "binpb", ".pb": "binpb", ".bin": "binpb", ".substrait": "binpb",
+                     ".txt": "text", ".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", ".htm": "html"}
+
+
+def output_format(dest: str, fmt: str | None, *, plan: bool = True) -> str | None:
+    """The format to write ``dest`` in, checked before any work (exit 2 naming ``dest``): a name whose
+    extension says another format than ``--format`` is refused; without ``--format`` a plan (``plan``)
+    follows the extension (``.json`` JSON, ``.txt`` refused: the tree cannot be read back, anything else
+    binary; stdout JSON); binary is never written to a terminal."""
+    import os
+
+    ext = os.path.splitext(dest)[1].lower() if dest != "-" else ""
+    named = EXTENSION_FORMATS.get(ext)
+    if fmt is None and plan:
+        if named == "text":
+            raise PlanError("a .txt file would hold the explain tree, which cannot be read back as a plan: "
+                            "name it .json or .binpb, or give --format text for the tree", dest)
+        if named is not None and named not in ("json", "binpb"):
+            raise PlanError(f"a {ext} file is not a plan: name it .json or .binpb, or give --format", dest)
+        fmt = "json" if dest == "-" else named or "binpb"
+    elif fmt is not None and named is not None and named != fmt:
+        raise PlanError(f"the file name says {named} but --format is {fmt}: name it "
+                        f"{_extension_of(fmt)} or give --format {named}", dest)
+    if fmt == "binpb" and dest == "-" and sys.stdout.isatty():
+        raise PlanError("a binary plan is not written to a terminal: give -o FILE (or redirect stdout), "
+                        "or --format json", "stdout")
+    return fmt
+
+
+def _extension_of(fmt: str) -> str:
+    return next((ext for ext, f in EXTENSION_FORMATS.items() if f == fmt), f".{fmt}")

@@ -15,12 +15,16 @@ def add_statistics_args(p: argparse.ArgumentParser) -> None:
                                    "or any URI Spark reads): statistics from Spark ANALYZE (cached) and "
                                    "Parquet footers for local tables")
     p.add_argument("--stats", help="statistics JSON file (see docs/statistics.md); wins over --tables")
-    p.add_argument("--no-spark-stats", action="store_true",
-                   help="with --tables, read only the Parquet footers (no Spark ANALYZE)")
+    add_no_spark_stats_argument(p)
     from optimizer.cli.spark import add_spark_args
 
     add_spark_args(p)
     add_path_argument(p)
+
+
+def add_no_spark_stats_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-spark-stats", action="store_true",
+                   help="with --tables, read only the Parquet footers (no Spark ANALYZE, no Spark started)")
 
 
 def warn_unknown_tables(plan, statistics) -> None:
@@ -44,46 +48,98 @@ def warn_unknown_tables(plan, statistics) -> None:
                           "(its statistics are not used)", file=sys.stderr)
 
 
+#: What ``--explain-out`` writes: the explanation as text, an HTML page, or a picture of both plans.
+EXPLAIN_FORMATS = ("text", "html", "svg", "dot")
+
+
+def explain_destination(args: argparse.Namespace) -> tuple[str, str] | None:
+    """Where the explanation goes and in what format, checked before any work: ``--explain-out FILE``
+    (format ``--explain-format``, else FILE's extension, else text), or stderr (text) with ``--explain``;
+    ``None`` when none is asked for."""
+    import os
+
+    from optimizer.cli.args import EXTENSION_FORMATS
+
+    if args.format in EXPLAIN_FORMATS[1:]:
+        raise PlanError(f"--format is the optimized plan's format (json, binpb, text); the {args.format} of the "
+                        f"optimization: --explain-out FILE.{args.format}")
+    dest = args.explain_out
+    if dest is None:
+        if args.explain_format not in (None, "text"):
+            raise PlanError(f"--explain-format {args.explain_format} needs --explain-out FILE (stderr takes text)")
+        return ("-stderr", "text") if args.explain or args.verbose else None
+    if dest == "-" and args.output == "-":
+        raise PlanError("the plan and its explanation cannot both go to stdout: give -o FILE or --explain-out FILE",
+                        "--explain-out")
+    named = EXTENSION_FORMATS.get(os.path.splitext(dest)[1].lower()) if dest != "-" else None
+    fmt = args.explain_format or (named if named in EXPLAIN_FORMATS else "text")
+    if named is not None and named != fmt:
+        raise PlanError(f"the file name says {named} but --explain-format is {fmt}", dest)
+    from optimizer.plan_io import check_output
+
+    check_output(dest)
+    return dest, fmt
+
+
+def explanation(plan, result, statistics, fmt: str, *, verbose: bool, title: str, wide: bool) -> str:
+    """The explanation of one optimization in ``fmt``: the plans before and after with estimates, per phase
+    and rule what fired and the cost before and after (text; the page's rule log), with ``verbose`` the
+    plan after each phase (text)."""
+    if fmt == "html":
+        from optimizer.explain.html import optimize_html
+
+        return optimize_html(plan, result, statistics, title=title)
+    if fmt in ("dot", "svg"):
+        from optimizer.explain.dot import before_after_dot, picture
+
+        return picture(before_after_dot(plan, result.plan, statistics), fmt)
+    from optimizer.explain import WIDTH
+    from optimizer.explain.estimates import explain_before_after
+
+    return explain_before_after(plan, result, statistics, verbose=verbose, width=None if wide else WIDTH) + "\n"
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
+    import time
+
     from optimizer.capabilities import default_capabilities, load_capabilities
+    from optimizer.cli.args import output_format
     from optimizer.driver import Optimizer
-    from optimizer.plan_io import check_output, load_plan, save_plan, write_file
+    from optimizer.plan_io import check_output, load_plan, save_plan
     from optimizer.schema import raise_for_problems
     from optimizer.targets import load_target
 
     check_output(args.output)
+    explain_to = explain_destination(args)
+    fmt = output_format(args.output, args.format)
     target = load_target(args.target)  # a bad name or profile is exit 2 before any work
+    started = time.perf_counter()
     plan = load_plan(args.input)
     raise_for_problems(plan)
+    read_seconds = time.perf_counter() - started
     statistics = statistics_from_args(args)
     warn_unknown_tables(plan, statistics)
     # --capabilities names the reader's profile instead of the target's.
     capabilities = load_capabilities(args.capabilities) if args.capabilities else None
     if capabilities is None and target.capabilities is None and target.physical_relations:
         capabilities = default_capabilities()
-    result = Optimizer(statistics=statistics, capabilities=capabilities, target=target).run(plan)
-    if args.explain and args.format == "html":
-        from optimizer.explain.html import optimize_html
-
-        write_text(args.output, optimize_html(plan, result, statistics, title=args.input))
-        return 0
-    if args.explain and args.format in ("dot", "svg"):
-        # The picture is the output: before and after side by side.
-        from optimizer.explain.dot import before_after_dot, picture
-
-        text = picture(before_after_dot(plan, result.plan, statistics), args.format)
-        if args.output == "-":
-            sys.stdout.write(text)
+    result = Optimizer(statistics=statistics, capabilities=capabilities, target=target,
+                       keep_plans=args.verbose).run(plan)
+    started = time.perf_counter()
+    save_plan(result.plan, args.output, format=fmt)
+    file_seconds = read_seconds + time.perf_counter() - started
+    if explain_to is not None:
+        dest, explain_fmt = explain_to
+        text = explanation(plan, result, statistics, explain_fmt, verbose=args.verbose, title=args.input,
+                           wide=args.wide)
+        if explain_fmt == "text":
+            text += (f"  (besides: {file_seconds * 1000:.1f} ms to read and check the plan file and write the "
+                     "optimized one)\n")
+        if dest == "-stderr":
+            sys.stderr.write(text)
+            sys.stderr.flush()
         else:
-            write_file(args.output, text.encode("utf-8"))
-        return 0
-    if args.format in ("dot", "svg", "html"):
-        raise PlanError(f"--format {args.format} draws the plans: use it with --explain")
-    if args.explain:
-        from optimizer.explain.estimates import explain_before_after
-
-        sys.stderr.write(explain_before_after(plan, result, statistics) + "\n")
-    save_plan(result.plan, args.output, format=args.format)
+            write_text(dest, text)
     return 0
 
 
@@ -102,12 +158,21 @@ def register(sub, name: str, help_text: str) -> None:
                                      "pushed into reads, join order). Without statistics it runs on "
                                      "defaults and hints.",
                          formats=["json", "binpb", "text", "dot", "svg", "html"], default_format=None,
-                         format_help="output format (default: from the file name; json on stdout); with "
-                                     "--explain, dot/svg draw the plan before and after side by side, html "
-                                     "adds their estimates")
+                         format_help="the optimized plan's format (default: from the file name, .json JSON, "
+                                     ".binpb binary; JSON on stdout; text, the explain tree, only when asked "
+                                     "for); the pictures of the optimization: --explain-out")
     add_statistics_args(p)
     add_target_argument(p)
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: the target's; Spark's Parquet "
                                           "reader for --target spark)")
     p.add_argument("--explain", action="store_true",
-                   help="print the plan before and after, with estimates, and each rule that fired (on stderr)")
+                   help="print on stderr the plan before and after, with estimates, and per phase and rule what "
+                        "fired, the estimated cost before and after, and the time taken")
+    p.add_argument("--explain-out", metavar="FILE",
+                   help="write that explanation to FILE instead (the plan still goes to -o): text, or by FILE's "
+                        "extension an HTML page (.html), a picture of both plans (.svg, .dot)")
+    p.add_argument("--explain-format", choices=EXPLAIN_FORMATS,
+                   help="the explanation's format (default: --explain-out's extension, else text)")
+    p.add_argument("--verbose", action="store_true",
+                   help="with the explanation, the plan after each phase (implies --explain)")
+    p.add_argument("--wide", action="store_true", help="explanation tree lines whole (default: elided to a width)")

@@ -13,6 +13,7 @@ text per node (estimates, costs, actual rows).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import networkx as nx
@@ -139,14 +140,43 @@ def describe_rel(g: nx.DiGraph, node: int, functions, max_len: int = 160) -> str
     return f"{_title(kind)}({text})"
 
 
-def _columns(g: nx.DiGraph, node: int) -> str:
+def _columns(g: nx.DiGraph, node: int, keep: int | None = 7) -> str:
+    """The output columns, the first ``keep`` of them and a count of the others (``None``: all)."""
     schema = g.nodes[node].get("schema")
     if schema is None:
         return "[?]"
     cols = [f"{n}: {format_type(t)}" for n, t in zip(schema.names, schema.types, strict=False)]
-    if len(cols) > 8:
-        cols = cols[:7] + [f"... {len(cols) - 7} more"]
+    if keep == 0 and len(cols) > 1:
+        return f"[{len(cols)} columns]"
+    if keep is not None and len(cols) > keep + 1:
+        cols = cols[:keep] + [f"... {len(cols) - keep} more"]
     return "[" + ", ".join(cols) + "]"
+
+
+#: The width explain's tree lines are held to (``--wide``: none). A line longer than this has its
+#: column list and then its relation's properties elided with ``...``; the indentation and the estimates
+#: appended to the line are kept whole, and a relation keeps at least :data:`MIN_DETAIL` characters.
+WIDTH = 120
+MIN_DETAIL = 40
+
+
+def _tree_line(g: nx.DiGraph, node: int, functions, head: str, extra: str, width: int | None) -> str:
+    """``head`` (indentation and label), the relation, its columns and ``extra``, within ``width``."""
+    tail = ("  " + extra) if extra else ""
+    if width is None:
+        return f"{head}{describe_rel(g, node, functions, max_len=sys.maxsize)} -> {_columns(g, node, None)}{tail}"
+    described = describe_rel(g, node, functions)
+    line = f"{head}{described} -> {_columns(g, node)}{tail}"
+    keep = 7
+    while len(line) > width and keep > 0:  # fewer columns first
+        keep -= 1
+        line = f"{head}{described} -> {_columns(g, node, keep)}{tail}"
+    if len(line) > width:  # then the relation's properties
+        columns = _columns(g, node, 0)
+        room = width - len(head) - len(tail) - len(columns) - 4 - len(_title(g.nodes[node]["kind"])) - 2
+        described = describe_rel(g, node, functions, max_len=max(MIN_DETAIL, room))
+        line = f"{head}{described} -> {columns}{tail}"
+    return line
 
 
 def _try_schemas(g: nx.DiGraph) -> None:
@@ -158,7 +188,8 @@ def _try_schemas(g: nx.DiGraph) -> None:
         pass  # relations whose schema we cannot know are shown without columns
 
 
-def explain_dag(g: nx.DiGraph, annotate: Annotate | None = None) -> str:
+def explain_dag(g: nx.DiGraph, annotate: Annotate | None = None, width: int | None = WIDTH) -> str:
+    """The indented tree of ``g``, its lines held to ``width`` characters where eliding can (``None``: whole)."""
     functions = function_table(g.graph["plan"])
     lines: list[str] = []
     shown: dict[int, int] = {}
@@ -174,21 +205,24 @@ def explain_dag(g: nx.DiGraph, annotate: Annotate | None = None) -> str:
             shown[node] = len(shown) + 1
             label = f"#{shown[node]} "
         extra = annotate(g, node) if annotate else ""
-        lines.append(f"{pad}|-+ {label}{describe_rel(g, node, functions)} -> {_columns(g, node)}{('  ' + extra) if extra else ''}")
+        lines.append(_tree_line(g, node, functions, f"{pad}|-+ {label}", extra, width))
         for child in inputs(g, node):
             walk(child, depth + 1)
 
     for i, root in enumerate(g.graph["roots"]):
         if root["kind"] == "root":
-            lines.append(f"Root(names=[{', '.join(root['names'] or [])}])")
+            names = ", ".join(root["names"] or [])
+            if width is not None and len(names) > width - 13:
+                names = names[: max(MIN_DETAIL, width - 16)] + "..."
+            lines.append(f"Root(names=[{names}])")
         else:
             lines.append(f"Relation[{i}]")
         walk(root["node"], 0)
     return "\n".join(lines)
 
 
-def explain_plan(plan: Plan, annotate: Annotate | None = None) -> str:
-    """The indented tree of a plan (see the module docstring)."""
+def explain_plan(plan: Plan, annotate: Annotate | None = None, width: int | None = WIDTH) -> str:
+    """The indented tree of a plan (see the module docstring), lines held to ``width`` (``None``: whole)."""
     g = to_dag(plan)
     _try_schemas(g)
-    return explain_dag(g, annotate)
+    return explain_dag(g, annotate, width)

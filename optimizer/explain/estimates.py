@@ -34,6 +34,7 @@ from substrait.proto import Plan
 
 from optimizer.dag import from_dag, input_fields, inputs, to_dag
 from optimizer.errors import OptimizerError, spark_errors
+from optimizer.explain import WIDTH
 
 # --------------------------------------------------------------------------------------------------
 # Subtrees and actual rows
@@ -270,9 +271,10 @@ def relation_records(g: nx.DiGraph, statistics: Any,
     return _finite(ann.records())
 
 
-def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, format: str = "text") -> str:
+def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, format: str = "text",
+                           width: int | None = WIDTH) -> str:
     """``explain`` with estimates over ``statistics``, and with a ``backend`` the actual rows of every
-    subtree; ``format`` ``text`` (the tree) or ``json`` (one record per relation)."""
+    subtree; ``format`` ``text`` (the tree, lines held to ``width``, ``None``: whole) or ``json`` (one record per relation)."""
     g = prepared_dag(plan)
     ann = _Annotator(g, statistics)
     if backend is not None:
@@ -281,7 +283,7 @@ def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, for
         return json.dumps(_finite(ann.records()), indent=1, allow_nan=False) + "\n"
     from optimizer.explain import explain_dag
 
-    text = explain_dag(g, ann)
+    text = explain_dag(g, ann, width)
     if ann.actual:
         qs = sorted(q for q in (ann.q(n) for n in ann.actual) if q is not None)
         if qs:
@@ -290,9 +292,12 @@ def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, for
     return text + "\n"
 
 
-def explain_before_after(plan: Plan, result: Any, statistics: Any = None) -> str:
-    """The plan before and after optimization, each with estimates and total cost, then the rules that
-    fired (``result`` is an :class:`optimizer.driver.OptimizeResult`)."""
+def explain_before_after(plan: Plan, result: Any, statistics: Any = None, *, verbose: bool = False,
+                         width: int | None = WIDTH) -> str:
+    """The plan before and after optimization, each with estimates and total cost, then per phase what
+    fired, the plan's cost before and after and per rule the cost of what it replaced (``result`` is an
+    :class:`optimizer.driver.OptimizeResult`); with ``verbose`` also the plan after each phase (kept
+    when the optimizer ran with ``keep_plans``)."""
     from optimizer.explain import explain_dag
 
     parts = []
@@ -300,7 +305,12 @@ def explain_before_after(plan: Plan, result: Any, statistics: Any = None) -> str
         g = prepared_dag(p)
         ann = _Annotator(g, statistics)
         total = sum((ann.cost(r["node"]) or 0.0) for r in g.graph["roots"])
-        parts.append(f"-- {title} (estimated cost {human(total)})\n{explain_dag(g, ann)}")
+        parts.append(f"-- {title} (estimated cost {human(total)})\n{explain_dag(g, ann, width)}")
+        if title == "before" and verbose:
+            for report in getattr(result, "phases", []):
+                if report.plan_text is not None:
+                    undone = " (its rewrites undone afterwards)" if report.undone else ""
+                    parts.append(f"-- after phase {report.phase}{undone}\n{report.plan_text}")
     summary = result.summary() if hasattr(result, "summary") else ""
     return "\n\n".join(parts + ([summary] if summary else []))
 

@@ -1,13 +1,15 @@
 """The plan picture as one self-contained HTML page: two plans side by side and a table of estimates.
 
 ``substrait-opt explain IN --format html`` (the plan and its optimized form) and
-``substrait-opt optimize IN --explain --format html`` (the plan before and after) write it.
+``substrait-opt optimize IN --explain-out PAGE.html`` (the plan before and after) write it.
 
 The page has no outside reference (no script, font or style sheet is fetched; a Content Security
 Policy forbids it) and no script at all. It shows:
 
 * each plan's relation DAG as inline SVG, drawn by Graphviz's ``dot`` (:mod:`optimizer.explain.dot`),
   with each relation's estimated rows and cost, and actual rows and q-error when given;
+* in the tables of the second plan, the relations the first does not have (the optimization's) marked
+  ``new`` (CSS class ``changed``);
 * per plan, a table of its relations (:func:`optimizer.explain.estimates.explain_with_estimates`'s
   records): estimated rows, row width, the cost of the subtree and, with actual rows, the actual rows and
   the q-error (``max(est/act, act/est)``, both floored at 1 row). With actual rows the table is sorted
@@ -109,6 +111,27 @@ def _svg(g: nx.DiGraph, statistics: Any, actual: dict[int, int | None] | None, s
     return svg[svg.index("<svg"):].strip()
 
 
+def relation_signatures(g: nx.DiGraph) -> dict[int, str]:
+    """Per relation, a digest of what it is: its description (every property, whole) and its inputs'
+    digests, so two plans' relations compare equal when they compute the same thing the same way."""
+    import hashlib
+
+    from optimizer.dag import inputs
+    from optimizer.explain import describe_rel
+    from optimizer.load.functions import function_table
+
+    functions = function_table(g.graph["plan"])
+    out: dict[int, str] = {}
+    for node in reversed(list(nx.topological_sort(g))):  # inputs first
+        try:
+            text = describe_rel(g, node, functions, max_len=1 << 30)
+        except OptimizerError:  # an expression explain cannot render: the kind and the node's message
+            text = g.nodes[node]["kind"] + repr(g.nodes[node].get("rel"))
+        key = "\x1f".join([text, *(out[c] for c in inputs(g, node) if c in out)])
+        out[node] = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return out
+
+
 # ------------------------------------------------------------------------------------------ HTML
 
 _CSS = """
@@ -129,6 +152,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 td.rel { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; word-break: break-word; }
 td.path { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 11px; color: #666; word-break: break-all; }
 tr.worst td { background: #fde2e1; }
+tr.changed td.rel { border-left: 4px solid #2e7d32; }
+td.mark { color: #2e7d32; font-weight: bold; white-space: nowrap; }
 tr.worst td.q { font-weight: bold; }
 td.q-warn { color: #a15c00; }
 td.q-bad { color: #b00020; font-weight: bold; }
@@ -158,19 +183,22 @@ def _worst_paths(records: Sequence[Mapping[str, Any]]) -> set[str]:
     return {r["path"] for r in ranked[:WORST]}
 
 
-def _table(records: list[dict[str, Any]]) -> str:
+def _table(records: list[dict[str, Any]], changed: set[str] | None = None) -> str:
+    """The relations' table; the paths in ``changed`` (relations the optimization made) are marked."""
     has_actual = any(r["actual_rows"] is not None for r in records)
     rows = records
     if has_actual:  # worst estimate first; relations without actual rows last, in tree order
         rows = sorted(records, key=lambda r: (r["q_error"] is None, -(r["q_error"] or 0.0)))
     worst = _worst_paths(records)
-    head = ["relation", "path", "est. rows", "width (B)", "cost"]
+    head = ([""] if changed is not None else []) + ["relation", "path", "est. rows", "width (B)", "cost"]
     if has_actual:
         head += ["actual rows", "q-error"]
     out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>", "<tbody>"]
     for r in rows:
-        cls = ' class="worst"' if r["path"] in worst else ""
-        cells = [
+        classes = (["worst"] if r["path"] in worst else []) + (["changed"] if changed and r["path"] in changed else [])
+        cls = f' class="{" ".join(classes)}"' if classes else ""
+        cells = [] if changed is None else [f'<td class="mark">{"new" if r["path"] in changed else ""}</td>']
+        cells += [
             f'<td class="rel">{html.escape(r["relation"])}</td>',
             f'<td class="path">{html.escape(r["path"])}</td>',
             f'<td class="num">{_num(r["estimated_rows"])}</td>',
@@ -196,8 +224,16 @@ def plans_html(parts: Sequence[PlanPart], statistics: Any = None, *, title: str 
 
     columns: list[str] = []
     tables: list[str] = []
+    first: set[str] = set()
     for i, part in enumerate(parts):
         g = estimates.prepared_dag(part.plan)  # one DAG for the table and the picture
+        signatures = relation_signatures(g)
+        paths = estimates.relation_paths(g)
+        changed = None
+        if i == 0:
+            first = set(signatures.values())
+        else:  # a relation the first plan has nowhere (itself with the same inputs) is the optimization's
+            changed = {paths[n] for n, sig in signatures.items() if sig not in first and n in paths}
         actual = _by_node(g, part.actual)
         records = estimates.relation_records(g, statistics, actual)
         cost = total_cost(records)
@@ -206,7 +242,8 @@ def plans_html(parts: Sequence[PlanPart], statistics: Any = None, *, title: str 
         columns.append(f'<section class="plan"><h2>{heading} <small>(estimated cost {_num(cost)})</small></h2>'
                        f'<div class="picture">{svg}</div></section>')
         order = "worst estimate first" if any(r["actual_rows"] is not None for r in records) else "tree order"
-        tables.append(f"<h3>{heading}: {len(records)} relations, {order}</h3>\n{_table(records)}")
+        marked = "" if changed is None else f", {len(changed)} new (marked: not in the {html.escape(parts[0].heading)} plan)"
+        tables.append(f"<h3>{heading}: {len(records)} relations, {order}{marked}</h3>\n{_table(records, changed)}")
     body = [f"<h1>{html.escape(title)}</h1>"]
     if note:
         body.append(f'<p class="note">{html.escape(note)}</p>')
@@ -258,8 +295,9 @@ def explain_html(plan: Plan, statistics: Any = None, backend: Any = None, title:
 
 
 def optimize_html(plan: Plan, result: Any, statistics: Any = None, title: str | None = None) -> str:
-    """What ``optimize IN --explain --format html`` writes: the plan before and after optimization
-    (``result``, an :class:`optimizer.driver.OptimizeResult`) and the rules that fired."""
+    """What ``optimize IN --explain-out PAGE.html`` writes: the plan before and after optimization
+    (``result``, an :class:`optimizer.driver.OptimizeResult`), the relations the optimization made marked,
+    and the rule log (per phase what fired, the plan's cost before and after, the time taken)."""
     parts = [PlanPart("before", plan), PlanPart("after", result.plan)]
     return plans_html(parts, statistics, title=title or "Substrait plan", note=_COST_NOTE,
                       summary=result.summary())
@@ -276,5 +314,6 @@ __all__ = [
     "optimize_html",
     "plans_html",
     "relation_records",
+    "relation_signatures",
     "total_cost",
 ]
