@@ -194,11 +194,15 @@ class AceroRunner(EngineRunner):
 
     def _start(self) -> subprocess.Popen:
         if self._worker is None or self._worker.poll() is not None:
-            # the worker imports this package as the caller does (an installed copy or a source tree)
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            # The worker imports the same copy of this package as the caller (installed or a source
+            # tree), and nothing from the caller's working directory (-P).
+            import optimizer
+
+            root = os.path.dirname(os.path.dirname(os.path.abspath(optimizer.__file__)))
+            path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
             self._worker = subprocess.Popen(
-                [sys.executable, "-c", "from optimizer.engines.acero import serve; serve()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                [sys.executable, "-P", "-c", "from optimizer.engines.acero import serve; serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
             weakref.finalize(self, _stop, self._worker)  # a runner dropped without close()
         return self._worker
 
