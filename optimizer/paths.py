@@ -230,33 +230,38 @@ class FileAccess:
         if readings is None:
             return f"may not be read: its braces expand to more than {MAX_ALTERNATIVES} paths"
         outside = "it is outside the table roots"
+        walked: set[str] = set()  # folders already found inside: the alternatives and matches share them
+        listed: set[str] = set()  # texts already globbed (alternatives often resolve to one text)
         for reading in readings:
             if _remote(reading):
                 text = text_normalised(reading)
                 if not self._inside(normalise(glob_base(text) if _GLOB_CHARS.search(text) else text)):
                     return outside
                 continue
-            # the kernel's reading (links, then ..) and Hadoop's (.. as text, then links)
+            # the kernel's reading (links, then ..) and Hadoop's (.. as text, then links); then what
+            # each one's glob matches, or the folder it names, with every entry a folder holds
             for text in (os.path.expanduser(reading), text_normalised(reading)):
                 globbed = bool(_GLOB_CHARS.search(text))
                 if not self._inside(normalise(glob_base(text) if globbed else text)):
                     return outside
-            # text: Hadoop's reading; what its glob matches, or the folder it names, is read
-            matches = _glob.iglob(_python_glob(text), include_hidden=True) if globbed else iter([text])
-            for match in matches:
-                if not self._tree_inside(match):
-                    return outside
+                if text in listed:
+                    continue
+                listed.add(text)
+                matches = _glob.iglob(_python_glob(text), include_hidden=True) if globbed else iter([text])
+                for match in matches:
+                    if not self._tree_inside(match, walked):
+                        return outside
         return None
 
-    def _tree_inside(self, path: str) -> bool:
+    def _tree_inside(self, path: str, walked: set[str]) -> bool:
         """``path`` and, for a folder, every entry under it (links followed, as Spark lists a folder)
-        resolve under the roots."""
+        resolve under the roots. ``walked``: folders known to be inside (each is walked once)."""
         real = os.path.realpath(path)
         if not self._inside(real):
             return False
-        if not os.path.isdir(real):
+        if real in walked or not os.path.isdir(real):
             return True
-        seen = {real}
+        walked.add(real)
         for folder, dirs, names in os.walk(real, followlinks=True):
             for name in names:
                 if not self._inside(os.path.realpath(os.path.join(folder, name))):
@@ -266,8 +271,8 @@ class FileAccess:
                 target = os.path.realpath(os.path.join(folder, name))
                 if not self._inside(target):
                     return False
-                if target not in seen:  # a link loop or a second link to one folder: walked once
-                    seen.add(target)
+                if target not in walked:  # a link loop or a second link to one folder: walked once
+                    walked.add(target)
                     kept.append(name)
             dirs[:] = kept
         return True

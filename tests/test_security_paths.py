@@ -297,3 +297,15 @@ def test_item1_a_table_name_cannot_leave_a_remote_tables_location(spark):
     for name in ("../secret", "{x,../../y}", "x/../../y"):
         with pytest.raises(PlanError, match="outside the table roots"):
             resolver.raw_table([name], "relations[0].read.named_table")
+
+
+def test_item3_kernel_glob_through_a_link_then_dotdot_is_refused(tmp_path):
+    """``t/*/../secret``: an engine that globs and then lets the kernel resolve ``..`` (DuckDB, pyarrow)
+    matches ``t/evil/../secret``, which through the link ``t/evil -> a/b`` is ``a/secret``."""
+    from optimizer.paths import FileAccess
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "secret").write_text("x")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "evil").symlink_to(tmp_path / "a" / "b")
+    assert FileAccess.under([tmp_path / "t"]).refusal(f"{tmp_path}/t/*/../secret") is not None
