@@ -17,7 +17,9 @@ A profile is JSON::
        {"function": "lt", "args": ["text", "*"], "support": "best_effort"},
        {"function": "like", "args": ["text", "text"], "shape": "prefix_pattern", "support": "full"}]}
 
-``rules`` are tried in order; the first that matches a call decides its support.
+``rules`` are tried in order; the first that matches a call decides its support. A profile is
+validated as it is read (:func:`from_dict`): an unknown field, a value of the wrong type or an unknown
+name is a :class:`~optimizer.errors.PlanError` naming the file and the field.
 
 * ``function``: a simple function name (``"lt"``, not ``"lt:i32_i32"``) or a list of them, ``"*"``
   for any. Expressions that are not function calls are matched as pseudo-functions: ``cast``
