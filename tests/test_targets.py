@@ -232,6 +232,25 @@ def test_duckdb_refuses_union_all(tables):
         write_for_target(plan, "duckdb")
 
 
+def test_null_under_a_cast_gets_its_type_for_datafusion():
+    """DuckDB writes CAST(NULL AS decimal(7,2)) with an empty type on the NULL, which DataFusion rejects."""
+    b = Builder()
+    from substrait.proto import Expression
+
+    null = Expression()
+    null.literal.null.SetInParent()  # a NULL with an empty type
+    typed = project(read("region", REGION), lit(1, "i32"), common=emit(3))
+    typed.project.expressions[0].cast.input.CopyFrom(null)
+    typed.project.expressions[0].cast.type.decimal.precision = 7
+    typed.project.expressions[0].cast.type.decimal.scale = 2
+    out = write_for_target(b.plan(typed, ["x"]), "datafusion")
+    inner = out.relations[0].root.input.project.expressions[0].cast.input.literal.null
+    assert inner.WhichOneof("kind") == "decimal" and inner.decimal.precision == 7
+    bare = project(read("region", REGION), null, common=emit(3))
+    with pytest.raises(UnsupportedError, match="NULL literal without a type: target 'datafusion'"):
+        write_for_target(b.plan(bare, ["x"]), "datafusion")
+
+
 def test_references_are_inlined():
     b = Builder()
     shared = read("region", REGION)

@@ -41,6 +41,7 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
+                  "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
                   "aggregate_arguments": "any",  # any | columns: measures and keys read plain columns
                                                  #   (Acero), computed by a ProjectRel below
                   "computed_decimal_measures": true},  # false: an aggregate of a computed decimal
@@ -106,6 +107,7 @@ class Target:
     window_functions: bool = True
     max_set_inputs: int | None = None
     set_ops: frozenset[str] | None = None
+    typed_nulls: bool = False
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
     computed_decimal_measures: bool = True
@@ -261,6 +263,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
+        typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
         aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
         computed_decimal_measures=_bool(encoding, "computed_decimal_measures", True, f"{where}encoding"),
         plan_version=version,

@@ -44,6 +44,7 @@ from optimizer.write.functions import (
     cast_failures_throw,
     set_aggregation_phase,
     switch_to_if_then,
+    type_null_literals,
 )
 from optimizer.write.grouping_sets import write_datafusion_grouping_sets
 from optimizer.write.joins import nest_set_inputs, single_key_joins
@@ -75,6 +76,8 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         fill_measure_types(out)
     if target.cast_failure == "throw":
         cast_failures_throw(out)
+    if target.typed_nulls:
+        type_null_literals(out, target)
     _check_written(out, target)
     if target.grouping_sets == "datafusion":
         write_datafusion_grouping_sets(out, target.name)
@@ -116,7 +119,7 @@ def _reads_everything(target: Target) -> bool:
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
             and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
-            and target.set_ops is None)
+            and target.set_ops is None and not target.typed_nulls)
 
 
 def _check_relations(plan: Plan, target: Target) -> None:

@@ -158,3 +158,31 @@ def cast_failures_throw(plan: Plan) -> int:
             m.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
             changed += 1
     return changed
+
+
+def type_null_literals(plan: Plan, target: Target) -> int:
+    """A NULL literal without a type (DuckDB writes ``CAST(NULL AS T)`` with an empty type on the NULL) gets
+    the type of the cast around it, in place: the same NULL of ``T``. DataFusion 55 rejects an empty type
+    ("This feature is not implemented: `None` Substrait kind is not supported"); a NULL without a type and
+    without such a cast is refused. Returns the number typed."""
+    from substrait.proto import Type
+
+    from optimizer.schema import with_nullability
+
+    typed = 0
+    for m in walk(plan, enter_subqueries=True):
+        if m.DESCRIPTOR.full_name != "substrait.Expression":
+            continue
+        kind = m.WhichOneof("rex_type")
+        if kind == "cast":
+            inner = m.cast.input
+            if (inner.WhichOneof("rex_type") == "literal" and inner.literal.WhichOneof("literal_type") == "null"
+                    and inner.literal.null.WhichOneof("kind") is None and m.cast.type.WhichOneof("kind")):
+                inner.literal.null.CopyFrom(with_nullability(m.cast.type, Type.NULLABILITY_NULLABLE))
+                typed += 1
+    for m in walk(plan, enter_subqueries=True):
+        if (m.DESCRIPTOR.full_name == "substrait.Expression.Literal" and m.WhichOneof("literal_type") == "null"
+                and m.null.WhichOneof("kind") is None):
+            raise UnsupportedError(f"a NULL literal without a type: target '{target.name}' needs the type of "
+                                   "each NULL")
+    return typed
