@@ -59,6 +59,17 @@ def test_malformed_profile_names_file_and_field(tmp_path, capsys, profile, field
     assert len(err) == 1 and field in err[0]
 
 
+def test_hostile_profile_files_are_exit_2(capsys, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    for path in (deep, binary):
+        assert main(["optimize", str(path), "--target", str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(path) in err[0]
+
+
 def test_unknown_target_is_exit_2(capsys, tmp_path):
     plan = tmp_path / "p.json"
     plan.write_bytes(b"{}")
