@@ -52,6 +52,10 @@ class OptimizerConfig:
     #: DuckDB's plan enumerator does: each pair is priced by the cost model (about 10 us), a 10-relation
     #: clique has 28,501, a 12-clique 261,625; the largest TPC-H / TPC-DS join region 1,044. Beyond, greedy.
     dp_pair_budget: int = 10_000
+    #: Beyond, greedy ordering spends at most this many seconds of the thread's CPU time on one join
+    #: graph (a chain of 1,000 relations takes about 0.5 s; a 200-relation clique, whose every estimate
+    #: carries 39,800 columns, a minute); past it the graph keeps its written order.
+    greedy_seconds: float = 1.0
     #: A hash join's build side under this many bytes is broadcast (Spark's default threshold is 10 MiB).
     broadcast_threshold_bytes: float = 10 * 1024 * 1024
     #: Rule names to skip.

@@ -10,7 +10,8 @@
 generation of optimal bushy join trees without cross products", VLDB 2006) for up to
 ``config.dp_join_limit`` inputs (14 by default) and by greedy operator ordering (GOO, Fegaras 1998)
 beyond, or when DPccp would consider more than ``config.dp_pair_budget`` join pairs (dense graphs: a
-10-relation clique has 28,501 pairs, a chain of 14 only 455). Only pairs connected by a predicate are joined, so no cross product is introduced unless the
+10-relation clique has 28,501 pairs, a chain of 14 only 455). Greedy ordering stops after
+``config.greedy_seconds`` of CPU time on one region, which then keeps its written order. Only pairs connected by a predicate are joined, so no cross product is introduced unless the
 query has one (then its components are joined, smallest first, at the end). Every conjunct of the
 region's join conditions is placed at the lowest join that has all the columns it reads; a conjunct
 that reads one input only becomes a filter on that input. Column equalities are closed transitively
@@ -34,7 +35,11 @@ inputs' own predicates applied as filters), so join ordering and every other dec
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -90,8 +95,14 @@ def order_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> NewRel | None:
         return None
     done.add(signature)
     jg = JoinGraph(region, ctx)
-    _, written_cost = jg.tree_cost(region.shape)
-    best_cost, best = jg.best_tree(ctx.config.dp_join_limit, ctx.config.dp_pair_budget)
+    if len(region.leaves) > ctx.config.dp_join_limit:
+        # Ordered greedily: the estimates are bounded in CPU time (a region DP orders never is).
+        jg.deadline = time.thread_time() + ctx.config.greedy_seconds
+    try:
+        _, written_cost = jg.tree_cost(region.shape)
+        best_cost, best = jg.best_tree(ctx.config.dp_join_limit, ctx.config.dp_pair_budget)
+    except _OverBudget:  # a join graph too wide to order in the time: it stays as written
+        return None
     if not best_cost < written_cost * (1 - 1e-9):
         return None
     new_root, cols = build_tree(jg, best, ctx)
@@ -117,10 +128,10 @@ JoinTree = int | tuple["JoinTree", "JoinTree"]
 def _signature(region: Region) -> tuple[frozenset[int], tuple[bytes, ...]]:
     """The region whatever its join order: its inputs and its predicates with each column named by
     (input node, column of that input) instead of its position in the written order."""
-    starts = [sum(region.widths[:k]) for k in range(len(region.widths))]
+    starts = _offsets(region.widths)
 
     def named(i: int) -> int:
-        k = max(k for k, start in enumerate(starts) if start <= i)
+        k = bisect.bisect_right(starts, i) - 1
         return region.leaves[k] * _COLUMNS_PER_NODE + (i - starts[k])
 
     predicates = sorted(remap_fields(p, named).SerializeToString(deterministic=True) for p in region.predicates)
@@ -129,6 +140,11 @@ def _signature(region: Region) -> tuple[frozenset[int], tuple[bytes, ...]]:
 
 #: Column numbering of :func:`_signature` (an input of more columns than this is not expected).
 _COLUMNS_PER_NODE = 10_000
+
+
+def _offsets(widths: list[int]) -> list[int]:
+    """The first global column of each leaf."""
+    return [0, *itertools.accumulate(widths)][:len(widths)]
 
 
 def _is_join(g: nx.DiGraph, node: int) -> bool:
@@ -219,10 +235,13 @@ def collect_region(g: nx.DiGraph, top: int, ctx: RuleContext) -> Region:
     widths: list[int] = []
     predicates: list[Expression] = []
 
+    total = [0]  # columns of the leaves so far
+
     def leaf(node: int):
         leaves.append(node)
         widths.append(len(ctx.schema(node).types))
-        first = sum(widths[:-1])
+        first = total[0]
+        total[0] += widths[-1]
         return len(leaves) - 1, list(range(first, first + widths[-1]))
 
     def visit(node: int, is_top: bool):
@@ -266,13 +285,18 @@ def _subsets(mask: int) -> Iterator[int]:
         yield sub
 
 
+#: The most columns a class of equal columns may have for :meth:`JoinGraph._closure` to close it (more
+#: than any region dynamic programming orders: one column per input).
+CLOSED_CLASS_LIMIT = 16
+
+
 class JoinGraph:
     """Leaves, predicates with the leaves they read, cardinalities and the DP over them."""
 
     def __init__(self, region: Region, ctx: RuleContext) -> None:
         self.region = region
         self.n = len(region.leaves)
-        self.offsets = [sum(region.widths[:i]) for i in range(self.n)]
+        self.offsets = _offsets(region.widths)
         owner: list[int] = []
         for i, w in enumerate(region.widths):
             owner.extend([i] * w)
@@ -298,6 +322,16 @@ class JoinGraph:
             if movable and bin(mask).count("1") >= 2:
                 for a in _bits(mask):
                     self.neighbors[a] |= mask & ~(1 << a)
+        #: Per leaf, the movable predicates that read it (in order); the predicates that cannot move.
+        #: :meth:`_between` looks only at those of the smaller side's leaves, not at every predicate.
+        self.preds_of: list[list[int]] = [[] for _ in range(self.n)]
+        self.fixed_preds: list[int] = []
+        for i, (pm, mv) in enumerate(zip(self.pred_masks, self.movable, strict=True)):
+            if not mv:
+                self.fixed_preds.append(i)
+                continue
+            for a in _bits(pm):
+                self.preds_of[a].append(i)
         #: Per leaf, the leaves it has an equi-key with; the predicates that are not equi-keys.
         #: join_cost reads a pair's kind of condition from them without listing its predicates.
         self.equi_adj = [0] * self.n
@@ -311,17 +345,22 @@ class JoinGraph:
                 self.other_preds.append((pm, mv))
         self.estimator = ctx.estimator
         self.model = ctx.cost_model
+        #: ``time.thread_time()`` past which a new estimate raises :class:`_OverBudget` (None: no limit).
+        self.deadline: float | None = None
         #: The estimate of every subset of leaves priced so far (columns in leaf order), and its rows.
         self.est: dict[int, RelEstimate] = {}
         self.card: dict[int, float] = {}
         for i, leaf in enumerate(region.leaves):
             est = ctx.estimate(leaf)
-            local = [p for p, m, mv in zip(self.predicates, self.pred_masks, self.movable, strict=True)
-                     if mv and m == 1 << i]
+            local = self._local(i)
             shift = {g: g - self.offsets[i] for g in range(self.offsets[i], self.offsets[i] + region.widths[i])}
             for p in local:
                 est = self.estimator.apply_filter(remap_fields(p, shift), est)
             self._keep(1 << i, est)
+
+    def _local(self, leaf: int) -> list[Expression]:
+        """The movable predicates that read ``leaf`` only, in order: a filter on it."""
+        return [self.predicates[i] for i in self.preds_of[leaf] if self.pred_masks[i] == 1 << leaf]
 
     def _keep(self, mask: int, est: RelEstimate) -> None:
         est = evolve(est, rows=max(1.0, saturate_cost(est.rows)))
@@ -341,7 +380,13 @@ class JoinGraph:
         full = (1 << self.n) - 1
         out = []
         seen: set[int] = set()
-        for i, (pm, mv) in enumerate(zip(self.pred_masks, self.movable, strict=True)):
+        # A movable predicate reading both sides reads a leaf of the smaller one.
+        small = s1 if s1.bit_count() <= s2.bit_count() else s2
+        candidates = {i for leaf in _bits(small) for i in self.preds_of[leaf]}
+        if both == full:
+            candidates.update(self.fixed_preds)
+        for i in sorted(candidates):
+            pm, mv = self.pred_masks[i], self.movable[i]
             if (mv and pm & both == pm and pm & s1 != pm and pm & s2 != pm) or (not mv and both == full):
                 cls = self.pred_class[i]
                 if one_per_class and cls is not None:
@@ -383,7 +428,11 @@ class JoinGraph:
             for c in (a, b):
                 if c not in members.setdefault(find(c), []):
                     members[find(c)].append(c)
-        usable = {r for r, cols in members.items() if len({owner[c] for c in cols}) == len(cols)}
+        # A class of more columns than CLOSED_CLASS_LIMIT is left as written (its equalities are ordinary
+        # predicates): its closure grows with the square of its size (a 1,000-way join on one key would
+        # have 499,500 equalities), and a region that wide is ordered greedily anyway.
+        usable = {r for r, cols in members.items()
+                  if len(cols) <= CLOSED_CLASS_LIMIT and len({owner[c] for c in cols}) == len(cols)}
         predicates = list(region.predicates)
         classes: list[int | None] = [None] * len(predicates)
         written: set[frozenset[int]] = set()
@@ -410,6 +459,8 @@ class JoinGraph:
         both = s1 | s2
         if both in self.card:
             return self.card[both]
+        if self.deadline is not None and time.thread_time() > self.deadline:
+            raise _OverBudget
         left, right = self.est[s1], self.est[s2]
         cols = self._columns(s1) + self._columns(s2)
         position = {g: i for i, g in enumerate(cols)}
@@ -438,14 +489,15 @@ class JoinGraph:
     def _condition(self, s1: int, s2: int) -> tuple[bool, bool]:
         """Does the join of ``s1`` and ``s2`` evaluate an equi-key, and another predicate (of
         :meth:`_between`)?"""
+        small, large = (s1, s2) if s1.bit_count() <= s2.bit_count() else (s2, s1)
         reach = 0
-        for a in _bits(s1):
+        for a in _bits(small):
             reach |= self.equi_adj[a]
         both = s1 | s2
         full = (1 << self.n) - 1
         residual = any((mv and pm & both == pm and pm & s1 != pm and pm & s2 != pm) or (not mv and both == full)
                        for pm, mv in self.other_preds)
-        return bool(reach & s2), residual
+        return bool(reach & large), residual
 
     def neighborhood(self, mask: int, exclude: int) -> int:
         n = 0
@@ -530,24 +582,56 @@ class JoinGraph:
     # -- greedy (GOO) --------------------------------------------------------------------------
 
     def greedy(self, component: int) -> tuple[float, object]:
-        parts: dict[int, tuple[float, object]] = {1 << v: (0.0, v) for v in _bits(component)}
+        """Greedy operator ordering (GOO): join the two connected parts whose join has the fewest
+        estimated rows (ties: the parts made first) until one is left. Each pair is priced once, when
+        its parts are made, and kept in a heap: about (edges + joins x degree) estimates in all."""
+        parts: dict[int, tuple[float, object]] = {}
+        made: dict[int, int] = {}  # part -> the order it was made in
+        around: dict[int, int] = {}  # part -> the leaves next to it
+        root: dict[int, int] = {}  # leaf -> a leaf of its part (union-find), and a root's part:
+        part_at: dict[int, int] = {}
+        for v in _bits(component):
+            parts[1 << v] = (0.0, v)
+            made[1 << v] = len(made)
+            around[1 << v] = self.neighbors[v] & component & ~(1 << v)
+            root[v] = v
+            part_at[v] = 1 << v
+
+        def find(v: int) -> int:
+            while root[v] != v:
+                root[v] = root[root[v]]
+                v = root[v]
+            return v
+
+        heap: list[tuple[float, int, int, int, int]] = []
+
+        def offer(a: int, b: int) -> None:
+            if made[a] > made[b]:
+                a, b = b, a
+            heapq.heappush(heap, (self.cardinality(a, b), made[a], made[b], a, b))
+
+        for a in list(parts):
+            for b in {part_at[find(v)] for v in _bits(around[a])}:
+                if made[a] < made[b]:
+                    offer(a, b)
         while len(parts) > 1:
-            best = None
-            keys = list(parts)
-            for i, a in enumerate(keys):
-                na = self.neighborhood(a, 0)
-                for b in keys[i + 1:]:
-                    if not na & b:
-                        continue
-                    out = self.cardinality(a, b)
-                    if best is None or out < best[0]:
-                        best = (out, a, b)
-            if best is None:  # disconnected inside a component cannot happen; be safe
-                a, b = keys[0], keys[1]
-                best = (self.cardinality(a, b), a, b)
-            out, a, b = best
+            while heap and not (heap[0][3] in parts and heap[0][4] in parts):
+                heapq.heappop(heap)
+            if heap:
+                _, _, _, a, b = heapq.heappop(heap)
+            else:  # disconnected inside a component cannot happen; be safe
+                a, b = list(parts)[:2]
+                self.cardinality(a, b)
             (ca, ta), (cb, tb) = parts.pop(a), parts.pop(b)
-            parts[a | b] = (ca + cb + self.join_cost(a, b), (ta, tb))
+            both = a | b
+            parts[both] = (ca + cb + self.join_cost(a, b), (ta, tb))
+            made[both] = len(made)
+            around[both] = (around.pop(a) | around.pop(b)) & ~both
+            ra, rb = find(a.bit_length() - 1), find(b.bit_length() - 1)
+            root[rb] = ra
+            part_at[ra] = both
+            for c in sorted({part_at[find(v)] for v in _bits(around[both])}, key=made.__getitem__):
+                offer(c, both)
         ((_, (c, t)),) = parts.items()
         return c, t
 
@@ -560,6 +644,8 @@ class JoinGraph:
         return lm | rm, lc + rc + self.join_cost(lm, rm)
 
     def best_tree(self, dp_limit: int, pair_budget: int | None = None) -> tuple[float, object]:
+        """The cheapest tree found: DPccp for a component of up to ``dp_limit`` inputs while it prices
+        at most ``pair_budget`` pairs, greedy beyond."""
         results = []
         for comp in self.components():
             if bin(comp).count("1") == 1:
@@ -585,7 +671,8 @@ class JoinGraph:
 
 
 class _OverBudget(Exception):
-    """DPccp has considered more join pairs than the budget allows."""
+    """DPccp has considered more join pairs than the budget allows, or the estimates of a region
+    ordered greedily have taken longer than ``greedy_seconds``."""
 
 
 def _leaf_order(shape: JoinTree) -> list[int]:
@@ -601,7 +688,7 @@ def build_tree(jg: JoinGraph, shape: JoinTree, ctx: RuleContext) -> tuple[NewRel
     region = jg.region
     if isinstance(shape, int):
         cols = list(range(jg.offsets[shape], jg.offsets[shape] + region.widths[shape]))
-        local = [p for p, m, mv in zip(jg.predicates, jg.pred_masks, jg.movable, strict=True) if mv and m == 1 << shape]
+        local = jg._local(shape)
         node: NewRel | int = region.leaves[shape]
         if local:
             position = {g: i for i, g in enumerate(cols)}
