@@ -101,8 +101,10 @@ def test_optimizer_latency_benchmark_runs(tmp_path):
 
     report = optimizer_latency.main(["--max-relations", "4", "--shapes", "chain,clique", "--producers", "datafusion",
                                      "--queries", "6", "--reps", "1", "--no-progress", "--no-profile",
-                                     "--out", str(tmp_path)])
+                                     "--wide", "40", "--out", str(tmp_path)])
     assert [r for r in report["tpch"] if "ms" in r], report["tpch"]
+    wide = report["summary"]["wide"]
+    assert wide["relations"] == 40 and wide["seconds"] > 0 and wide["join_order_fired"], wide
     assert {(e["shape"], e["relations"]) for e in report["synthetic"] if "seconds" in e} == {
         (s, n) for s in ("chain", "clique") for n in (2, 3, 4)}
     assert (tmp_path / "optimizer_latency.png").stat().st_size > 0
