@@ -149,6 +149,11 @@ def spark_log_target() -> str | None:
         return None
     mine = folder / f"spark-{os.getpid()}.log"
     try:
+        with open(mine, "ab"):
+            pass
+    except OSError:  # a folder we cannot write in
+        return None
+    try:
         old = sorted((p for p in folder.glob("spark-*.log") if p != mine), key=lambda p: p.stat().st_mtime)
         for path in old[: max(0, len(old) - LOGS_KEPT)]:
             path.unlink()
@@ -274,7 +279,11 @@ def _start_context(conf, target: str | None):
 
     if _launched_here:
         return SparkContext.getOrCreate(conf)
-    with open(target if target else os.devnull, "ab") as stream:
+    try:
+        log = open(target if target else os.devnull, "ab")  # closed by the with below
+    except OSError as exc:  # a SUBSTRAIT_OPT_SPARK_LOG we cannot write
+        raise ExecutionError(f"cannot write Spark's log {target}: {exc.strerror or exc}") from None
+    with log as stream:
         offset = stream.tell()
         try:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": stream, "stderr": stream})
