@@ -415,6 +415,35 @@ def test_grouping_sets_written_in_datafusions_numbering(sql, tables, duckdb_orac
     _answer_right(run_datafusion(optimized, tables), sql, duckdb_oracle)
 
 
+def _isthmus(q: int):
+    from workloads.corpus import corpus_plans
+
+    return next(p for p in corpus_plans() if p.producer == "isthmus" and p.tpch_query == q and not p.validated)
+
+
+@pytest.mark.parametrize("q", [3, 12])
+def test_isthmus_plans_optimized_for_duckdb_run_right(q, tables, statistics, duckdb_oracle):
+    """Isthmus writes character literals as fixed_char, which DuckDB 1.1.3 rejects ('INTERNAL Error: 21'):
+    written as strings (the value the Spark backend gives them) the plans answer as DuckDB's SQL."""
+    from workloads.corpus import sql_for
+
+    plan = _isthmus(q)
+    optimized = optimize(load_plan(plan.path.read_bytes()), target="duckdb", statistics=statistics)
+    _answer_right(run_duckdb(optimized, tables), sql_for(plan), duckdb_oracle)
+
+
+def test_correlated_subquery_is_refused_for_datafusion():
+    """DataFusion 55 answers Isthmus' TPC-H Q21 as written (correlated EXISTS / NOT EXISTS) with 0 rows
+    instead of 1; optimized, the subqueries are semi and anti joins (right), as written it is refused."""
+    plan = load_plan(_isthmus(21).path.read_bytes())
+    with pytest.raises(UnsupportedError, match="correlated subquery.*'datafusion'"):
+        write_for_target(plan, "datafusion")
+    optimized = optimize(plan, target="datafusion")
+    assert not [m for m in walk(optimized, enter_subqueries=True)
+                if m.DESCRIPTOR.full_name == "substrait.Expression.FieldReference"
+                and m.WhichOneof("root_type") == "outer_reference"]
+
+
 def test_acero_runs_a_plan_written_for_it(tables):
     """A filter with four conjuncts over a masked read and a grouped sum of an expression: Acero rejects
     each of the mask, the 4-argument and, the unspecified phase and the computed measure argument as

@@ -21,6 +21,7 @@ optional; the defaults are the spec's reading)::
      "join_condition": "any",       # any | single_key: a join on one key comparison only (Acero); an
                                     #   inner join's other conjuncts go into a FilterRel above
      "window_functions": true,      # reads window function expressions (false: refused)
+     "correlated_subqueries": true, # reads outer references (false: a correlated subquery is refused)
      "max_set_inputs": null,        # a UNION of more inputs is nested (other set operations refused)
      "set_ops": null,               # the SetRel operations it reads (UNION_ALL, ...; null: all)
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
@@ -42,6 +43,7 @@ optional; the defaults are the spec's reading)::
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
+                  "fixed_char_literals": true,  # false: a fixed_char literal is written as a string one
                   "aggregate_arguments": "any",  # any | columns: measures and keys read plain columns
                                                  #   (Acero), computed by a ProjectRel below
                   "computed_decimal_measures": true},  # false: an aggregate of a computed decimal
@@ -108,6 +110,8 @@ class Target:
     max_set_inputs: int | None = None
     set_ops: frozenset[str] | None = None
     typed_nulls: bool = False
+    correlated_subqueries: bool = True
+    fixed_char_literals: bool = True
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
     computed_decimal_measures: bool = True
@@ -191,7 +195,8 @@ def _max_set_inputs(value: Any, where: str) -> int | None:
 
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
                     "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions",
-                    "join_condition", "window_functions", "max_set_inputs", "set_ops"})
+                    "join_condition", "window_functions", "max_set_inputs", "set_ops",
+                    "correlated_subqueries"})
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -242,6 +247,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         switch_expressions=_bool(data, "switch_expressions", True, where),
         join_condition=_choice(data, "join_condition", ("any", "single_key"), "any", where),
         window_functions=_bool(data, "window_functions", True, where),
+        correlated_subqueries=_bool(data, "correlated_subqueries", True, where),
         max_set_inputs=_max_set_inputs(data.get("max_set_inputs"), where),
         set_ops=_set_ops(data.get("set_ops"), where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
@@ -264,6 +270,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
+        fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),
         aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
         computed_decimal_measures=_bool(encoding, "computed_decimal_measures", True, f"{where}encoding"),
         plan_version=version,

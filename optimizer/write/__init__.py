@@ -42,6 +42,7 @@ from optimizer.write.encoding import (
 from optimizer.write.functions import (
     adapt_functions,
     cast_failures_throw,
+    fixed_char_literals_as_strings,
     set_aggregation_phase,
     switch_to_if_then,
     type_null_literals,
@@ -78,6 +79,8 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         cast_failures_throw(out)
     if target.typed_nulls:
         type_null_literals(out, target)
+    if not target.fixed_char_literals:
+        fixed_char_literals_as_strings(out)
     _check_written(out, target)
     if target.grouping_sets == "datafusion":
         write_datafusion_grouping_sets(out, target.name)
@@ -119,7 +122,8 @@ def _reads_everything(target: Target) -> bool:
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
             and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
-            and target.set_ops is None and not target.typed_nulls)
+            and target.set_ops is None and not target.typed_nulls and target.correlated_subqueries
+            and target.fixed_char_literals)
 
 
 def _check_relations(plan: Plan, target: Target) -> None:
@@ -150,7 +154,7 @@ def _check_relations(plan: Plan, target: Target) -> None:
             if jt not in target.join_types:
                 raise UnsupportedError(f"JoinRel of type {jt}: target '{target.name}' reads join types "
                                        f"{', '.join(sorted(target.join_types))} only", path)
-        if not target.subqueries or not target.window_functions:
+        if not target.subqueries or not target.window_functions or not target.correlated_subqueries:
             from optimizer.dag import strip_inputs
             from optimizer.expr_utils import walk
 
@@ -158,6 +162,10 @@ def _check_relations(plan: Plan, target: Target) -> None:
                 if m.DESCRIPTOR.full_name == "substrait.Expression.Subquery" and not target.subqueries:
                     raise UnsupportedError(f"subquery expression ({m.WhichOneof('subquery_type')}) in a {kind} "
                                            f"relation: target '{target.name}' does not read subqueries", path)
+                if (m.DESCRIPTOR.full_name == "substrait.Expression.FieldReference"
+                        and m.WhichOneof("root_type") == "outer_reference" and not target.correlated_subqueries):
+                    raise UnsupportedError(f"a correlated subquery (an outer reference) in a {kind} relation: "
+                                           f"target '{target.name}' does not read it right", path)
                 if m.DESCRIPTOR.full_name == "substrait.Expression.WindowFunction" and not target.window_functions:
                     raise UnsupportedError(f"window function in a {kind} relation: target '{target.name}' does not "
                                            "read window functions", path)

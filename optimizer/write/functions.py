@@ -186,3 +186,16 @@ def type_null_literals(plan: Plan, target: Target) -> int:
             raise UnsupportedError(f"a NULL literal without a type: target '{target.name}' needs the type of "
                                    "each NULL")
     return typed
+
+
+def fixed_char_literals_as_strings(plan: Plan) -> int:
+    """Every ``fixed_char`` literal written as the ``string`` literal of the same text, in place (DuckDB
+    1.1.3: "INTERNAL Error: 21"; Isthmus writes SQL's character literals so). The same value the Spark
+    backend gives such a literal (``optimizer/spark/expressions.py``); the text keeps its spaces."""
+    changed = 0
+    for m in walk(plan, enter_subqueries=True):
+        if m.DESCRIPTOR.full_name == "substrait.Expression.Literal" and m.WhichOneof("literal_type") == "fixed_char":
+            text = m.fixed_char
+            m.string = text
+            changed += 1
+    return changed
