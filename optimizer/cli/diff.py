@@ -68,6 +68,99 @@ def _engine_backend(args: argparse.Namespace, engine: str):
     return runner(engine, args.tables or None, files=files), statistics
 
 
+def sql_beside(args: argparse.Namespace, engine: str) -> list[tuple[str, str] | None]:
+    """Per input, the SQL it was made from, as ``(file, text)``, for ``--time`` to run on Spark beside the
+    plans: ``--sql FILE`` (one input), else ``X.sql`` beside ``X.json``/``X.binpb``; ``None`` without."""
+    from optimizer.cli.run import plan_name
+
+    if args.sql and not args.time:
+        raise PlanError("--sql is timed beside the plans: give --time too", "--sql")
+    if args.sql and len(args.inputs) != 1:
+        raise PlanError("--sql FILE is the SQL of one plan: give one input (or put X.sql beside each X.json)",
+                        "--sql")
+    if args.sql and engine != "spark":
+        raise PlanError(f"--sql runs on Spark; --engine {engine} does not run it", "--sql")
+    out: list[tuple[str, str] | None] = []
+    for source in args.inputs:
+        path = Path(args.sql) if args.sql else (Path(source).with_name(plan_name(source) + ".sql")
+                                                 if source != "-" else None)
+        if path is None or engine != "spark" or not args.time or (not args.sql and not path.is_file()):
+            out.append(None)
+            continue
+        try:
+            out.append((str(path), path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PlanError(f"cannot read the SQL file: {getattr(exc, 'strerror', None) or exc}", str(path)) from None
+    return out
+
+
+def warm_times(backend, original, optimized, repeat: int, sql: tuple[str, str] | None) -> str:
+    """The plans' times, warm (each has run once), as the medians of ``repeat`` interleaved runs (original,
+    optimized, and the SQL on Spark when given; the order alternates run by run so neither is always
+    first), and the ratio optimized / original."""
+    from optimizer.cli.timing import how, median, seconds_text, timed
+    from optimizer.errors import OptimizerError
+
+    steps = [("original", lambda: backend.execute(original)), ("optimized", lambda: backend.execute(optimized))]
+    views: list[str] = []
+    sql_error = None
+    try:
+        if sql is not None:
+            try:
+                run_sql = spark_sql_runner(backend, *sql, views)
+                run_sql()  # its warm-up
+                steps.append(("Spark SQL", run_sql))
+            except OptimizerError as exc:  # the plans are still timed; the line says why the SQL is not
+                sql_error = str(exc)
+        runs: dict[str, list[float]] = {label: [] for label, _ in steps}
+        for i in range(repeat):
+            for label, step in steps if i % 2 == 0 else steps[::-1]:
+                runs[label].append(timed(step)[1])
+    finally:
+        for view in views:
+            backend.spark.catalog.dropTempView(view)
+    medians = {label: median(seconds) for label, seconds in runs.items()}
+    text = (f"original {seconds_text(medians['original'])}, optimized {seconds_text(medians['optimized'])}, "
+            f"optimized/original {medians['optimized'] / medians['original']:.2f}")
+    if "Spark SQL" in medians:
+        text += f", Spark SQL ({Path(sql[0]).name}) {seconds_text(medians['Spark SQL'])}"
+    elif sql_error:
+        text += f", Spark SQL: error ({sql_error})"
+    return f"{text}; {how(repeat, interleaved=repeat > 1)}"
+
+
+def spark_sql_runner(backend, source: str, text: str, views: list[str]):
+    """A step that runs ``text`` as Spark SQL on the backend's session, its tables those the plans read
+    (``--tables``/``--catalog``, as temporary views under their own names, appended to ``views`` for the
+    caller to drop), collected as the plans are."""
+    import sqlglot
+    from sqlglot import exp
+
+    from optimizer.errors import ExecutionError, spark_errors
+
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except sqlglot.errors.ParseError as exc:
+        raise PlanError(f"not SQL Spark reads: {str(exc).splitlines()[0]}", source) from None
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    names = sorted({t.name.lower() for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes})
+    spark = backend.spark
+    for name in names:
+        try:
+            backend.tables.raw_table([name]).createOrReplaceTempView(name)
+        except spark_errors() as exc:
+            raise ExecutionError(f"table '{name}': {str(exc).splitlines()[0]}", source) from None
+        views.append(name)
+
+    def run():
+        try:
+            return spark.sql(text).toArrow()
+        except spark_errors() as exc:
+            raise ExecutionError(f"Spark SQL failed: {str(exc).splitlines()[0] if str(exc) else exc}", source) from None
+
+    return run
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
     from optimizer.cli.args import statistics_from_args
@@ -94,6 +187,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise PlanError("not a directory", args.out)
+    sql_texts = sql_beside(args, engine)
     if engine != "spark":
         backend, statistics = _engine_backend(args, engine)
         capabilities = load_capabilities(args.capabilities) if args.capabilities else None
@@ -107,9 +201,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
         backend = backend_from_args(args)
     passed = failed = skipped = 0
-    for name, plan in plans:
+    for (name, plan), sql in zip(plans, sql_texts, strict=True):
         result = compare(plan, backend=backend, statistics=statistics, capabilities=capabilities, target=target)
-        print(f"{name}: {result.verdict()}  [{result.times()}]", flush=True)
+        times = result.times()
+        if args.time and result.equal:  # compare ran both plans once: the warm-up of the timed runs
+            times = warm_times(backend, plan, result.optimized_plan, args.repeat, sql)
+        print(f"{name}: {result.verdict()}  [{times}]", flush=True)
         if result.equal:
             passed += 1
         elif result.skipped:
@@ -121,6 +218,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
                     print(f"  wrote {path}", flush=True)
     if skipped:
         print(f"({skipped} skipped: the original plan is not supported by the backend)")
+    if not args.time:
+        print("(times: one run of each plan, the first including the engine's warm-up; --time for warm medians)")
     print(f"{passed} passed, {failed} failed")
     sys.stdout.flush()
     return 1 if failed else 0
@@ -147,6 +246,15 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
     p.add_argument("--out", default="diff-out",
                    help="where plans and differing rows of failures go (default ./diff-out/)")
+    p.add_argument("--time", action="store_true",
+                   help="after comparing, time each equal pair warm: the medians of --repeat interleaved runs "
+                        "and optimized/original, and with the plan's SQL (--sql, or X.sql beside X.json) "
+                        "Spark SQL on the same text")
+    from optimizer.cli.timing import add_repeat_argument
+
+    add_repeat_argument(p, 3, "each plan with --time")
+    p.add_argument("--sql", metavar="FILE", help="with --time and one plan: the SQL it was made from, run on "
+                                                 "Spark beside it (default: X.sql beside X.json, when there)")
     from optimizer.cli.spark import add_cast_argument
 
     add_cast_argument(p)

@@ -1,4 +1,6 @@
-"""``substrait-opt run``: run plans on Spark, print each result's size, time and first rows.
+"""``substrait-opt run``: run plans on Spark, print each result's size, time and first rows (or the whole
+result as csv or json, or Parquet files). Times are warm: the session's first plan runs once untimed
+first, and each time is the median of ``--repeat`` runs (:mod:`optimizer.cli.timing`).
 
 ``--engine datafusion|duckdb|acero`` gives each plan file to that engine instead, as the file holds it
 (:func:`optimizer.engines.base.plan_as_given`: no upgrade to the current encoding, so a plan written by
@@ -10,9 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
+from optimizer.cli.timing import add_repeat_argument, how, median, seconds_text, timed
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.paths import add_path_argument
 
@@ -94,6 +96,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_engine_args(args, engine)
     check_tables_arg(args.tables)
     names = result_names(args.inputs)
+    fmt = _check_format(args)
+    # With csv or json on stdout the rows are the output: the tool's own lines go to stderr.
+    report = sys.stderr if fmt in ("csv", "json") else sys.stdout
     worst = 0
     failed = 0
 
@@ -134,28 +139,106 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif plans:
         backend = backend_from_args(args)
         stop_on_signals(backend.spark)
+    warm = False
     for source, name, plan in plans:
-        start = time.perf_counter()
+        runs: list[float] = []
         try:
-            table = backend.execute(plan)
+            if not warm:  # the session's first plan pays the JVM's warm-up: run once untimed
+                backend.execute(plan)
+                warm = True
+            for _ in range(args.repeat):
+                table, seconds = timed(lambda plan=plan: backend.execute(plan))
+                runs.append(seconds)
         except OptimizerError as exc:
             check_interrupted()  # a job cancelled by SIGINT/SIGTERM stops the run, it is not its error
             fail(source, exc)
             continue
-        seconds = time.perf_counter() - start
-        print(f"{name}: {table.num_rows} rows in {seconds:.2f} s", flush=True)
-        if args.show:
-            print(format_rows(table, args.show))
-        if out_dir:
-            import pyarrow.parquet as pq
-
-            from optimizer.plan_io import atomic_path
-
-            with atomic_path(out_dir / f"{name}.parquet") as tmp:
-                pq.write_table(table, tmp)
-    print(f"{len(args.inputs) - failed} ok, {failed} failed")
-    sys.stdout.flush()
+        print(f"{name}: {table.num_rows} rows in {seconds_text(median(runs))} ({how(len(runs))})", file=report,
+              flush=True)
+        if fmt == "table" and args.show:
+            print(format_rows(table, args.show), flush=True)
+        if fmt in ("csv", "json") and not out_dir:
+            _write_rows(table, fmt, None)
+        elif out_dir:
+            _write_rows(table, "parquet" if fmt == "table" else fmt, out_dir / f"{name}.{_EXTENSIONS[fmt]}")
+    print(f"{len(args.inputs) - failed} ok, {failed} failed", file=report)
+    report.flush()
     return worst
+
+
+#: The file each --format writes into --out (table: the rows as Parquet, as --format parquet).
+_EXTENSIONS = {"table": "parquet", "parquet": "parquet", "csv": "csv", "json": "json"}
+
+
+def _check_format(args: argparse.Namespace) -> str:
+    """``--format``, checked before Spark starts: parquet needs ``--out``; csv and json go to stdout for one
+    plan (several need ``--out``, one file each)."""
+    fmt = args.format
+    if fmt == "parquet" and not args.out:
+        raise PlanError("--format parquet writes files: give --out DIR (one OUT/<plan name>.parquet per plan)")
+    if fmt in ("csv", "json") and not args.out and len(args.inputs) > 1:
+        raise PlanError(f"--format {fmt} on stdout takes one plan: give --out DIR for one file per plan")
+    return fmt
+
+
+def _write_rows(table, fmt: str, dest: Path | None) -> None:
+    """The whole result as ``fmt`` (csv, json: a JSON array of objects, one per row; parquet) to ``dest``,
+    or to stdout for ``None``. JSON has no decimal, date or time: those are strings, as are NaN and
+    infinities."""
+    from optimizer.errors import UnsupportedError
+    from optimizer.plan_io import atomic_path
+
+    if fmt == "json":
+        data = (_json_rows(table) + "\n").encode("utf-8")
+    elif fmt == "csv":
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        sink = pa.BufferOutputStream()
+        try:
+            pacsv.write_csv(table, sink)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:  # nested columns have no CSV form
+            raise UnsupportedError(f"--format csv cannot write this result: {str(exc).splitlines()[0]} "
+                                   "(--format json or parquet can)") from None
+        data = sink.getvalue().to_pybytes()
+    else:
+        import pyarrow.parquet as pq
+
+        assert dest is not None  # _check_format: parquet needs --out
+        with atomic_path(dest) as tmp:
+            pq.write_table(table, tmp)
+        return
+    if dest is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        with atomic_path(dest) as tmp:
+            Path(tmp).write_bytes(data)
+
+
+def _json_rows(table) -> str:
+    import datetime
+    import decimal
+    import json
+    import math
+
+    def value(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        if isinstance(v, decimal.Decimal | datetime.date | datetime.time | datetime.timedelta):
+            return str(v)
+        if isinstance(v, bytes):
+            return v.hex()
+        if isinstance(v, dict):
+            return {k: value(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [value(x) for x in v]
+        return v
+
+    names = table.column_names
+    rows = [dict(zip(names, (value(v) for v in row.values()), strict=True)) if len(set(names)) == len(names)
+            else [value(v) for v in row.values()] for row in table.to_pylist()]
+    return json.dumps(rows, ensure_ascii=False, allow_nan=False)
 
 
 def _check_out_dir(out: str | None) -> Path | None:
@@ -177,7 +260,8 @@ def _check_out_dir(out: str | None) -> Path | None:
 def register(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text,
                        description="Run Substrait plans (logical or physical) on Spark through the PySpark backend, "
-                                   "one SparkSession for all. Prints each plan's row count, time and first rows; a plan that "
+                                   "one SparkSession for all. Prints each plan's row count, time (after an untimed warm-up run of the "
+                                   "first plan; the median of --repeat runs) and first rows; a plan that "
                                    "fails is one line on stderr and the others still run; the last line is "
                                    "'N ok, M failed'. Exit 0 when all ran, else 3 if any was unsupported or "
                                    "failed to execute, else 2 (bad input).")
@@ -195,6 +279,11 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--out", help="write each result as OUT/<plan name>.parquet (inputs of the same file name "
                                  "are told apart by their folders: OUT/a-q1.parquet, OUT/b-q1.parquet)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="rows to print per plan (default 5; 0 for none)")
+    p.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table",
+                   help="table (default): each plan's row count, time and first --show rows; csv, json: the "
+                        "whole result on stdout (one plan; with --out, OUT/<plan name>.csv|json), the tool's "
+                        "lines on stderr; parquet: OUT/<plan name>.parquet (needs --out)")
+    add_repeat_argument(p, 1, "each plan")
     from optimizer.cli.spark import add_cast_argument, add_spark_args
 
     add_cast_argument(p)
