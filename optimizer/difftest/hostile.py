@@ -30,6 +30,10 @@ a seeded generator so that a failure can be replayed (``--seed``, ``--only N``):
   changes values (``run --tables`` on Spark, as many as ``--spark``);
 * ``quiet``: reads ``run`` refuses before Spark starts (outside ``--tables``, missing files and
   tables): one line on stderr and no JVM (a fresh interpreter, as many as ``--subprocess``).
+* ``work``: wide join graphs (15 to 60 tables, random edges or one key), and an ``or`` of up to 20,000
+  arguments, virtual tables of up to 150,000 rows, unions of up to 10,000 reads, 100,002 expression
+  nodes, a plan one byte past 16 MiB, JSON or binary: past a limit of ``optimizer.limits`` exit 2
+  naming it, at or under it an answer.
 
 The CLI runs in-process (fast); ``--subprocess N`` inputs also run in a fresh interpreter, where a
 crash (a signal) or a hang would show. ``make fuzz-hostile`` runs 2,000 inputs.
@@ -675,6 +679,91 @@ def security_checks(index: int, item: Input, workdir: Path, budget: Counter) -> 
     return []
 
 
+def _work_plan(rel: dict, names: list[str]) -> dict:
+    """A plan of ``rel`` declaring ``equal``, ``or`` and ``and`` (anchors 1, 2, 3)."""
+    return {"extensionUrns": [{"extensionUrnAnchor": 1, "urn": _GT}, {"extensionUrnAnchor": 2, "urn": _BOOL}],
+            "extensions": [{"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1, "name": "equal:any_any"}},
+                           {"extensionFunction": {"extensionUrnReference": 2, "functionAnchor": 2, "name": "or:bool"}},
+                           {"extensionFunction": {"extensionUrnReference": 2, "functionAnchor": 3, "name": "and:bool"}}],
+            "relations": [{"root": {"input": rel, "names": names}}]}
+
+
+def _work_read(name: str, rows: int | None = None) -> dict:
+    read: dict = {"namedTable": {"names": [name]}, "baseSchema": {"names": ["k"], "struct": {"types": [{"i64": _REQ}]}}}
+    if rows is not None:
+        read["common"] = {"hint": {"stats": {"rowCount": rows, "recordSize": 8}}}
+    return {"read": read}
+
+
+def _work_eq(a: dict, b: dict) -> dict:
+    return {"scalarFunction": {"functionReference": 1, "outputType": {"bool": _REQ},
+                               "arguments": [{"value": a}, {"value": b}]}}
+
+
+def _work_join(rng: random.Random, n: int, one_key: bool) -> dict:
+    """``n`` hinted tables ``t_i(k)`` as a balanced tree of cross products under one inner join holding
+    a chain of equalities (``one_key``: ``t_i.k = t_{i+1}.k``, one class of equal columns) or random
+    edges between the tables (a graph as dense as ``3n`` edges)."""
+    reads = [_work_read(f"t{i}", rng.choice([1, 100, 10**4, 10**6, 10**8])) for i in range(n)]
+
+    def tree(lo: int, hi: int) -> dict:
+        if hi - lo == 1:
+            return reads[lo]
+        mid = (lo + hi) // 2
+        return {"cross": {"left": tree(lo, mid), "right": tree(mid, hi)}}
+
+    edges = [(i, i + 1) for i in range(n - 1)]
+    if not one_key:
+        edges += [tuple(sorted(rng.sample(range(n), 2))) for _ in range(2 * n)]
+    preds = [{"value": _work_eq(_sel(a), _sel(b))} for a, b in edges]
+    top = tree(0, n)["cross"]
+    condition = {"scalarFunction": {"functionReference": 3, "outputType": {"bool": _REQ}, "arguments": preds}}
+    return _work_plan({"join": {"type": "JOIN_TYPE_INNER", "left": top["left"], "right": top["right"],
+                                "expression": condition}}, [f"c{i}" for i in range(n)])
+
+
+def _work(rng: random.Random) -> Input:
+    """Plans that ask for a lot of work: wide join graphs (ordered greedily within a time budget), and
+    calls, virtual tables, unions, expression counts and sizes at and past :class:`optimizer.limits.Limits`
+    (past a limit: exit 2 naming it, before the work; at it: an answer)."""
+    from optimizer.limits import DEFAULT
+
+    what = rng.choice(["join", "one-key", "or", "values", "union", "expressions", "bytes"])
+    if what == "bytes" and rng.random() < 0.75:  # 16 MiB each: a few in a run are enough
+        what = "or"
+    if what in ("join", "one-key"):
+        doc = _work_join(rng, rng.choice([15, 30, 60]), what == "one-key")
+    elif what == "or":
+        n = rng.choice([100, 2000, DEFAULT.call_arguments + 1, 20_000])
+        condition = {"scalarFunction": {"functionReference": 2, "outputType": {"bool": _REQ}, "arguments": [
+            {"value": _work_eq(_sel(0), {"literal": {"i64": str(i)}})} for i in range(n)]}}
+        doc = _work_plan({"filter": {"input": _work_read("t"), "condition": condition}}, ["k"])
+    elif what in ("values", "expressions"):
+        rows = rng.choice([1000, DEFAULT.virtual_table_rows + 1, 150_000]) if what == "values" else \
+            DEFAULT.expression_nodes // 2 + 1  # two literals a row: one node more than the limit
+        width = 1 if what == "values" else 2
+        table = {"expressions": [{"fields": [{"literal": {"i64": str(i)}}] * width} for i in range(rows)]}
+        schema = {"names": [f"k{j}" for j in range(width)], "struct": {"types": [{"i64": _REQ}] * width}}
+        doc = _work_plan({"read": {"baseSchema": schema, "virtualTable": table}}, schema["names"])
+    elif what == "union":
+        inputs = rng.choice([100, 1000, DEFAULT.relations])  # the last: one relation (the union) past the limit
+        doc = _work_plan({"set": {"op": "SET_OP_UNION_ALL", "inputs": [_work_read("t") for _ in range(inputs)]}}, ["k"])
+    else:  # one byte past the size limit, in a table name
+        filler = DEFAULT.input_bytes + 2 - len(json.dumps(_work_plan(_work_read("t"), ["k"])))
+        doc = _work_plan(_work_read("t"), ["k"])
+        doc["relations"][0]["root"]["input"]["read"]["namedTable"]["names"] = ["x" * filler]
+        return Input("work", json.dumps(doc).encode(), ".json")
+    text = json.dumps(doc).encode()
+    if len(text) > 1_000_000 or rng.random() < 0.5:  # binary: the wire format's counts (a small plan's)
+        return Input("work", text, ".json")
+    from optimizer.limits import Limits
+    from optimizer.plan_io import dump_plan, load_plan
+
+    unlimited = Limits(input_bytes=10**10, relations=10**9, expression_nodes=10**9, call_arguments=10**9,
+                       virtual_table_rows=10**9)
+    return Input("work", dump_plan(load_plan(text, limits=unlimited), "binpb"), ".binpb")
+
+
 def generate(seed: int, count: int) -> list[Input]:
     """``count`` hostile inputs from ``seed`` (the same seed gives the same inputs)."""
     rng = random.Random(seed)
@@ -686,6 +775,7 @@ def generate(seed: int, count: int) -> list[Input]:
         ("escapes", lambda: _escapes(rng)), ("outputs", lambda: _outputs(rng)),
         ("userfiles", lambda: _userfiles(rng)),
         ("casts", lambda: _casts(rng)), ("quiet", lambda: _quiet(rng)),
+        ("work", lambda: _work(rng)),
     ]
     return [makers[i % len(makers)][1]() for i in range(count)]
 
