@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from optimizer.cli.interrupt import Interrupted, restore_signals, stop_on_signals, stop_spark
 from optimizer.errors import OptimizerError
@@ -22,8 +23,22 @@ class UsageError(Exception):
     pass
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's, but a path (the documentation's) is never broken at its hyphens."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message} (see --help)")
@@ -39,8 +54,36 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
+def docs_dir() -> Path | None:
+    """Where the documentation (docs/*.md) is: the checkout's ``docs/`` when run from the repository,
+    else the copy the wheel installs (``<prefix>/share/doc/substrait-optimizer``); None if neither is."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "docs" / "cli.md").is_file():
+        return checkout / "docs"
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("substrait-optimizer")
+    except PackageNotFoundError:
+        return None
+    for file in dist.files or ():
+        if file.name == "cli.md" and file.parent.name == "substrait-optimizer":
+            found = Path(dist.locate_file(file)).resolve()
+            if found.is_file():
+                return found.parent
+    return None
+
+
+def _docs_epilog(page: str) -> str:
+    where = docs_dir()
+    if where is None:
+        return "Documentation: the docs/ folder of the substrait-optimizer source (not installed here)."
+    return f"Documentation (docs/ in the texts above): {where}; start with tutorial.md; every command: {page}."
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Cost-based optimizer for Substrait plans, with a PySpark backend.")
+    parser = _Parser(prog=PROG, description="Cost-based optimizer for Substrait plans, with a PySpark backend.",
+                     epilog=_docs_epilog("cli.md"))
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -48,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     from optimizer.cli import convert, diff, explain, optimize, plan, run
 
     commands = (
-        (plan, "make a Substrait plan of a SQL query (DataFusion or DuckDB writes it)"),
+        (plan, "make a plan of a SQL query (DataFusion or DuckDB writes it)"),
         (convert, "read a plan (JSON or binary, any Substrait version) and write it out"),
         (explain, "print the plan as an indented tree of relations"),
         (optimize, "rewrite a logical plan into a cheaper physical one"),
@@ -61,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in sub.choices.values():
         add_limit_argument(command)
+        command.epilog = parser.epilog
     return parser
 
 
