@@ -76,6 +76,7 @@ from optimizer.difftest.harness import (
 )
 from optimizer.difftest.rows import RowEvaluator, rows_share_value
 from optimizer.expr_utils import FunctionRegistrar, field, referenced_fields, remap_fields, shift_fields
+from optimizer.plan_io import mark_conformed
 from optimizer.schema import (
     Schema,
     check_plan,
@@ -356,8 +357,7 @@ class _Gen:
         self.allow_shared = shared
         self.allow_windows = windows
         self.plan = Plan()
-        self.plan.version.minor_number = 75
-        self.plan.version.producer = "substrait-opt difftest"
+        mark_conformed(self.plan)  # written in the spec's conventions, as a plan the tool loaded
         self.reg = FunctionRegistrar(self.plan)
         #: the rows of the relations built so far, where it can tell (filters aimed at keeping rows)
         self.evaluator = RowEvaluator(self.plan, db, self.function_name)
