@@ -120,7 +120,7 @@ def test_a_jvm_that_does_not_start_is_one_line(workdir):
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("substrait-opt: error: Spark's JVM did not start: ")
+    assert lines[0].startswith("substrait-opt: error: Spark's JVM did not start: Invalid maximum heap size: -Xmxlots")
     (log,) = _spark_logs(workdir)
     assert f"(its output: {log})" in lines[0]
     assert "Invalid maximum heap size" in log.read_text()

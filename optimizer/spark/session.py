@@ -32,6 +32,7 @@ left as it is.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -288,7 +289,7 @@ def _start_context(conf, target: str | None):
         try:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": stream, "stderr": stream})
         except PySparkRuntimeError as exc:  # the JVM exited at once (a bad setting, no memory...)
-            raise ExecutionError(f"Spark's JVM did not start: {_last_line(target, offset) or exc}"
+            raise ExecutionError(f"Spark's JVM did not start: {_jvm_complaint(target, offset) or exc}"
                                  + (f" (its output: {target})" if target else "")) from None
     _launched_here = True
     try:
@@ -307,17 +308,22 @@ def _start_context(conf, target: str | None):
     return sc
 
 
-def _last_line(path: str | None, offset: int) -> str:
-    """The last non-blank line written to ``path`` after ``offset`` (``""`` when none or unreadable)."""
+_NOT_THE_COMPLAINT = re.compile(r"WARNING: |\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO) |at |\.\.\. \d+ more")
+
+
+def _jvm_complaint(path: str | None, offset: int) -> str:
+    """What a JVM that exited at once said, from what it wrote to ``path`` after ``offset``: its first line
+    that is not a warning, a log line or a stack frame (``""`` when nothing was written)."""
     if not path:
         return ""
     try:
         with open(path, "rb") as f:
             f.seek(offset)
-            lines = f.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+            lines = [line.strip() for line in f.read(1 << 16).decode("utf-8", "replace").splitlines() if line.strip()]
     except OSError:
         return ""
-    return lines[-1].strip()[:300] if lines else ""
+    chosen = next((line for line in lines if not _NOT_THE_COMPLAINT.match(line)), lines[-1] if lines else "")
+    return chosen[:300]
 
 
 def _stop_gateway(gateway) -> None:
