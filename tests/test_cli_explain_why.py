@@ -165,3 +165,12 @@ def test_tree_lines_are_held_to_a_width(tmp_path, capsys):
     wide = capsys.readouterr().out.splitlines()
     assert len(wide) == len(lines) and max(map(len, wide)) > WIDTH
     assert not any("more]" in line for line in wide)  # every column, every expression
+
+
+def test_convert_follows_the_same_naming(tmp_path, capsys):
+    assert main(["convert", str(Q5), "-o", str(tmp_path / "x.txt")]) == 2
+    assert ".txt file would hold the explain tree" in capsys.readouterr().err
+    assert not (tmp_path / "x.txt").exists()
+    assert main(["convert", str(Q5), "-o", str(tmp_path / "x.txt"), "--format", "text"]) == 0
+    assert main(["convert", str(Q5), "-o", str(tmp_path / "x.binpb")]) == 0
+    assert load_plan(tmp_path / "x.binpb").relations

@@ -8,13 +8,15 @@ from optimizer.cli.args import add_plan_command
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from optimizer.cli.args import output_format
     from optimizer.plan_io import check_output, load_plan, save_plan
     from optimizer.schema import raise_for_problems
 
     check_output(args.output)
+    fmt = output_format(args.output, args.format)  # the name and --format agree; no binary to a terminal
     plan = load_plan(args.input)
     raise_for_problems(plan)
-    save_plan(plan, args.output, format=args.format)
+    save_plan(plan, args.output, format=fmt)
     return 0
 
 
@@ -23,4 +25,5 @@ def register(sub, name: str, help_text: str) -> None:
                      description="Read a plan (JSON or binary protobuf; older encodings upgraded losslessly) "
                                  "and write it as json, binpb or text.",
                      formats=["json", "binpb", "text"], default_format=None,
-                     format_help="output format (default: from the file name; json on stdout)")
+                     format_help="output format (default: from the file name, .json JSON, anything else "
+                                 "binary; JSON on stdout; text, the explain tree, only when asked for)")

@@ -12,9 +12,10 @@ subtree) and ``q=`` (q-error, ``max(est/act, act/est)`` with both floored at 1):
 ``{"path", "relation", "estimated_rows", "estimated_width", "estimated_cost", "actual_rows", "q_error"}``
 (``actual_rows``/``q_error`` are ``null`` without ``--analyze``).
 
-Statistics: ``--stats FILE`` (:class:`~cost.statistics.FileStatistics`) wins over ``--tables DIR``, whose
-tables give Spark ANALYZE statistics (cached) when Spark runs anyway (``--analyze``), else the Parquet
-footers; hints in the plan override both for their relation.
+Statistics: those of every format and of ``optimize`` (:func:`optimizer.cli.args.statistics_from_args`):
+``--stats FILE`` (:class:`~cost.statistics.FileStatistics`) wins over ``--tables DIR``, whose tables give
+Spark ANALYZE statistics (cached; not with ``--no-spark-stats``) and the Parquet footers; hints in the
+plan override both for their relation.
 
 ``--analyze`` runs every subtree as a plan of its own (:func:`subtree_plan`) on Spark
 (:class:`optimizer.spark.SparkBackend`) and counts its rows.
