@@ -180,7 +180,7 @@ def test_acero_refuses_an_aggregate_of_a_computed_decimal():
     measure = b.agg("sum", times)
     measure.output_type.decimal.precision, measure.output_type.decimal.scale = 38, 4
     plan = b.plan(aggregate(price, [], measure), ["revenue"])
-    with pytest.raises(UnsupportedError, match="computed decimal expression: target 'acero'"):
+    with pytest.raises(UnsupportedError, match="decimal expression or computed column: target 'acero'"):
         write_for_target(plan, "acero")
 
 

@@ -128,6 +128,28 @@ def write_direct_emits(plan: Plan) -> int:
     return changed
 
 
+def _reads_table(rel: Rel) -> bool:
+    """``rel`` is a read, under filters only: its columns are the table's, none computed."""
+    while rel.WhichOneof("rel_type") == "filter":
+        rel = rel.filter.input
+    return rel.WhichOneof("rel_type") == "read"
+
+
+def _refuse_decimal_measures(plan: Plan, args, schema, path: str, target: Target) -> None:
+    """Acero (pyarrow 26) dies with a segmentation fault aggregating a decimal column that a relation
+    below computes (a ``ProjectRel``: ``sum(l_extendedprice * l_discount)``, even ``+``); which columns
+    are computed is not followed through joins, so any decimal argument not read straight from a table
+    is refused."""
+    from optimizer.load.functions import function_table
+    from optimizer.schema import expression_type
+
+    functions = function_table(plan)
+    for a in args:
+        if expression_type(a.value, schema, functions).WhichOneof("kind") == "decimal":
+            raise UnsupportedError(f"an aggregate of a decimal expression or computed column: target "
+                                   f"'{target.name}' fails on it (Acero, pyarrow 26: the process crashes)", path)
+
+
 def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> int:
     """Each aggregate whose grouping expressions or measure arguments are not plain columns reads them
     from a ``ProjectRel`` below it that computes them (Acero: "Expected an aggregate call to have a direct
@@ -144,6 +166,10 @@ def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> 
         exprs = [*agg.grouping_expressions]
         args = [a for m in agg.measures for a in m.measure.arguments if a.WhichOneof("arg_type") == "value"]
         filters = [m.filter for m in agg.measures if m.HasField("filter")]
+        if target is not None and not target.computed_decimal_measures:
+            direct = _reads_table(agg.input)
+            computed_args = [a for a in args if not direct or field_index(a.value) is None]
+            _refuse_decimal_measures(plan, computed_args, schemas[f"{path}.aggregate.input"], path, target)
         if all(field_index(e) is not None for e in exprs) and all(
                 field_index(a.value) is not None for a in args) and all(field_index(f) is not None for f in filters):
             continue
@@ -163,16 +189,6 @@ def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> 
                 computed.append(kept)
             return index[k]
 
-        if target is not None and not target.computed_decimal_measures:
-            from optimizer.load.functions import function_table
-            from optimizer.schema import expression_type
-
-            functions = function_table(plan)
-            for a in args:
-                if field_index(a.value) is None and expression_type(
-                        a.value, schemas[f"{path}.aggregate.input"], functions).WhichOneof("kind") == "decimal":
-                    raise UnsupportedError(f"an aggregate of a computed decimal expression: target '{target.name}' "
-                                           "fails on it (Acero, pyarrow 26: the process crashes)", path)
         for e in agg.grouping_expressions:
             e.CopyFrom(field(column(e)))
         for a in args:
