@@ -1,90 +1,117 @@
-"""``make demo``: TPC-H plans from DataFusion, optimized, run on local Spark before and after.
+"""``make demo``: the tutorial's commands (docs/tutorial.md) on TPC-H, then how fast each plan runs on Spark.
 
-Generates TPC-H at SF 0.1 (once; reused), produces real plans with DataFusion, optimizes them with
-Spark statistics, prints the plan trees before and after with estimates and the rules that fired,
-runs both plans on local Spark and shows that the answers are equal and how long each took.
+Generates TPC-H at SF 0.1 (once; reused) and writes each query's SQL to a file. Then it runs, printing
+each command as a user would type it: ``substrait-opt plan`` (DataFusion writes the plans), ``explain``
+and ``optimize --explain`` of the first query, ``optimize`` of the others, and ``diff`` of all (the
+answers of the original and optimized plans compared). The commands run in this process (the CLI's
+``main``), so they share one Spark.
+
+It ends with one table: per query, Spark SQL on the same text, the original plan and the optimized one,
+each warm (run once before timing: JVM warm-up, file listing) and timed as the median of ``--runs``
+runs, interleaved; and whether the optimized plan's answer equals Spark SQL's.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
-from statistics import median as statistics_median
+from statistics import median
 
 DEMO_QUERIES = (3, 5, 10, 18)
-#: Timed runs of each plan (after a warm-up), interleaved; the median is shown.
+#: Timed runs of each query (after one warm-up run), interleaved; the median is shown.
 RUNS = 3
 
 
-def _banner(text: str) -> None:
-    print("\n" + "=" * 100 + f"\n{text}\n" + "=" * 100)
+def _command(argv: list[str]) -> int:
+    """``substrait-opt ARGV``, printed as typed, run by the CLI in this process; its exit code."""
+    from optimizer.cli import main
+
+    print(f"\n$ substrait-opt {shlex.join(argv)}", flush=True)
+    code = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code not in (0, 1):
+        raise SystemExit(f"demo: substrait-opt {argv[0]} failed (exit {code})")
+    return code
+
+
+def _seconds(run) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m workloads.demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
     parser.add_argument("--queries", default=",".join(map(str, DEMO_QUERIES)), help="TPC-H query numbers")
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"timed runs of each query (default {RUNS})")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     args = parser.parse_args(argv)
     queries = [int(q) for q in args.queries.split(",") if q.strip()]
 
-    from cost.statistics import default_statistics
-    from optimizer.capabilities import default_capabilities
     from optimizer.difftest.results import compare_tables
-    from optimizer.driver import Optimizer
-    from optimizer.explain.estimates import explain_before_after
     from optimizer.plan_io import load_plan
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
-    from workloads.producers import datafusion_plan
-    from workloads.tpch import generate_tpch, table_paths, tpch_query
+    from workloads.tpch import TPCH_ORDER_BY, default_data_dir, generate_tpch, table_paths, tpch_query
 
     started = time.perf_counter()
-    _banner(f"TPC-H SF {args.scale}: data")
-    data_dir = generate_tpch(args.scale)
-    tables = {k: str(v) for k, v in table_paths(data_dir, include_t=False).items()}
-    print(f"tables in {data_dir}")
-
-    spark = get_spark(args.master)
-    statistics = default_statistics(spark=spark, tables=tables)
-    t0 = time.perf_counter()
-    for name in tables:  # ANALYZE once per table (cached on disk), so optimize times are the optimizer's own
-        statistics.table(name)
-    print(f"statistics for {len(tables)} tables in {time.perf_counter() - t0:.1f} s (Spark ANALYZE, cached)")
-    backend = SparkBackend(spark, tables=tables)
-    optimizer = Optimizer(statistics=statistics, capabilities=default_capabilities())
-
-    # One-time start-up (loading the extension YAMLs, first imports) is not the optimizer's per-plan time.
-    optimizer.run(load_plan(datafusion_plan(tpch_query(queries[0]), tables)))
-
-    all_equal = True
-    summary = []
+    print(f"TPC-H SF {args.scale:g}: generating the tables (once)...", flush=True)
+    data = generate_tpch(args.scale)
+    work = default_data_dir(args.scale).parent / f"demo-sf{args.scale:g}"
+    work.mkdir(parents=True, exist_ok=True)
     for q in queries:
-        _banner(f"TPC-H Q{q}: plan produced by DataFusion")
-        plan = load_plan(datafusion_plan(tpch_query(q), tables))
-        result = optimizer.run(plan)
-        print(explain_before_after(plan, result, statistics))
-        # Warm up each plan once (JIT, file listing), then the median of RUNS interleaved runs.
-        before, after = backend.execute(plan), backend.execute(result.plan)
-        times: dict[str, list[float]] = {"original": [], "optimized": []}
-        for _ in range(RUNS):
-            for label, p in (("original", plan), ("optimized", result.plan)):
-                t0 = time.perf_counter()
-                backend.execute(p)
-                times[label].append(time.perf_counter() - t0)
-        a, b = statistics_median(times["original"]), statistics_median(times["optimized"])
-        verdict = compare_tables(after, before)
-        all_equal &= verdict.equal
-        summary.append((q, before.num_rows, a, b, result.seconds, verdict.equal))
-        print(f"\nQ{q}: original {a:.2f} s, optimized {b:.2f} s (median of {RUNS}), "
-              f"{'EQUAL' if verdict.equal else 'DIFFERENT: ' + verdict.reason} ({before.num_rows} rows)")
+        (work / f"q{q}.sql").write_text(tpch_query(q))
+    print(f"tables in {data}; SQL and plans in {work}", flush=True)
+    print("starting Spark...", flush=True)
+    spark = get_spark(args.master)  # the commands below take this session
 
-    _banner("Summary")
-    print(f"{'query':>6} {'rows':>8} {'original s':>11} {'optimized s':>12} {'optimize ms':>12}  answers")
-    for q, rows, a, b, opt, eq in summary:
-        print(f"{'Q' + str(q):>6} {rows:>8} {a:>11.2f} {b:>12.2f} {opt * 1000:>12.1f}  {'equal' if eq else 'DIFFERENT'}")
-    print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; all answers equal: {all_equal}")
+    files = {q: {kind: str(work / f"q{q}{suffix}") for kind, suffix in
+                 (("sql", ".sql"), ("plan", ".binpb"), ("opt", ".opt.binpb"))} for q in queries}
+    tables = str(data)
+    for q in queries:
+        _command(["plan", files[q]["sql"], "--tables", tables, "-o", files[q]["plan"]])
+    first = queries[0]
+    _command(["explain", files[first]["plan"]])
+    _command(["optimize", files[first]["plan"], "--tables", tables, "-o", files[first]["opt"], "--explain"])
+    for q in queries[1:]:
+        _command(["optimize", files[q]["plan"], "--tables", tables, "-o", files[q]["opt"]])
+    _command(["diff", *(files[q]["plan"] for q in queries), "--tables", tables])
+
+    # The table: Spark SQL on the same text over the same files, the original and the optimized plan.
+    for name, path in table_paths(data).items():
+        spark.read.parquet(str(path)).createOrReplaceTempView(name)
+    backend = SparkBackend(spark, tables=tables)
+    print(f"\ntiming each query warm (one run first), median of {args.runs} runs...", flush=True)
+    rows = []
+    all_equal = True
+    for q in queries:
+        plans = {kind: load_plan(files[q][kind]) for kind in ("plan", "opt")}
+        runs = {
+            "Spark SQL": lambda q=q: spark.sql(tpch_query(q)).toArrow(),
+            "original": lambda p=plans["plan"]: backend.execute(p),
+            "optimized": lambda p=plans["opt"]: backend.execute(p),
+        }
+        answers = {label: run() for label, run in runs.items()}  # the warm-up
+        seconds: dict[str, list[float]] = {label: [] for label in runs}
+        for _ in range(args.runs):
+            for label, run in runs.items():
+                seconds[label].append(_seconds(run))
+        verdict = compare_tables(answers["optimized"], answers["Spark SQL"], ordered_by=TPCH_ORDER_BY[q])
+        all_equal &= verdict.equal
+        rows.append((f"Q{q}", *(median(seconds[label]) for label in runs),
+                     "yes" if verdict.equal else f"NO: {verdict.reason}"))
+
+    print(f"\nTPC-H SF {args.scale:g} on Spark {spark.version}, seconds (warm, median of {args.runs} runs):")
+    print(f"{'query':<6} {'Spark SQL':>10} {'original':>10} {'optimized':>10}  equal")
+    for name, sql_s, original_s, optimized_s, equal in rows:
+        print(f"{name:<6} {sql_s:>10.2f} {original_s:>10.2f} {optimized_s:>10.2f}  {equal}")
+    print(f"('equal': the optimized plan's answer is Spark SQL's.) Demo finished in "
+          f"{time.perf_counter() - started:.0f} s. The commands: docs/tutorial.md")
     return 0 if all_equal else 1
 
 
