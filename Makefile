@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install java demo test test-connect lint fuzz fuzz-hostile mutate bench bench-backend explain-screenshot clean
+.PHONY: install java demo demo-install test test-connect lint fuzz fuzz-hostile mutate bench bench-backend explain-screenshot clean
 
 # System packages: Java for Spark, Graphviz's dot for `explain --format svg|html`, Chromium for the tests
 # that open the HTML page in a browser.
@@ -40,7 +40,26 @@ test: install
 test-connect: install
 	SUBSTRAIT_OPT_TEST_SPARK=connect $(PY) -m pytest -q -p no:cacheprovider -m spark
 
-demo: install
+# `make demo` installs only what the demo needs: Java, the package with its SQL producers (the datafusion
+# and duckdb extras: plans, and the TPC-H data); no test or bench extras, no Graphviz or Chromium. A venv
+# `make install` made (and kept current) has all of it already.
+DEMO_STAMP := $(VENV)/.demo-installed
+
+demo-install:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "installing: openjdk-17-jre-headless"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+	@if [ ! -f $(STAMP) ] || [ pyproject.toml -nt $(STAMP) ]; then $(MAKE) --no-print-directory $(DEMO_STAMP); fi
+
+$(DEMO_STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=python3"; exit 2; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[datafusion,duckdb]'
+	touch $(DEMO_STAMP)
+
+demo: demo-install
 	$(PY) -m workloads.demo
 
 fuzz: install fuzz-hostile
