@@ -1,7 +1,7 @@
 """How ``run``, ``diff --time`` and their kind time a plan: warm, then the median of ``--repeat`` runs.
 
-The first plan of a session pays the JVM's warm-up (class loading, code generation: TPC-H Q3 on SF 0.01
-took 25 s cold and 6 s warm), so a time is taken only after one untimed run, and the median of several
+The first plan of a session pays the JVM's warm-up (class loading, code generation: up to several
+times the plan's own time), so a time is taken only after one untimed run, and the median of several
 runs says more than one. Every printed time says how it was taken (:func:`how`)."""
 
 from __future__ import annotations
