@@ -188,3 +188,22 @@ def _check_docs_path(help_text: str, venv: Path) -> None:
     assert docs.resolve().is_relative_to(venv.resolve()), docs
     assert (docs / "tutorial.md").read_text() == TUTORIAL.read_text()
     assert (docs / "cli.md").is_file()
+
+
+@pytest.mark.spark
+def test_demo_runs_the_commands_and_prints_its_table(spark, tpch_dir, capsys):
+    """``make demo`` (here on SF 0.01, one query, one timed run, in this process's Spark): the tutorial's
+    commands printed as typed, then one row per query: Spark SQL, original, optimized, equal."""
+    from workloads.demo import main as demo
+
+    assert demo(["--scale", "0.01", "--queries", "3", "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    for command in ("plan", "explain", "optimize", "diff"):
+        assert re.search(rf"^\$ substrait-opt {command} \S*q3\.", out, re.MULTILINE), (command, out)
+    assert excerpt_mismatch("$ substrait-opt diff ...\nq3: equal ...\n1 passed, 0 failed\n...\n"
+                            "TPC-H SF 0.01 on Spark ..., seconds (warm, median of 1 runs):\n"
+                            "query   Spark SQL   original  optimized  equal", out) is None, out
+    (row,) = [line for line in out.splitlines() if line.startswith("Q3 ")]
+    name, *seconds, equal = row.split()
+    assert equal == "yes" and all(float(s) > 0 for s in seconds), row
+    assert len(out.splitlines()) < 60  # the commands and a table, not pages of trees
