@@ -31,7 +31,7 @@ a seeded generator so that a failure can be replayed (``--seed``, ``--only N``):
 * ``quiet``: reads ``run`` refuses before Spark starts (outside ``--tables``, missing files and
   tables): one line on stderr and no JVM (a fresh interpreter, as many as ``--subprocess``).
 * ``work``: wide join graphs (15 to 60 tables, random edges or one key), and an ``or`` of up to 20,000
-  arguments, virtual tables of up to 150,000 rows, unions of up to 10,000 reads, 100,002 expression
+  arguments, virtual tables of up to 150,000 rows, unions of up to 10,000 reads, 40,002 expression
   nodes, a plan one byte past 16 MiB, JSON or binary: past a limit of ``optimizer.limits`` exit 2
   naming it, at or under it an answer.
 
