@@ -103,6 +103,8 @@ def test_optimize_explain_out_page_with_the_plan(tpch_dir, tmp_path):
     assert marked, "no relation marked as the optimization's"
     assert re.search(r"after: \d+ relations, tree order, (\d+) new", text)
     assert int(re.search(r", (\d+) new", text).group(1)) == len(marked)
+    # The picture marks the same relations: a green border on as many boxes of the "after" plan.
+    assert text.count('class="node changed"') == len(marked)
     assert "implement_joins" in text and "plan cost" in text
     # The explanation's format follows the extension; another one for the same name is refused.
     assert main(["optimize", str(Q5), "--explain-out", str(tmp_path / "x.svg"), "-o", str(out)]) == 0

@@ -109,8 +109,10 @@ def _slot_label(g: nx.DiGraph, parent: int, slot: int) -> str:
     return ""
 
 
-def _body(g: nx.DiGraph, annotate: Annotate | None, prefix: str, indent: str) -> list[str]:
-    """Node and edge statements of ``g`` (node ids prefixed by ``prefix``)."""
+def _body(g: nx.DiGraph, annotate: Annotate | None, prefix: str, indent: str,
+          marked: set[int] | frozenset[int] = frozenset()) -> list[str]:
+    """Node and edge statements of ``g`` (node ids prefixed by ``prefix``; the ``marked`` nodes with a
+    thick green border)."""
     functions = function_table(g.graph["plan"])
     lines: list[str] = []
     seen: set[int] = set()
@@ -149,6 +151,8 @@ def _body(g: nx.DiGraph, annotate: Annotate | None, prefix: str, indent: str) ->
         attrs = [f"label={_quote(label)}", f"fillcolor=\"{_FILL.get(data['kind'], '#ffffff')}\""]
         if g.in_degree(node) > 1 or sum(len(g.edges[p, node]["slots"]) for p in g.predecessors(node)) > 1:
             attrs.append("penwidth=2")  # shared: read by several parents (or twice by one)
+        if node in marked:
+            attrs.extend(["color=\"#2e7d32\"", "penwidth=3", "class=\"changed\""])
         lines.append(f"{indent}{name(node)} [{', '.join(attrs)}];")
         for slot, child in enumerate(inputs(g, node)):
             text = _slot_label(g, node, slot)
@@ -164,17 +168,19 @@ _HEADER = [
 ]
 
 
-def dag_to_dot(g: nx.DiGraph, annotate: Annotate | None = None, title: str | None = None) -> str:
+def dag_to_dot(g: nx.DiGraph, annotate: Annotate | None = None, title: str | None = None,
+               marked: set[int] | frozenset[int] = frozenset()) -> str:
     """The DOT text of a plan DAG (:func:`optimizer.dag.to_dag`): one box per relation, edges to inputs.
 
     ``annotate(g, node) -> str`` adds lines under a relation (``"\\n"`` separates lines), e.g. estimates
     from :func:`estimate_annotator`. A shared node is drawn once, with a thick border and one incoming
-    edge per use. Schemas are not needed (derived ones make the descriptions name columns).
+    edge per use; the ``marked`` nodes (the relations an optimization made) with a thick green one.
+    Schemas are not needed (derived ones make the descriptions name columns).
     """
     lines = ["digraph plan {", *_HEADER]
     if title:
         lines.append(f"  label={_quote(title)}; labelloc=t;")
-    lines.extend(_body(g, annotate, "", "  "))
+    lines.extend(_body(g, annotate, "", "  ", marked))
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -8,8 +8,8 @@ Policy forbids it) and no script at all. It shows:
 
 * each plan's relation DAG as inline SVG, drawn by Graphviz's ``dot`` (:mod:`optimizer.explain.dot`),
   with each relation's estimated rows and cost, and actual rows and q-error when given;
-* in the tables of the second plan, the relations the first does not have (the optimization's) marked
-  ``new`` (CSS class ``changed``);
+* in the second plan, the relations the first does not have (the optimization's) marked: ``new`` in its
+  table (CSS class ``changed``), a thick green border in its picture;
 * per plan, a table of its relations (:func:`optimizer.explain.estimates.explain_with_estimates`'s
   records): estimated rows, row width, the cost of the subtree and, with actual rows, the actual rows and
   the q-error (``max(est/act, act/est)``, both floored at 1 row). With actual rows the table is sorted
@@ -99,12 +99,14 @@ def total_cost(records: Sequence[Mapping[str, Any]]) -> float | None:
     return None if not costs or any(c is None for c in costs) else float(sum(costs))
 
 
-def _svg(g: nx.DiGraph, statistics: Any, actual: dict[int, int | None] | None, svg_id: str) -> str:
-    """The DAG as an inline ``<svg>`` element (the XML prolog and doctype of ``dot``'s file dropped)."""
+def _svg(g: nx.DiGraph, statistics: Any, actual: dict[int, int | None] | None, svg_id: str,
+         marked: set[int] | frozenset[int] = frozenset()) -> str:
+    """The DAG as an inline ``<svg>`` element (the XML prolog and doctype of ``dot``'s file dropped);
+    the ``marked`` relations with a green border."""
     from optimizer.explain.dot import dag_to_dot, estimate_annotator, render_svg
 
     known = None if actual is None else {node: rows for node, rows in actual.items() if rows is not None}
-    dot = dag_to_dot(g, estimate_annotator(g, statistics, actual=known))
+    dot = dag_to_dot(g, estimate_annotator(g, statistics, actual=known), marked=marked)
     # A graph id makes dot prefix every element id with it: the two pictures' ids stay distinct.
     dot = dot.replace("{", "{\n  id=" + json.dumps(svg_id) + ";", 1)
     svg = render_svg(dot)
@@ -230,15 +232,17 @@ def plans_html(parts: Sequence[PlanPart], statistics: Any = None, *, title: str 
         signatures = relation_signatures(g)
         paths = estimates.relation_paths(g)
         changed = None
+        new_nodes: set[int] = set()
         if i == 0:
             first = set(signatures.values())
         else:  # a relation the first plan has nowhere (itself with the same inputs) is the optimization's
-            changed = {paths[n] for n, sig in signatures.items() if sig not in first and n in paths}
+            new_nodes = {n for n, sig in signatures.items() if sig not in first}
+            changed = {paths[n] for n in new_nodes if n in paths}
         actual = _by_node(g, part.actual)
         records = estimates.relation_records(g, statistics, actual)
         cost = total_cost(records)
         heading = html.escape(part.heading)
-        svg = _svg(g, statistics, actual, f"plan{i}")
+        svg = _svg(g, statistics, actual, f"plan{i}", new_nodes)
         columns.append(f'<section class="plan"><h2>{heading} <small>(estimated cost {_num(cost)})</small></h2>'
                        f'<div class="picture">{svg}</div></section>')
         order = "worst estimate first" if any(r["actual_rows"] is not None for r in records) else "tree order"
