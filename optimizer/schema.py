@@ -1829,7 +1829,10 @@ def _plan_walk(plan: Plan, ctx: _Ctx) -> None:
 #: Producers whose ``ProjectRel`` without ``emit`` outputs only its expressions, where Substrait says input
 #: columns + expressions: DataFusion before apache/datafusion#12495 (2024) and DuckDB's substrait extension
 #: (1.1.3 included, see substrait-io/duckdb-substrait-extension#135). Compared with ``plan.version.producer``.
-LEGACY_PROJECT_PRODUCERS: tuple[str, ...] = ("duckdb", "datafusion")
+LEGACY_PROJECT_PRODUCERS: tuple[str, ...] = (
+    "duckdb", "datafusion",
+    "substrait-optimizer for duckdb",  # a plan this tool wrote for the duckdb target (optimizer.write)
+)
 
 
 def legacy_project_producer(plan: Plan) -> str | None:

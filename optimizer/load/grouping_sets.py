@@ -41,6 +41,8 @@ from optimizer.expr_utils import field, rels_with_paths
 GROUPING_SET_CONVENTIONS: tuple[tuple[str, int, int, str], ...] = (
     ("datafusion", 58, 85, "datafusion-grouping-id"),
     ("datafusion", 0, 57, "datafusion-no-id"),
+    # A plan this tool wrote for the datafusion target (optimizer.write), whatever version it declares.
+    ("substrait-optimizer for datafusion", 0, 2**32 - 1, "datafusion-grouping-id"),
 )
 
 #: DataFusion's (unsigned) integer variation of its plans' types: the grouping id is unsigned.

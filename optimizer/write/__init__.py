@@ -19,7 +19,9 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
 7. the projection convention: DuckDB 1.1.3 reads a ``ProjectRel`` as "only its expressions" and ignores
    its emit, so each project is written as the list of its output columns (and every other relation
    with an emit it does not read gets such a project above it);
-8. the plan version, if the target declares one.
+8. the plan version, if the target declares one; where the plan is in the target's conventions rather
+   than the spec's (DataFusion's grouping-set numbering, DuckDB's projects), its producer says so
+   (``substrait-optimizer for datafusion``), and this tool's loader reads it in that convention.
 
 What the target cannot express is an :class:`~optimizer.errors.UnsupportedError` (exit 3) naming the
 relation or function and the target: never a plan that runs and answers something else. For a target
@@ -31,6 +33,7 @@ from __future__ import annotations
 from substrait.proto import AggregationPhase, Plan
 
 from optimizer.errors import UnsupportedError
+from optimizer.plan_io import PRODUCER
 from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
 from optimizer.write.encoding import (
     aggregate_arguments_as_columns,
@@ -96,6 +99,11 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         write_direct_emits(out)
     if target.plan_version is not None:
         out.version.major_number, out.version.minor_number, out.version.patch_number = target.plan_version
+    if target.grouping_sets == "datafusion" or target.project_encoding == "expressions_only":
+        # The plan is in the target's conventions now, not the spec's: its version says whose, so that
+        # this tool, reading the file back, conforms it again (optimizer.load.grouping_sets,
+        # optimizer.schema.legacy_project_producer) and it means the same there as on the target.
+        out.version.producer = f"{PRODUCER} for {target.name}"
     return out
 
 
