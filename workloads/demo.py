@@ -14,6 +14,8 @@ runs, interleaved; and whether the optimized plan's answer equals Spark SQL's.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import sys
 import time
@@ -66,21 +68,24 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     for q in queries:
         (work / f"q{q}.sql").write_text(tpch_query(q))
-    print(f"tables in {data}; SQL and plans in {work}", flush=True)
+    print(f"tables in {data}; the commands below run in {work}, beside the SQL files", flush=True)
     print("starting Spark...", flush=True)
     spark = get_spark(args.master)  # the commands below take this session
 
-    files = {q: {kind: str(work / f"q{q}{suffix}") for kind, suffix in
+    # The commands run in the folder of the SQL files, with the names a user would type.
+    files = {q: {kind: f"q{q}{suffix}" for kind, suffix in
                  (("sql", ".sql"), ("plan", ".binpb"), ("opt", ".opt.binpb"))} for q in queries}
+    tables = os.path.relpath(data, work)
+    with contextlib.chdir(work):
+        for q in queries:
+            _command(["plan", files[q]["sql"], "--tables", tables, "-o", files[q]["plan"]])
+        first = queries[0]
+        _command(["explain", files[first]["plan"]])
+        _command(["optimize", files[first]["plan"], "--tables", tables, "-o", files[first]["opt"], "--explain"])
+        for q in queries[1:]:
+            _command(["optimize", files[q]["plan"], "--tables", tables, "-o", files[q]["opt"]])
+        _command(["diff", *(files[q]["plan"] for q in queries), "--tables", tables])
     tables = str(data)
-    for q in queries:
-        _command(["plan", files[q]["sql"], "--tables", tables, "-o", files[q]["plan"]])
-    first = queries[0]
-    _command(["explain", files[first]["plan"]])
-    _command(["optimize", files[first]["plan"], "--tables", tables, "-o", files[first]["opt"], "--explain"])
-    for q in queries[1:]:
-        _command(["optimize", files[q]["plan"], "--tables", tables, "-o", files[q]["opt"]])
-    _command(["diff", *(files[q]["plan"] for q in queries), "--tables", tables])
 
     # The table: Spark SQL on the same text over the same files, the original and the optimized plan.
     for name, path in table_paths(data).items():
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     all_equal = True
     for q in queries:
-        plans = {kind: load_plan(files[q][kind]) for kind in ("plan", "opt")}
+        plans = {kind: load_plan(work / files[q][kind]) for kind in ("plan", "opt")}
         runs = {
             "Spark SQL": lambda q=q: spark.sql(tpch_query(q)).toArrow(),
             "original": lambda p=plans["plan"]: backend.execute(p),
