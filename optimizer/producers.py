@@ -59,6 +59,26 @@ def _missing(producer: str, exc: ImportError) -> UnsupportedError:
                             f"pip install 'substrait-optimizer[{producer}]'")
 
 
+def _datafusion():
+    """DataFusion's module and its Substrait producer (each import guarded: a missing extra is one line)."""
+    try:
+        import datafusion
+        from datafusion.substrait import Producer
+    except ImportError as exc:
+        raise _missing("datafusion", exc) from None
+    return datafusion, Producer
+
+
+def _duckdb():
+    """DuckDB's module and the package of its substrait extension."""
+    try:
+        import duckdb
+        import duckdb_extension_substrait
+    except ImportError as exc:
+        raise _missing("duckdb", exc) from None
+    return duckdb, duckdb_extension_substrait
+
+
 def _key(tables: TableSpec) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((name, str(Path(path).resolve())) for name, path in tables.items()))
 
@@ -97,13 +117,9 @@ def produce(sql: str, producer: str, tables: TableSpec) -> bytes:
 
 @lru_cache(maxsize=8)
 def _datafusion_context(key: tuple[tuple[str, str], ...]):
-    try:
-        from datafusion import SessionConfig, SessionContext
-    except ImportError as exc:
-        raise _missing("datafusion", exc) from None
-
-    config = SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
-    ctx = SessionContext(config)
+    datafusion, _ = _datafusion()
+    config = datafusion.SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
+    ctx = datafusion.SessionContext(config)
     for name, path in key:
         try:
             ctx.register_parquet(name, path)
@@ -121,8 +137,7 @@ def datafusion_context(tables: TableSpec):
 def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
     """DataFusion's Substrait plan (binary protobuf) of ``sql`` over the parquet ``tables`` {name: path}."""
     ctx = datafusion_context(tables)
-    from datafusion.substrait import Producer
-
+    _, Producer = _datafusion()
     try:
         plan = ctx.sql(sql).optimized_logical_plan()
         return Producer.to_substrait_plan(plan, ctx).encode()
@@ -140,12 +155,7 @@ def duckdb_connection(*, data_independent: bool = True):
     ``data_independent`` disables the ``statistics_propagation`` optimizer, which would write the tables'
     min/max statistics into produced plans as filters.
     """
-    try:
-        import duckdb
-        import duckdb_extension_substrait
-    except ImportError as exc:
-        raise _missing("duckdb", exc) from None
-
+    duckdb, duckdb_extension_substrait = _duckdb()
     root = os.path.dirname(duckdb_extension_substrait.__file__)
     found = sorted(glob.glob(os.path.join(root, "extensions", "*", "substrait.duckdb_extension")))
     if not found:
@@ -159,8 +169,7 @@ def duckdb_connection(*, data_independent: bool = True):
 
 @lru_cache(maxsize=4)
 def _duckdb_producer(key: tuple[tuple[str, str], ...], data_independent: bool):
-    import duckdb
-
+    duckdb, _ = _duckdb()
     con = duckdb_connection(data_independent=data_independent)
     for name, path in key:
         files = os.path.join(path, "**", "*.parquet") if os.path.isdir(path) else path
@@ -179,8 +188,7 @@ def duckdb_producer_connection(tables: TableSpec, *, data_independent: bool = Tr
 
 def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -> bytes:
     """DuckDB's Substrait plan (binary protobuf, old encoding: use ``load_plan``) of ``sql`` over ``tables``."""
-    import duckdb
-
+    duckdb, _ = _duckdb()
     con = duckdb_producer_connection(tables, data_independent=data_independent)
     try:
         return con.get_substrait(sql).fetchone()[0]
@@ -190,8 +198,7 @@ def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -
 
 def duckdb_plan_json(sql: str, tables: TableSpec, *, data_independent: bool = True) -> str:
     """DuckDB's Substrait plan of ``sql`` as its JSON text (old encoding, camelCase field names)."""
-    import duckdb
-
+    duckdb, _ = _duckdb()
     con = duckdb_producer_connection(tables, data_independent=data_independent)
     try:
         text = con.get_substrait_json(sql).fetchone()[0]
