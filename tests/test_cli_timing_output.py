@@ -104,6 +104,7 @@ def test_diff_time_interleaved_with_spark_sql(spark, session_args, tpch_dir, pla
 
 @pytest.mark.parametrize("extra, message", [
     (["--sql", "{sql}"], "--sql is timed beside the plans: give --time too"),
+    (["--repeat", "5"], "--repeat counts the timed runs of --time: give --time too"),
     (["--time", "--sql", "{sql}", "{plan}"], "--sql FILE is the SQL of one plan"),
     (["--time", "--sql", "{missing}"], "cannot read the SQL file"),
 ])

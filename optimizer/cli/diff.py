@@ -68,6 +68,10 @@ def _engine_backend(args: argparse.Namespace, engine: str):
     return runner(engine, args.tables or None, files=files), statistics
 
 
+#: ``diff --time``'s runs of each plan by default.
+TIMED_RUNS = 3
+
+
 def sql_beside(args: argparse.Namespace, engine: str) -> list[tuple[str, str] | None]:
     """Per input, the SQL it was made from, as ``(file, text)``, for ``--time`` to run on Spark beside the
     plans: ``--sql FILE`` (one input), else ``X.sql`` beside ``X.json``/``X.binpb``; ``None`` without."""
@@ -75,6 +79,8 @@ def sql_beside(args: argparse.Namespace, engine: str) -> list[tuple[str, str] | 
 
     if args.sql and not args.time:
         raise PlanError("--sql is timed beside the plans: give --time too", "--sql")
+    if args.repeat is not None and not args.time:
+        raise PlanError("--repeat counts the timed runs of --time: give --time too", "--repeat")
     if args.sql and len(args.inputs) != 1:
         raise PlanError("--sql FILE is the SQL of one plan: give one input (or put X.sql beside each X.json)",
                         "--sql")
@@ -205,7 +211,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         result = compare(plan, backend=backend, statistics=statistics, capabilities=capabilities, target=target)
         times = result.times()
         if args.time and result.equal:  # compare ran both plans once: the warm-up of the timed runs
-            times = warm_times(backend, plan, result.optimized_plan, args.repeat, sql)
+            times = warm_times(backend, plan, result.optimized_plan, args.repeat or TIMED_RUNS, sql)
         print(f"{name}: {result.verdict()}  [{times}]", flush=True)
         if result.equal:
             passed += 1
@@ -252,7 +258,8 @@ def register(sub, name: str, help_text: str) -> None:
                         "Spark SQL on the same text")
     from optimizer.cli.timing import add_repeat_argument
 
-    add_repeat_argument(p, 3, "each plan with --time")
+    add_repeat_argument(p, TIMED_RUNS, "each plan with --time")
+    p.set_defaults(repeat=None)  # given without --time, it is refused
     p.add_argument("--sql", metavar="FILE", help="with --time and one plan: the SQL it was made from, run on "
                                                  "Spark beside it (default: X.sql beside X.json, when there)")
     from optimizer.cli.spark import add_cast_argument
