@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from google.protobuf import json_format
+from google.protobuf import json_format, unknown_fields
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 from substrait.proto import Plan, Rel
@@ -438,6 +438,10 @@ def load_plan(source: Source, limits: Limits | None = None) -> Plan:
 def dump_plan(plan: Plan, format: str = "json") -> bytes:
     """Serialise a plan: ``json`` (camelCase, as the spec's JSON), ``binpb``, or ``text`` (explain tree)."""
     if format == "json":
+        where = _first_unknown_field(plan)
+        if where is not None:  # JSON would drop them, and the plan would mean another query to its reader
+            raise PlanError("the plan holds fields of an older Substrait encoding (written for a consumer that "
+                            "reads them, e.g. --target duckdb) that JSON cannot carry: write it as binpb", where)
         return (json_format.MessageToJson(plan, indent=2) + "\n").encode("utf-8")
     if format == "binpb":
         return plan.SerializeToString(deterministic=True)
@@ -446,6 +450,25 @@ def dump_plan(plan: Plan, format: str = "json") -> bytes:
 
         return (explain_plan(plan) + "\n").encode("utf-8")
     raise PlanError(f"unknown format '{format}' (choose from {', '.join(FORMATS)})")
+
+
+def _first_unknown_field(plan: Plan) -> str | None:
+    """The path of the first message of ``plan`` holding fields today's protos do not know, else None."""
+    stack: list[tuple[Any, str]] = [(plan, "")]
+    while stack:
+        message, path = stack.pop()
+        if len(unknown_fields.UnknownFieldSet(message)):
+            return path or "plan"
+        for fd, value in message.ListFields():
+            if fd.message_type is None:
+                continue
+            if fd.is_repeated:
+                if fd.message_type.GetOptions().map_entry:
+                    continue  # the plan's messages hold no map of messages
+                stack.extend((item, f"{path}{'.' if path else ''}{fd.name}[{i}]") for i, item in enumerate(value))
+            else:
+                stack.append((value, f"{path}{'.' if path else ''}{fd.name}"))
+    return None
 
 
 def save_plan(plan: Plan, dest: str | os.PathLike | IO[Any], format: str | None = None) -> None:

@@ -244,3 +244,22 @@ def test_a_plan_written_for_a_target_means_the_same_read_back(spark, tpcds_dir, 
         read_back = load_plan(dump_plan(written, "binpb"))
         result = compare_tables(on.execute(read_back), expected, decimal_ulp=True)
         assert result.equal, f"written for {target}, q{n}: {result}"
+
+
+def test_a_plan_with_older_fields_is_not_written_as_json(tmp_path, duckdb_tpch_plans):
+    """A plan written for DuckDB 1.1.3 carries Substrait 0.53's fields beside today's (DuckDB reads only
+    those): JSON would drop them and DuckDB would read another plan, so JSON is refused, exit 2 naming
+    where; binary keeps them."""
+    from optimizer.driver import optimize
+    from optimizer.errors import PlanError
+
+    written = optimize(load_plan(duckdb_tpch_plans[1]), target="duckdb")
+    with pytest.raises(PlanError, match="write it as binpb"):
+        dump_plan(written, "json")
+    assert load_plan(dump_plan(written, "binpb")) == load_plan(dump_plan(written, "binpb"))
+    src = tmp_path / "q1.binpb"
+    src.write_bytes(duckdb_tpch_plans[1])
+    proc = subprocess.run(_cli("optimize", str(src), "--target", "duckdb", "--format", "json", "-o",
+                               str(tmp_path / "q1.json")), capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "binpb" in proc.stderr, proc.stderr
+    assert not (tmp_path / "q1.json").exists()
