@@ -160,3 +160,14 @@ def test_sql_on_stdin_and_other_bytes(tmp_path, capsys, monkeypatch):
     assert main(["explain", str(junk)]) == 2
     line = _one_error_line(capsys)
     assert "not a Substrait plan" in line and "looks like SQL" not in line
+
+
+def test_output_name_and_format_agree(tmp_path, tpch_dir, capsys):
+    """As for convert and optimize: a name saying another format than --format is exit 2, before any work."""
+    sql = tmp_path / "q6.sql"
+    sql.write_text(Q6)
+    assert main(["plan", str(sql), "--tables", str(tpch_dir), "-o", str(tmp_path / "q6.json"), "--format", "binpb"]) == 2
+    assert "the file name says json but --format is binpb" in _one_error_line(capsys)
+    assert main(["plan", str(sql), "--tables", str(tpch_dir), "-o", str(tmp_path / "q6.txt")]) == 2
+    assert "cannot be read back as a plan" in _one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q6.sql"]  # nothing written

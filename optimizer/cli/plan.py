@@ -35,10 +35,12 @@ def _read_sql(source: str) -> tuple[str, str]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from optimizer.cli.args import output_format
     from optimizer.plan_io import check_output, load_plan, save_plan
     from optimizer.producers import ProducerError, produce, tables_in_directory
 
     check_output(args.output)
+    fmt = output_format(args.output, args.format)  # the name and --format agree; no binary to a terminal
     tables = tables_in_directory(args.tables)
     sql, name = _read_sql(args.input)
     try:
@@ -46,7 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except ProducerError as exc:
         raise PlanError(exc.message, name) from None
     plan = load_plan(data)
-    save_plan(plan, args.output, format=args.format)
+    save_plan(plan, args.output, format=fmt)
     return 0
 
 
