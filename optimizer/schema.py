@@ -103,6 +103,7 @@ __all__ = [
     "check_plan",
     "conform_legacy_projects",
     "count_nested_names",
+    "top_level_names",
     "derive_output_type",
     "direct_field_index",
     "expression_type",
@@ -261,6 +262,28 @@ def same_type_class(a: Type, b: Type) -> bool:
     if not _known(a) or not _known(b):
         return True
     return type_name(a, False) == type_name(b, False)
+
+
+def top_level_names(ns: NamedStruct, path: str | None = None) -> list[str]:
+    """The names of the top-level columns of a ``NamedStruct`` (whose names are depth-first).
+
+    An empty name list gives empty names; a list of top-level names only is tolerated.
+    """
+    types = list(ns.struct.types)
+    names = list(ns.names)
+    if not names:
+        return [""] * len(types)
+    if len(names) == len(types) or not types:  # top-level names only; names without types (old DataFusion)
+        return names
+    out, pos = [], 0
+    for t in types:
+        if pos >= len(names):
+            break
+        out.append(names[pos])
+        pos += 1 + count_nested_names(t)
+    if len(out) != len(types) or pos != len(names):
+        raise PlanError(f"base_schema has {len(names)} names for {len(types)} columns", path)
+    return out
 
 
 def count_nested_names(t: Type) -> int:

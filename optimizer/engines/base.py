@@ -38,7 +38,7 @@ from substrait.proto import Plan, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess
-from optimizer.schema import count_nested_names
+from optimizer.schema import top_level_names
 
 __all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels"]
 
@@ -124,21 +124,6 @@ def plan_as_given(source: str) -> Plan:
             raise PlanError(f"not a Substrait plan in this version's JSON: {_one_line(str(exc), 200)}",
                             name) from None
     return parse_binary(data, name)
-
-
-def top_level_names(schema) -> tuple[str, ...]:
-    """The names of the top-level columns of a ``NamedStruct`` (its names are depth-first)."""
-    names = list(schema.names)
-    types = list(schema.struct.types)
-    if len(names) == len(types) or not types:
-        return tuple(names)
-    out, pos = [], 0
-    for t in types:
-        if pos >= len(names):
-            break
-        out.append(names[pos])
-        pos += 1 + count_nested_names(t)
-    return tuple(out)
 
 
 def case_renames(table: BoundTable, data_names: list[str]) -> dict[str, str]:
@@ -258,7 +243,7 @@ class EngineRunner:
                 if names not in bound:
                     location = self.files.check(self._find(names, f"{path}.named_table"), f"{path}.named_table")
                     bound[names] = BoundTable(names, location)
-                columns = top_level_names(read.base_schema)
+                columns = tuple(top_level_names(read.base_schema, f"{path}.base_schema"))
                 if columns not in bound[names].columns:
                     table = bound[names]
                     bound[names] = BoundTable(names, table.location, (*table.columns, columns))

@@ -61,7 +61,7 @@ from substrait.proto import NamedStruct, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess
-from optimizer.schema import count_nested_names
+from optimizer.schema import top_level_names
 from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
 from optimizer.spark.paths import join_location
 from optimizer.spark.paths import local_path as _location_path
@@ -74,28 +74,6 @@ __all__ = ["TableResolver", "top_level_names"]
 # ---------------------------------------------------------------------------------------------
 # Names
 # ---------------------------------------------------------------------------------------------
-
-
-def top_level_names(ns: NamedStruct, path: str | None = None) -> list[str]:
-    """The names of the top-level columns of a ``NamedStruct`` (whose names are depth-first).
-
-    An empty name list gives empty names; a list of top-level names only is tolerated.
-    """
-    types = list(ns.struct.types)
-    names = list(ns.names)
-    if not names:
-        return [""] * len(types)
-    if len(names) == len(types) or not types:  # top-level names only; names without types (old DataFusion)
-        return names
-    out, pos = [], 0
-    for t in types:
-        if pos >= len(names):
-            break
-        out.append(names[pos])
-        pos += 1 + count_nested_names(t)
-    if len(out) != len(types) or pos != len(names):
-        raise PlanError(f"base_schema has {len(names)} names for {len(types)} columns", path)
-    return out
 
 
 def _family(dt: T.DataType) -> str:
