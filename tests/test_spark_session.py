@@ -95,8 +95,9 @@ def test_spark_submit_settings_win(tmp_path):
     assert done.stdout.split() == ["5", "1g", "UTC", "local[1]"]
 
 
-def test_java_missing_is_one_line_exit_3(tmp_path):
-    done = _cli(["run", str(Q3), "--tables", str(tmp_path)], _no_java_env(tmp_path))
+def test_java_missing_is_one_line_exit_3(tmp_path, tpch_dir):
+    # Tables that are there: a missing one is refused before Spark (and Java) is needed.
+    done = _cli(["run", str(Q3), "--tables", str(tpch_dir)], _no_java_env(tmp_path))
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Spark needs Java" in lines[0] and "has no bin/java" in lines[0], done.stderr
