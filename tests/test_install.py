@@ -2,8 +2,8 @@
 
 Statically: the third-party imports of every module of ``optimizer``, ``rules`` and ``cost`` (their AST)
 map (``importlib.metadata.packages_distributions()``) to a distribution in pyproject's ``dependencies``;
-only the modules listed in :data:`EXTRA_MODULES` (test and benchmark tooling, which the five CLI
-commands never import) may use an extra's. Live: a fresh venv with a plain ``pip install`` (no extras)
+only the modules listed in :data:`EXTRA_MODULES` (test and benchmark tooling, which the CLI never imports, and
+the engine runners, imported only for ``--engine``) may use an extra's. Live: a fresh venv with a plain ``pip install`` (no extras)
 runs each CLI command on a small plan.
 """
 
@@ -29,10 +29,14 @@ PACKAGES = ("optimizer", "rules", "cost")
 #: optimizer/difftest reads the corpus through it, which only a checkout has.
 REPO_PACKAGES = ("workloads",)
 
-#: Modules that may import a distribution of an extra (and which extra): tooling for tests and benchmarks.
+#: Modules that may import a distribution of an extra (and which extra): tooling for tests and benchmarks,
+#: and the engine runners of ``--engine datafusion|duckdb`` (their constructors check the import and name
+#: the extra to install; the other modules of the package import them only when asked for that engine).
 EXTRA_MODULES = {
     "optimizer/difftest/strategies.py": "test",  # hypothesis
     "optimizer/difftest/fuzz.py": "test",  # hypothesis; tqdm (bench) when installed
+    "optimizer/engines/datafusion.py": "datafusion",
+    "optimizer/engines/duckdb.py": "duckdb",
 }
 
 
