@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import io
 import json
 import random
@@ -253,7 +254,7 @@ _WEIRD_VALUES: list = [None, True, -1, 0, 2**31, 2**63, 10**30, -(10**30), 1e308
 
 
 def _json(rng: random.Random) -> Input:
-    doc = _filter_plan()
+    doc = copy.deepcopy(_filter_plan())  # its dicts (``_NULLABLE``...) are shared with the other families' plans
     paths: list[tuple[list, object]] = []
     stack: list[tuple[object, list]] = [(doc, [])]
     while stack:
@@ -363,7 +364,7 @@ class TableInput(Input):
 
 # Data type, values, declared type, and whether the declared type holds every value of the data's type.
 def _nullable() -> dict:
-    """A fresh nullability (``_json`` mutates the dicts of the plans it draws, ``_NULLABLE`` included)."""
+    """A nullability dict of its own (a plan a family mutates must not share one with another's)."""
     return {"nullability": "NULLABILITY_NULLABLE"}
 
 
