@@ -243,6 +243,78 @@ def test_duckdb_refuses_union_all(tables):
         write_for_target(plan, "duckdb")
 
 
+ORDERS = [("o_orderkey", "i64"), ("o_custkey", "i64"), ("o_orderstatus", "string"), ("o_totalprice", "i64"),
+          ("o_orderdate", "i32"), ("o_orderpriority", "string"), ("o_clerk", "string"), ("o_shippriority", "i32"),
+          ("o_comment", "string")]
+
+
+def _orders() -> Rel:
+    """A read of TPC-H's orders (its date column typed date: the builder names no date type)."""
+    rel = read("orders", ORDERS)
+    rel.read.base_schema.struct.types[4].date.nullability = rel.read.base_schema.struct.types[4].i32.nullability
+    return rel
+
+
+def _plus_date(b: Builder, interval):
+    e = b.call("add", ref(4), interval, out="i32")
+    e.scalar_function.output_type.date.nullability = e.scalar_function.output_type.i32.nullability
+    return e
+
+
+def _interval(seconds: int = 0, months: int = 0):
+    """An interval_compound literal, as DataFusion 55 writes ``INTERVAL '5 days'`` (432000 seconds)."""
+    from substrait.proto import Expression
+
+    e = Expression()
+    e.literal.interval_compound.interval_day_to_second.seconds = seconds
+    e.literal.interval_compound.interval_day_to_second.precision = 9
+    e.literal.interval_compound.interval_year_to_month.months = months
+    return e
+
+
+def test_interval_literals_are_written_in_days_for_duckdb(tables):
+    """DuckDB 1.1.3 knows no interval_compound (DataFusion's TPC-DS Q72: "INTERNAL Error: 0") and reads no
+    seconds of a day-to-second interval (432000 seconds added to a date: the date unchanged). Whole days
+    are written as days; a part of a day, or months with days, is refused."""
+    import datetime
+
+    import duckdb
+
+    b = Builder()
+    plus = _plus_date(b, _interval(seconds=5 * 86400))
+    plan = b.plan(project(_orders(), ref(4), plus, common=emit(9, 10)), ["d", "later"])
+    with pytest.raises(duckdb.Error, match="INTERNAL Error: 0"):  # the engine's answer as written
+        run_duckdb(plan, tables)
+    out = write_for_target(plan, "duckdb")
+    assert [e.literal.WhichOneof("literal_type") for e in walk(out, enter_subqueries=True)
+            if e.DESCRIPTOR.name == "Expression" and e.WhichOneof("rex_type") == "literal"] == ["interval_day_to_second"]
+    rows = run_duckdb(out, tables).to_pylist()  # DuckDB: date + interval is a timestamp
+    assert rows and all(r["later"].date() - r["d"] == datetime.timedelta(days=5) for r in rows)
+    for bad, words in [(_interval(seconds=3600), "part of a day"), (_interval(86400, months=1), "both months")]:
+        odd = b.plan(project(_orders(), _plus_date(b, bad), common=emit(9)), ["x"])
+        with pytest.raises(UnsupportedError, match=f"{words}.*target 'duckdb'"):
+            write_for_target(odd, "duckdb")
+
+
+def test_count_over_no_columns_runs_on_duckdb(tables):
+    """A project of no columns under count(*) (TPC-DS Q38, Q96 optimized): DuckDB 1.1.3 "SELECT list is
+    empty after resolving * expressions!". Written with one constant column, which the aggregate does not
+    read; under any other relation it is refused."""
+    import duckdb
+
+    b = Builder()
+    empty = project(read("region", REGION), common=emit())
+    plan = b.plan(aggregate(empty, [], b.agg("count")), ["n"])
+    with pytest.raises(duckdb.Error, match="SELECT list is empty"):  # the engine's answer as written
+        run_duckdb(plan, tables)
+    assert run_duckdb(write_for_target(plan, "duckdb"), tables).to_pylist() == [{"n": 5}]
+    from substrait.proto import CrossRel
+
+    cross = Rel(cross=CrossRel(left=read("region", REGION), right=project(read("region", REGION), common=emit())))
+    with pytest.raises(UnsupportedError, match="no output column under a cross relation: target 'duckdb'"):
+        write_for_target(b.plan(cross, ["a", "b", "c"]), "duckdb")
+
+
 def test_null_under_a_cast_gets_its_type_for_datafusion():
     """DuckDB writes CAST(NULL AS decimal(7,2)) with an empty type on the NULL, which DataFusion rejects."""
     b = Builder()

@@ -46,6 +46,7 @@ from optimizer.write.functions import (
     adapt_functions,
     cast_failures_throw,
     fixed_char_literals_as_strings,
+    interval_literals_as_days,
     set_aggregation_phase,
     switch_to_if_then,
     type_null_literals,
@@ -84,6 +85,8 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         type_null_literals(out, target)
     if not target.fixed_char_literals:
         fixed_char_literals_as_strings(out)
+    if target.interval_literals == "days":
+        interval_literals_as_days(out, target)
     _check_written(out, target)
     if target.grouping_sets == "datafusion":
         write_datafusion_grouping_sets(out, target.name)
@@ -131,7 +134,7 @@ def _reads_everything(target: Target) -> bool:
             and target.join_condition == "any" and not target.explicit_types
             and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
             and target.set_ops is None and not target.typed_nulls and target.correlated_subqueries
-            and target.fixed_char_literals)
+            and target.fixed_char_literals and target.interval_literals == "any")
 
 
 def _check_relations(plan: Plan, target: Target) -> None:

@@ -55,6 +55,41 @@ def write_projects_as_expressions(plan: Plan, target: Target | None = None) -> i
             project.project.expressions.extend(field(m) for m in emit)
             rel.CopyFrom(project)
             changed += 1
+    changed += _no_empty_projects(plan, target)
+    return changed
+
+
+def _no_empty_projects(plan: Plan, target: Target | None) -> int:
+    """A project written with no column at all (the optimizer prunes every column under ``count(*)``)
+    fails to bind on DuckDB 1.1.3 (``SELECT list is empty after resolving * expressions``: TPC-DS Q38,
+    Q96). Under an aggregate, which then references none of its input's columns, the project outputs one
+    constant column instead: the aggregate reads the same number of rows and no reference moves. Under
+    another relation the extra column would be part of its output: refused. Returns the projects
+    changed."""
+    changed = 0
+    for rel, path in rels_with_paths(plan):
+        kind = rel.WhichOneof("rel_type")
+        body = getattr(rel, kind)
+        for name in ("input", "left", "right", "inputs"):
+            if name not in body.DESCRIPTOR.fields_by_name:
+                continue
+            children = list(getattr(body, name)) if name == "inputs" else (
+                [getattr(body, name)] if body.HasField(name) else [])
+            for child in children:
+                if child.WhichOneof("rel_type") != "project" or child.project.expressions:
+                    continue
+                if kind != "aggregate":
+                    name_of = target.name if target is not None else "duckdb"
+                    raise UnsupportedError(f"a ProjectRel with no output column under a {kind} relation: target "
+                                           f"'{name_of}' cannot read a relation without columns", path)
+                constant = child.project.expressions.add()
+                constant.literal.boolean = True
+                changed += 1
+    for root in plan.relations:
+        rel = root.root.input if root.HasField("root") else root.rel
+        if rel.WhichOneof("rel_type") == "project" and not rel.project.expressions:
+            name_of = target.name if target is not None else "duckdb"
+            raise UnsupportedError(f"a plan whose output has no column: target '{name_of}' cannot read it")
     return changed
 
 

@@ -199,3 +199,42 @@ def fixed_char_literals_as_strings(plan: Plan) -> int:
             m.string = text
             changed += 1
     return changed
+
+
+def interval_literals_as_days(plan: Plan, target: Target) -> int:
+    """Every interval literal written as DuckDB 1.1.3 reads one, in place: ``interval_day_to_second`` with
+    ``days`` only, or ``interval_year_to_month``. Its consumer knows no ``interval_compound``
+    (DataFusion's ``INTERVAL '5 days'``: "INTERNAL Error: 0", the literal read as unset) and reads no
+    ``seconds`` or ``subseconds`` of a day-to-second interval (432000 seconds added to a date: the date
+    unchanged, no error). A whole number of days in seconds is written as days; an interval with a
+    part of a day, or with both months and days, cannot be written so: refused. Returns the literals
+    changed."""
+    changed = 0
+    for m in walk(plan, enter_subqueries=True):
+        if m.DESCRIPTOR.full_name != "substrait.Expression.Literal":
+            continue
+        kind = m.WhichOneof("literal_type")
+        if kind == "interval_compound":
+            ym, ds = m.interval_compound.interval_year_to_month, m.interval_compound.interval_day_to_second
+        elif kind == "interval_day_to_second":
+            ym, ds = None, m.interval_day_to_second
+        else:
+            continue
+        months = ym.years * 12 + ym.months if ym is not None else 0
+        extra_days, rest = divmod(ds.seconds, 86400)
+        days = ds.days + extra_days
+        if rest or ds.subseconds:
+            raise UnsupportedError(f"an interval literal with a part of a day ({ds.seconds} s, {ds.subseconds} "
+                                   f"subseconds): target '{target.name}' reads whole days of an interval only")
+        if months and days:
+            raise UnsupportedError(f"an interval literal of both months and days ({months} months, {days} days): "
+                                   f"target '{target.name}' reads one or the other")
+        nullable, variation = m.nullable, m.type_variation_reference
+        m.ClearField("literal_type")
+        if months:
+            m.interval_year_to_month.years, m.interval_year_to_month.months = divmod(months, 12)
+        else:
+            m.interval_day_to_second.days = days
+        m.nullable, m.type_variation_reference = nullable, variation
+        changed += 1
+    return changed
