@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import networkx as nx
@@ -214,35 +215,81 @@ def uses(g: nx.DiGraph, node: int) -> int:
     return n + sum(1 for r in g.graph["roots"] if r["node"] == node and r["kind"] == "root")
 
 
-def subtree_key(g: nx.DiGraph, node: int, memo: dict[int, bytes] | None = None) -> bytes:
+#: Per graph, the subtree digests made so far (:func:`subtree_key`), by graph identity: a copy of a graph
+#: (``g.copy()``, :func:`copy_dag`, a rule's scratch graph) starts with none of them. The one place the
+#: inputs of a kept node change, :func:`optimizer.engine.replace_node`, forgets the digests of the
+#: nodes above (:func:`forget_subtree_keys`), and removing a node forgets its own.
+_SUBTREE_KEYS: weakref.WeakKeyDictionary[nx.DiGraph, dict[int, bytes]] = weakref.WeakKeyDictionary()
+
+
+def _subtree_keys(g: nx.DiGraph) -> dict[int, bytes]:
+    keys = _SUBTREE_KEYS.get(g)
+    if keys is None:
+        keys = _SUBTREE_KEYS.setdefault(g, {})
+    return keys
+
+
+def forget_subtree_keys(g: nx.DiGraph, nodes: Iterable[int]) -> None:
+    """Forget the digests of ``nodes`` and of every node above them, for inputs that changed under
+    ``nodes``. A node has a digest only once all below it have one, so the walk up stops at a node
+    without one."""
+    keys = _SUBTREE_KEYS.get(g)
+    if not keys:
+        return
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if keys.pop(node, None) is not None and node in g:
+            stack.extend(g.predecessors(node))
+
+
+def drop_subtree_keys(g: nx.DiGraph, nodes: Iterable[int]) -> None:
+    """Forget the digests of ``nodes``, removed from ``g`` (their ids may be given again)."""
+    keys = _SUBTREE_KEYS.get(g)
+    if keys:
+        for node in nodes:
+            keys.pop(node, None)
+
+
+def subtree_key(g: nx.DiGraph, node: int) -> bytes:
     """A digest of the subtree at ``node``, equal for two subtrees written alike: the same relations
     (their hints aside) over the same inputs in the same order. Producers inline a CTE read twice as two
-    such copies; Spark plans them alike and computes them once (its exchange reuse). ``memo`` carries
-    the digests already made, for several calls on one DAG."""
-    memo = {} if memo is None else memo
+    such copies; Spark plans them alike and computes them once (its exchange reuse). Digests are kept
+    per graph until a rewrite changes what is below (:func:`forget_subtree_keys`)."""
+    memo = _subtree_keys(g)
     found = memo.get(node)
     if found is not None:
         return found
-    rel = Rel()
-    rel.CopyFrom(g.nodes[node]["rel"])
-    body = rel_body(rel)
-    if body.HasField("common"):
-        body.common.ClearField("hint")
-        if body.common.ByteSize() == 0:  # an empty RelCommon means what none does
-            body.ClearField("common")
-    digest = hashlib.blake2b(rel.SerializeToString(deterministic=True), digest_size=16)
-    for child in inputs(g, node):
-        digest.update(subtree_key(g, child, memo))
-    memo[node] = digest.digest()
+    # Children before parents, without recursion: a subtree may be deeper than Python's stack.
+    stack = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if n in memo:
+            continue
+        children = inputs(g, n)
+        if not ready:
+            stack.append((n, True))
+            stack.extend((c, False) for c in children if c not in memo)
+            continue
+        rel = Rel()
+        rel.CopyFrom(g.nodes[n]["rel"])
+        body = rel_body(rel)
+        if body.HasField("common"):
+            body.common.ClearField("hint")
+            if body.common.ByteSize() == 0:  # an empty RelCommon means what none does
+                body.ClearField("common")
+        digest = hashlib.blake2b(rel.SerializeToString(deterministic=True), digest_size=16)
+        for child in children:
+            digest.update(memo[child])
+        memo[n] = digest.digest()
     return memo[node]
 
 
-def written_elsewhere(g: nx.DiGraph, node: int, memo: dict[int, bytes] | None = None) -> bool:
+def written_elsewhere(g: nx.DiGraph, node: int) -> bool:
     """Whether another node of the plan is the root of a subtree written like the one at ``node``
     (:func:`subtree_key`)."""
-    memo = {} if memo is None else memo
-    key = subtree_key(g, node, memo)
-    return any(n != node and subtree_key(g, n, memo) == key for n in g.nodes)
+    key = subtree_key(g, node)
+    return any(n != node and subtree_key(g, n) == key for n in g.nodes)
 
 
 def is_broadcast(g: nx.DiGraph, node: int) -> bool:
@@ -262,11 +309,10 @@ def reused_broadcasts(g: nx.DiGraph, nodes: set[int], elsewhere: set[int] | None
     own = broadcasts(nodes)
     if not own:
         return set()
-    memo: dict[int, bytes] = {}
-    computed = {subtree_key(g, n, memo) for n in broadcasts(elsewhere or set())}
+    computed = {subtree_key(g, n) for n in broadcasts(elsewhere or set())}
     reused: set[int] = set()
     for n in own:
-        key = subtree_key(g, n, memo)
+        key = subtree_key(g, n)
         if key in computed:
             reused.add(n)
         computed.add(key)
@@ -280,12 +326,11 @@ _EXCHANGING = frozenset({"aggregate", "join", "hash_join", "merge_join", "nested
 def repeats_within(g: nx.DiGraph, top: int) -> bool:
     """Whether the subtree at ``top`` holds an aggregate, join or set operation that the plan repeats
     elsewhere, written alike (:func:`subtree_key`), as a producer writes each read of a CTE."""
-    memo: dict[int, bytes] = {}
     inside = {top} | nx.descendants(g, top)
-    keys = {subtree_key(g, n, memo) for n in inside if g.nodes[n]["kind"] in _EXCHANGING}
+    keys = {subtree_key(g, n) for n in inside if g.nodes[n]["kind"] in _EXCHANGING}
     if not keys:
         return False
-    return any(subtree_key(g, n, memo) in keys for n in g.nodes
+    return any(subtree_key(g, n) in keys for n in g.nodes
                if n not in inside and g.nodes[n]["kind"] in _EXCHANGING)
 
 

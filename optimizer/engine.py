@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import networkx as nx
 from substrait.proto import Rel
 
-from optimizer.dag import inputs, rel_inputs, reused_broadcasts, strip_inputs
+from optimizer.dag import (
+    drop_subtree_keys,
+    forget_subtree_keys,
+    inputs,
+    rel_inputs,
+    reused_broadcasts,
+    strip_inputs,
+)
 from optimizer.errors import OptimizerError
 
 if TYPE_CHECKING:  # the cost package reads rules (rules read this module): types only
@@ -195,7 +202,9 @@ def replace_node(g: nx.DiGraph, old: int, new_root: int) -> None:
     """Make every reader of ``old`` read ``new_root``, then drop what nothing reads any more."""
     if old == new_root:
         return
-    for parent in list(g.predecessors(old)):
+    readers = list(g.predecessors(old))
+    forget_subtree_keys(g, readers)  # they read another subtree now
+    for parent in readers:
         if parent == new_root:
             continue  # the replacement reads the old node itself (e.g. a filter put above it)
         data = dict(g.edges[parent, old])
@@ -219,7 +228,9 @@ def collect_garbage(g: nx.DiGraph) -> None:
     for root in g.graph["roots"]:
         live.add(root["node"])
         live |= nx.descendants(g, root["node"])
-    g.remove_nodes_from([n for n in list(g.nodes) if n not in live])
+    dead = [n for n in g.nodes if n not in live]
+    g.remove_nodes_from(dead)
+    drop_subtree_keys(g, dead)
 
 
 def same_shape(old_schema, new_schema) -> str | None:

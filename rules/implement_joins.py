@@ -408,21 +408,19 @@ def _reused_build(g: nx.DiGraph, ctx: RuleContext, type_name: str, left: int, ri
     size = sizes[0] if other == LEFT else sizes[1]
     if size * broadcast_uncertainty(g, nodes[other], ctx) > float(ctx.config.broadcast_threshold_bytes):
         return side
-    memo: dict[int, bytes] = {}
-    if (_broadcast_elsewhere(g, ctx, nodes[other], columns[other], memo)
-            and not _broadcast_elsewhere(g, ctx, nodes[side], columns[side], memo)):
+    if (_broadcast_elsewhere(g, ctx, nodes[other], columns[other])
+            and not _broadcast_elsewhere(g, ctx, nodes[side], columns[side])):
         return other
     return side
 
 
-def _broadcast_elsewhere(g: nx.DiGraph, ctx: RuleContext, node: int, columns: list[int],
-                         memo: dict[int, bytes]) -> bool:
+def _broadcast_elsewhere(g: nx.DiGraph, ctx: RuleContext, node: int, columns: list[int]) -> bool:
     """Whether a subtree written like the one at ``node`` is, elsewhere in the plan, the build side of a
     broadcast hash join on the same key ``columns``, or an input of a logical join on them (which
     :func:`_reused_build` makes build on it the same way)."""
-    key = subtree_key(g, node, memo)
+    key = subtree_key(g, node)
     for n in g.nodes:
-        if n == node or subtree_key(g, n, memo) != key:
+        if n == node or subtree_key(g, n) != key:
             continue
         for parent in g.predecessors(n):
             if g.nodes[parent]["kind"] == "join" and _join_columns(g, ctx, parent, n) == columns:
