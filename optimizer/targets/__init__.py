@@ -45,6 +45,8 @@ optional; the defaults are the spec's reading)::
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
                   "fixed_char_literals": true,  # false: a fixed_char literal is written as a string one
                   "interval_literals": "any",  # any | days: intervals as whole days or months only
+                  "set_ops": "spec",  # spec | distinct: every SetRel is read as its distinct form
+                                      #   (DuckDB 1.1.3 reads SET_OP_UNION_ALL as UNION)
                                                #   (DuckDB 1.1.3 ignores seconds, knows no compound)
                   "aggregate_arguments": "any",  # any | columns: measures and keys read plain columns
                                                  #   (Acero), computed by a ProjectRel below
@@ -115,6 +117,7 @@ class Target:
     correlated_subqueries: bool = True
     fixed_char_literals: bool = True
     interval_literals: str = "any"
+    set_op_reading: str = "spec"
     explicit_direct: bool = False
     aggregate_arguments: str = "any"
     computed_decimal_measures: bool = True
@@ -275,6 +278,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
         fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),
         interval_literals=_choice(encoding, "interval_literals", ("any", "days"), "any", f"{where}encoding"),
+        set_op_reading=_choice(encoding, "set_ops", ("spec", "distinct"), "spec", f"{where}encoding"),
         aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
         computed_decimal_measures=_bool(encoding, "computed_decimal_measures", True, f"{where}encoding"),
         plan_version=version,

@@ -52,7 +52,7 @@ from optimizer.write.functions import (
     type_null_literals,
 )
 from optimizer.write.grouping_sets import write_datafusion_grouping_sets
-from optimizer.write.joins import nest_set_inputs, single_key_joins
+from optimizer.write.joins import nest_set_inputs, set_ops_as_distinct, single_key_joins
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
 
@@ -72,6 +72,8 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     adapt_reads(out, target)
     if target.join_condition == "single_key":
         single_key_joins(out, target)
+    if target.set_op_reading == "distinct":
+        set_ops_as_distinct(out, target)
     if target.max_set_inputs is not None:
         nest_set_inputs(out, target)
     adapt_functions(out, target)
@@ -134,7 +136,8 @@ def _reads_everything(target: Target) -> bool:
             and target.join_condition == "any" and not target.explicit_types
             and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
             and target.set_ops is None and not target.typed_nulls and target.correlated_subqueries
-            and target.fixed_char_literals and target.interval_literals == "any")
+            and target.fixed_char_literals and target.interval_literals == "any"
+            and target.set_op_reading == "spec")
 
 
 def _check_relations(plan: Plan, target: Target) -> None:

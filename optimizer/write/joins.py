@@ -18,6 +18,7 @@ from optimizer.expr_utils import (
     FunctionRegistrar,
     call_args,
     conjuncts,
+    field,
     field_index,
     function_name,
     join_type_name,
@@ -107,3 +108,163 @@ def nest_set_inputs(plan: Plan, target: Target) -> int:
         body.inputs.extend(inputs)
         changed += 1
     return changed
+
+
+def distinct_key(rel: Rel, path: str, schemas) -> frozenset[int] | None:
+    """Output columns of ``rel`` no two of its rows agree on (so its rows are all distinct), or None when
+    that is not known. Known from: an aggregate of one grouping set (its keys; of none: at most one
+    row); a ``UNION DISTINCT``; filters, sorts and fetches keep their input's; a project keeps its
+    input's where it outputs those columns; an inner join pairs its inputs' keys, a semi or anti join
+    keeps its left input's. Each relation's emit then selects from it."""
+    from substrait.proto import SetRel
+
+    kind = rel.WhichOneof("rel_type")
+    body = getattr(rel, kind)
+    key: frozenset[int] | None = None
+    if kind == "aggregate":
+        if not body.groupings:
+            key = frozenset()
+        elif len(body.groupings) == 1:
+            key = frozenset(body.groupings[0].expression_references)
+    elif kind in ("filter", "sort", "fetch"):
+        key = distinct_key(body.input, f"{path}.{kind}.input", schemas)
+    elif kind == "project":
+        inner = distinct_key(body.input, f"{path}.project.input", schemas)
+        if inner is None:
+            return None
+        n_in = len(schemas[f"{path}.project.input"].types)
+        sources = [*range(n_in), *(field_index(e) for e in body.expressions)]
+        outputs = (list(body.common.emit.output_mapping) if body.common.WhichOneof("emit_kind") == "emit"
+                   else list(range(len(sources))))
+        found: dict[int, int] = {}
+        for position, o in enumerate(outputs):
+            if sources[o] is not None:
+                found.setdefault(sources[o], position)
+        return frozenset(found[c] for c in inner) if inner <= set(found) else None
+    elif kind == "join":
+        left = distinct_key(body.left, f"{path}.join.left", schemas)
+        jt = join_type_name(body)
+        if jt in ("LEFT_SEMI", "LEFT_ANTI"):
+            key = left
+        elif jt == "INNER" and left is not None:
+            right = distinct_key(body.right, f"{path}.join.right", schemas)
+            n_left = len(schemas[f"{path}.join.left"].types)
+            key = None if right is None else left | {n_left + c for c in right}
+    elif kind == "set" and body.op == SetRel.SET_OP_UNION_DISTINCT:
+        key = frozenset(range(len(schemas[path].types)))
+    common = getattr(body, "common", None)
+    if key is None or common is None or common.WhichOneof("emit_kind") != "emit":
+        return key
+    mapping = list(common.emit.output_mapping)
+    if not key <= set(mapping):
+        return None
+    return frozenset(mapping.index(c) for c in key)
+
+
+def set_ops_as_distinct(plan: Plan, target: Target) -> int:
+    """Write ``UNION ALL`` and ``UNION DISTINCT`` for a consumer that reads ``SET_OP_UNION_ALL`` as a
+    distinct union and reads no other union (DuckDB 1.1.3: its own producer writes SQL's ``UNION`` and
+    ``UNION ALL`` both as ``SET_OP_UNION_ALL``, its consumer reads that as ``UNION``; ``UNION_DISTINCT``
+    is "not implemented"). In place, so that both readings, the spec's and the target's, give the
+    same rows:
+
+    * ``UNION DISTINCT``: ``SET_OP_UNION_ALL`` of the inputs under an aggregate grouping by every column
+      (the distinct rows of either reading);
+    * ``UNION ALL`` of inputs whose rows are each known to be distinct (:func:`distinct_key`): each input
+      gets a constant column of its own number, so no two inputs share a row and a distinct union
+      removes nothing; a project above drops that column. A ``UNION ALL`` of an input that may repeat a
+      row cannot be written so: refused.
+
+    Unions of more than two inputs are written as nested unions of two. Another set operation is
+    refused. Returns the set relations changed."""
+    from substrait.proto import SetRel
+
+    from optimizer.schema import plan_schemas
+
+    changed = 0
+    while True:
+        schemas = plan_schemas(plan)
+        todo = [(rel, path) for rel, path in rels_with_paths(plan)
+                if rel.WhichOneof("rel_type") == "set" and not rel.set.HasField("advanced_extension")
+                and not _written(rel)]
+        if not todo:
+            for rel, _path in rels_with_paths(plan):
+                if rel.WhichOneof("rel_type") == "set" and _written(rel):
+                    rel.set.common.hint.ClearField("alias")
+                    if rel.set.common.hint.ByteSize() == 0:
+                        rel.set.common.ClearField("hint")
+            return changed
+        # An outermost one first, so that a UNION ALL of UNION ALLs is read as one of all their inputs.
+        rel, path = min(todo, key=lambda item: len(item[1]))
+        body = rel.set
+        op = SetRel.SetOp.Name(body.op) if body.op in SetRel.SetOp.values() else str(body.op)
+        width = len(schemas[path].types)
+        emit = list(body.common.emit.output_mapping) if body.common.WhichOneof("emit_kind") == "emit" else None
+        if body.op == SetRel.SET_OP_UNION_DISTINCT:
+            union = _binary_union(list(body.inputs))
+            top = Rel()
+            top.aggregate.input.CopyFrom(union)
+            top.aggregate.grouping_expressions.extend(field(c) for c in range(width))
+            top.aggregate.groupings.add().expression_references.extend(range(width))
+        elif body.op == SetRel.SET_OP_UNION_ALL:
+            tagged = []
+            for i, (child, child_path) in enumerate(_union_all_inputs(rel, path)):
+                if distinct_key(child, child_path, schemas) is None:
+                    raise UnsupportedError(
+                        f"SetRel UNION_ALL of an input whose rows may repeat ({child_path[len(path) + 1:]}): target "
+                        f"'{target.name}' reads every union as UNION DISTINCT, which would drop the repeats", path)
+                tag = Rel()
+                tag.project.input.CopyFrom(child)
+                tag.project.expressions.add().literal.i32 = i
+                tagged.append(tag)
+            top = Rel()
+            top.project.input.CopyFrom(_binary_union(tagged))
+            top.project.common.emit.output_mapping.extend(range(width))
+        else:
+            raise UnsupportedError(f"SetRel {op.removeprefix('SET_OP_')}: target '{target.name}' reads every set "
+                                   "operation as its distinct form and has no other", path)
+        if emit is not None:
+            outer = Rel()
+            outer.project.input.CopyFrom(top)
+            outer.project.common.emit.output_mapping.extend(emit)
+            top = outer
+        rel.CopyFrom(top)
+        changed += 1
+
+
+def _union_all_inputs(rel: Rel, path: str) -> list[tuple[Rel, str]]:
+    """The inputs of a ``UNION ALL``, with those of each ``UNION ALL`` input (without emit) in its place:
+    the same rows (the operation is associative). Each with its path in the plan."""
+    from substrait.proto import SetRel
+
+    out = []
+    for i, child in enumerate(rel.set.inputs):
+        child_path = f"{path}.set.inputs[{i}]"
+        if (child.WhichOneof("rel_type") == "set" and child.set.op == SetRel.SET_OP_UNION_ALL and not _written(child)
+                and child.set.common.WhichOneof("emit_kind") != "emit"):
+            out.extend(_union_all_inputs(child, child_path))
+        else:
+            out.append((child, child_path))
+    return out
+
+
+#: Marks a union this module wrote (so it is not rewritten again): ``SetRel.common.hint.alias``.
+_WRITTEN = "substrait-optimizer: distinct union"
+
+
+def _written(rel: Rel) -> bool:
+    return rel.set.common.hint.alias == _WRITTEN
+
+
+def _binary_union(inputs: list[Rel]) -> Rel:
+    """``SET_OP_UNION_ALL`` of ``inputs``, nested two at a time (left-deep), each marked written."""
+    from substrait.proto import SetRel
+
+    out = inputs[0]
+    for child in inputs[1:]:
+        union = Rel()
+        union.set.op = SetRel.SET_OP_UNION_ALL
+        union.set.inputs.extend([out, child])
+        union.set.common.hint.alias = _WRITTEN
+        out = union
+    return out
