@@ -36,7 +36,7 @@ import hashlib
 import itertools
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 from google.protobuf.descriptor import FieldDescriptor
@@ -215,40 +215,95 @@ def uses(g: nx.DiGraph, node: int) -> int:
     return n + sum(1 for r in g.graph["roots"] if r["node"] == node and r["kind"] == "root")
 
 
-#: Per graph, the subtree digests made so far (:func:`subtree_key`), by graph identity: a copy of a graph
-#: (``g.copy()``, :func:`copy_dag`, a rule's scratch graph) starts with none of them. The one place the
-#: inputs of a kept node change, :func:`optimizer.engine.replace_node`, forgets the digests of the
-#: nodes above (:func:`forget_subtree_keys`), and removing a node forgets its own.
-_SUBTREE_KEYS: weakref.WeakKeyDictionary[nx.DiGraph, dict[int, bytes]] = weakref.WeakKeyDictionary()
+@dataclass
+class _GraphIndex:
+    """What is kept about one graph between rewrites (:func:`subtree_key`, :func:`written_like`)."""
+
+    #: node -> its subtree digest.
+    keys: dict[int, bytes] = field(default_factory=dict)
+    #: The nodes of the graph by subtree digest, and those whose digest is not known (None: the nodes are
+    #: not listed yet).
+    by_key: dict[bytes, set[int]] = field(default_factory=dict)
+    unkeyed: set[int] | None = None
 
 
-def _subtree_keys(g: nx.DiGraph) -> dict[int, bytes]:
-    keys = _SUBTREE_KEYS.get(g)
-    if keys is None:
-        keys = _SUBTREE_KEYS.setdefault(g, {})
-    return keys
+#: Per graph, by graph identity: a copy of a graph (``g.copy()``, :func:`copy_dag`, a rule's scratch
+#: graph) starts with nothing known. The one place the inputs of a kept node change,
+#: :func:`optimizer.engine.replace_node`, forgets the digests of the nodes above
+#: (:func:`forget_subtree_keys`); :func:`optimizer.engine.add_subgraph` and the removal of nodes tell
+#: the index (:func:`note_added`, :func:`drop_subtree_keys`).
+_INDEX: weakref.WeakKeyDictionary[nx.DiGraph, _GraphIndex] = weakref.WeakKeyDictionary()
+
+
+def _index(g: nx.DiGraph) -> _GraphIndex:
+    index = _INDEX.get(g)
+    if index is None:
+        index = _INDEX.setdefault(g, _GraphIndex())
+    return index
+
+
+def _unkey(index: _GraphIndex, node: int, key: bytes) -> None:
+    same = index.by_key.get(key)
+    if same is not None and node in same:
+        same.discard(node)
+        if not same:
+            del index.by_key[key]
+        if index.unkeyed is not None:
+            index.unkeyed.add(node)
 
 
 def forget_subtree_keys(g: nx.DiGraph, nodes: Iterable[int]) -> None:
     """Forget the digests of ``nodes`` and of every node above them, for inputs that changed under
     ``nodes``. A node has a digest only once all below it have one, so the walk up stops at a node
     without one."""
-    keys = _SUBTREE_KEYS.get(g)
-    if not keys:
+    index = _INDEX.get(g)
+    if index is None or not index.keys:
         return
     stack = list(nodes)
     while stack:
         node = stack.pop()
-        if keys.pop(node, None) is not None and node in g:
-            stack.extend(g.predecessors(node))
+        key = index.keys.pop(node, None)
+        if key is not None:
+            _unkey(index, node, key)
+            if node in g:
+                stack.extend(g.predecessors(node))
+
+
+def note_added(g: nx.DiGraph, node: int) -> None:
+    """Tell the index of ``g`` of a node just added."""
+    index = _INDEX.get(g)
+    if index is not None and index.unkeyed is not None:
+        index.unkeyed.add(node)
 
 
 def drop_subtree_keys(g: nx.DiGraph, nodes: Iterable[int]) -> None:
-    """Forget the digests of ``nodes``, removed from ``g`` (their ids may be given again)."""
-    keys = _SUBTREE_KEYS.get(g)
-    if keys:
-        for node in nodes:
-            keys.pop(node, None)
+    """Forget what is known of ``nodes``, removed from ``g`` (their ids may be given again)."""
+    index = _INDEX.get(g)
+    if index is None:
+        return
+    for node in nodes:
+        key = index.keys.pop(node, None)
+        if key is not None:
+            _unkey(index, node, key)
+        if index.unkeyed is not None:
+            index.unkeyed.discard(node)
+
+
+def written_like(g: nx.DiGraph, key: bytes) -> set[int]:
+    """The nodes of ``g`` whose subtree digest is ``key`` (:func:`subtree_key`); the set is the index's
+    own (not to be changed)."""
+    index = _index(g)
+    if index.unkeyed is None:
+        index.unkeyed = set()
+        for n in g:
+            known = index.keys.get(n)
+            if known is None:
+                index.unkeyed.add(n)
+            else:
+                index.by_key.setdefault(known, set()).add(n)
+    while index.unkeyed:
+        subtree_key(g, next(iter(index.unkeyed)))  # files it under its digest
+    return index.by_key.get(key, set())
 
 
 def subtree_key(g: nx.DiGraph, node: int) -> bytes:
@@ -256,7 +311,8 @@ def subtree_key(g: nx.DiGraph, node: int) -> bytes:
     (their hints aside) over the same inputs in the same order. Producers inline a CTE read twice as two
     such copies; Spark plans them alike and computes them once (its exchange reuse). Digests are kept
     per graph until a rewrite changes what is below (:func:`forget_subtree_keys`)."""
-    memo = _subtree_keys(g)
+    index = _index(g)
+    memo = index.keys
     found = memo.get(node)
     if found is not None:
         return found
@@ -281,15 +337,17 @@ def subtree_key(g: nx.DiGraph, node: int) -> bytes:
         digest = hashlib.blake2b(rel.SerializeToString(deterministic=True), digest_size=16)
         for child in children:
             digest.update(memo[child])
-        memo[n] = digest.digest()
+        memo[n] = key = digest.digest()
+        if index.unkeyed is not None and n in index.unkeyed:
+            index.unkeyed.discard(n)
+            index.by_key.setdefault(key, set()).add(n)
     return memo[node]
 
 
 def written_elsewhere(g: nx.DiGraph, node: int) -> bool:
     """Whether another node of the plan is the root of a subtree written like the one at ``node``
     (:func:`subtree_key`)."""
-    key = subtree_key(g, node)
-    return any(n != node and subtree_key(g, n) == key for n in g.nodes)
+    return any(n != node for n in written_like(g, subtree_key(g, node)))
 
 
 def is_broadcast(g: nx.DiGraph, node: int) -> bool:

@@ -28,9 +28,13 @@ from optimizer.dag import (
     drop_subtree_keys,
     forget_subtree_keys,
     inputs,
+    is_broadcast,
+    note_added,
     rel_inputs,
     reused_broadcasts,
     strip_inputs,
+    subtree_key,
+    written_like,
 )
 from optimizer.errors import OptimizerError
 
@@ -179,15 +183,20 @@ def _kind(rel: Rel) -> str:
     return kind
 
 
-def add_subgraph(g: nx.DiGraph, new: Replacement, schema_of: Callable[[int], Any] | None = None) -> int:
-    """Add a :class:`NewRel` tree to ``g`` and return its root node (an int is returned as is)."""
+def add_subgraph(g: nx.DiGraph, new: Replacement, schema_of: Callable[[int], Any] | None = None,
+                 added: list[int] | None = None) -> int:
+    """Add a :class:`NewRel` tree to ``g`` and return its root node (an int is returned as is). ``added``
+    collects the nodes added."""
     if isinstance(new, int):
         if new not in g:
             raise RuleBug(f"a rule referred to node {new}, which is not in the plan")
         return new
-    children = [add_subgraph(g, child, schema_of) for child in new.inputs]
+    children = [add_subgraph(g, child, schema_of, added) for child in new.inputs]
     node = _next_id(g)
     g.add_node(node, kind=_kind(new.rel), rel=strip_inputs(new.rel))
+    note_added(g, node)
+    if added is not None:
+        added.append(node)
     for slot, child in enumerate(children):
         if g.has_edge(node, child):
             g.edges[node, child]["slots"].append(slot)
@@ -198,8 +207,10 @@ def add_subgraph(g: nx.DiGraph, new: Replacement, schema_of: Callable[[int], Any
     return node
 
 
-def replace_node(g: nx.DiGraph, old: int, new_root: int) -> None:
-    """Make every reader of ``old`` read ``new_root``, then drop what nothing reads any more."""
+def replace_node(g: nx.DiGraph, old: int, new_root: int, *, clean: bool = False) -> None:
+    """Make every reader of ``old`` read ``new_root``, then drop what nothing reads any more. ``clean``:
+    every node but those under ``new_root`` was reachable from a root, so only ``old`` and what is below
+    it can be left unread."""
     if old == new_root:
         return
     readers = list(g.predecessors(old))
@@ -219,11 +230,25 @@ def replace_node(g: nx.DiGraph, old: int, new_root: int) -> None:
         if root["node"] == old:
             root["node"] = new_root
             root["via"] = None
-    collect_garbage(g)
+    collect_garbage(g, [old] if clean else None)
 
 
-def collect_garbage(g: nx.DiGraph) -> None:
-    """Remove nodes no root reaches."""
+def collect_garbage(g: nx.DiGraph, among: list[int] | None = None) -> None:
+    """Remove nodes no root reaches. ``among``: only these and the nodes below them can be unreached
+    (all others are reached, or read by nothing but these): a node of a DAG is unreached when nothing
+    reads it and no root names it, or when all that read it are unreached."""
+    if among is not None:
+        roots = {root["node"] for root in g.graph["roots"]}
+        dead: list[int] = []
+        stack = list(among)
+        while stack:
+            n = stack.pop()
+            if n in g and n not in roots and not g._pred[n]:
+                stack.extend(g.successors(n))
+                g.remove_node(n)
+                dead.append(n)
+        drop_subtree_keys(g, dead)
+        return
     live: set[int] = set()
     for root in g.graph["roots"]:
         live.add(root["node"])
@@ -263,10 +288,42 @@ class PhaseReport:
     plan_text: str | None = None
 
 
-def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -> tuple[float, float]:
+def _only_under(g: nx.DiGraph, node: int, new_root: int, added: list[int]) -> tuple[set[int], set[int]] | None:
+    """The relations only the subtree at ``node`` has and those only the one at ``new_root`` has, where
+    ``added`` are the nodes just added (all of them under ``new_root``) and every other node is reached
+    from a root; None where that takes more than a walk near ``node``. The added nodes read, besides each
+    other, only ``node`` and its inputs: those and all below are in both subtrees, and a node under
+    ``node`` that is read only along one path from it avoiding them is in the old subtree alone."""
+    fresh = set(added)
+    if new_root not in fresh:
+        return None
+    kept = {c for f in added for c in g.successors(f) if c not in fresh}
+    if not kept <= set(g.successors(node)) | {node}:
+        return None
+    if node in kept:
+        return set(), fresh
+    old_only = {node}
+    stack = [node]
+    while stack:
+        for c in g.successors(stack.pop()):
+            if c in kept or c in old_only:
+                continue
+            if len(g._pred[c]) != 1:
+                return None
+            old_only.add(c)
+            stack.append(c)
+    return old_only, fresh
+
+
+def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext,
+                    added: list[int] | None = None) -> tuple[float, float]:
     """The estimated costs of the relations only the subtree at ``node`` has and of those only the one
     at ``new_root`` has: what they share (the inputs both read) costs the same on either side. The new
-    relations are read as ``node`` is (their widths count the same columns)."""
+    relations are read as ``node`` is (their widths count the same columns). ``added``: the nodes just
+    added, where every other node is reached from a root."""
+    found = _only_under(g, node, new_root, added) if added is not None else None
+    if found is not None:
+        return _priced_apart(g, node, new_root, ctx, *found)
     old = {node} | nx.descendants(g, node)
     new = {new_root} | nx.descendants(g, new_root)
     ctx.estimator.same_needs(new_root, node)  # the new relations are read as the old ones are
@@ -287,6 +344,30 @@ def _replaced_costs(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext) -
     return price(old - new, False), price(new - old, True)
 
 
+def _priced_apart(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext, old_only: set[int],
+                  new_only: set[int]) -> tuple[float, float]:
+    """:func:`_replaced_costs` from the relations only each side has (:func:`_only_under`), the rest of
+    the plan being every node but those: a broadcast written like one of the rest is found by digest
+    (:func:`optimizer.dag.written_like`) instead of by listing the rest."""
+    ctx.estimator.same_needs(new_root, node)  # the new relations are read as the old ones are
+
+    def price(nodes: set[int], bindable: bool) -> float:
+        if any(g.nodes[n]["kind"] == "exchange" for n in nodes):
+            # :func:`optimizer.dag.reused_broadcasts` over ``nodes``, the rest of the plan elsewhere.
+            computed: set[bytes] = set()
+            reused: set[int] = set()
+            for n in sorted(n for n in nodes if is_broadcast(g, n)):
+                key = subtree_key(g, n)
+                if key in computed or any(m not in old_only and m not in new_only and is_broadcast(g, m)
+                                          for m in written_like(g, key)):
+                    reused.add(n)
+                computed.add(key)
+            nodes = nodes - reused
+        return sum(ctx.cost_model.node_cost(g, n, ctx.estimator, bindable=bindable).total for n in nodes)
+
+    return price(old_only, False), price(new_only, True)
+
+
 def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | None, max_iterations: int = 10,
               priced: bool = False) -> PhaseReport:
     """Apply ``rules`` to ``g`` (in place) until a fixed point or ``max_iterations`` passes.
@@ -297,6 +378,9 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
     """
     report = PhaseReport(phase)
     start = time.perf_counter()
+    # Whether every node is reached from a root (after the first collection): then only what a rewrite
+    # replaced or added can be left unreached, and found without walking the whole plan.
+    clean = False
     for _ in range(max_iterations):
         report.iterations += 1
         changed = False
@@ -311,20 +395,23 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
                     continue
                 before = g.nodes[node]["kind"]
                 old_schema = g.nodes[node].get("schema")
-                new_root = add_subgraph(g, result, ctx.derive_schema if ctx is not None else None)
+                added: list[int] = []
+                new_root = add_subgraph(g, result, ctx.derive_schema if ctx is not None else None, added)
                 problem = same_shape(old_schema, g.nodes[new_root].get("schema"))
                 if problem:
                     raise RuleBug(f"rule {rule.name} changed the output of a {before} relation: {problem}")
                 old_cost = new_cost = None
                 if priced and new_root != node:
-                    old_cost, new_cost = _replaced_costs(g, node, new_root, ctx)
+                    old_cost, new_cost = _replaced_costs(g, node, new_root, ctx, added if clean else None)
                     if new_cost > old_cost * (1 + COST_TOLERANCE):
-                        collect_garbage(g)  # the new relations: nothing reads them
+                        collect_garbage(g, added if clean else None)  # the new relations: nothing reads them
+                        clean = True
                         report.declined.append(f"{rule.name} at node {node} ({before} -> "
                                                f"{g.nodes[new_root]['kind'] if new_root in g else '?'}): "
                                                f"{new_cost:.4g} > {old_cost:.4g}")
                         continue
-                replace_node(g, node, new_root)
+                replace_node(g, node, new_root, clean=clean)
+                clean = True
                 if ctx is not None:
                     ctx.invalidate(new_root)
                 report.events.append(RuleEvent(rule.name, phase, node, before, g.nodes[new_root]["kind"], new_root,

@@ -103,7 +103,7 @@ from substrait.proto import (
 
 from cost.properties import ordering
 from cost.spark_joins import BROADCAST_BUILD, LEFT, RIGHT, choose_build
-from optimizer.dag import inputs, is_broadcast, repeats_within, subtree_key, uses
+from optimizer.dag import inputs, is_broadcast, repeats_within, subtree_key, uses, written_like
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import (
@@ -418,9 +418,8 @@ def _broadcast_elsewhere(g: nx.DiGraph, ctx: RuleContext, node: int, columns: li
     """Whether a subtree written like the one at ``node`` is, elsewhere in the plan, the build side of a
     broadcast hash join on the same key ``columns``, or an input of a logical join on them (which
     :func:`_reused_build` makes build on it the same way)."""
-    key = subtree_key(g, node)
-    for n in g.nodes:
-        if n == node or subtree_key(g, n) != key:
+    for n in written_like(g, subtree_key(g, node)):
+        if n == node:
             continue
         for parent in g.predecessors(n):
             if g.nodes[parent]["kind"] == "join" and _join_columns(g, ctx, parent, n) == columns:

@@ -189,3 +189,53 @@ def test_subtree_key_is_equal_for_copies_written_alike():
     left, right = inputs(g, next(n for n in g if g.nodes[n]["kind"] == "join"))
     assert subtree_key(g, left) != subtree_key(g, right)
     assert not repeats_within(g, left)
+
+
+def _wide_chain(n: int):
+    import json
+
+    from benchmarks.optimizer_latency import wide_plan
+
+    return load_plan(json.dumps(wide_plan("chain", n)))
+
+
+def test_subtree_keys_are_made_once_per_relation_while_a_wide_join_is_optimized(monkeypatch):
+    """The physical phase prices every join it implements against the rest of the plan (broadcasts Spark
+    reuses, subtrees written alike); the digests it compares are kept between rewrites, so a 120-way
+    chain join makes a few per relation, not one per relation per join priced."""
+    import hashlib
+
+    import optimizer.dag as dag
+    from cost.statistics import default_statistics
+    from optimizer.driver import Optimizer
+
+    made = []
+
+    class Counting:
+        @staticmethod
+        def blake2b(*args, **kwargs):
+            made.append(1)
+            return hashlib.blake2b(*args, **kwargs)
+
+    monkeypatch.setattr(dag, "hashlib", Counting)
+    result = Optimizer(statistics=default_statistics()).run(_wide_chain(120))
+    assert any(e.rule == "implement_joins" for e in result.events)
+    relations = len(to_dag(result.plan))
+    assert len(made) < 10 * relations, (len(made), relations)
+
+
+def test_kept_subtree_keys_match_keys_made_afresh_after_rewrites():
+    """What the index keeps for a graph the optimizer rewrote is what a copy of it (which starts with
+    nothing kept) computes from scratch, node by node."""
+    from cost.statistics import default_statistics
+    from optimizer.dag import copy_dag, subtree_key, written_like
+    from optimizer.driver import Optimizer
+
+    result = Optimizer(statistics=default_statistics()).run(_wide_chain(40))
+    g = result.graph
+    assert g is not None
+    fresh = copy_dag(g)
+    kept = {n: subtree_key(g, n) for n in g}
+    assert kept == {n: subtree_key(fresh, n) for n in fresh}
+    for key in set(kept.values()):
+        assert written_like(g, key) == {m for m, other in kept.items() if other == key}
