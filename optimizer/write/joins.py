@@ -175,6 +175,9 @@ def set_ops_as_distinct(plan: Plan, target: Target) -> int:
       removes nothing; a project above drops that column. A ``UNION ALL`` of an input that may repeat a
       row cannot be written so: refused.
 
+    * ``MINUS_PRIMARY`` / ``INTERSECTION_PRIMARY`` of two inputs (``EXCEPT`` / ``INTERSECT``: the
+      distinct rows of the primary input not in / in the other) are read so by both: kept.
+
     Unions of more than two inputs are written as nested unions of two. Another set operation is
     refused. Returns the set relations changed."""
     from substrait.proto import SetRel
@@ -220,9 +223,16 @@ def set_ops_as_distinct(plan: Plan, target: Target) -> int:
             top = Rel()
             top.project.input.CopyFrom(_binary_union(tagged))
             top.project.common.emit.output_mapping.extend(range(width))
+        elif body.op in (SetRel.SET_OP_MINUS_PRIMARY, SetRel.SET_OP_INTERSECTION_PRIMARY) and len(body.inputs) == 2:
+            # EXCEPT / INTERSECT DISTINCT: the distinct rows of the primary input in (not in) the other;
+            # the same in both readings.
+            body.common.hint.alias = _WRITTEN
+            changed += 1
+            continue
         else:
-            raise UnsupportedError(f"SetRel {op.removeprefix('SET_OP_')}: target '{target.name}' reads every set "
-                                   "operation as its distinct form and has no other", path)
+            raise UnsupportedError(f"SetRel {op.removeprefix('SET_OP_')} of {len(body.inputs)} inputs: target "
+                                   f"'{target.name}' reads every set operation as its distinct form, of two "
+                                   "inputs, and has no other", path)
         if emit is not None:
             outer = Rel()
             outer.project.input.CopyFrom(top)
