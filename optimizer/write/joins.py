@@ -16,6 +16,7 @@ from substrait.proto import JoinRel, Plan, Rel
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import (
     FunctionRegistrar,
+    boolean_type,
     call_args,
     conjuncts,
     field,
@@ -172,8 +173,9 @@ def set_ops_as_distinct(plan: Plan, target: Target) -> int:
       (the distinct rows of either reading);
     * ``UNION ALL`` of inputs whose rows are each known to be distinct (:func:`distinct_key`): each input
       gets a constant column of its own number, so no two inputs share a row and a distinct union
-      removes nothing; a project above drops that column. A ``UNION ALL`` of an input that may repeat a
-      row cannot be written so: refused.
+      removes nothing; a project above drops that column;
+    * ``UNION ALL`` of an input that may repeat a row: no set operation at all, full outer joins that
+      match nothing (:func:`_union_all_as_outer_joins`), which keep every row as often as it comes;
 
     * ``MINUS_PRIMARY`` / ``INTERSECTION_PRIMARY`` of two inputs (``EXCEPT`` / ``INTERSECT``: the
       distinct rows of the primary input not in / in the other) are read so by both: kept.
@@ -210,19 +212,19 @@ def set_ops_as_distinct(plan: Plan, target: Target) -> int:
             top.aggregate.grouping_expressions.extend(field(c) for c in range(width))
             top.aggregate.groupings.add().expression_references.extend(range(width))
         elif body.op == SetRel.SET_OP_UNION_ALL:
-            tagged = []
-            for i, (child, child_path) in enumerate(_union_all_inputs(rel, path)):
-                if distinct_key(child, child_path, schemas) is None:
-                    raise UnsupportedError(
-                        f"SetRel UNION_ALL of an input whose rows may repeat ({child_path[len(path) + 1:]}): target "
-                        f"'{target.name}' reads every union as UNION DISTINCT, which would drop the repeats", path)
-                tag = Rel()
-                tag.project.input.CopyFrom(child)
-                tag.project.expressions.add().literal.i32 = i
-                tagged.append(tag)
-            top = Rel()
-            top.project.input.CopyFrom(_binary_union(tagged))
-            top.project.common.emit.output_mapping.extend(range(width))
+            inputs = _union_all_inputs(rel, path)
+            if any(distinct_key(child, child_path, schemas) is None for child, child_path in inputs):
+                top = _union_all_as_outer_joins([child for child, _ in inputs], width, FunctionRegistrar(plan))
+            else:
+                tagged = []
+                for i, (child, _child_path) in enumerate(inputs):
+                    tag = Rel()
+                    tag.project.input.CopyFrom(child)
+                    tag.project.expressions.add().literal.i32 = i
+                    tagged.append(tag)
+                top = Rel()
+                top.project.input.CopyFrom(_binary_union(tagged))
+                top.project.common.emit.output_mapping.extend(range(width))
         elif body.op in (SetRel.SET_OP_MINUS_PRIMARY, SetRel.SET_OP_INTERSECTION_PRIMARY) and len(body.inputs) == 2:
             # EXCEPT / INTERSECT DISTINCT: the distinct rows of the primary input in (not in) the other;
             # the same in both readings.
@@ -256,6 +258,41 @@ def _union_all_inputs(rel: Rel, path: str) -> list[tuple[Rel, str]]:
         else:
             out.append((child, child_path))
     return out
+
+
+def _union_all_as_outer_joins(inputs: list[Rel], width: int, registrar: FunctionRegistrar) -> Rel:
+    """``UNION ALL`` of ``inputs`` (each ``width`` columns) without a set operation: each step is a full
+    outer join of ``A + (0)`` and ``B + (1)`` on their constant columns being equal, which never holds,
+    so every row of either side comes out once (repeats kept), the other side's columns NULL; a project
+    above takes each column from the side whose constant is not NULL. A hash join on a key: linear."""
+    def tagged(child: Rel, tag: int) -> Rel:
+        out = Rel()
+        out.project.input.CopyFrom(child)
+        out.project.expressions.add().literal.i32 = tag
+        return out
+
+    acc = inputs[0]
+    for child in inputs[1:]:
+        join = Rel()
+        join.join.type = JoinRel.JOIN_TYPE_OUTER
+        join.join.left.CopyFrom(tagged(acc, 0))
+        join.join.right.CopyFrom(tagged(child, 1))
+        join.join.expression.CopyFrom(registrar.call("equal", "functions_comparison",
+                                                     [field(width), field(2 * width + 1)],
+                                                     boolean_type(), "equal:any_any"))
+        left_present = registrar.call("is_not_null", "functions_comparison", [field(width)],
+                                      boolean_type(nullable=False), "is_not_null:any")
+        top = Rel()
+        top.project.input.CopyFrom(join)
+        for c in range(width):
+            pick = top.project.expressions.add().if_then
+            clause = pick.ifs.add()
+            getattr(clause, "if").CopyFrom(left_present)
+            clause.then.CopyFrom(field(c))
+            getattr(pick, "else").CopyFrom(field(width + 1 + c))
+        top.project.common.emit.output_mapping.extend(range(2 * width + 2, 3 * width + 2))
+        acc = top
+    return acc
 
 
 #: Marks a union this module wrote (so it is not rewritten again): ``SetRel.common.hint.alias``.
