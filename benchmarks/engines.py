@@ -441,6 +441,11 @@ def markdown(report: dict) -> str:
     wrong = [r for r in report["plans"] for f in FORMS if r[f]["status"] == "wrong"]
     if wrong:
         lines += ["## Wrong answers", ""]
+        by_form = Counter(f for r in report["plans"] for f in FORMS if r[f]["status"] == "wrong")
+        lines += [f"{by_form['original']} of plans run as their producer wrote them (*original*), "
+                  f"{by_form['optimized']} of plans optimized for the engine. A wrong original is the engine's "
+                  "reading of the producer's plan as written, not the optimizer's answer; the causes per engine "
+                  "are in docs/targets.md.", ""]
         for r in report["plans"]:
             for f in FORMS:
                 if r[f]["status"] == "wrong":
