@@ -13,7 +13,10 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
    repeats what a filter above applies);
 4. a column mask (``ReadRel.projection``) becomes the read's emit for a target that does not read masks;
 5. functions: refused when the target lacks them, renamed to the target's names, and variadic calls
-   (``and``/``or`` with more arguments than the target takes) nested;
+   (``and``/``or`` with more arguments than the target takes) nested; literals the target reads
+   otherwise (``fixed_char``, intervals) written as it reads them;
+5a. set operations, for a target that reads every ``SetRel`` as its distinct form (DuckDB 1.1.3):
+   written so that both readings give the same rows (:func:`~optimizer.write.joins.set_ops_as_distinct`);
 6. aggregates: an aggregate with several grouping sets is refused where the target numbers them its
    own way; the aggregation phase is written out where the target rejects the unspecified one;
 7. the projection convention: DuckDB 1.1.3 reads a ``ProjectRel`` as "only its expressions" and ignores
