@@ -45,6 +45,7 @@ from optimizer.errors import UnsupportedError
 from optimizer.explain import describe_rel
 from optimizer.expr_utils import field
 from optimizer.load.functions import function_table
+from optimizer.plan_io import mark_conformed
 
 #: The extension URN anchor of a function declared by bare name (no extension file).
 NO_EXTENSION = 4294967295
@@ -164,6 +165,7 @@ class Builder:
         """The plan of ``rel`` (its output named ``names``), declaring the functions called so far;
         ``shared``: relations written as plan relations of their own (read by ``ReferenceRel``)."""
         p = Plan()
+        mark_conformed(p)  # built in the spec's conventions: what load_plan makes of a plan
         for name, anchor in self.anchors.items():
             decl = p.extensions.add().extension_function
             decl.function_anchor = anchor
