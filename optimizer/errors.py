@@ -6,6 +6,9 @@ The CLI maps them to exit codes: ``PlanError`` -> 2 (bad input or usage),
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+
 
 class OptimizerError(Exception):
     """Base class: a message and the path in the plan where the problem is."""
@@ -48,3 +51,14 @@ def spark_errors() -> tuple[type[Exception], ...]:
     from pyspark.errors import PySparkException
 
     return (PySparkException, Py4JError)
+
+
+@contextlib.contextmanager
+def plain_exceptions_as(convert: Callable[[Exception], Exception]) -> Iterator[None]:
+    """Raise ``convert(exc)`` for any exception of the block: for DataFusion's Python bindings, which raise
+    every planning, Substrait, I/O and execution error as a plain ``Exception`` (nothing narrower names
+    them), at the one place this tool calls them from (its producer and its engine runner)."""
+    try:
+        yield
+    except Exception as exc:  # DataFusion's bindings: see above
+        raise convert(exc) from exc

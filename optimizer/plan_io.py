@@ -22,10 +22,10 @@ from google.protobuf.message import DecodeError
 from substrait.proto import Plan, Rel
 
 from optimizer.errors import ExecutionError, PlanError
-from optimizer.limits import Limits
-from optimizer.limits import current as limits_in_force
 from optimizer.load.counts import Counter
 from optimizer.load.counts import check_json as count_json
+from optimizer.load.limits import Limits
+from optimizer.load.limits import current as limits_in_force
 from optimizer.load.protobuf_depth import (  # noqa: F401 - MAX_PLAN_DEPTH, deep_messages: the API documents them here
     MAX_PLAN_DEPTH,
     deep_messages,
@@ -200,7 +200,7 @@ def _looks_like_json(data: bytes) -> bool:
 def parse_plan(data: bytes, name: str = "<input>", limits: Limits | None = None) -> Plan:
     """Parse plan bytes (JSON or binary protobuf) and upgrade older encodings.
 
-    The plan is held to ``limits`` (:func:`optimizer.limits.current` by default): its size before it
+    The plan is held to ``limits`` (:func:`optimizer.load.limits.current` by default): its size before it
     is parsed, what it holds (relations, expression nodes, arguments, rows) before its messages are built.
     """
     limits = limits_in_force() if limits is None else limits
@@ -230,7 +230,7 @@ def parse_plan(data: bytes, name: str = "<input>", limits: Limits | None = None)
             _upgrade_binary(plan, name)
             return _conformed(plan, name)
         except PlanError:
-            from optimizer.producers import looks_like_sql, sql_instead_of_plan
+            from optimizer.load.producers import looks_like_sql, sql_instead_of_plan
 
             if looks_like_sql(data):  # looked at only when the bytes are no plan
                 raise sql_instead_of_plan(name) from None
@@ -412,8 +412,8 @@ def _conform_producer_quirks(plan: Plan, name: str) -> None:
 def load_plan(source: Source, limits: Limits | None = None) -> Plan:
     """Load a plan from a path, ``-`` (stdin), bytes, a JSON string or a file object.
 
-    Plan bytes are held to ``limits`` (:func:`optimizer.limits.current` by default: see
-    :mod:`optimizer.limits`); a ``Plan`` message is the caller's own and is not counted.
+    Plan bytes are held to ``limits`` (:func:`optimizer.load.limits.current` by default: see
+    :mod:`optimizer.load.limits`); a ``Plan`` message is the caller's own and is not counted.
 
     JSON and binary protobuf are told apart by their first byte. Older Substrait encodings are
     upgraded to the current one without losing meaning; anything that cannot be is a

@@ -1,4 +1,4 @@
-"""Bounds on the work a plan can ask for (optimizer.limits, docs/security.md "Limits"): each limit refuses a
+"""Bounds on the work a plan can ask for (optimizer.load.limits, docs/security.md "Limits"): each limit refuses a
 plan past it with exit 2 and one line naming the limit and how to raise it, before the expensive work;
 raised, the same plan loads. Join graphs too wide for dynamic programming are ordered greedily, within a
 pair budget."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.errors import PlanError
-from optimizer.limits import DEFAULT, Limits, applied, current, parse_settings
+from optimizer.load.limits import DEFAULT, Limits, applied, current, parse_settings
 from optimizer.plan_io import dump_plan, load_plan
 
 _BOOL = {"bool": {"nullability": "NULLABILITY_REQUIRED"}}

@@ -120,7 +120,10 @@ def test_every_rule_module_opens_with_its_public_function_and_a_short_example():
 
 def test_catch_alls_are_few_and_say_why():
     """``except Exception`` only where any error is expected, each with a comment saying why (the
-    line itself or the two above it)."""
+    line itself or the two above it). Six: the CLI's last resort, two around a JVM going away, the
+    difftest harness's findings, the extension registry's derivations, and DataFusion's Python bindings,
+    which raise every error as a plain ``Exception`` (``optimizer.errors.plain_exceptions_as``, the one
+    place both the producer and the engine runner call them through)."""
     found = []
     for path in _modules().values():
         if path.relative_to(ROOT).parts[0] == "workloads":  # test and benchmark support, not the library
@@ -131,4 +134,4 @@ def test_catch_alls_are_few_and_say_why():
                 context = lines[max(0, i - 2):i + 1]
                 assert any("#" in c for c in context), f"{path.relative_to(ROOT)}:{i + 1}: no reason given"
                 found.append(f"{path.relative_to(ROOT)}:{i + 1}")
-    assert len(found) <= 5, found
+    assert len(found) <= 6, found

@@ -1,5 +1,5 @@
 """TPC-H and TPC-DS plans of the live producers, DataFusion 55 and DuckDB 1.1.3 (its substrait extension),
-made by :mod:`optimizer.producers` (``substrait-opt plan``), and what is known of each producer's plans.
+made by :mod:`optimizer.load.producers` (``substrait-opt plan``), and what is known of each producer's plans.
 
 Both producers read tables by name (``ReadRel.named_table``: ``["lineitem"]``...), so the plans run on any
 copy of the data; ``tables`` only tells the producer each table's schema (and statistics for its join order).
@@ -40,7 +40,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # The producing itself is the package's (``substrait-opt plan``); the names stay importable from here.
-from optimizer.producers import (  # noqa: F401
+from optimizer.load.producers import (  # noqa: F401
     ProducerError,
     TableSpec,
     datafusion_context,

@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         func: Callable[[argparse.Namespace], int] = args.func
         from optimizer.cli.args import limits_from_args
-        from optimizer.limits import applied
+        from optimizer.load.limits import applied
         from optimizer.plan_io import deep_messages
 
         with deep_messages(), applied(limits_from_args(args)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from optimizer.errors import PlanError
@@ -26,8 +27,8 @@ def add_plan_command(sub, name: str, help_text: str, func: Callable[[argparse.Na
 
 
 def add_limit_argument(p: argparse.ArgumentParser) -> None:
-    """``--limit NAME=VALUE``: raise (or lower) one of the bounds a plan is held to (optimizer.limits)."""
-    from optimizer.limits import DEFAULT, NAMES
+    """``--limit NAME=VALUE``: raise (or lower) one of the bounds a plan is held to (optimizer.load.limits)."""
+    from optimizer.load.limits import DEFAULT, NAMES
 
     p.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                    help="change a bound on the plans read (repeatable): "
@@ -36,8 +37,8 @@ def add_limit_argument(p: argparse.ArgumentParser) -> None:
 
 
 def limits_from_args(args: argparse.Namespace):
-    """The :class:`optimizer.limits.Limits` the ``--limit`` options ask for."""
-    from optimizer.limits import current, parse_settings
+    """The :class:`optimizer.load.limits.Limits` the ``--limit`` options ask for."""
+    from optimizer.load.limits import current, parse_settings
 
     return parse_settings(getattr(args, "limit", None) or [], current())
 
@@ -112,3 +113,32 @@ def output_format(dest: str, fmt: str | None, *, plan: bool = True) -> str | Non
 
 def _extension_of(fmt: str) -> str:
     return next((ext for ext, f in EXTENSION_FORMATS.items() if f == fmt), f".{fmt}")
+
+
+def plan_name(source: str) -> str:
+    """``q05-isthmus_plan.json`` -> ``q05-isthmus_plan``; stdin -> ``stdin``."""
+    if source == "-":
+        return "stdin"
+    name = Path(source).name
+    for suffix in (".json", ".binpb", ".pb", ".bin", ".substrait"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+#: Options only Spark reads: refused with another ``--engine`` rather than ignored.
+_SPARK_ONLY = (("master", "--master"), ("remote", "--remote"), ("conf", "--conf"), ("catalog", "--catalog"),
+               ("analyze_tables", "--analyze-tables"), ("allow_lossy_casts", "--allow-lossy-casts"), ("ui", "--ui"))
+
+
+def check_engine_args(args: argparse.Namespace, engine: str) -> None:
+    """Refuse the options only Spark reads, and check ``--tables``/``--stats``, for ``--engine``
+    other than Spark (``diff`` and ``run``)."""
+    for attr, option in _SPARK_ONLY:
+        if getattr(args, attr, None):
+            raise PlanError(f"a Spark option; --engine {engine} does not read it", option)
+    from optimizer.cli.spark import check_tables_arg
+
+    check_tables_arg(getattr(args, "tables", None))
+    if getattr(args, "stats", None) and not Path(args.stats).exists():
+        raise PlanError("no such statistics file", args.stats)

@@ -38,24 +38,6 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
     return written
 
 
-#: Options only Spark reads: refused with another ``--engine`` rather than ignored.
-_SPARK_ONLY = (("master", "--master"), ("remote", "--remote"), ("conf", "--conf"), ("catalog", "--catalog"),
-               ("analyze_tables", "--analyze-tables"), ("allow_lossy_casts", "--allow-lossy-casts"), ("ui", "--ui"))
-
-
-def check_engine_args(args: argparse.Namespace, engine: str) -> None:
-    """Refuse the options only Spark reads, and check ``--tables``/``--stats``, for ``--engine``
-    other than Spark (``diff`` and ``run``)."""
-    for attr, option in _SPARK_ONLY:
-        if getattr(args, attr, None):
-            raise PlanError(f"a Spark option; --engine {engine} does not read it", option)
-    from optimizer.cli.spark import check_tables_arg
-
-    check_tables_arg(getattr(args, "tables", None))
-    if getattr(args, "stats", None) and not Path(args.stats).exists():
-        raise PlanError("no such statistics file", args.stats)
-
-
 def _engine_backend(args: argparse.Namespace, engine: str):
     """The runner of ``engine`` over ``--tables`` and the statistics the optimizer gets (``--stats``, the
     Parquet footers of ``--tables``; no Spark)."""
@@ -75,7 +57,7 @@ TIMED_RUNS = 3
 def sql_beside(args: argparse.Namespace, engine: str) -> list[tuple[str, str] | None]:
     """Per input, the SQL it was made from, as ``(file, text)``, for ``--time`` to run on Spark beside the
     plans: ``--sql FILE`` (one input), else ``X.sql`` beside ``X.json``/``X.binpb``; ``None`` without."""
-    from optimizer.cli.run import plan_name
+    from optimizer.cli.args import plan_name
 
     if args.sql and not args.time:
         raise PlanError("--sql is timed beside the plans: give --time too", "--sql")
@@ -169,8 +151,7 @@ def spark_sql_runner(backend, source: str, text: str, views: list[str]):
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
-    from optimizer.cli.args import statistics_from_args
-    from optimizer.cli.run import plan_name
+    from optimizer.cli.args import check_engine_args, plan_name, statistics_from_args
     from optimizer.difftest.harness import compare
     from optimizer.plan_io import load_plan
     from optimizer.schema import raise_for_problems

@@ -36,8 +36,8 @@ def _read_sql(source: str) -> tuple[str, str]:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from optimizer.cli.args import output_format
+    from optimizer.load.producers import ProducerError, produce, tables_in_directory
     from optimizer.plan_io import check_output, load_plan, save_plan
-    from optimizer.producers import ProducerError, produce, tables_in_directory
 
     check_output(args.output)
     fmt = output_format(args.output, args.format)  # the name and --format agree; no binary to a terminal
@@ -53,7 +53,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def register(sub, name: str, help_text: str) -> None:
-    from optimizer.producers import PRODUCERS
+    from optimizer.load.producers import PRODUCERS
 
     p = sub.add_parser(
         name, help=help_text,

@@ -14,20 +14,10 @@ import os
 import sys
 from pathlib import Path
 
+from optimizer.cli.args import plan_name
 from optimizer.cli.timing import add_repeat_argument, how, median, seconds_text, timed
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.paths import add_path_argument
-
-
-def plan_name(source: str) -> str:
-    """``q05-isthmus_plan.json`` -> ``q05-isthmus_plan``; stdin -> ``stdin``."""
-    if source == "-":
-        return "stdin"
-    name = Path(source).name
-    for suffix in (".json", ".binpb", ".pb", ".bin", ".substrait"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
 
 
 def format_rows(table, limit: int = 5) -> str:
@@ -91,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     engine = getattr(args, "engine", "spark")
     if engine != "spark":
-        from optimizer.cli.diff import check_engine_args
+        from optimizer.cli.args import check_engine_args
 
         check_engine_args(args, engine)
     check_tables_arg(args.tables)

@@ -32,7 +32,7 @@ a seeded generator so that a failure can be replayed (``--seed``, ``--only N``):
   tables): one line on stderr and no JVM (a fresh interpreter, as many as ``--subprocess``).
 * ``work``: wide join graphs (15 to 60 tables, random edges or one key), and an ``or`` of up to 20,000
   arguments, virtual tables of up to 150,000 rows, unions of up to 10,000 reads, 40,002 expression
-  nodes, a plan one byte past 16 MiB, JSON or binary: past a limit of ``optimizer.limits`` exit 2
+  nodes, a plan one byte past 16 MiB, JSON or binary: past a limit of ``optimizer.load.limits`` exit 2
   naming it, at or under it an answer.
 
 The CLI runs in-process (fast); ``--subprocess N`` inputs also run in a fresh interpreter, where a
@@ -725,9 +725,9 @@ def _work_join(rng: random.Random, n: int, one_key: bool) -> dict:
 
 def _work(rng: random.Random) -> Input:
     """Plans that ask for a lot of work: wide join graphs (ordered greedily within a time budget), and
-    calls, virtual tables, unions, expression counts and sizes at and past :class:`optimizer.limits.Limits`
+    calls, virtual tables, unions, expression counts and sizes at and past :class:`optimizer.load.limits.Limits`
     (past a limit: exit 2 naming it, before the work; at it: an answer)."""
-    from optimizer.limits import DEFAULT
+    from optimizer.load.limits import DEFAULT
 
     what = rng.choice(["join", "one-key", "or", "values", "union", "expressions", "bytes"])
     if what == "bytes" and rng.random() < 0.75:  # 16 MiB each: a few in a run are enough
@@ -757,7 +757,7 @@ def _work(rng: random.Random) -> Input:
     text = json.dumps(doc).encode()
     if len(text) > 1_000_000 or rng.random() < 0.5:  # binary: the wire format's counts (a small plan's)
         return Input("work", text, ".json")
-    from optimizer.limits import Limits
+    from optimizer.load.limits import Limits
     from optimizer.plan_io import dump_plan, load_plan
 
     unlimited = Limits(input_bytes=10**10, relations=10**9, expression_nodes=10**9, call_arguments=10**9,

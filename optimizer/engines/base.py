@@ -88,7 +88,7 @@ def plan_as_given(source: str) -> Plan:
     the current encoding: an engine gets what the file holds (a plan written for it by ``optimize
     --target``, or as its producer wrote it). Binary plans are read with the loader's depth and size
     limits (:func:`optimizer.plan_io.parse_binary`), JSON with protobuf's own JSON reader; the file's
-    size is bounded by :func:`optimizer.limits.current`. Anything else is a PlanError naming the file.
+    size is bounded by :func:`optimizer.load.limits.current`. Anything else is a PlanError naming the file.
 
     A plan written as JSON keeps only the fields today's bindings know: a plan written for DuckDB 1.1.3
     (which reads fields of its own Substrait version) keeps all of them only in binary form."""
@@ -96,7 +96,7 @@ def plan_as_given(source: str) -> Plan:
 
     from google.protobuf import json_format
 
-    from optimizer.limits import current
+    from optimizer.load.limits import current
     from optimizer.plan_io import parse_binary
 
     name = "<stdin>" if source == "-" else source

@@ -11,7 +11,7 @@ producer side of the project does (workloads/producers.py).
 from __future__ import annotations
 
 from optimizer.engines.base import BoundTable, EngineRunner, case_renames, engine_failure, missing_package
-from optimizer.errors import UnsupportedError
+from optimizer.errors import UnsupportedError, plain_exceptions_as
 
 __all__ = ["DataFusionRunner"]
 
@@ -69,7 +69,7 @@ class DataFusionRunner(EngineRunner):
         quoted = '"' + name.replace('"', '""') + '"'
         if name in self._registered:
             ctx.deregister_table(quoted)
-        try:
+        with plain_exceptions_as(lambda exc: engine_failure("datafusion", exc, unsupported=False)):
             if not renames:
                 ctx.register_parquet(quoted, table.location)
             else:  # the columns under the plan's spelling: DataFusion matches names case-sensitively
@@ -78,8 +78,6 @@ class DataFusionRunner(EngineRunner):
                 df = ctx.read_parquet(table.location)
                 df = df.select(*(col(f'"{n}"').alias(renames.get(n, n)) for n in df.schema().names))
                 ctx.register_view(quoted, df)
-        except Exception as exc:  # DataFusion raises its errors as plain Exception
-            raise engine_failure("datafusion", exc, unsupported=False) from None
         self._registered[name] = (table.location, renames)
 
     def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
@@ -88,16 +86,17 @@ class DataFusionRunner(EngineRunner):
         for table in tables.values():
             self._register(table)
         ctx = self._context()
-        try:
+        def failure(exc: Exception) -> Exception:
+            if _UNKNOWN_REL in str(exc):
+                return UnsupportedError(
+                    f"datafusion does not support: a relation its Substrait version does not know "
+                    f"(it says '{_UNKNOWN_REL}'; the plan has {', '.join(_rel_kinds(data))})")
+            return engine_failure("datafusion", exc)
+
+        with plain_exceptions_as(failure):
             plan = Serde.deserialize_bytes(data)
             logical = Consumer.from_substrait_plan(ctx, plan)
             return ctx.create_dataframe_from_logical_plan(logical).to_arrow_table()
-        except Exception as exc:  # DataFusion's Python bindings raise planning and execution errors as Exception
-            if _UNKNOWN_REL in str(exc):
-                raise UnsupportedError(
-                    f"datafusion does not support: a relation its Substrait version does not know "
-                    f"(it says '{_UNKNOWN_REL}'; the plan has {', '.join(_rel_kinds(data))})") from None
-            raise engine_failure("datafusion", exc) from None
 
     def close(self) -> None:
         self._ctx = None

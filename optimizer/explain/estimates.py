@@ -200,7 +200,7 @@ class _Annotator:
     def __init__(self, g: nx.DiGraph, statistics: Any, config: Any = None) -> None:
         from cost.cardinality import CardinalityEstimator
         from cost.model import CostModel
-        from optimizer.driver import OptimizerConfig
+        from optimizer.engine import OptimizerConfig
         from optimizer.load.functions import function_table
 
         self.g = g

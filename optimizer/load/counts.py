@@ -1,4 +1,4 @@
-"""What a plan holds, counted against :class:`optimizer.limits.Limits` before its messages are built: in a
+"""What a plan holds, counted against :class:`optimizer.load.limits.Limits` before its messages are built: in a
 parsed JSON document (one pass, no recursion) here, in the protobuf wire format by
 :func:`optimizer.load.protobuf_depth.message_depths` with a :class:`Counter`."""
 
@@ -9,7 +9,7 @@ import functools
 from google.protobuf.descriptor import Descriptor
 from substrait.proto import AggregateFunction, Expression, Plan, ReadRel, Rel
 
-from optimizer.limits import Limits
+from optimizer.load.limits import Limits
 
 _REL = Rel.DESCRIPTOR
 _EXPRESSION = Expression.DESCRIPTOR

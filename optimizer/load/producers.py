@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from optimizer.errors import PlanError, UnsupportedError
+from optimizer.errors import PlanError, UnsupportedError, plain_exceptions_as
 
 __all__ = ["PRODUCERS", "ProducerError", "datafusion_context", "datafusion_plan", "duckdb_connection",
            "duckdb_plan", "duckdb_plan_json", "duckdb_producer_connection", "looks_like_sql", "produce",
@@ -121,11 +121,9 @@ def _datafusion_context(key: tuple[tuple[str, str], ...]):
     config = datafusion.SessionConfig().set("datafusion.execution.parquet.schema_force_view_types", "false")
     ctx = datafusion.SessionContext(config)
     for name, path in key:
-        try:
+        with plain_exceptions_as(lambda exc, path=path: PlanError(
+                f"datafusion cannot read the table: {_one_line(exc)}", path)):
             ctx.register_parquet(name, path)
-        # DataFusion's Python bindings raise its errors as plain Exception
-        except Exception as exc:
-            raise PlanError(f"datafusion cannot read the table: {_one_line(exc)}", path) from None
     return ctx
 
 
@@ -138,12 +136,9 @@ def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
     """DataFusion's Substrait plan (binary protobuf) of ``sql`` over the parquet ``tables`` {name: path}."""
     ctx = datafusion_context(tables)
     _, Producer = _datafusion()
-    try:
+    with plain_exceptions_as(lambda exc: ProducerError(f"datafusion cannot plan this SQL: {_one_line(exc)}")):
         plan = ctx.sql(sql).optimized_logical_plan()
         return Producer.to_substrait_plan(plan, ctx).encode()
-    # DataFusion's Python bindings raise its planning and Substrait errors as plain Exception
-    except Exception as exc:
-        raise ProducerError(f"datafusion cannot plan this SQL: {_one_line(exc)}") from exc
 
 
 # ---------------------------------------------------------------------------------------------- DuckDB

@@ -10,7 +10,7 @@ format (before the plan's messages are built). Past a limit the plan is refused 
 
 The limits in force are :func:`current` (:data:`DEFAULT` unless a caller set others):
 
->>> from optimizer.limits import Limits, applied, current
+>>> from optimizer.load.limits import Limits, applied, current
 >>> current().relations
 10000
 >>> with applied(Limits(relations=50_000)):
