@@ -107,8 +107,12 @@ def test_run_and_diff_on_a_standalone_cluster(standalone_cluster, tpch_dir, data
                 "--out", str(tmp_path / "out"), "--show", "0", "--ui"], tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Spark UI: http://" in run.stderr
-    apps = _master_state(master_ui).get("completedapps", [])
-    assert [app["name"] for app in apps] == ["substrait-optimizer"]  # it ran on the cluster
+    # It ran on the cluster: the master lists the application as completed once the driver's JVM, which
+    # outlives the CLI's Python by its shutdown, has stopped it.
+    deadline = time.monotonic() + 30
+    while not (apps := _master_state(master_ui).get("completedapps", [])) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [app["name"] for app in apps] == ["substrait-optimizer"]
     for q in (3, 5):
         got = pq.read_table(tmp_path / "out" / f"q{q}.parquet")
         assert compare_tables(got, duckdb_oracle(tpch_query(q))).equal, q
