@@ -64,9 +64,10 @@ def _save_cache(path: Path, cache: dict[str, int]) -> None:
 def collect(scale: float, queries: list[int], master: str | None = None, use_cache: bool = True,
             log=print, spark=None) -> list[dict]:
     """One record per relation of each query's plan: estimate, actual rows, q-error."""
-    from cost.cardinality import CardinalityEstimator
-    from cost.estimates import q_error
-    from cost.statistics import default_statistics
+    from optimizer.cost.cardinality import CardinalityEstimator
+    from optimizer.cost.estimates import q_error
+    from optimizer.cost.statistics import default_statistics
+
     from optimizer.dag import annotate_schemas, to_dag
     from optimizer.explain.estimates import count_rows, join_depth, relation_paths, subtree_plan
     from optimizer.load.functions import function_table

@@ -233,7 +233,7 @@ def _runners(targets: list[str], data_dir: Path) -> dict[str, Any]:
 def matrix(suite: str, scale: float, producers: list[str], targets: list[str], queries: list[int] | None,
            log) -> tuple[list[dict], dict[str, str], Plans]:
     """One row per (producer, query, target) with the verdict of both forms."""
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
 
     data_dir, tables = _data(suite, scale)
     queries = queries or list(range(1, 23 if suite == "tpch" else 100))
@@ -272,7 +272,7 @@ def matrix(suite: str, scale: float, producers: list[str], targets: list[str], q
 def speed(plans: Plans, producers: list[str], targets: list[str], scales: dict[str, float], reps: int,
           warmup: int, right: set[tuple[str, int, str]], log) -> list[dict]:
     """Optimized / original time per plan that runs right in both forms (TPC-H)."""
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
 
     rows = []
     if not targets_api():

@@ -64,10 +64,11 @@ def _classes(edges) -> list[list[str]]:
 
 def join_graph(plan, statistics) -> list[dict]:
     """The inner-join regions ``join_order`` would see in ``plan``: ``{"inputs": [...], "edges": [...]}``."""
+    from optimizer.rules import RULES
+    from optimizer.rules.join_order import _is_region_top, collect_region
+
     from optimizer.driver import Optimizer, OptimizerConfig, RuleContext
     from optimizer.expr_utils import call_args, field_index, function_name
-    from rules import RULES
-    from rules.join_order import _is_region_top, collect_region
 
     before = [r for r in RULES if r.phase in ("normalise", "logical")]
     result = Optimizer(statistics=statistics, rules=before, config=OptimizerConfig(annotate_estimates=False)).run(plan)
@@ -98,7 +99,8 @@ def join_graph(plan, statistics) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+
     from optimizer.plan_io import load_plan
     from workloads.corpus import corpus_plans
     from workloads.producers import DUCKDB_TPCH_QUERIES, datafusion_tpch_plans, duckdb_tpch_plans

@@ -65,7 +65,8 @@ def slope(values: list[float]) -> float:
 
 
 def run(reps: int = 40, scale: float = 0.1, spark: Any = None) -> dict:
-    from cost.model import DEFAULT_CONSTANTS
+    from optimizer.cost.model import DEFAULT_CONSTANTS
+
     from workloads.tpcds import generate_tpcds, tpcds_table_paths
 
     spark = common.get_session(spark)

@@ -16,7 +16,7 @@ Values are compared in the float domain of :func:`cost.statistics.to_numeric` (d
 
 >>> from optimizer.plan_io import load_plan
 >>> from optimizer.dag import to_dag
->>> from cost.statistics import MemoryStatistics, TableStatistics, ColumnStatistics
+>>> from optimizer.cost.statistics import MemoryStatistics, TableStatistics, ColumnStatistics
 >>> plan = load_plan('''{"relations": [{"root": {"input": {"filter": {
 ...   "input": {"read": {"namedTable": {"names": ["t"]},
 ...                      "baseSchema": {"names": ["x"], "struct": {"types": [{"i64": {}}]}}}},
@@ -40,10 +40,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import networkx as nx
-from substrait.proto import Expression, Rel, SetRel, Type
-
-from cost import spark_size
-from cost.estimates import (
+from optimizer.cost import spark_size
+from optimizer.cost.estimates import (
     COMPARISONS,
     DEFAULT_GROUP_FRACTION,
     DEFAULT_SET_OVERLAP,
@@ -63,8 +61,8 @@ from cost.estimates import (
     scale_column,
     type_width,
 )
-from cost.needed_columns import RefCache, add_candidate, needed_columns, update_needed
-from cost.selectivity import (
+from optimizer.cost.needed_columns import RefCache, add_candidate, needed_columns, update_needed
+from optimizer.cost.selectivity import (
     PredicateSelectivity,
     column_moments,
     keep_key_values,
@@ -73,13 +71,15 @@ from cost.selectivity import (
     pick_bound,
     select_values,
 )
-from cost.statistics import (
+from optimizer.cost.statistics import (
     ColumnStatistics,
     StatisticsProvider,
     TableStatistics,
     local_files_statistics,
     read_hint,
 )
+from substrait.proto import Expression, Rel, SetRel, Type
+
 from optimizer.dag import inputs
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import (

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from optimizer.cost.statistics import Histogram, to_numeric
 from substrait.proto import Expression, Type
 
-from cost.statistics import Histogram, to_numeric
 from optimizer.expr_utils import field_index
 from optimizer.schema import type_kind
 

@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
+from optimizer.cost import properties
+from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.estimates import RelEstimate
+from optimizer.cost.spark_joins import LEFT, PRESERVED_BUILD_PENALTY, RIGHT, builds_preserved, choose_build
 
-from cost import properties
-from cost.cardinality import CardinalityEstimator
-from cost.estimates import RelEstimate
-from cost.spark_joins import LEFT, PRESERVED_BUILD_PENALTY, RIGHT, builds_preserved, choose_build
 from optimizer.dag import inputs
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field_index, join_type_name
@@ -279,7 +279,7 @@ class CostModel:
 
     def _scan_size(self, g, node, body, out: RelEstimate, estimator) -> tuple[float, float, int]:
         """(rows of the table before filters, bytes per row of the columns read, columns read)."""
-        from cost.estimates import type_width
+        from optimizer.cost.estimates import type_width
 
         stats_rows = None
         table = None
@@ -371,7 +371,7 @@ class CostModel:
         # Reads offset + count rows, then stops; a global limit gathers them on one executor.
         read = out.rows
         if ins:
-            from cost.estimates import literal_of
+            from optimizer.cost.estimates import literal_of
 
             offset = literal_of(body.offset_expr) if body.HasField("offset_expr") else 0.0
             read = min(ins[0].rows, out.rows + (offset if isinstance(offset, float) else 0.0))
@@ -384,7 +384,7 @@ class CostModel:
 
     def _cost_top_n(self, g, node, body, out, ins, estimator) -> Cost:
         src = ins[0] if ins else out
-        from cost.cardinality import top_n_bounds
+        from optimizer.cost.cardinality import top_n_bounds
 
         offset, count = top_n_bounds(body)
         keep = max(count + offset, 1.0) if count is not None else src.rows

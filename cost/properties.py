@@ -125,7 +125,7 @@ def output_width(g: nx.DiGraph, node: int) -> int | None:
     schema = g.nodes[node].get("schema")
     if schema is not None:
         return len(schema.types)
-    from cost.cardinality import CardinalityEstimator
+    from optimizer.cost.cardinality import CardinalityEstimator
 
     try:
         return len(CardinalityEstimator(g).estimate(node).columns)
@@ -191,7 +191,8 @@ def join_keys(g: nx.DiGraph, node: int, functions: Any = None) -> list[tuple[int
         n_left = output_width(g, children[0]) if children else None
         if n_left is None:
             return []
-        from cost.estimates import column_of
+        from optimizer.cost.estimates import column_of
+
         from optimizer.expr_utils import call_args, conjuncts, function_name
         if functions is None:
             from optimizer.load.functions import function_table

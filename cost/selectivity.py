@@ -17,9 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from substrait.proto import Expression
-
-from cost.estimates import (
+from optimizer.cost.estimates import (
     COMPARISONS,
     DEFAULT_BETWEEN_SEL,
     DEFAULT_BOOL_SEL,
@@ -41,7 +39,9 @@ from cost.estimates import (
     literal_value,
     scale_column,
 )
-from cost.statistics import Histogram, to_numeric
+from optimizer.cost.statistics import Histogram, to_numeric
+from substrait.proto import Expression
+
 from optimizer.errors import PlanError
 from optimizer.expr_utils import call_args, conjuncts, disjuncts, remap_fields
 from optimizer.load.functions import FunctionTable
@@ -112,7 +112,7 @@ class PredicateSelectivity:
         return memo[1][key]
 
     def _fold_print(self, e: Expression) -> bytes | None:
-        from rules.simplify_predicates import fold
+        from optimizer.rules.simplify_predicates import fold
 
         try:
             # AND/OR nesting does not make two predicates different (simplify_predicates flattens a

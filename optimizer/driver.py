@@ -30,9 +30,9 @@ from optimizer.expr_utils import FunctionRegistrar
 from optimizer.plan_io import deep_messages, load_plan
 
 if TYPE_CHECKING:
-    from cost.cardinality import CardinalityEstimator
-    from cost.estimates import RelEstimate
-    from cost.model import CostModel
+    from optimizer.cost.cardinality import CardinalityEstimator
+    from optimizer.cost.estimates import RelEstimate
+    from optimizer.cost.model import CostModel
     from optimizer.load.functions import FunctionTable
     from optimizer.schema import Schema
 
@@ -70,7 +70,7 @@ class PlanContext:
     @property
     def estimator(self) -> CardinalityEstimator:
         if self._estimator is None:
-            from cost.cardinality import CardinalityEstimator
+            from optimizer.cost.cardinality import CardinalityEstimator
 
             self._estimator = CardinalityEstimator(self.g, self.statistics, self.functions)
         elif self._estimator.functions is not self.functions:
@@ -82,7 +82,7 @@ class PlanContext:
     @property
     def cost_model(self) -> CostModel:
         if self._cost_model is None:
-            from cost.model import CostModel
+            from optimizer.cost.model import CostModel
 
             self._cost_model = CostModel(self.config)
         return self._cost_model
@@ -199,7 +199,7 @@ class Optimizer:
         #: Keep the plan each phase leaves, as the explain tree (``PhaseReport.plan_text``): ``--verbose``.
         self.keep_plans = keep_plans
         if rules is None:
-            from rules import RULES
+            from optimizer.rules import RULES
 
             rules = RULES
         self.rules = [r for r in rules if r.name not in self.config.disabled_rules and self._fits_target(r)]
@@ -396,7 +396,7 @@ def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:
 def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:
     """The cost model's estimate for a whole plan, as the driver prices it: normalised (the phases in
     :data:`PRICED_AFTER`, with the standard rules), then :func:`plan_cost`."""
-    from rules import RULES
+    from optimizer.rules import RULES
 
     g = to_dag(load_plan(plan))
     annotate_schemas(g)

@@ -39,9 +39,9 @@ from optimizer.dag import (
 from optimizer.errors import OptimizerError
 
 if TYPE_CHECKING:  # the cost package reads rules (rules read this module): types only
-    from cost.cardinality import CardinalityEstimator
-    from cost.estimates import RelEstimate
-    from cost.model import CostModel
+    from optimizer.cost.cardinality import CardinalityEstimator
+    from optimizer.cost.estimates import RelEstimate
+    from optimizer.cost.model import CostModel
     from optimizer.expr_utils import FunctionRegistrar
     from optimizer.load.functions import FunctionTable
     from optimizer.schema import Schema

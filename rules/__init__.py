@@ -9,8 +9,7 @@ and a ``RULE`` saying what it matches and in which phase it runs.
 
 from __future__ import annotations
 
-from optimizer.engine import Rule
-from rules import (
+from optimizer.rules import (
     annotate_estimates,
     decorrelate_scalar_subquery,
     distinct_semi_join_to_inner,
@@ -28,6 +27,8 @@ from rules import (
     sort_fetch_to_topn,
     window_to_consistent_partition,
 )
+
+from optimizer.engine import Rule
 
 RULES: list[Rule] = [
     # normalise

@@ -31,6 +31,7 @@ that the kept ``FilterRel`` conjunct removes anyway.
 from __future__ import annotations
 
 import networkx as nx
+from optimizer.rules.simplify_predicates import fold
 from substrait.proto import Expression, ReadRel, Type
 
 from optimizer.capabilities import BEST_EFFORT, FULL, as_capabilities
@@ -47,7 +48,6 @@ from optimizer.expr_utils import (
 )
 from optimizer.relations import emit_of, filter_rel, rel_copy, with_emit
 from optimizer.schema import Schema
-from rules.simplify_predicates import fold
 
 
 def filter_into_read(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:

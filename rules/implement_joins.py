@@ -90,6 +90,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import networkx as nx
+from optimizer.cost.properties import ordering
+from optimizer.cost.spark_joins import BROADCAST_BUILD, LEFT, RIGHT, choose_build
 from substrait.proto import (
     ComparisonJoinKey,
     Expression,
@@ -101,8 +103,6 @@ from substrait.proto import (
     Type,
 )
 
-from cost.properties import ordering
-from cost.spark_joins import BROADCAST_BUILD, LEFT, RIGHT, choose_build
 from optimizer.dag import inputs, is_broadcast, repeats_within, subtree_key, uses, written_like
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph
 from optimizer.errors import OptimizerError
@@ -531,7 +531,7 @@ def _sorted_on_keys_above(g: nx.DiGraph, node: int, join: JoinRel, keys: list[Ke
 def _merge_is_cheaper(g: nx.DiGraph, node: int, hash_rel: NewRel, merge_rel: NewRel, ctx: RuleContext) -> bool:
     """Price both alternatives in a scratch copy of the graph with the cost model."""
     try:
-        from cost.cardinality import CardinalityEstimator
+        from optimizer.cost.cardinality import CardinalityEstimator
     except ImportError:  # pragma: no cover
         return False
     costs = []

@@ -44,10 +44,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import networkx as nx
+from optimizer.cost.estimates import RelEstimate, evolve
+from optimizer.cost.model import saturate_cost
 from substrait.proto import Expression, JoinRel, Rel
 
-from cost.estimates import RelEstimate, evolve
-from cost.model import saturate_cost
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Rule, RuleContext
 from optimizer.expr_utils import (

@@ -30,10 +30,10 @@ import datetime
 import decimal
 
 import networkx as nx
+from optimizer.cost.cardinality import filter_conditions
+from optimizer.cost.model import VALUE_WEIGHT, conjunct_weight
 from substrait.proto import Expression
 
-from cost.cardinality import filter_conditions
-from cost.model import VALUE_WEIGHT, conjunct_weight
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import conjuncts, make_and

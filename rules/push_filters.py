@@ -55,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import networkx as nx
+from optimizer.rules.extract_join_conditions import as_inner_join, join_conjuncts
 from substrait.proto import Expression, JoinRel, SetRel
 
 from optimizer.dag import inputs, uses
@@ -74,7 +75,6 @@ from optimizer.expr_utils import (
     shift_fields,
 )
 from optimizer.relations import apply_emit, emit_of, filter_over, rel_copy, through_emit, width
-from rules.extract_join_conditions import as_inner_join, join_conjuncts
 
 
 def push_filters(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:

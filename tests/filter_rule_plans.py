@@ -99,7 +99,7 @@ def plan_of(rel: dict, names: list[str], extra_relations: list[dict] | None = No
 
 
 def optimize(plan, *rule_names: str, capabilities=None):
-    rules = [importlib.import_module(f"rules.{n}").RULE for n in rule_names]
+    rules = [importlib.import_module(f"optimizer.rules.{n}").RULE for n in rule_names]
     config = OptimizerConfig(annotate_estimates=False)
     return Optimizer(capabilities=capabilities, rules=rules, config=config).run(plan)
 

@@ -7,12 +7,13 @@ import time
 from collections import Counter
 from dataclasses import replace
 
-from cost.model import DEFAULT_CONSTANTS
-from cost.statistics import MemoryStatistics, TableStatistics
+from optimizer.cost.model import DEFAULT_CONSTANTS
+from optimizer.cost.statistics import MemoryStatistics, TableStatistics
+from optimizer.rules import implement_joins, sort_fetch_to_topn, window_to_consistent_partition
+
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
-from rules import implement_joins, sort_fetch_to_topn, window_to_consistent_partition
 
 PHYSICAL = [implement_joins.RULE, sort_fetch_to_topn.RULE, window_to_consistent_partition.RULE]
 

@@ -12,10 +12,8 @@ import pytest
 from cardinality_plans import CUST, ORDERS, T_COLS, B
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from substrait.proto import Plan
-
-from cost.cardinality import CardinalityEstimator
-from cost.estimates import (
+from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.estimates import (
     DEFAULT_EQ_SEL,
     DEFAULT_LIKE_SEL,
     DEFAULT_RANGE_SEL,
@@ -23,8 +21,16 @@ from cost.estimates import (
     distinct_after_sampling,
     q_error,
 )
-from cost.selectivity import _histogram_mass, like_fragment_selectivity
-from cost.statistics import ColumnStatistics, FileStatistics, Histogram, MemoryStatistics, TableStatistics
+from optimizer.cost.selectivity import _histogram_mass, like_fragment_selectivity
+from optimizer.cost.statistics import (
+    ColumnStatistics,
+    FileStatistics,
+    Histogram,
+    MemoryStatistics,
+    TableStatistics,
+)
+from substrait.proto import Plan
+
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.plan_io import load_plan
 
@@ -372,7 +378,8 @@ def test_measure_distributions_for_having():
 
 @pytest.fixture(scope="module")
 def tpch_statistics(spark, tpch_dir):
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+
     from workloads.tpch import table_paths
 
     tables = {k: str(v) for k, v in table_paths(tpch_dir, include_t=False).items()}

@@ -62,7 +62,8 @@ def test_catalog_tables_run_without_tables(spark, tpch_catalog, plan_files, duck
 
 
 def test_catalog_statistics_and_diff(spark, tpch_catalog, plan_files, duckdb_oracle, tmp_path, capsys, session_args):
-    from cost.statistics import CatalogStatistics
+    from optimizer.cost.statistics import CatalogStatistics
+
     from optimizer.cli import build_parser
     from optimizer.cli.optimize import statistics_from_args
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.model import Cost, CostConstants, CostModel
+from optimizer.cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
 from test_cardinality import B
 
-from cost.cardinality import CardinalityEstimator
-from cost.model import Cost, CostConstants, CostModel
-from cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.driver import OptimizerConfig
 from optimizer.plan_io import load_plan
@@ -244,7 +244,8 @@ def _plan_file(tmp_path):
 
 
 def test_explain_with_stats_file_text_and_json(tmp_path):
-    from cost.statistics import save_statistics
+    from optimizer.cost.statistics import save_statistics
+
     from optimizer.cli import main
 
     save_statistics(stats(), ["small"], tmp_path / "stats.json")

@@ -243,7 +243,8 @@ def test_order_of_a_sorted_root_is_checked(tmp_path, backend_for):
 @pytest.mark.spark
 @pytest.mark.parametrize("query", [3, 10, 18])
 def test_tpch_plans_are_unchanged_in_answer(query, tpch_dir, datafusion_tpch_plans, spark):
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+
     from optimizer.spark import SparkBackend
 
     backend = SparkBackend(spark, tables=str(tpch_dir))
@@ -272,7 +273,7 @@ def test_diff_command(tmp_path, spark, monkeypatch, capsys):
     assert lines[-1] == "1 passed, 0 failed"
     assert not out.exists()
 
-    import rules
+    import optimizer.rules as rules
 
     monkeypatch.setattr(rules, "RULES", [BROKEN_PUSHDOWN])
     assert main(argv) == 1

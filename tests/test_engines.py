@@ -156,9 +156,9 @@ def left_join_files(tmp_path):
 @pytest.mark.parametrize("engine", ["datafusion", "duckdb"])
 def test_diff_on_an_engine_is_0_when_equal_and_1_when_a_rewrite_is_wrong(engine, left_join_files, tmp_path,
                                                                           monkeypatch, capsys):
+    import optimizer.rules as rules
     from test_difftest import BROKEN_PUSHDOWN
 
-    import rules
     from optimizer.cli import main
 
     plan, tables = left_join_files
@@ -343,6 +343,29 @@ def test_the_engines_benchmark_writes_its_matrix_and_timings(tmp_path):
     assert [(r["target"], r["ratio"] > 0) for r in report["speed"]] == [("datafusion", True), ("duckdb", True)]
     text = (tmp_path / "engines.md").read_text()
     assert f"at commit {report['machine']['commit']}" in text and "| tpch | datafusion | duckdb | 1 |" in text
+
+
+def test_the_engines_benchmark_times_acero_against_the_plan_written_without_rewrites(tmp_path):
+    """No original plan runs on Acero (it reads no column mask): the speed baseline there is the plan
+    written for Acero without rewrites, judged right first; the summary keeps the baselines apart."""
+    import json
+
+    from benchmarks import engines
+
+    args = engines.parse_args(["--suites", "tpch", "--queries", "12", "--producers", "datafusion",
+                               "--targets", "acero", "--scale", "0.01", "--acero-scale", "0.01",
+                               "--reps", "3", "--warmup", "0", "--out", str(tmp_path), "--quiet"])
+    engines.run(args)
+    report = json.loads((tmp_path / "engines.json").read_text())
+    [row] = report["plans"]
+    assert row["original"]["status"] == "refused" and row["optimized"]["status"] == "right"
+    assert row["written"]["status"] == "right"
+    [timed] = report["speed"]
+    assert timed["baseline"] == "written" and len(timed["times_s"]["original"]) == 3 and timed["ratio"] > 0
+    cell = report["speed_summary"]["datafusion"]["acero"]
+    assert list(cell) == ["written"] and cell["written"]["plans"] == 1
+    assert report["config"]["confirm"] == {"reps": engines.CONFIRM_REPS, "above": 1.1}
+    assert "| datafusion | Q12 | acero | written |" in (tmp_path / "engines.md").read_text()
 
 
 def test_a_missing_engine_package_is_exit_3_naming_the_extra(left_join_files):

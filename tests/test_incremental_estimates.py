@@ -8,9 +8,10 @@ statistics, both are checked at every use against a fresh computation.
 
 from __future__ import annotations
 
-import cost.cardinality as cardinality
-from cost.cardinality import CardinalityEstimator
-from cost.needed_columns import needed_columns
+import optimizer.cost.cardinality as cardinality
+from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.needed_columns import needed_columns
+
 from optimizer.driver import Optimizer, PlanContext
 from optimizer.plan_io import load_plan
 

@@ -103,6 +103,27 @@ def test_the_check_sees_an_undeclared_import(tmp_path):
     assert _third_party_imports(module) == {"numpy": 3, "google": 8}
 
 
+#: Run in the fresh venv: the top-level names our distribution installs, then PyPI's ``rules`` and ours.
+INSTALLED_NAMES = """
+import importlib.metadata
+files = importlib.metadata.files("substrait-optimizer")
+print(*sorted({f.parts[0] for f in files if f.suffix == ".py" and len(f.parts) > 1 and ".." not in f.parts}))
+import rules, rules.predicates, optimizer.rules
+print(rules.predicates.__name__, "optimizer.rules.RULES" if optimizer.rules.RULES else "")
+"""
+
+
+def test_pyproject_installs_every_package_folder():
+    """pyproject lists the packages by hand (``rules/`` and ``cost/`` install under ``optimizer``): a new
+    package folder must be listed, or the wheel lacks it."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {"optimizer": "optimizer", "rules": "optimizer.rules", "cost": "optimizer.cost"}
+    expected = {".".join([folders[init.relative_to(ROOT).parts[0]], *init.relative_to(ROOT).parts[1:-1]])
+                for folder in folders for init in (ROOT / folder).rglob("__init__.py")}
+    assert set(tool["packages"]) == expected
+    assert tool["package-dir"] == {name: folder for folder, name in folders.items()}
+
+
 @pytest.mark.slow
 def test_fresh_venv_without_extras_runs_every_command(tmp_path, tpch_small_dir):
     """``pip install <project>`` (no extras) into a new venv; convert, explain, optimize, run and diff work."""
@@ -120,6 +141,14 @@ def test_fresh_venv_without_extras_runs_every_command(tmp_path, tpch_small_dir):
     install = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", "--no-compile", str(source)],
                              capture_output=True, text=True)
     assert install.returncode == 0, install.stderr[-2000:]
+    # One installed top-level name: PyPI's ``rules`` (django-rules) installs beside it and both import.
+    beside = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", "--no-compile", "rules"],
+                            capture_output=True, text=True)
+    assert beside.returncode == 0, beside.stderr[-2000:]
+    both = subprocess.run([str(bindir / "python"), "-c", INSTALLED_NAMES], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert both.returncode == 0, both.stderr[-2000:]
+    assert both.stdout.split() == ["optimizer", "rules.predicates", "optimizer.rules.RULES"], both.stdout
     plan = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q06-duckdb_plan.json"
     exe = str(bindir / "substrait-opt")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

@@ -191,17 +191,19 @@ def test_cli_limit_option(tmp_path):
 
 
 def _join_order_only(plan, config):
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+    from optimizer.rules import RULES
+
     from optimizer.driver import Optimizer
-    from rules import RULES
 
     rules = [r for r in RULES if r.phase in ("normalise", "logical", "join_order")]
     return Optimizer(statistics=default_statistics(), rules=rules, config=config).run(plan)
 
 
 def test_a_1000_way_join_is_ordered_greedily(monkeypatch):
+    from optimizer.rules.join_order import JoinGraph
+
     from optimizer.engine import OptimizerConfig
-    from rules.join_order import JoinGraph
 
     plan = load_plan(json.dumps(join_plan(1000)).encode())
     greedy_calls = []
@@ -222,10 +224,11 @@ def test_a_1000_way_join_is_ordered_greedily(monkeypatch):
 
 def test_a_wide_class_of_equal_columns_is_not_closed():
     """200 tables joined on one key: the closure would make 19,900 equalities; the class stays as written."""
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+    from optimizer.rules.join_order import CLOSED_CLASS_LIMIT, JoinGraph, _is_region_top, collect_region
+
     from optimizer.driver import RuleContext
     from optimizer.engine import OptimizerConfig
-    from rules.join_order import CLOSED_CLASS_LIMIT, JoinGraph, _is_region_top, collect_region
 
     n = 200
     doc = join_plan(n)

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from optimizer.cost.properties import join_keys
 
-from cost.properties import join_keys
 from optimizer.dag import to_dag
 from optimizer.difftest.results import compare_tables
 from optimizer.driver import optimize

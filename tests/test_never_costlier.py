@@ -30,7 +30,7 @@ from workloads.tpch import table_paths, tpch_query
 
 
 def _statistics(paths):
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
 
     return default_statistics(tables={name: str(path) for name, path in paths.items()})
 
@@ -124,10 +124,11 @@ def _project_under_joins(g, node, ctx):
 
 
 def test_a_join_order_costlier_with_its_joins_bound_is_undone():
+    from optimizer.rules import RULES
+
     from optimizer.engine import Rule
     from optimizer.explain import explain_plan
     from optimizer.load.builder import INNER, Builder, join, read, ref
-    from rules import RULES
 
     b = Builder()
     orders = read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64")], rows=1.5e6)

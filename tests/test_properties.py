@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cardinality_plans import ASC, CUST, DESC, ORDERS, T_COLS, B
+from optimizer.cost.properties import CLUSTERED, distribution, ordering, satisfies
 
-from cost.properties import CLUSTERED, distribution, ordering, satisfies
 from optimizer.dag import annotate_schemas, to_dag
 
 

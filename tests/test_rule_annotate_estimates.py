@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from optimizer.rules import RULES, annotate_estimates
+
 from optimizer.dag import to_dag
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.load.builder import Builder, filter_, ints, join, lit, read, ref
-from rules import RULES, annotate_estimates
 
 
 def _plan():

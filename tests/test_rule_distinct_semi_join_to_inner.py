@@ -5,6 +5,7 @@ rewritten plans give the original's rows on Spark (duplicate and NULL keys, chai
 from __future__ import annotations
 
 import pytest
+from optimizer.rules.distinct_semi_join_to_inner import RULE
 from substrait.proto import JoinRel, ReferenceRel, Rel, RelCommon
 
 from optimizer.dag import annotate_schemas, from_dag, to_dag
@@ -13,7 +14,6 @@ from optimizer.engine import run_phase
 from optimizer.load.builder import Builder, aggregate, emit, filter_, join, lit, project, read, ref
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
-from rules.distinct_semi_join_to_inner import RULE
 
 SEMI, ANTI, INNER, LEFT = (JoinRel.JOIN_TYPE_LEFT_SEMI, JoinRel.JOIN_TYPE_LEFT_ANTI, JoinRel.JOIN_TYPE_INNER,
                            JoinRel.JOIN_TYPE_LEFT)
@@ -188,7 +188,8 @@ def test_tpcds_semi_joins_become_inner(spark, query):
     """DataFusion writes TPC-DS Q37 and Q82 as ``item ⋈ inventory ⋉ date_dim ⋉ *_sales`` under a
     DISTINCT: with the tables' statistics the optimizer joins the sales table as an inner join, built from
     the few items, and the answer stays the same."""
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+
     from optimizer.spark import SparkBackend
     from workloads.producers import datafusion_plan
     from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths

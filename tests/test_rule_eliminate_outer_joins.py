@@ -7,6 +7,7 @@ where the outer joins do add null-extended rows; TPC-DS Q93 as DataFusion and Du
 from __future__ import annotations
 
 import pytest
+from optimizer.rules.eliminate_outer_joins import RULE
 from substrait.proto import JoinRel, ReferenceRel, Rel, SetRel
 
 from optimizer.dag import annotate_schemas, from_dag, to_dag
@@ -28,7 +29,6 @@ from optimizer.load.builder import (
 from optimizer.load.builder import ref as col
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
-from rules.eliminate_outer_joins import RULE
 
 INNER, LEFT, RIGHT, FULL = (JoinRel.JOIN_TYPE_INNER, JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT,
                             JoinRel.JOIN_TYPE_OUTER)
@@ -209,7 +209,8 @@ def test_tpcds_q93(spark, producer):
     """TPC-DS Q93 joins ``store_sales LEFT JOIN store_returns`` to ``reason`` on ``sr_reason_sk``: the left
     join becomes an inner one (both producers), and the optimized plan gives the original's rows. At SF
     0.01 ``reason`` has one row, not 'reason 28': the query asks for that one, so that rows come out."""
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
     from workloads.producers import datafusion_plan, duckdb_plan

@@ -6,6 +6,7 @@ every type with residual conditions before and after on Spark and compare the an
 from __future__ import annotations
 
 import pytest
+from optimizer.cost.spark_joins import BROADCAST_BUILD, SHUFFLED_HASH_BUILD, choose_build
 from physical_rule_plans import (
     NO_BROADCAST,
     PHYSICAL,
@@ -23,7 +24,6 @@ from physical_rule_plans import (
 )
 from substrait.proto import ComparisonJoinKey, HashJoinRel, JoinRel, MergeJoinRel, NestedLoopJoinRel
 
-from cost.spark_joins import BROADCAST_BUILD, SHUFFLED_HASH_BUILD, choose_build
 from optimizer.dag import inputs, reused_broadcasts, subtree_key
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.expr_utils import field_index
@@ -148,7 +148,7 @@ def test_merge_join_when_both_inputs_are_sorted():
 
 
 def test_merge_join_for_an_order_needed_above_only_when_cheaper(monkeypatch):
-    from cost.model import Cost, CostModel
+    from optimizer.cost.model import Cost, CostModel
 
     rel = {"sort": {"input": join(A, B, call("equal", ref(1), ref(3))),
                     "sorts": [{"expr": ref(1), "direction": "SORT_DIRECTION_ASC_NULLS_FIRST"}]}}
@@ -277,9 +277,9 @@ def test_tpcds_copies_of_a_cte_stay_alike(spark, query):
     (Spark would push ``IS NOT NULL`` of it into one copy only) and the copies are not reduced each by
     their own year: they stay alike, and Spark computes them once (its final plan reuses an exchange), as
     for the original plan. Both plans give the same rows."""
+    from optimizer.cost.statistics import default_statistics
     from test_spark_backend import executed_plan
 
-    from cost.statistics import default_statistics
     from optimizer.difftest.results import compare_tables
     from optimizer.explain import explain_plan
     from optimizer.spark import SparkBackend

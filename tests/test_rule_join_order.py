@@ -8,17 +8,17 @@ import random
 
 import networkx as nx
 import pytest
+from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.estimates import ColumnEstimate, RelEstimate
+from optimizer.cost.model import CostModel
+from optimizer.rules import join_order
+from optimizer.rules.join_order import JoinGraph, Region
 from substrait.proto import Expression
 
-from cost.cardinality import CardinalityEstimator
-from cost.estimates import ColumnEstimate, RelEstimate
-from cost.model import CostModel
 from optimizer.driver import Optimizer
 from optimizer.expr_utils import field
 from optimizer.load.functions import FunctionInfo, FunctionTable
 from optimizer.plan_io import load_plan
-from rules import join_order
-from rules.join_order import JoinGraph, Region
 
 
 class _Ctx:
@@ -162,8 +162,9 @@ def _estimated_cost(plan, statistics) -> float:
 
 def test_bad_written_order_gets_a_cheaper_one(tpch_dir):
     """Q5 written lineitem, orders, customer, supplier, nation, region: the chosen order costs less."""
-    from cost.statistics import default_statistics
-    from rules import RULES
+    from optimizer.cost.statistics import default_statistics
+    from optimizer.rules import RULES
+
     from workloads.producers import duckdb_plan
     from workloads.tpch import table_paths
 
@@ -182,10 +183,11 @@ def test_bad_written_order_gets_a_cheaper_one(tpch_dir):
 # keeps the written plan (see test_reordering_a_bad_q5_lowers_the_estimate for a Q5 that is reordered).
 @pytest.mark.parametrize("query", [2, 7, 8, 9, 10, 11, 18, 21])
 def test_reordered_tpch_gives_the_same_answer(spark, tpch_dir, datafusion_tpch_plans, query):
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
+    from optimizer.rules import implement_joins
+
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
-    from rules import implement_joins
     from workloads.tpch import TPCH_ORDER_BY
 
     plan = load_plan(datafusion_tpch_plans[query])

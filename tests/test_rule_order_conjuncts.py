@@ -5,6 +5,7 @@ that the reordered plans give the same rows on Spark (hand-built, and DuckDB's T
 from __future__ import annotations
 
 import pytest
+from optimizer.rules.order_conjuncts import RULE
 from substrait.proto import Expression, Type
 
 from optimizer.driver import Optimizer, OptimizerConfig
@@ -12,7 +13,6 @@ from optimizer.expr_utils import conjuncts, referenced_fields
 from optimizer.load.builder import Builder, filter_, lit, read, ref
 from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
-from rules.order_conjuncts import RULE
 
 QUIET = OptimizerConfig(annotate_estimates=False)
 COLUMNS = [("name", "string"), ("day", "i64"), ("price", "fp64")]
@@ -97,7 +97,7 @@ def test_literals_cast_to_the_column_type_are_safe_and_a_cast_that_can_fail_is_n
     name_first = [b.call("equal", ref(0), lit("x", "string")), b.call("lt", ref(2), fits)]
     assert _fired(_run(_plan(b, *name_first)))
     # An ISO date string cast to a date cannot fail; any other string can.
-    from rules.order_conjuncts import _literal_cast_cannot_fail
+    from optimizer.rules.order_conjuncts import _literal_cast_cannot_fail
 
     assert _literal_cast_cannot_fail(cast(lit("1994-01-01", "string"), date).cast)
     assert not _literal_cast_cannot_fail(cast(lit("1994-13-01", "string"), date).cast)

@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from optimizer.cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
+from optimizer.rules import reduce_aggregate_input
+from optimizer.rules.reduce_aggregate_input import RULE
 from physical_rule_plans import NO_FIXED_COSTS
 from substrait.proto import JoinRel
 
-from cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
 from optimizer.dag import inputs
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
-from rules import reduce_aggregate_input
-from rules.reduce_aggregate_input import RULE
 
 QUIET = OptimizerConfig(annotate_estimates=False)
 ANCHOR = {"equal": 1, "sum": 2, "rand": 3, "gt": 4, "and": 5}

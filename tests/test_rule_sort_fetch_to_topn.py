@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from optimizer.rules import sort_fetch_to_topn
 from physical_rule_plans import ANCHOR, A, call, fetch, kinds, lit, optimize, ref, sort, top
 from substrait.proto import FetchMode
 
 from optimizer.dag import inputs
 from optimizer.expr_utils import field_index
-from rules import sort_fetch_to_topn
 
 
 def test_sort_fetch_becomes_top_n():

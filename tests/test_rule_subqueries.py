@@ -6,6 +6,9 @@ both sides, groups with no match, Isthmus' TPC-H Q4, Q17, Q18, Q20, Q21 and Q22)
 from __future__ import annotations
 
 import pytest
+from optimizer.rules.decorrelate_scalar_subquery import RULE as DECORRELATE
+from optimizer.rules.exists_to_semi_join import RULE as EXISTS
+from optimizer.rules.in_subquery_to_semi_join import RULE as SEMI_JOIN
 from physical_rule_plans import NO_FIXED_COSTS
 
 from optimizer.driver import Optimizer, OptimizerConfig
@@ -25,9 +28,6 @@ from optimizer.load.builder import (
 )
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
-from rules.decorrelate_scalar_subquery import RULE as DECORRELATE
-from rules.exists_to_semi_join import RULE as EXISTS
-from rules.in_subquery_to_semi_join import RULE as SEMI_JOIN
 
 QUIET = OptimizerConfig(annotate_estimates=False)
 

@@ -8,19 +8,19 @@ from collections import Counter
 
 import pytest
 from filter_rule_plans import MY_RULES, fired, optimize, same_answer, shape
+from optimizer.cost.spark_joins import BROADCAST_BUILD, SHUFFLED_HASH_BUILD
+from optimizer.rules import implement_joins
 from physical_rule_plans import PHYSICAL, _same_answer, kinds
 from substrait.proto import HashJoinRel
 
-from cost.spark_joins import BROADCAST_BUILD, SHUFFLED_HASH_BUILD
 from optimizer.dag import inputs, to_dag
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.plan_io import load_plan
 from optimizer.schema import check_plan
-from rules import implement_joins
 
 
 def test_rules_are_registered_in_their_phases():
-    from rules import RULES
+    from optimizer.rules import RULES
 
     phases = {r.name: r.phase for r in RULES}
     assert phases["simplify_predicates"] == "normalise"
@@ -137,7 +137,7 @@ def test_tpch_structure_mixed(tpch_mixed):
 
 def test_tpch_structure_all_rules(datafusion_tpch_plans, tpch_statistics):
     """With every registered rule (the driver's default list) the same holds."""
-    from rules import RULES
+    from optimizer.rules import RULES
 
     assert {r.name for r in PHYSICAL} <= {r.name for r in RULES}
     _check_tpch(_run_all(datafusion_tpch_plans, tpch_statistics, RULES))

@@ -233,9 +233,8 @@ def test_item8_usage_mistakes_are_exit_2(tmp_path, capsys):
 
 
 def test_item9_bad_statistics_are_refused(tmp_path, capsys):
+    from optimizer.cost.statistics import TableStatistics, read_hint
     from substrait.proto import ReadRel
-
-    from cost.statistics import TableStatistics, read_hint
 
     plan = tmp_path / "p.json"
     plan.write_text(json.dumps(_with_hints(0)))

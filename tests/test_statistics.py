@@ -13,9 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from substrait.proto import ReadRel, Rel, RelCommon
-
-from cost.statistics import (
+from optimizer.cost.statistics import (
     ColumnStatistics,
     CompositeStatistics,
     FileStatistics,
@@ -33,6 +31,8 @@ from cost.statistics import (
     table_key,
     to_numeric,
 )
+from substrait.proto import ReadRel, Rel, RelCommon
+
 from optimizer.errors import PlanError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"

@@ -61,8 +61,8 @@ def statistics_from_args(args: argparse.Namespace, spark: Any = None):
     ``spark``: a session already started (``explain --analyze``), else one started on first use."""
     import os
 
-    from cost.statistics import default_statistics
     from optimizer.cli.spark import check_tables_arg, lazy_spark_from_args
+    from optimizer.cost.statistics import default_statistics
 
     stats_file = getattr(args, "stats", None)
     if stats_file and not os.path.exists(stats_file):

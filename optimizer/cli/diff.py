@@ -41,7 +41,7 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
 def _engine_backend(args: argparse.Namespace, engine: str):
     """The runner of ``engine`` over ``--tables`` and the statistics the optimizer gets (``--stats``, the
     Parquet footers of ``--tables``; no Spark)."""
-    from cost.statistics import default_statistics
+    from optimizer.cost.statistics import default_statistics
     from optimizer.engines import runner
     from optimizer.paths import file_access
 

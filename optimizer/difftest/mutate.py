@@ -9,7 +9,7 @@ campaign finds it.
 
 Each mutant (:data:`MUTANTS`) is a small patch -- a file, an exact snippet of it and its replacement --
 of a rule (``rules/*.py``) or of the Spark backend (``optimizer/spark/*.py``). The production code has
-no switch: the harness copies the packages (``optimizer``, ``rules``, ``cost``) to a temporary
+no switch: the harness copies the packages (``optimizer``, ``rules``, ``cost``, laid out as installed) to a temporary
 directory, applies ONE patch there, and runs the fuzz campaign (``python -m optimizer.difftest.fuzz
 --stop-at-failure``) in a subprocess whose ``PYTHONPATH`` is the copy, with its own SparkSession. The
 campaigns of the mutants of rules (and the unmutated one) share an answer cache
@@ -43,7 +43,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The packages copied for a mutant (everything the fuzz campaign imports from the project).
-PACKAGES = ("optimizer", "rules", "cost")
+#: The repository's package folders and where each is in the installed package (pyproject's package-dir):
+#: the copy is laid out as installed, so ``optimizer.rules`` imports the mutated copy, not the checkout.
+PACKAGES = {"optimizer": "optimizer", "rules": "optimizer/rules", "cost": "optimizer/cost"}
+
+
+def installed_path(file: str) -> str:
+    """``rules/push_filters.py`` -> ``optimizer/rules/push_filters.py``: a repository path in the copy."""
+    folder, _, rest = file.partition("/")
+    return f"{PACKAGES[folder]}/{rest}" if folder in PACKAGES else file
 
 
 class MutantError(Exception):
@@ -64,7 +72,7 @@ class Mutant:
     def apply(self, root: Path) -> None:
         """Patch ``root / file`` (a copy of the project); raise :class:`MutantError` if the snippet is not
         found exactly once."""
-        path = root / self.file
+        path = root / installed_path(self.file)
         if not path.is_file():
             raise MutantError(f"mutant {self.name}: {self.file} does not exist")
         text = path.read_text()
@@ -157,8 +165,8 @@ MUTANTS: tuple[Mutant, ...] = (
 
 def copy_tree(root: Path, dest: Path) -> Path:
     """Copy the project's packages to ``dest`` (no caches); return ``dest``."""
-    for package in PACKAGES:
-        shutil.copytree(root / package, dest / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for package, installed in PACKAGES.items():
+        shutil.copytree(root / package, dest / installed, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest
 
 
@@ -170,9 +178,10 @@ def check_all(mutants=MUTANTS, root: Path = ROOT) -> None:
     with tempfile.TemporaryDirectory(prefix="substrait-mutant-check-") as tmp:
         for m in mutants:
             dest = Path(tmp) / m.name
-            (dest / Path(m.file).parent).mkdir(parents=True, exist_ok=True)
+            copy = dest / installed_path(m.file)
+            copy.parent.mkdir(parents=True, exist_ok=True)
             if (root / m.file).is_file():
-                shutil.copy(root / m.file, dest / m.file)
+                shutil.copy(root / m.file, copy)
             m.apply(dest)
 
 

@@ -1560,7 +1560,7 @@ def _stat_value(spec: str, value):
 def statistics(draw, database: Database):
     """``{table name: TableStatistics}`` for some of ``database``'s tables, or None: true or lying row
     counts, NDVs, null counts and min/max."""
-    from cost.statistics import ColumnStatistics, TableStatistics
+    from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 
     if not _maybe(draw, 70):
         return None

@@ -251,7 +251,7 @@ def estimate_annotator(g: nx.DiGraph, statistics: Any = None, capabilities: Any 
     over ``statistics``; when these are not available (or fail on a relation), the relation's own
     ``hint.stats.row_count`` is shown instead (``hint``).
     """
-    from cost.estimates import q_error
+    from optimizer.cost.estimates import q_error
 
     ctx = None
     try:

@@ -73,7 +73,7 @@ def _names(g: nx.DiGraph, node: int) -> list[str]:
             schema = None
     if schema is not None:
         return schema.depth_first_names()
-    from cost.cardinality import CardinalityEstimator
+    from optimizer.cost.cardinality import CardinalityEstimator
 
     n = len(CardinalityEstimator(g).estimate(node).columns)
     return [f"c{i}" for i in range(n)]
@@ -198,8 +198,8 @@ class _Annotator:
     """Estimates (and actual rows) per node as the text the explain tree appends."""
 
     def __init__(self, g: nx.DiGraph, statistics: Any, config: Any = None) -> None:
-        from cost.cardinality import CardinalityEstimator
-        from cost.model import CostModel
+        from optimizer.cost.cardinality import CardinalityEstimator
+        from optimizer.cost.model import CostModel
         from optimizer.engine import OptimizerConfig
         from optimizer.load.functions import function_table
 
@@ -219,7 +219,7 @@ class _Annotator:
             return None
 
     def q(self, node: int) -> float | None:
-        from cost.estimates import q_error
+        from optimizer.cost.estimates import q_error
 
         act = self.actual.get(node)
         return None if act is None else q_error(self.rows(node), act)
