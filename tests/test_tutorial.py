@@ -192,18 +192,22 @@ def _check_docs_path(help_text: str, venv: Path) -> None:
 
 @pytest.mark.spark
 def test_demo_runs_the_commands_and_prints_its_table(spark, tpch_dir, capsys):
-    """``make demo`` (here on SF 0.01, one query, one timed run, in this process's Spark): the tutorial's
-    commands printed as typed, then one row per query: Spark SQL, original, optimized, equal."""
+    """``make demo`` (here on SF 0.01, one query, two timed runs, in this process's Spark): the tutorial's
+    commands printed as typed, then one row per query: Spark SQL, original, optimized, equal; and how far
+    the runs of a cell lie apart, so that a gap within the noise is not read as a faster plan."""
     from workloads.demo import main as demo
 
-    assert demo(["--scale", "0.01", "--queries", "3", "--runs", "1"]) == 0
+    assert demo(["--scale", "0.01", "--queries", "3", "--runs", "2"]) == 0
     out = capsys.readouterr().out
     for command in ("plan", "explain", "optimize", "diff"):
         assert re.search(rf"^\$ substrait-opt {command} q3\.", out, re.MULTILINE), (command, out)
     assert excerpt_mismatch("$ substrait-opt diff ...\nq3: equal ...\n1 passed, 0 failed\n...\n"
-                            "TPC-H SF 0.01 on Spark ..., seconds (warm, median of 1 runs):\n"
+                            "TPC-H SF 0.01 on Spark ..., seconds (warm, median of 2 runs):\n"
                             "query   Spark SQL   original  optimized  equal", out) is None, out
     (row,) = [line for line in out.splitlines() if line.startswith("Q3 ")]
     name, *seconds, equal = row.split()
     assert equal == "yes" and all(float(s) > 0 for s in seconds), row
+    spread = re.search(r"^\(the runs of a cell lie up to (\d+\.\d\d)x apart, slowest / fastest: "
+                       r"Q3 (Spark SQL|original|optimized); a gap smaller than that may be noise\)$", out, re.MULTILINE)
+    assert spread and float(spread[1]) >= 1.0, out
     assert len(out.splitlines()) < 60  # the commands and a table, not pages of trees

@@ -45,6 +45,16 @@ def _seconds(run) -> float:
     return time.perf_counter() - started
 
 
+def _spread_note(spreads: list[tuple[float, str]], runs: int) -> str:
+    """How far the timed runs of one cell lie apart: a gap between two columns smaller than that
+    (2 cores, other work on the machine) does not tell which plan is faster."""
+    if runs < 2 or not spreads:
+        return "(one timed run per cell: no spread measured; --runs 5 for a steadier median)"
+    spread, cell = max(spreads)
+    return (f"(the runs of a cell lie up to {spread:.2f}x apart, slowest / fastest: {cell}; "
+            f"a gap smaller than that may be noise)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = SparkBackend(spark, tables=tables)
     print(f"\ntiming each query warm (one run first), median of {args.runs} runs...", flush=True)
     rows = []
+    spreads: list[tuple[float, str]] = []  # per cell: slowest / fastest of its timed runs
     all_equal = True
     for q in queries:
         plans = {kind: load_plan(work / files[q][kind]) for kind in ("plan", "opt")}
@@ -110,11 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         all_equal &= verdict.equal
         rows.append((f"Q{q}", *(median(seconds[label]) for label in runs),
                      "yes" if verdict.equal else f"NO: {verdict.reason}"))
+        for label, times in seconds.items():
+            spreads.append((max(times) / min(times), f"Q{q} {label}"))
 
     print(f"\nTPC-H SF {args.scale:g} on Spark {spark.version}, seconds (warm, median of {args.runs} runs):")
     print(f"{'query':<6} {'Spark SQL':>10} {'original':>10} {'optimized':>10}  equal")
     for name, sql_s, original_s, optimized_s, equal in rows:
         print(f"{name:<6} {sql_s:>10.2f} {original_s:>10.2f} {optimized_s:>10.2f}  {equal}")
+    print(_spread_note(spreads, args.runs))
     print(f"('equal': the optimized plan's answer is Spark SQL's.) Demo finished in "
           f"{time.perf_counter() - started:.0f} s. The commands: docs/tutorial.md")
     return 0 if all_equal else 1
