@@ -665,7 +665,7 @@ def resolve_tables(tables: Mapping[str, str | os.PathLike[str]] | str | os.PathL
     other URIs (``s3a://...``) are kept as is in a mapping, and a directory given as such a URI has no
     tables here (it cannot be listed without Spark: see ``docs/statistics.md``).
     """
-    from optimizer.spark.paths import local_path
+    from optimizer.paths import local_path
 
     if isinstance(tables, Mapping):
         out = {}

@@ -1,4 +1,8 @@
-"""Which files a plan may name: confinement to the table roots (see docs/security.md).
+"""Table locations as the user gives them, and which files a plan may name: confinement to the table
+roots (see docs/security.md).
+
+A table location is a plain path, a ``file://`` URI or any URI Spark reads (``s3a://``, ``hdfs://``,
+``abfss://``...); :func:`local_path` and :func:`join_location` read and extend one without Spark.
 
 A plan's ``ReadRel.local_files`` and its named tables resolve to files. Read from an untrusted plan,
 such a file must lie under one of the roots the operator gave (``--tables``), or it is a
@@ -40,7 +44,9 @@ from typing import Any
 
 from optimizer.errors import PlanError
 
-__all__ = ["FileAccess", "expand_braces", "glob_base", "normalise", "text_normalised"]
+__all__ = [
+    "FileAccess", "expand_braces", "glob_base", "join_location", "local_path", "normalise", "text_normalised",
+]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _GLOB_CHARS = re.compile(r"[*?\[{]")
@@ -48,6 +54,36 @@ _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 #: Brace alternatives a location may expand to before it is refused (``{a,b}{c,d}`` is 4).
 MAX_ALTERNATIVES = 256
+
+
+def _location_scheme(location: str) -> str:
+    """The URI scheme (``"s3a"``, ``"file"``...), ``""`` for a plain path."""
+    return urllib.parse.urlparse(location).scheme.lower() if "://" in location else ""
+
+
+def local_path(location: str) -> str | None:
+    """The local path of a plain path or ``file:`` URI; ``None`` for any other scheme.
+
+    >>> local_path("file:///data/tpch%20sf1"), local_path("data/tpch"), local_path("s3a://bucket/tpch")
+    ('/data/tpch sf1', 'data/tpch', None)
+    """
+    kind = _location_scheme(location) if "://" in location else ("file" if location.startswith("file:") else "")
+    if kind == "file":
+        return urllib.parse.unquote(urllib.parse.urlparse(location).path)
+    if kind:
+        return None
+    return location
+
+
+def join_location(root: str, name: str) -> str:
+    """``root`` / ``name``, for paths and URIs alike.
+
+    >>> join_location("s3a://bucket/tpch/", "lineitem.parquet"), join_location("/data", "x")
+    ('s3a://bucket/tpch/lineitem.parquet', '/data/x')
+    """
+    if local_path(root) is not None and "://" not in root:
+        return os.path.join(root, name)
+    return root.rstrip("/") + "/" + name
 
 
 def _remote(location: str) -> bool:

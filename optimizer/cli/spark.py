@@ -102,7 +102,7 @@ def check_tables_arg(tables: str | None) -> None:
         return
     scheme = urllib.parse.urlparse(tables).scheme if "://" in tables else ""
     if scheme in ("", "file"):
-        from optimizer.spark.paths import local_path
+        from optimizer.paths import local_path
 
         if not os.path.isdir(local_path(tables)):
             raise PlanError("not a directory", tables)

@@ -60,11 +60,10 @@ from sqlglot.errors import ParseError
 from substrait.proto import NamedStruct, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
-from optimizer.paths import FileAccess
+from optimizer.paths import FileAccess, join_location
+from optimizer.paths import local_path as _location_path
 from optimizer.schema import top_level_names
 from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
-from optimizer.spark.paths import join_location
-from optimizer.spark.paths import local_path as _location_path
 from optimizer.spark.sql import Context, Frame
 from optimizer.spark.sql import functions as F
 
