@@ -66,7 +66,7 @@ from typing import Any
 
 from substrait.proto import Expression, ReadRel, Type
 
-from optimizer.errors import OptimizerError, PlanError
+from optimizer.errors import OptimizerError, PlanError, read_user_file
 from optimizer.expr_utils import field_index, is_constant, is_deterministic
 
 FULL, BEST_EFFORT, NONE = "full", "best_effort", "none"
@@ -371,15 +371,9 @@ def load_capabilities(path: str | os.PathLike) -> Capabilities:
     """Read and validate a profile from a JSON file; any problem is a :class:`PlanError` (exit 2)
     naming ``capabilities file <path>`` and the field."""
     name = f"capabilities file {os.fspath(path)}"
+    raw = read_user_file(os.fspath(path), "a capability profile", name)
     try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise PlanError("no such file", name) from None
-    except IsADirectoryError:
-        raise PlanError("is a directory, not a capability profile", name) from None
-    except OSError as exc:
-        raise PlanError(f"cannot read: {exc.strerror or exc}", name) from None
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise PlanError("not UTF-8 text", name) from None
     except json.JSONDecodeError as exc:

@@ -43,6 +43,24 @@ class ExecutionError(OptimizerError):
     exit_code = 3
 
 
+def read_user_file(path: str, kind: str, where: str | None = None, max_bytes: int | None = None) -> bytes:
+    """The bytes of a file the user named (``max_bytes``: at most one byte more, enough to tell it is too
+    long); each way opening it fails is one :class:`PlanError` naming ``where`` (default: the path), with
+    ``kind`` saying what the file should have been ("a plan", "a SQL file")."""
+    where = where or path
+    try:
+        with open(path, "rb") as f:
+            return f.read() if max_bytes is None else f.read(max_bytes + 1)
+    except ValueError:  # a NUL in the name
+        raise PlanError("file name contains a NUL byte", repr(path) if where == path else where) from None
+    except FileNotFoundError:
+        raise PlanError("no such file", where) from None
+    except IsADirectoryError:
+        raise PlanError(f"is a directory, not {kind}", where) from None
+    except OSError as exc:
+        raise PlanError(f"cannot read: {exc.strerror or exc}", where) from None
+
+
 def spark_errors() -> tuple[type[Exception], ...]:
     """What a failing Spark call raises: PySpark's errors (Classic and Connect) and the Py4J bridge's
     (a JVM error PySpark does not convert, a session whose JVM is gone). Imported on call: the

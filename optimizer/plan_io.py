@@ -21,7 +21,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 from substrait.proto import Plan, Rel
 
-from optimizer.errors import ExecutionError, PlanError
+from optimizer.errors import ExecutionError, PlanError, read_user_file
 from optimizer.load.counts import Counter
 from optimizer.load.counts import check_json as count_json
 from optimizer.load.limits import Limits
@@ -55,17 +55,7 @@ def _read_source(source: Source, max_bytes: int | None = None) -> tuple[bytes, s
         name = os.fspath(source)
         if name == "-":
             return _read_at_most(sys.stdin.buffer, max_bytes), "<stdin>"
-        try:
-            with open(name, "rb") as f:
-                return _read_at_most(f, max_bytes), name
-        except ValueError:  # a NUL in the name
-            raise PlanError("file name contains a NUL byte", repr(name)) from None
-        except FileNotFoundError:
-            raise PlanError("no such file", name) from None
-        except IsADirectoryError:
-            raise PlanError("is a directory, not a plan file", name) from None
-        except OSError as exc:
-            raise PlanError(f"cannot read: {exc.strerror}", name) from None
+        return read_user_file(name, "a plan file", max_bytes=max_bytes), name
     if isinstance(source, str):
         return source.encode("utf-8"), "<string>"
     if hasattr(source, "read"):

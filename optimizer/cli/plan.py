@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from optimizer.errors import PlanError
+from optimizer.errors import PlanError, read_user_file
 
 
 def _read_sql(source: str) -> tuple[str, str]:
@@ -13,18 +13,7 @@ def _read_sql(source: str) -> tuple[str, str]:
     if source == "-":
         data, name = sys.stdin.buffer.read(), "<stdin>"
     else:
-        name = source
-        try:
-            with open(source, "rb") as f:
-                data = f.read()
-        except ValueError:  # a NUL in the name
-            raise PlanError("file name contains a NUL byte", repr(source)) from None
-        except FileNotFoundError:
-            raise PlanError("no such file", source) from None
-        except IsADirectoryError:
-            raise PlanError("is a directory, not a SQL file", source) from None
-        except OSError as exc:
-            raise PlanError(f"cannot read: {exc.strerror}", source) from None
+        data, name = read_user_file(source, "a SQL file"), source
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
