@@ -309,3 +309,19 @@ def test_item3_kernel_glob_through_a_link_then_dotdot_is_refused(tmp_path):
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "evil").symlink_to(tmp_path / "a" / "b")
     assert FileAccess.under([tmp_path / "t"]).refusal(f"{tmp_path}/t/*/../secret") is not None
+
+
+def test_a_user_file_named_with_a_nul_byte_is_exit_2_naming_it(tmp_path, capsys):
+    """A NUL in a file name the user gives is one line naming the file (open() raises ValueError for it)."""
+    from optimizer.capabilities import load_capabilities
+    from optimizer.errors import PlanError
+
+    with pytest.raises(PlanError, match="NUL byte") as exc:
+        load_capabilities("caps\0.json")
+    assert "capabilities file caps" in str(exc.value)
+    from workloads.corpus import corpus_root
+
+    plan = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q06-duckdb_plan.json"
+    assert main(["optimize", str(plan), "--capabilities", "caps\0.json", "-o", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NUL byte" in err[0], err
