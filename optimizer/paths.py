@@ -40,6 +40,7 @@ import re
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from optimizer.errors import PlanError
@@ -345,3 +346,24 @@ def add_path_argument(parser) -> None:
 def file_access(args) -> FileAccess:
     """The CLI's :class:`FileAccess`: the ``--tables`` roots, or anywhere with ``--allow-any-path``."""
     return FileAccess.for_tables(getattr(args, "tables", None) or None, getattr(args, "allow_any_path", False))
+
+
+def table_in_directory(directory: Path, name: str) -> Path | None:
+    """``directory/<name>.parquet``, else the folder ``directory/<name>/`` (names compared
+    case-insensitively); ``None`` when neither is there."""
+    if not directory.is_dir():
+        return None
+    wanted = name.lower()
+    candidates = {}
+    for entry in directory.iterdir():
+        low = entry.name.lower()
+        if low == wanted + ".parquet":
+            candidates.setdefault(0, entry)
+        elif low == wanted and entry.is_dir():
+            candidates.setdefault(1, entry)
+    return candidates[min(candidates)] if candidates else None
+
+
+def table_places(mapping: Mapping[str, Any], directory: Path | None) -> list[str]:
+    """Where a table is looked for, for a message: the given mapping, then the tables' directory."""
+    return (["the given table mapping"] if mapping else []) + ([str(directory)] if directory is not None else [])

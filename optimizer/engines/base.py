@@ -37,7 +37,7 @@ from google.protobuf.message import DecodeError
 from substrait.proto import Plan, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
-from optimizer.paths import FileAccess
+from optimizer.paths import FileAccess, table_in_directory, table_places
 from optimizer.schema import top_level_names
 
 __all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels"]
@@ -206,28 +206,15 @@ class EngineRunner:
     # -- tables
 
     def _where(self) -> str:
-        places = []
-        if self.mapping:
-            places.append("the given table mapping")
-        if self.directory is not None:
-            places.append(str(self.directory))
-        return ", ".join(places) or "nowhere: no tables given"
+        return ", ".join(table_places(self.mapping, self.directory)) or "nowhere: no tables given"
 
     def _find(self, names: tuple[str, ...], path: str) -> str:
         for key in (".".join(names).lower(), names[-1].lower()):
             if key in self.mapping:
                 return self.mapping[key]
-        if self.directory is not None and self.directory.is_dir():
-            wanted = names[-1].lower()
-            candidates: dict[int, Path] = {}
-            for entry in self.directory.iterdir():
-                low = entry.name.lower()
-                if low == wanted + ".parquet":
-                    candidates.setdefault(0, entry)
-                elif low == wanted and entry.is_dir():
-                    candidates.setdefault(1, entry)
-            if candidates:
-                return str(candidates[min(candidates)])
+        found = table_in_directory(self.directory, names[-1]) if self.directory is not None else None
+        if found is not None:
+            return str(found)
         raise PlanError(f"table '{'.'.join(names)}' not found (looked in {self._where()})", path)
 
     def bind(self, plan: Plan) -> dict[tuple[str, ...], BoundTable]:

@@ -60,7 +60,7 @@ from sqlglot.errors import ParseError
 from substrait.proto import NamedStruct, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
-from optimizer.paths import FileAccess, join_location
+from optimizer.paths import FileAccess, join_location, table_in_directory, table_places
 from optimizer.paths import local_path as _location_path
 from optimizer.schema import top_level_names
 from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
@@ -168,22 +168,6 @@ def fixed_offset_zone(zone: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-
-
-def table_in_directory(directory: Path, name: str) -> Path | None:
-    """``directory/<name>.parquet``, else the folder ``directory/<name>/`` (names compared
-    case-insensitively); ``None`` when neither is there."""
-    if not directory.is_dir():
-        return None
-    wanted = name.lower()
-    candidates = {}
-    for entry in directory.iterdir():
-        low = entry.name.lower()
-        if low == wanted + ".parquet":
-            candidates.setdefault(0, entry)
-        elif low == wanted and entry.is_dir():
-            candidates.setdefault(1, entry)
-    return candidates[min(candidates)] if candidates else None
 
 
 def check_reads(plan, tables: str | None, files: FileAccess, *, empty_catalog: bool) -> None:
@@ -307,11 +291,7 @@ class TableResolver:
     # -- named tables ------------------------------------------------------------------------
 
     def _where(self) -> str:
-        places = []
-        if self.mapping:
-            places.append("the given table mapping")
-        if self.directory is not None:
-            places.append(str(self.directory))
+        places = table_places(self.mapping, self.directory)
         if self.location is not None:
             places.append(self.location)
         places.append(f"database '{self.database}' of the Spark catalog" if self.database else "the Spark catalog")
