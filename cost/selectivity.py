@@ -112,7 +112,7 @@ class PredicateSelectivity:
         return memo[1][key]
 
     def _fold_print(self, e: Expression) -> bytes | None:
-        from optimizer.rules.simplify_predicates import fold
+        from optimizer.expr_utils import fold
 
         try:
             # AND/OR nesting does not make two predicates different (simplify_predicates flattens a

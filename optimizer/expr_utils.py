@@ -1,4 +1,5 @@
-"""Expression helpers shared by the rules: conjuncts, field references, remapping.
+"""Expression helpers shared by the rules and the cost model: conjuncts, field references, remapping,
+boolean simplification (:func:`fold`).
 
 Field references are positional. A subquery inside an expression refers to the enclosing
 relation's input with ``outer_reference.steps_out`` = its nesting depth, so "the fields an
@@ -447,6 +448,118 @@ def make_and(exprs: list[Expression], registrar: FunctionRegistrar) -> Expressio
     if len(exprs) == 1:
         return exprs[0]
     return registrar.call("and", "functions_boolean", exprs, boolean_type(), "and:bool")
+
+
+# -------------------------------------------------------------------------- boolean simplification
+
+
+def _literal_bool(value: bool) -> Expression:
+    e = Expression()
+    e.literal.boolean = value
+    return e
+
+
+def _rebuild_call(template: Expression, args: list[Expression]) -> Expression:
+    """``template`` (a call) with other value arguments; everything else (options...) kept."""
+    out = Expression()
+    out.CopyFrom(template)
+    del out.scalar_function.arguments[:]
+    for a in args:
+        out.scalar_function.arguments.add().value.CopyFrom(a)
+    return out
+
+
+def _factor_or(template: Expression, branches: list[Expression], functions: FunctionTable) -> Expression | None:
+    """``(a AND b) OR (a AND c)`` -> ``a AND (b OR c)``; ``a OR (a AND c)`` -> ``a`` (None: no common term).
+
+    Distributivity and absorption hold in SQL's three-valued logic (a distributive lattice), so the
+    result is exact; only deterministic terms are factored out.
+    """
+    and_template = None
+    terms: list[list[Expression]] = []
+    for d in branches:
+        if function_name(d, functions) == "and" and call_args(d) is not None:
+            and_template = and_template or d
+            terms.append(list(call_args(d)))
+        else:
+            terms.append([d])
+    if and_template is None:
+        return None
+    keys = [{key(t) for t in ts} for ts in terms]
+    common = [t for t in terms[0] if is_deterministic(t, functions) and all(key(t) in k for k in keys[1:])]
+    if not common:
+        return None
+    common_keys = {key(t) for t in common}
+    rests = [[t for t in ts if key(t) not in common_keys] for ts in terms]
+
+    def conj(parts: list[Expression]) -> Expression:
+        return parts[0] if len(parts) == 1 else _rebuild_call(and_template, parts)
+
+    if any(not r for r in rests):  # one disjunct is just the common part: absorption
+        return conj(common)
+    return conj(common + [_rebuild_call(template, [conj(r) for r in rests])])
+
+
+def fold(e: Expression, functions: FunctionTable) -> Expression:
+    """``e`` with its ``and``/``or``/``not`` structure flattened and constant-folded (exact in 3VL).
+
+    Bottom-up: nested ``and``/``or`` calls are flattened and duplicate deterministic operands dropped;
+    ``x AND true`` -> ``x``, ``x AND false`` -> ``false``, ``x OR false`` -> ``x``, ``x OR true`` ->
+    ``true``, ``NOT true`` -> ``false``, ``NOT NOT x`` -> ``x`` (each holds for ``x`` NULL too); the
+    conjuncts common to every branch of an ``or`` are factored out (:func:`_factor_or`). Only the boolean
+    connectives are rewritten; other expressions are kept as they are. The rule
+    ``simplify_predicates`` applies it to filter conditions; the selectivity estimate fingerprints
+    predicates with it, so that ``a AND (b AND c)`` and ``and(a, b, c)`` are the same predicate.
+    """
+    name = function_name(e, functions)
+    if name in ("and", "or"):
+        args = call_args(e)
+        if args is None:
+            return e
+        absorbing, neutral = (False, True) if name == "and" else (True, False)
+        flat: list[Expression] = []
+        for a in args:
+            a = fold(a, functions)
+            if function_name(a, functions) == name and call_args(a) is not None:
+                flat.extend(call_args(a))
+            else:
+                flat.append(a)
+        out: list[Expression] = []
+        seen: set[bytes] = set()
+        for a in flat:
+            value = bool_literal(a)
+            if value is absorbing:
+                return _literal_bool(absorbing)
+            if value is neutral:
+                continue
+            k = key(a)
+            if k in seen and is_deterministic(a, functions):
+                continue
+            seen.add(k)
+            out.append(a)
+        if not out:
+            return _literal_bool(neutral)
+        if len(out) == 1:
+            return out[0]
+        if name == "or":
+            factored = _factor_or(e, out, functions)
+            if factored is not None:
+                return factored
+        return _rebuild_call(e, out)
+    if name == "not":
+        args = call_args(e)
+        if args is None or len(args) != 1:
+            return e
+        inner = fold(args[0], functions)
+        value = bool_literal(inner)
+        if value is not None:
+            return _literal_bool(not value)
+        if inner.WhichOneof("rex_type") == "literal" and inner.literal.WhichOneof("literal_type") == "null":
+            return inner
+        if function_name(inner, functions) == "not" and call_args(inner) is not None and len(call_args(inner)) == 1:
+            return call_args(inner)[0]
+        return _rebuild_call(e, [inner])
+    return e
 
 
 # ----------------------------------------------------------------------------- join types by name

@@ -31,7 +31,6 @@ that the kept ``FilterRel`` conjunct removes anyway.
 from __future__ import annotations
 
 import networkx as nx
-from optimizer.rules.simplify_predicates import fold
 from substrait.proto import Expression, ReadRel, Type
 
 from optimizer.capabilities import BEST_EFFORT, FULL, as_capabilities
@@ -40,6 +39,7 @@ from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import (
     bool_literal,
     conjuncts,
+    fold,
     key,
     make_and,
     movable,

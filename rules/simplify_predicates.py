@@ -20,7 +20,8 @@ Then, because a filter keeps only the rows whose condition is *true* (NULL drops
 * a condition with a ``false`` or NULL-literal conjunct can keep no row: the filter and its input
   are replaced by an empty ``VirtualTable`` read with the filter's output schema.
 
-The rule fires only when the condition changes, so it reaches a fixed point.
+The rewrite of the condition is :func:`optimizer.expr_utils.fold`, which the selectivity estimate
+shares. The rule fires only when the condition changes, so it reaches a fixed point.
 """
 
 from __future__ import annotations
@@ -30,14 +31,7 @@ from substrait.proto import Expression, Rel
 
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
-from optimizer.expr_utils import (
-    bool_literal,
-    call_args,
-    conjuncts,
-    function_name,
-    is_deterministic,
-    key,
-)
+from optimizer.expr_utils import bool_literal, conjuncts, fold, key
 from optimizer.relations import emit_of, rel_copy, select_columns
 
 
@@ -82,109 +76,6 @@ def is_false_or_null(e: Expression) -> bool:
         return False
     lit = e.literal
     return lit.WhichOneof("literal_type") == "null" or bool_literal(e) is False
-
-
-def _literal_bool(value: bool) -> Expression:
-    e = Expression()
-    e.literal.boolean = value
-    return e
-
-
-def _rebuild_call(template: Expression, args: list[Expression]) -> Expression:
-    """``template`` (a call) with other value arguments; everything else (options...) kept."""
-    out = Expression()
-    out.CopyFrom(template)
-    del out.scalar_function.arguments[:]
-    for a in args:
-        out.scalar_function.arguments.add().value.CopyFrom(a)
-    return out
-
-
-def _factor_or(template: Expression, disjuncts: list[Expression], functions) -> Expression | None:
-    """``(a AND b) OR (a AND c)`` -> ``a AND (b OR c)``; ``a OR (a AND c)`` -> ``a`` (None: no common term).
-
-    Distributivity and absorption hold in SQL's three-valued logic (a distributive lattice), so the
-    result is exact; only deterministic terms are factored out.
-    """
-    and_template = None
-    terms: list[list[Expression]] = []
-    for d in disjuncts:
-        if function_name(d, functions) == "and" and call_args(d) is not None:
-            and_template = and_template or d
-            terms.append(list(call_args(d)))
-        else:
-            terms.append([d])
-    if and_template is None:
-        return None
-    keys = [{key(t) for t in ts} for ts in terms]
-    common = [t for t in terms[0] if is_deterministic(t, functions) and all(key(t) in k for k in keys[1:])]
-    if not common:
-        return None
-    common_keys = {key(t) for t in common}
-    rests = [[t for t in ts if key(t) not in common_keys] for ts in terms]
-
-    def conj(parts: list[Expression]) -> Expression:
-        return parts[0] if len(parts) == 1 else _rebuild_call(and_template, parts)
-
-    if any(not r for r in rests):  # one disjunct is just the common part: absorption
-        return conj(common)
-    return conj(common + [_rebuild_call(template, [conj(r) for r in rests])])
-
-
-def fold(e: Expression, functions) -> Expression:
-    """``e`` with its ``and``/``or``/``not`` structure flattened and constant-folded (exact in 3VL).
-
-    Only the boolean connectives are rewritten; other expressions are kept as they are.
-    """
-    name = function_name(e, functions)
-    if name in ("and", "or"):
-        args = call_args(e)
-        if args is None:
-            return e
-        absorbing, neutral = (False, True) if name == "and" else (True, False)
-        flat: list[Expression] = []
-        for a in args:
-            a = fold(a, functions)
-            if function_name(a, functions) == name and call_args(a) is not None:
-                flat.extend(call_args(a))
-            else:
-                flat.append(a)
-        out: list[Expression] = []
-        seen: set[bytes] = set()
-        for a in flat:
-            value = bool_literal(a)
-            if value is absorbing:
-                return _literal_bool(absorbing)
-            if value is neutral:
-                continue
-            k = key(a)
-            if k in seen and is_deterministic(a, functions):
-                continue
-            seen.add(k)
-            out.append(a)
-        if not out:
-            return _literal_bool(neutral)
-        if len(out) == 1:
-            return out[0]
-        if name == "or":
-            factored = _factor_or(e, out, functions)
-            if factored is not None:
-                return factored
-        return _rebuild_call(e, out)
-    if name == "not":
-        args = call_args(e)
-        if args is None or len(args) != 1:
-            return e
-        inner = fold(args[0], functions)
-        value = bool_literal(inner)
-        if value is not None:
-            return _literal_bool(not value)
-        if inner.WhichOneof("rex_type") == "literal" and inner.literal.WhichOneof("literal_type") == "null":
-            return inner
-        if function_name(inner, functions) == "not" and call_args(inner) is not None and len(call_args(inner)) == 1:
-            return call_args(inner)[0]
-        return _rebuild_call(e, [inner])
-    return e
 
 
 def _empty_table(schema) -> Rel:

@@ -8,13 +8,14 @@ campaign finds it.
     python -m optimizer.difftest.mutate --list               # the mutants and what each breaks
 
 Each mutant (:data:`MUTANTS`) is a small patch -- a file, an exact snippet of it and its replacement --
-of a rule (``rules/*.py``) or of the Spark backend (``optimizer/spark/*.py``). The production code has
+of a rule (``rules/*.py``, or ``optimizer/expr_utils.py``'s boolean simplification they apply) or of the
+Spark backend (``optimizer/spark/*.py``). The production code has
 no switch: the harness copies the packages (``optimizer``, ``rules``, ``cost``, laid out as installed) to a temporary
 directory, applies ONE patch there, and runs the fuzz campaign (``python -m optimizer.difftest.fuzz
 --stop-at-failure``) in a subprocess whose ``PYTHONPATH`` is the copy, with its own SparkSession. The
-campaigns of the mutants of rules (and the unmutated one) share an answer cache
+campaigns of the mutants outside the backend (and the unmutated one) share an answer cache
 (:class:`~optimizer.difftest.fuzz.AnswerCache`): the backend is the same in all of them, so a plan's
-answer is computed on Spark once; a rule mutant only runs the plans it changed. A
+answer is computed on Spark once; such a mutant only runs the plans it changed. A
 snippet that is not found exactly once fails loudly, naming the mutant (the code it patches changed:
 update the mutant). After the mutants, the same campaign runs on an unmutated copy: it must find no
 difference (a failure there is a real bug, or a flaw of the generator, and makes every kill
@@ -136,10 +137,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "push_filters pushes a filter into the first input of a set operation only (wrong for unions)",
     ),
     Mutant(
-        "or_folded_as_and", "rules/simplify_predicates.py",
+        "or_folded_as_and", "optimizer/expr_utils.py",
         "        absorbing, neutral = (False, True) if name == \"and\" else (True, False)\n",
         "        absorbing, neutral = (False, True)\n",
-        "simplify_predicates folds the boolean constants of an OR as if it were an AND (x OR false -> false)",
+        "fold (simplify_predicates' rewrite) folds the boolean constants of an OR as if it were an AND "
+        "(x OR false -> false)",
     ),
     # ------------------------------------------------------------------------------ backend
     Mutant(
@@ -257,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutants:
             tree = copy_tree(ROOT, tmp_path / m.name)
             m.apply(tree)
-            # A mutant of a rule leaves the backend as it is: answers of plans already run are reused.
-            cache = answers if m.file.startswith("rules/") else None
+            # A mutant outside the backend leaves it as it is: answers of plans already run are reused.
+            cache = None if m.file.startswith("optimizer/spark/") else answers
             data = run_campaign(tree, args.plans, args.seed, args.minutes, tmp_path / f"{m.name}.json",
                                 answer_cache=cache)
             killed = data["first_failure"] is not None
