@@ -19,11 +19,14 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import networkx as nx
 from substrait.proto import Rel
 
+from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.estimates import RelEstimate
+from optimizer.cost.model import CostModel
 from optimizer.dag import (
     drop_subtree_keys,
     forget_subtree_keys,
@@ -37,14 +40,9 @@ from optimizer.dag import (
     written_like,
 )
 from optimizer.errors import OptimizerError
-
-if TYPE_CHECKING:  # the cost package reads rules (rules read this module): types only
-    from optimizer.cost.cardinality import CardinalityEstimator
-    from optimizer.cost.estimates import RelEstimate
-    from optimizer.cost.model import CostModel
-    from optimizer.expr_utils import FunctionRegistrar
-    from optimizer.load.functions import FunctionTable
-    from optimizer.schema import Schema
+from optimizer.expr_utils import FunctionRegistrar
+from optimizer.load.functions import FunctionTable
+from optimizer.schema import Schema
 
 PHASES = ("normalise", "logical", "join_order", "physical", "annotate")
 
