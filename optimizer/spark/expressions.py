@@ -65,6 +65,8 @@ from substrait.proto import (
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.load.functions import FunctionTable
 from optimizer.schema import Schema, is_nullable, make_type, with_nullability
+from optimizer.spark import functions as fns
+from optimizer.spark.functions import Call
 from optimizer.spark.sql import Col, Frame, Window
 from optimizer.spark.sql import functions as F
 from optimizer.spark.types import (
@@ -206,8 +208,6 @@ class ExpressionCompiler:
 
     def aggregate(self, fn: AggregateFunction, scope: Scope, path: str) -> Col:
         """An aggregate function call (invocation DISTINCT included; the caller applies measure filters)."""
-        from optimizer.spark import functions as fns
-
         _check_phase(fn.phase, path)
         call = self._make_call(
             fn,
@@ -227,8 +227,6 @@ class ExpressionCompiler:
         path: str,
     ) -> Col:
         """A window function call (``Expression.WindowFunction`` or a ``ConsistentPartitionWindowRel`` function)."""
-        from optimizer.spark import functions as fns
-
         _check_phase(wf.phase, path)
         distinct = wf.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT
         call = self._make_call(wf, scope, path, distinct=distinct)
@@ -871,11 +869,9 @@ class ExpressionCompiler:
         path: str,
         distinct: bool = False,
         sorts: Sequence[SortField] = (),
-    ):
+    ) -> Call:
         """The :class:`~optimizer.spark.functions.Call` of a function message (its reference,
         arguments, options and output type, unset when it has no kind)."""
-        from optimizer.spark.functions import Call
-
         arguments, options = fn.arguments, fn.options
         output_type = fn.output_type if fn.HasField("output_type") else None
         info = self.functions.get(fn.function_reference, f"{path}.function_reference")
@@ -919,8 +915,6 @@ class ExpressionCompiler:
         )
 
     def _scalar_function(self, sf: Expression.ScalarFunction, scope: Scope, path: str) -> Col:
-        from optimizer.spark import functions as fns
-
         call = self._make_call(sf, scope, path)
         return fns.scalar(call)
 

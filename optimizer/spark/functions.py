@@ -32,7 +32,7 @@ import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pyspark.sql import types as T
 from substrait.proto import Expression, SortField, Type
@@ -51,10 +51,7 @@ from optimizer.spark.types import (
     type_kind,
 )
 
-if TYPE_CHECKING:
-    from optimizer.spark.expressions import ExpressionCompiler, Scope
-
-__all__ = ["AGGREGATE", "SCALAR", "WINDOW", "Call", "aggregate", "scalar", "window"]
+__all__ = ["AGGREGATE", "SCALAR", "WINDOW", "Call", "Compiler", "aggregate", "scalar", "window"]
 
 _INT_TYPES: dict[str, tuple[Callable[[], T.DataType], int, int]] = {
     "i8": (T.ByteType, -(2**7), 2**7 - 1),
@@ -73,6 +70,19 @@ def _identity(col: Col) -> Col:
     return col
 
 
+class Compiler(Protocol):
+    """What a function's implementation needs from the expression compiler
+    (:class:`~optimizer.spark.expressions.ExpressionCompiler` is one): the session's ANSI mode, another
+    expression compiled over the call's scope (an aggregate's sort keys), and the Spark type of a
+    compiled column there. The scope is the compiler's own: a function hands it back as it got it."""
+
+    ansi: bool
+
+    def compile(self, expr: Expression, scope: Any, path: str) -> Col: ...
+
+    def spark_type_of(self, col: Col, scope: Any) -> T.DataType | None: ...
+
+
 @dataclass
 class Call:
     """One function call, its arguments compiled."""
@@ -85,8 +95,8 @@ class Call:
     enums: list[str]
     options: dict[str, list[str]]
     output_type: Type | None
-    compiler: ExpressionCompiler
-    scope: Scope
+    compiler: Compiler
+    scope: Any  # the input the arguments were compiled over, for ``compiler``
     distinct: bool = False
     sorts: list[SortField] = field(default_factory=list)
     over: Callable[[Col], Col] = _identity
