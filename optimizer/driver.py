@@ -172,7 +172,7 @@ class OptimizeResult:
 
 
 def _human(x: float) -> str:
-    from optimizer.explain.estimates import human
+    from optimizer.explain import human
 
     return human(x)
 

@@ -13,6 +13,7 @@ text per node (estimates, costs, actual rows).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 
@@ -158,6 +159,20 @@ def _columns(g: nx.DiGraph, node: int, keep: int | None = 7) -> str:
 #: appended to the line are kept whole, and a relation keeps at least :data:`MIN_DETAIL` characters.
 WIDTH = 120
 MIN_DETAIL = 40
+
+
+def human(x: float | None) -> str:
+    """``1234567`` -> ``1.2M``.
+
+    >>> human(12), human(1234), human(2.5e9), human(None)
+    ('12', '1.2K', '2.5G', '?')
+    """
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "?"
+    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.1f}{unit}"
+    return f"{x:.0f}" if abs(x) >= 1 or x == 0 else f"{x:.2g}"
 
 
 def _tree_line(g: nx.DiGraph, node: int, functions, head: str, extra: str, width: int | None) -> str:

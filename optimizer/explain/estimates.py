@@ -35,7 +35,7 @@ from substrait.proto import Plan
 
 from optimizer.dag import from_dag, input_fields, inputs, to_dag
 from optimizer.errors import OptimizerError, spark_errors
-from optimizer.explain import WIDTH
+from optimizer.explain import WIDTH, human
 
 # --------------------------------------------------------------------------------------------------
 # Subtrees and actual rows
@@ -169,20 +169,6 @@ def join_depth(g: nx.DiGraph, node: int, memo: dict[int, int] | None = None) -> 
 # --------------------------------------------------------------------------------------------------
 # Formatting
 # --------------------------------------------------------------------------------------------------
-
-
-def human(x: float | None) -> str:
-    """``1234567`` -> ``1.2M``.
-
-    >>> human(12), human(1234), human(2.5e9), human(None)
-    ('12', '1.2K', '2.5G', '?')
-    """
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "?"
-    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(x) >= size:
-            return f"{x / size:.1f}{unit}"
-    return f"{x:.0f}" if abs(x) >= 1 or x == 0 else f"{x:.2g}"
 
 
 def _relation_title(g: nx.DiGraph, node: int, functions) -> str:
