@@ -1,9 +1,11 @@
-"""The package's structure: no import cycles between its modules, a short top level, rule modules that
-read in one sitting, and no catch-all ``except Exception`` without its reason."""
+"""The package's structure: no import cycles between its modules, layers that import only downwards, a
+short top level, rule modules that read in one sitting, and no catch-all ``except Exception`` without
+its reason."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
@@ -25,23 +27,12 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _walk(tree: ast.AST):
-    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` (imports that never run)."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        yield node
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            todo.extend(node.orelse)
-            continue
-        todo.extend(ast.iter_child_nodes(node))
-
-
 def _imported(module: str, path: Path, known: set[str]) -> set[str]:
-    """The package modules ``module`` imports anywhere in its file (module level or in functions)."""
+    """The package modules ``module`` imports anywhere in its file: at module level, in functions and under
+    ``if TYPE_CHECKING:`` (a type-only import is a dependency too: the module's meaning needs the other)."""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
-    for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names} & known
         elif isinstance(node, ast.ImportFrom):
@@ -62,6 +53,7 @@ def _imported(module: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+@functools.cache  # the files do not change during a test session
 def import_graph() -> nx.DiGraph:
     modules = _modules()
     g = nx.DiGraph()
@@ -77,7 +69,15 @@ def test_the_graph_sees_the_modules_and_their_imports():
     assert g.has_edge("optimizer.cost.model", "optimizer.cost.cardinality")  # from optimizer.cost.cardinality import ...
     assert g.has_edge("optimizer", "optimizer.plan_io")  # the package re-exports load_plan
     assert g.has_edge("optimizer.cli.explain", "optimizer.explain")  # imported inside a function
-    assert not g.has_edge("optimizer.spark.functions", "optimizer.spark.expressions")  # TYPE_CHECKING only
+
+
+def test_type_only_and_function_level_imports_count(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("from typing import TYPE_CHECKING\n"
+                    "if TYPE_CHECKING:\n    from optimizer.errors import PlanError\n"
+                    "def f():\n    from optimizer import dag\n    import optimizer.schema\n")
+    known = {"optimizer", "optimizer.errors", "optimizer.dag", "optimizer.schema", "optimizer.m"}
+    assert _imported("optimizer.m", path, known) == {"optimizer.errors", "optimizer.dag", "optimizer.schema"}
 
 
 def test_no_import_cycles():
@@ -91,6 +91,102 @@ def test_no_import_cycles():
             if len(shown) >= 40:
                 break
     assert not cycles, f"{len(cycles)} groups of modules import each other:\n" + "\n".join(shown)
+
+
+#: The layers, lowest first (docs/architecture.md, "Layers"). A module may import from its own layer and
+#: the layers below it. ``pkg.*`` is a package and every module under it; a module named exactly wins
+#: over a ``pkg.*``, the longer ``pkg.*`` over the shorter. A new module must fall in a layer.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # what every layer reads: errors, file access, input limits, "which function is anchor N"
+    ("base", ("optimizer.errors", "optimizer.paths", "optimizer.load.functions", "optimizer.load.limits",
+              "optimizer.load.counts", "optimizer.load.protobuf_depth")),
+    # expression helpers and the boolean simplification the rules and the cost model share
+    ("expressions", ("optimizer.expr_utils",)),
+    ("schema", ("optimizer.schema", "optimizer.schema.*")),  # types, relation outputs, check_plan
+    ("dag", ("optimizer.dag",)),  # a plan as a graph of relations
+    ("plan text", ("optimizer.explain", "optimizer.explain.expr_format")),  # the explain tree
+    ("load", ("optimizer.load.*", "optimizer.plan_io")),  # bytes -> Plan (and back: save, dump)
+    ("targets", ("optimizer.capabilities", "optimizer.targets.*")),  # what a consumer reads
+    ("cost", ("optimizer.cost.*",)),  # statistics, estimates, cost model
+    ("engine", ("optimizer.engine",)),  # a rule, its replacement checked, phases to a fixed point
+    ("rules", ("optimizer.relations", "optimizer.rules.*")),
+    ("write", ("optimizer.write.*",)),  # the plan written for a consumer
+    ("driver", ("optimizer.driver", "optimizer")),  # optimize: phases, cost policy, write; the API
+    ("backends", ("optimizer.spark.*", "optimizer.engines.*")),  # running a plan
+    ("explain", ("optimizer.explain.*",)),  # estimates against actual rows, DOT/SVG, HTML: optimize and run
+    ("diff", ("optimizer.difftest", "optimizer.difftest.harness", "optimizer.difftest.results")),
+    ("cli", ("optimizer.cli.*", "optimizer.__main__")),
+    # test, fuzz and benchmark support: plans built in Python, plan generators, hostile inputs, workloads
+    ("support", ("optimizer.load.builder", "optimizer.difftest.*", "workloads.*")),
+]
+
+#: The imports from a lower layer to a higher one, each with its reason (at most 3; docs/architecture.md
+#: names them).
+LOWER_TO_HIGHER: dict[tuple[str, str], str] = {}
+
+
+def _layer_of(module: str) -> int | None:
+    best: tuple[int, int] | None = None  # (specificity, layer)
+    for i, (_, patterns) in enumerate(LAYERS):
+        for p in patterns:
+            if p.endswith(".*"):
+                package = p[:-2]
+                if module == package or module.startswith(package + "."):
+                    rank = len(package)
+                else:
+                    continue
+            elif module == p:
+                rank = 10_000
+            else:
+                continue
+            if best is None or rank > best[0]:
+                best = (rank, i)
+    return None if best is None else best[1]
+
+
+def lower_to_higher(g: nx.DiGraph) -> list[tuple[str, str]]:
+    """The imports ``(importer, imported)`` from a lower layer to a higher one (modules without a layer:
+    :func:`test_every_module_has_a_layer`)."""
+    layer = {m: _layer_of(m) for m in g}
+    return sorted((a, b) for a, b in g.edges if None not in (layer[a], layer[b]) and layer[a] < layer[b])
+
+
+def test_the_layer_check_finds_an_import_upwards():
+    # the imports that were upward before fold moved below the cost model and human into the explain tree
+    g = nx.DiGraph([("optimizer.cost.selectivity", "optimizer.rules.simplify_predicates"),
+                    ("optimizer.driver", "optimizer.explain.estimates"),
+                    ("optimizer.rules.push_filters", "optimizer.engine"), ("optimizer.explain.dot", "optimizer.explain")])
+    assert lower_to_higher(g) == [("optimizer.cost.selectivity", "optimizer.rules.simplify_predicates"),
+                                  ("optimizer.driver", "optimizer.explain.estimates")]
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in import_graph() if _layer_of(m) is None] == []
+
+
+def test_layers_import_only_downwards():
+    g = import_graph()
+    found = lower_to_higher(g)
+    named = ", ".join(f"{a} ({LAYERS[_layer_of(a)][0]}) -> {b} ({LAYERS[_layer_of(b)][0]})"
+                      for a, b in found if (a, b) not in LOWER_TO_HIGHER)
+    assert not named, f"imports from a lower layer to a higher one: {named}"
+    stale = set(LOWER_TO_HIGHER) - set(found)
+    assert not stale, f"no longer imported: remove from LOWER_TO_HIGHER and docs/architecture.md: {stale}"
+    assert len(LOWER_TO_HIGHER) <= 3
+
+
+def test_the_exceptions_are_named_in_the_architecture_doc():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    for a, b in LOWER_TO_HIGHER:
+        assert f"`{a}` -> `{b}`" in doc, f"docs/architecture.md does not name {a} -> {b}"
+    for name, _ in LAYERS:
+        assert f"| {name} |" in doc, f"docs/architecture.md's layer table has no row {name}"
+
+
+def test_the_cost_model_reads_no_rule():
+    g = import_graph()
+    assert [(a, b) for a, b in g.edges
+            if a.split(".")[:2] == ["optimizer", "cost"] and b.split(".")[:2] == ["optimizer", "rules"]] == []
 
 
 def test_the_optimizer_package_has_at_most_twelve_top_level_modules():
