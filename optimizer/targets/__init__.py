@@ -22,6 +22,9 @@ optional; the defaults are the spec's reading)::
                                     #   inner join's other conjuncts go into a FilterRel above
      "window_functions": true,      # reads window function expressions (false: refused)
      "correlated_subqueries": true, # reads outer references (false: a correlated subquery is refused)
+     "conjunct_order": "written",   # written | engine: whether the engine evaluates a filter's conjuncts
+                                    #   in the order written (Spark) or in one of its own (DuckDB); only
+                                    #   the first is what order_conjuncts prices, so it runs only there
      "max_set_inputs": null,        # a UNION of more inputs is nested (other set operations refused)
      "set_ops": null,               # the SetRel operations it reads (UNION_ALL, ...; null: all)
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
@@ -80,6 +83,7 @@ BEST_EFFORT = ("used", "ignored", "unsupported")
 PROJECT_ENCODINGS = ("spec", "expressions_only")
 AGGREGATE_PHASES = ("any", "initial_to_result")
 GROUPING_SETS = ("spec", "datafusion", "refuse")
+CONJUNCT_ORDERS = ("written", "engine")
 
 #: The relations only an engine that reads physical plans (Spark's backend) takes.
 PHYSICAL_RELATIONS = frozenset({"hash_join", "merge_join", "nested_loop_join", "top_n", "window", "exchange",
@@ -115,6 +119,7 @@ class Target:
     set_ops: frozenset[str] | None = None
     typed_nulls: bool = False
     correlated_subqueries: bool = True
+    conjunct_order: str = "written"
     fixed_char_literals: bool = True
     interval_literals: str = "any"
     set_op_reading: str = "spec"
@@ -202,7 +207,7 @@ def _max_set_inputs(value: Any, where: str) -> int | None:
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
                     "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions",
                     "join_condition", "window_functions", "max_set_inputs", "set_ops",
-                    "correlated_subqueries"})
+                    "correlated_subqueries", "conjunct_order"})
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -254,6 +259,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         join_condition=_choice(data, "join_condition", ("any", "single_key"), "any", where),
         window_functions=_bool(data, "window_functions", True, where),
         correlated_subqueries=_bool(data, "correlated_subqueries", True, where),
+        conjunct_order=_choice(data, "conjunct_order", CONJUNCT_ORDERS, "written", where),
         max_set_inputs=_max_set_inputs(data.get("max_set_inputs"), where),
         set_ops=_set_ops(data.get("set_ops"), where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
