@@ -91,7 +91,7 @@ from optimizer.expr_utils import (
     reference_field,
 )
 from optimizer.load.functions import FunctionTable, function_table
-from optimizer.schema import is_nullable, type_kind
+from optimizer.schema.types import is_nullable, type_kind
 
 log = logging.getLogger(__name__)
 
@@ -443,7 +443,7 @@ class CardinalityEstimator(PredicateSelectivity):
         names = list(body.base_schema.names)
         if len(names) != len(base_types):  # nested names: keep the top-level ones
             try:
-                from optimizer.schema import Schema
+                from optimizer.schema.record import Schema
 
                 schema = Schema.from_named_struct(body.base_schema)
                 names, base_types = list(schema.names), list(schema.types)

@@ -16,7 +16,7 @@ from optimizer.cost.statistics import Histogram, to_numeric
 from substrait.proto import Expression, Type
 
 from optimizer.expr_utils import field_index
-from optimizer.schema import type_kind
+from optimizer.schema.types import type_kind
 
 # --------------------------------------------------------------------------------------------------
 # Defaults (why each value: docs/cost-model.md, "Default selectivities")

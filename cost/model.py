@@ -656,7 +656,7 @@ def conjunct_weight(e: Any, types: list[Any] | None, functions: Any) -> float:
     3.0
     """
     from optimizer.expr_utils import referenced_fields
-    from optimizer.schema import type_kind
+    from optimizer.schema.types import type_kind
 
     test = e
     while test.WhichOneof("rex_type") == "scalar_function" and test.scalar_function.function_reference in functions:

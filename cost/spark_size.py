@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from substrait.proto import Type
 
-from optimizer.schema import type_kind
+from optimizer.schema.types import type_kind
 
 #: Spark's ``DataType.defaultSize`` by Substrait type kind (decimals and nested types below).
 _DEFAULT_SIZE: dict[str, float] = {

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from optimizer.cost.estimates import RelEstimate
     from optimizer.cost.model import CostModel
     from optimizer.load.functions import FunctionTable
-    from optimizer.schema import Schema
+    from optimizer.schema.record import Schema
 
 
 class PlanContext:

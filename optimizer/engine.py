@@ -42,7 +42,7 @@ from optimizer.dag import (
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import FunctionRegistrar
 from optimizer.load.functions import FunctionTable
-from optimizer.schema import Schema
+from optimizer.schema.record import Schema
 
 PHASES = ("normalise", "logical", "join_order", "physical", "annotate")
 

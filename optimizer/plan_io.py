@@ -382,14 +382,13 @@ def _conform_producer_quirks(plan: Plan, name: str) -> None:
 
     DuckDB 1.1.3 (and DataFusion before 2024) write a ``ProjectRel`` without emit meaning "only the
     expressions"; Substrait reads it as "input columns, then expressions". See
-    :func:`optimizer.schema.conform_legacy_projects`. DataFusion's simple CASE (an ``IfThen`` whose first
-    clause is the operand, without ``then``) becomes the spec's searched CASE: see
+    :func:`optimizer.load.producer_quirks.conform_legacy_projects`. DataFusion's simple CASE (an
+    ``IfThen`` whose first clause is the operand, without ``then``) becomes the spec's searched CASE: see
     :mod:`optimizer.load.producer_quirks`. DataFusion numbers the output of an aggregate with several grouping
     sets its own way: see :func:`optimizer.load.grouping_sets.conform_grouping_sets`.
     """
     from optimizer.load.grouping_sets import conform_grouping_sets
-    from optimizer.load.producer_quirks import conform_simple_case
-    from optimizer.schema import conform_legacy_projects
+    from optimizer.load.producer_quirks import conform_legacy_projects, conform_simple_case
 
     try:
         conform_simple_case(plan)

@@ -56,7 +56,8 @@ from optimizer.expr_utils import (
 )
 from optimizer.load.functions import FunctionTable
 from optimizer.relations import conjunct_to_join, emit_of
-from optimizer.schema import Schema, tree_schema
+from optimizer.schema import tree_schema
+from optimizer.schema.record import Schema
 
 
 def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:

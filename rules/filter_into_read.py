@@ -47,7 +47,7 @@ from optimizer.expr_utils import (
     remap_fields,
 )
 from optimizer.relations import emit_of, filter_rel, rel_copy, with_emit
-from optimizer.schema import Schema
+from optimizer.schema.record import Schema
 
 
 def filter_into_read(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:

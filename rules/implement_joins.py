@@ -276,7 +276,7 @@ _MAX_DECIMAL = 38
 def common_type(a: Type, b: Type) -> Type | None:
     """The type Spark compares ``a`` and ``b`` in (its implicit widening), or None if there is none here.
 
-    >>> from optimizer.schema import make_type, type_name
+    >>> from optimizer.schema.types import make_type, type_name
     >>> type_name(common_type(make_type("i32"), make_type("i64", nullable=True)))
     'i64'
     >>> type_name(common_type(make_type("i32"), make_type("decimal", precision=15, scale=2)))
@@ -284,7 +284,7 @@ def common_type(a: Type, b: Type) -> Type | None:
     >>> common_type(make_type("string"), make_type("i64")) is None
     True
     """
-    from optimizer.schema import make_type
+    from optimizer.schema.types import make_type
 
     ka, kb = a.WhichOneof("kind"), b.WhichOneof("kind")
     if ka is None or kb is None:
@@ -365,7 +365,7 @@ def _movable_key(e: Expression, functions) -> bool:
 
 def _cast_to(e: Expression, t: Type, common: Type) -> Expression:
     """``e`` (of type ``t``) as ``common``: unchanged when already of that type."""
-    from optimizer.schema import is_nullable, type_name, with_nullability
+    from optimizer.schema.types import is_nullable, type_name, with_nullability
 
     target = with_nullability(common, is_nullable(t))
     if type_name(target) == type_name(t):

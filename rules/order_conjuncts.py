@@ -38,7 +38,7 @@ from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import conjuncts, make_and
 from optimizer.relations import rel_copy
-from optimizer.schema import type_kind
+from optimizer.schema.types import type_kind
 
 #: Functions that yield true, false or null for any input values (never an error).
 SAFE_FUNCTIONS = frozenset({"equal", "not_equal", "lt", "lte", "gt", "gte", "between", "is_null", "is_not_null",

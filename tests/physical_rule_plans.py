@@ -13,7 +13,7 @@ from optimizer.rules import implement_joins, sort_fetch_to_topn, window_to_consi
 
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 PHYSICAL = [implement_joins.RULE, sort_fetch_to_topn.RULE, window_to_consistent_partition.RULE]
 

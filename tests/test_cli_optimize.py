@@ -5,7 +5,7 @@ from __future__ import annotations
 from optimizer.cli import main
 from optimizer.dag import to_dag
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 from workloads.corpus import corpus_root
 
 CORPUS = corpus_root()

@@ -18,7 +18,7 @@ from optimizer.difftest.strategies import cases
 from optimizer.engine import NewRel, Rule
 from optimizer.expr_utils import referenced_fields, shift_fields
 from optimizer.plan_io import load_plan, save_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 # ----------------------------------------------------------------------------------- plan helpers
 

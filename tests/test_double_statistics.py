@@ -11,7 +11,8 @@ import pytest
 from optimizer.difftest.results import compare_tables
 from optimizer.driver import optimize
 from optimizer.plan_io import load_plan
-from optimizer.schema import plan_schemas, type_name
+from optimizer.schema import plan_schemas
+from optimizer.schema.types import type_name
 from optimizer.spark.expressions import ExpressionCompiler
 from workloads.producers import datafusion_context, datafusion_plan
 

@@ -53,7 +53,7 @@ from substrait.proto import (
 )
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
-from optimizer.schema import make_type
+from optimizer.schema.types import make_type
 from optimizer.spark import SparkBackend
 
 pytestmark = pytest.mark.spark

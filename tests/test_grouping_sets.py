@@ -22,7 +22,7 @@ from optimizer.difftest.results import compare_tables
 from optimizer.driver import optimize
 from optimizer.load.grouping_sets import conform_grouping_sets, grouping_set_convention
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 pytestmark = pytest.mark.spark
 

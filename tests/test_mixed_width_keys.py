@@ -16,7 +16,7 @@ from optimizer.dag import to_dag
 from optimizer.difftest.results import compare_tables
 from optimizer.driver import optimize
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 from workloads.producers import datafusion_plan
 
 pytestmark = pytest.mark.spark

@@ -4,7 +4,7 @@ Every TPC-H plan -- DataFusion's 22 and DuckDB 1.1.3's 15 (both produced live), 
 and every plan of the consumer-testing corpus that reads TPC-H tables or ``t`` is optimized with the
 usual statistics (plan hints, Spark ``ANALYZE`` of the SF 0.01 tables, Parquet footers), and then:
 
-* the optimized plan passes :func:`optimizer.schema.check_plan` and comes back from binary protobuf
+* the optimized plan passes :func:`optimizer.schema.check.check_plan` and comes back from binary protobuf
   as the same plan;
 * run on Spark with ``best_effort_filter`` ignored (a consumer may), it gives the original plan's answer
   (:func:`optimizer.difftest.compare`: multiset equality, floats to 1e-9, order where the root is sorted);
@@ -39,7 +39,7 @@ from optimizer.difftest.harness import DIFFERENT, EQUAL, ERROR, SKIPPED, ignorin
 from optimizer.driver import COST_TOLERANCE, estimated_cost
 from optimizer.errors import PlanError
 from optimizer.plan_io import dump_plan, load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 from workloads.producers import DUCKDB_TPCH_PRODUCIBLE, duckdb_plan
 from workloads.tpch import table_paths, tpch_query
 

@@ -11,7 +11,7 @@ from substrait.proto import ComparisonJoinKey, Plan
 from optimizer.difftest.results import compare_tables
 from optimizer.errors import PlanError
 from optimizer.plan_io import load_plan
-from optimizer.schema import raise_for_problems
+from optimizer.schema.check import raise_for_problems
 
 I64 = {"i64": {"nullability": "NULLABILITY_REQUIRED"}}
 I32 = {"i32": {"nullability": "NULLABILITY_REQUIRED"}}

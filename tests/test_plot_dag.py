@@ -132,7 +132,7 @@ def test_svg_without_dot_names_the_package(monkeypatch):
 def test_subplans_for_actual_rows_are_valid_plans(q5_plan, shared_plan):
     from optimizer.dag import annotate_schemas
     from optimizer.explain.estimates import subtree_plan
-    from optimizer.schema import check_plan
+    from optimizer.schema.check import check_plan
 
     for plan in (q5_plan, shared_plan):
         g = annotate_schemas(to_dag(plan))

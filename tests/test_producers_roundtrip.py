@@ -9,7 +9,7 @@ from substrait.proto import Plan
 
 from optimizer.dag import from_dag, to_dag
 from optimizer.plan_io import dump_plan, load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 from workloads.producers import DUCKDB_TPCH_PRODUCIBLE, duckdb_plan, duckdb_plan_json
 from workloads.tpch import table_paths, tpch_query
 

@@ -13,7 +13,7 @@ from optimizer.driver import Optimizer, OptimizerConfig, PlanContext
 from optimizer.engine import run_phase
 from optimizer.load.builder import Builder, aggregate, emit, filter_, join, lit, project, read, ref
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 SEMI, ANTI, INNER, LEFT = (JoinRel.JOIN_TYPE_LEFT_SEMI, JoinRel.JOIN_TYPE_LEFT_ANTI, JoinRel.JOIN_TYPE_INNER,
                            JoinRel.JOIN_TYPE_LEFT)

@@ -28,7 +28,7 @@ from optimizer.load.builder import (
 )
 from optimizer.load.builder import ref as col
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 INNER, LEFT, RIGHT, FULL = (JoinRel.JOIN_TYPE_INNER, JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT,
                             JoinRel.JOIN_TYPE_OUTER)

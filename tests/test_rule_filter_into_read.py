@@ -76,7 +76,7 @@ def test_default_profile_models_what_spark_pushes_into_parquet():
     caps = default_capabilities()
     schema_plan = plans.plan_of(read("nation"), plans.NATION_NAMES)
     fns = function_table(schema_plan)
-    from optimizer.schema import Schema
+    from optimizer.schema.record import Schema
 
     nation = Schema.from_named_struct(schema_plan.relations[0].root.input.read.base_schema)
 

@@ -15,7 +15,7 @@ from substrait.proto import JoinRel
 from optimizer.dag import inputs
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 QUIET = OptimizerConfig(annotate_estimates=False)
 ANCHOR = {"equal": 1, "sum": 2, "rand": 3, "gt": 4, "and": 5}

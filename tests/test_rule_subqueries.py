@@ -27,7 +27,7 @@ from optimizer.load.builder import (
     values,
 )
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 QUIET = OptimizerConfig(annotate_estimates=False)
 

@@ -15,7 +15,7 @@ from optimizer.dag import inputs
 from optimizer.driver import Optimizer
 from optimizer.expr_utils import field_index, has_window_function
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 
 def window(name: str, partitions: list[int], sorts: list[int], args: list[dict] = (), *,

@@ -16,7 +16,7 @@ from substrait.proto import HashJoinRel
 from optimizer.dag import inputs, to_dag
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 
 
 def test_rules_are_registered_in_their_phases():

@@ -47,20 +47,13 @@ from optimizer.dag import annotate_schemas, to_dag
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.expr_utils import field
 from optimizer.load.functions import function_table
+from optimizer.load.producer_quirks import conform_legacy_projects
 from optimizer.plan_io import load_plan
-from optimizer.schema import (
-    Problem,
-    Schema,
-    check_plan,
-    conform_legacy_projects,
-    expression_type,
-    make_type,
-    plan_schemas,
-    raise_for_problems,
-    rel_schema,
-    tree_schema,
-    type_name,
-)
+from optimizer.schema import expression_type, plan_schemas, rel_schema, tree_schema
+from optimizer.schema.check import check_plan, raise_for_problems
+from optimizer.schema.derivation import Problem
+from optimizer.schema.record import Schema
+from optimizer.schema.types import make_type, type_name
 from workloads.corpus import corpus_root
 from workloads.tpch import TPCH_SCHEMAS, tpch_queries
 

@@ -10,7 +10,7 @@ from substrait.proto import Plan
 from optimizer.difftest.results import compare_tables
 from optimizer.driver import optimize
 from optimizer.plan_io import load_plan
-from optimizer.schema import check_plan
+from optimizer.schema.check import check_plan
 from workloads.producers import datafusion_context, datafusion_plan
 
 pytestmark = pytest.mark.spark

@@ -23,7 +23,7 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.load.functions import FunctionTable, resolve
-from optimizer.schema import make_type
+from optimizer.schema.types import make_type
 from optimizer.spark.sql import Context, Frame, Window
 from optimizer.spark.sql import functions as F
 
@@ -536,7 +536,7 @@ def test_struct_column_field_reference(spark):
 
 
 def test_a_scalar_subquerys_type_comes_from_the_plans_schemas_without_spark():
-    from optimizer.schema import Schema
+    from optimizer.schema.record import Schema
     from optimizer.spark.expressions import ExpressionCompiler
 
     sub = E(subquery=E.Subquery(scalar=E.Subquery.Scalar()))

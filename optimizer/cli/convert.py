@@ -10,7 +10,7 @@ from optimizer.cli.args import add_plan_command
 def cmd_convert(args: argparse.Namespace) -> int:
     from optimizer.cli.args import output_format
     from optimizer.plan_io import check_output, load_plan, save_plan
-    from optimizer.schema import raise_for_problems
+    from optimizer.schema.check import raise_for_problems
 
     check_output(args.output)
     fmt = output_format(args.output, args.format)  # the name and --format agree; no binary to a terminal

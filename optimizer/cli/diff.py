@@ -154,7 +154,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.cli.args import check_engine_args, plan_name, statistics_from_args
     from optimizer.difftest.harness import compare
     from optimizer.plan_io import load_plan
-    from optimizer.schema import raise_for_problems
+    from optimizer.schema.check import raise_for_problems
 
     # Bad input is reported before Spark starts.
     engine = getattr(args, "engine", "spark")

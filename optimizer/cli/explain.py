@@ -30,7 +30,7 @@ def explain_format(args: argparse.Namespace) -> str:
 def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.cli.args import statistics_from_args
     from optimizer.plan_io import check_output, load_plan
-    from optimizer.schema import raise_for_problems
+    from optimizer.schema.check import raise_for_problems
 
     check_output(args.output)
     fmt = explain_format(args)

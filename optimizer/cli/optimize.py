@@ -106,7 +106,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from optimizer.cli.args import output_format
     from optimizer.driver import Optimizer
     from optimizer.plan_io import check_output, load_plan, save_plan
-    from optimizer.schema import raise_for_problems
+    from optimizer.schema.check import raise_for_problems
     from optimizer.targets import load_target
 
     check_output(args.output)

@@ -77,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         starts_empty_catalog,
     )
     from optimizer.plan_io import load_plan
-    from optimizer.schema import raise_for_problems
+    from optimizer.schema.check import raise_for_problems
 
     engine = getattr(args, "engine", "spark")
     if engine != "spark":

@@ -26,7 +26,7 @@ optimizer is given and its configuration. The fuzzer (:mod:`optimizer.difftest.f
 minimal failing cases it finds in this form (``tests/regressions/*.json``) and
 ``tests/test_regressions.py`` replays them.
 
->>> from optimizer.schema import type_name
+>>> from optimizer.schema.types import type_name
 >>> spec = ColumnSpec("c0", "decimal(9,2)")
 >>> type_name(spec.substrait_type())
 'decimal<9,2>?'
@@ -54,7 +54,7 @@ from substrait.proto import Plan, Type
 
 from optimizer.difftest.results import Comparison, compare_tables
 from optimizer.errors import ExecutionError, OptimizerError, UnsupportedError
-from optimizer.schema import make_type
+from optimizer.schema.types import make_type
 
 T = TypeVar("T")
 

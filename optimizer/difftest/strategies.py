@@ -20,7 +20,7 @@ Reusable on their own::
 * :func:`plans` -- a random VALID Substrait plan over a :class:`~optimizer.difftest.harness.Database`,
   built as protobuf with correct field indices and output types (every relation's schema derived
   with :func:`optimizer.schema.rel_schema`, the whole plan checked with
-  :func:`optimizer.schema.check_plan`): named-table reads with a filter, a best-effort filter (always
+  :func:`optimizer.schema.check.check_plan`): named-table reads with a filter, a best-effort filter (always
   repeated in a ``FilterRel`` above, as the spec requires of a producer) and a projection mask;
   virtual tables; filters; projects with scalar expressions and window functions; aggregates with
   grouping sets and measure filters; sorts; fetches; every join type; cross products; regions of 3..4
@@ -77,16 +77,11 @@ from optimizer.difftest.harness import (
 from optimizer.difftest.rows import RowEvaluator, rows_share_value
 from optimizer.expr_utils import FunctionRegistrar, field, referenced_fields, remap_fields, shift_fields
 from optimizer.plan_io import mark_conformed
-from optimizer.schema import (
-    Schema,
-    check_plan,
-    derive_output_type,
-    is_nullable,
-    make_type,
-    rel_schema,
-    type_name,
-    with_nullability,
-)
+from optimizer.schema import rel_schema
+from optimizer.schema.check import check_plan
+from optimizer.schema.expressions import derive_output_type
+from optimizer.schema.record import Schema
+from optimizer.schema.types import is_nullable, make_type, type_name, with_nullability
 
 __all__ = [
     "DECIMAL_TYPES",

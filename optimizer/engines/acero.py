@@ -168,10 +168,10 @@ class AceroRunner(EngineRunner):
 
     def check(self, plan) -> None:
         """Acero reads the plan by the spec and trusts it: a field reference past the end of its input
-        ends the process (SIGSEGV, pyarrow 26), so a plan with a problem :func:`optimizer.schema.check_plan`
+        ends the process (SIGSEGV, pyarrow 26), so a plan with a problem :func:`optimizer.schema.check.check_plan`
         finds (DuckDB 1.1.3's projects without emit among them) is a PlanError and never reaches it."""
         from optimizer.expr_utils import rels_with_paths
-        from optimizer.schema import raise_for_problems
+        from optimizer.schema.check import raise_for_problems
 
         try:
             raise_for_problems(plan)

@@ -38,7 +38,7 @@ from substrait.proto import Plan, ReadRel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess, table_in_directory, table_places
-from optimizer.schema import top_level_names
+from optimizer.schema.record import top_level_names
 
 __all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels"]
 

@@ -8,6 +8,10 @@ spec's encoding, so that everything downstream (schemas, rules, backends) reads 
   ``then`` in every clause, so it becomes the searched CASE ``WHEN equal(x, v1) THEN r1 ...``: the same
   answer, a NULL operand matching no ``WHEN`` as in SQL. The operand is copied into each clause, which
   is only the same for a deterministic operand (otherwise an :class:`UnsupportedError`).
+* **Projects without emit** of DuckDB and of DataFusion before 2024
+  (:data:`~optimizer.schema.check.LEGACY_PROJECT_PRODUCERS`): their ``ProjectRel`` without ``emit`` outputs
+  only its expressions, where the spec says input columns and then the expressions; each gets the
+  explicit emit of its expressions (:func:`conform_legacy_projects`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from substrait.proto import Expression, Plan
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.expr_utils import FunctionRegistrar, boolean_type, is_deterministic
+from optimizer.load.functions import FunctionTable, function_table
+from optimizer.schema.check import checked_tree_schema, legacy_project_producer, legacy_projects
 
 _IF_THEN = Expression.IfThen.DESCRIPTOR.full_name
 
@@ -65,3 +71,36 @@ def _find(msg: Message, path: str, out: list[tuple[Message, str]]) -> None:
             _find(value, sub, out)
     if msg.DESCRIPTOR.full_name == _IF_THEN and len(msg.ifs) and not msg.ifs[0].HasField("then"):
         out.append((msg, path))
+
+
+def conform_legacy_projects(plan: Plan) -> int:
+    """Make the projects of a DuckDB / older DataFusion plan say what their producer meant, in place.
+
+    Those producers write a ``ProjectRel`` without ``emit`` meaning "only the expressions"; Substrait reads
+    it as "input columns, then the expressions". This gives each such project the explicit
+    ``emit = [n_in .. n_in + n_expr - 1]`` (children first, so the widths are right). Plans of other
+    producers are left alone. Returns the number of projects changed.
+    """
+    if legacy_project_producer(plan) is None:
+        return 0
+    try:
+        functions: FunctionTable | None = function_table(plan)
+    except PlanError:
+        functions = None
+    changed = 0
+    for rel, path in list(legacy_projects(plan)):
+        width, problems = checked_tree_schema(
+            rel.project.input, functions, f"{path}.project.input", plan.relations
+        )
+        if width is None:
+            raise PlanError(
+                "cannot tell how many columns the project's input has: " + "; ".join(map(str, problems[:1])),
+                f"{path}.project",
+            )
+        n = len(width)
+        # SetInParent: a project of no expressions outputs no columns, which an empty emit must say.
+        rel.project.common.emit.SetInParent()
+        rel.project.common.emit.output_mapping.extend(range(n, n + len(rel.project.expressions)))
+        changed += 1
+    return changed
+

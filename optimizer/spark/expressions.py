@@ -64,7 +64,8 @@ from substrait.proto import (
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.load.functions import FunctionTable
-from optimizer.schema import Schema, is_nullable, make_type, with_nullability
+from optimizer.schema.record import Schema
+from optimizer.schema.types import is_nullable, make_type, with_nullability
 from optimizer.spark import functions as fns
 from optimizer.spark.functions import Call
 from optimizer.spark.sql import Col, Frame, Window

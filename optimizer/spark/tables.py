@@ -62,7 +62,7 @@ from substrait.proto import NamedStruct, ReadRel
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess, join_location, table_in_directory, table_places
 from optimizer.paths import local_path as _location_path
-from optimizer.schema import top_level_names
+from optimizer.schema.record import top_level_names
 from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
 from optimizer.spark.sql import Context, Frame
 from optimizer.spark.sql import functions as F

@@ -13,7 +13,8 @@ from pyspark.sql import types as T
 from substrait.proto import Expression, NamedStruct, Type
 
 from optimizer.errors import PlanError, UnsupportedError
-from optimizer.schema import SIMPLE_LITERAL_KINDS, is_nullable, make_type, type_kind
+from optimizer.schema.expressions import SIMPLE_LITERAL_KINDS
+from optimizer.schema.types import is_nullable, make_type, type_kind
 from optimizer.spark.sql import Col
 from optimizer.spark.sql import functions as F
 

@@ -110,7 +110,7 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     if target.grouping_sets == "datafusion" or target.project_encoding == "expressions_only":
         # The plan is in the target's conventions now, not the spec's: its version says whose, so that
         # this tool, reading the file back, conforms it again (optimizer.load.grouping_sets,
-        # optimizer.schema.legacy_project_producer) and it means the same there as on the target.
+        # optimizer.schema.check.legacy_project_producer) and it means the same there as on the target.
         out.version.producer = f"{PRODUCER} for {target.name}"
     return out
 

@@ -167,7 +167,7 @@ def type_null_literals(plan: Plan, target: Target) -> int:
     without such a cast is refused. Returns the number typed."""
     from substrait.proto import Type
 
-    from optimizer.schema import with_nullability
+    from optimizer.schema.types import with_nullability
 
     typed = 0
     for m in walk(plan, enter_subqueries=True):
