@@ -22,8 +22,9 @@ from substrait.proto import Plan
 
 from optimizer.dag import inputs, to_dag
 from optimizer.errors import UnsupportedError
-from optimizer.explain.expr_format import ExpressionFormatter, format_type
+from optimizer.explain.expr_format import ExpressionFormatter
 from optimizer.load.functions import function_table
+from optimizer.schema.types import type_name
 
 Annotate = Callable[[nx.DiGraph, int], str]
 
@@ -146,7 +147,7 @@ def _columns(g: nx.DiGraph, node: int, keep: int | None = 7) -> str:
     schema = g.nodes[node].get("schema")
     if schema is None:
         return "[?]"
-    cols = [f"{n}: {format_type(t)}" for n, t in zip(schema.names, schema.types, strict=False)]
+    cols = [f"{n}: {type_name(t, explain=True)}" for n, t in zip(schema.names, schema.types, strict=False)]
     if keep == 0 and len(cols) > 1:
         return f"[{len(cols)} columns]"
     if keep is not None and len(cols) > keep + 1:

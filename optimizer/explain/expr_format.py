@@ -1,13 +1,15 @@
-"""Readable one-line text for Substrait expressions, types and sort fields (for explain and errors)."""
+"""Readable one-line text for Substrait expressions and sort fields (for explain and errors); types print
+through :func:`optimizer.schema.types.type_name` in its explain notation."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
 
-from substrait.proto import Expression, SortField, Type
+from substrait.proto import Expression, SortField
 
 from optimizer.load.functions import FunctionTable
+from optimizer.schema.types import type_name
 
 _SORT_DIRECTIONS = {
     0: "",
@@ -25,36 +27,13 @@ _INFIX = {
 }
 
 
-def format_type(t: Type) -> str:
-    """``i64?`` for a nullable i64, ``decimal(15,2)``, ``struct<i32, string>``."""
-    kind = t.WhichOneof("kind")
-    if kind is None:
-        return "?"
-    body = getattr(t, kind)
-    text = {"bool": "boolean", "varchar": "varchar", "interval_year": "interval_year", "interval_day": "interval_day"}.get(kind, kind)
-    if kind == "decimal":
-        text = f"decimal({body.precision},{body.scale})"
-    elif kind in ("varchar", "fixed_char", "fixed_binary"):
-        text = f"{kind}({body.length})"
-    elif kind in ("precision_timestamp", "precision_timestamp_tz", "precision_time"):
-        text = f"{kind}({body.precision})"
-    elif kind == "struct":
-        text = "struct<" + ", ".join(format_type(x) for x in body.types) + ">"
-    elif kind == "list":
-        text = f"list<{format_type(body.type)}>"
-    elif kind == "map":
-        text = f"map<{format_type(body.key)}, {format_type(body.value)}>"
-    nullable = getattr(body, "nullability", 0) == Type.NULLABILITY_NULLABLE
-    return text + ("?" if nullable else "")
-
-
 def format_literal(lit: Expression.Literal) -> str:
     kind = lit.WhichOneof("literal_type")
     if kind is None:
         return "?"
     value = getattr(lit, kind)
     if kind == "null":
-        return f"null:{format_type(value)}"
+        return f"null:{type_name(value, explain=True)}"
     if kind in ("string", "var_char", "fixed_char"):
         text = value.value if kind == "var_char" else value
         return repr(text)
@@ -107,7 +86,7 @@ class ExpressionFormatter:
             elif which == "enum":
                 out.append(a.enum)
             elif which == "type":
-                out.append(format_type(a.type))
+                out.append(type_name(a.type, explain=True))
         return out
 
     def __call__(self, e: Expression) -> str:  # one branch per expression kind
@@ -153,7 +132,7 @@ class ExpressionFormatter:
             fn = e.window_function
             return f"{self.function_name(fn.function_reference)}({', '.join(self.args(fn.arguments))}) OVER (...)"
         if kind == "cast":
-            return f"CAST({self(e.cast.input)} AS {format_type(e.cast.type)})"
+            return f"CAST({self(e.cast.input)} AS {type_name(e.cast.type, explain=True)})"
         if kind == "if_then":
             parts = [f"WHEN {self(c.__getattribute__('if'))} THEN {self(c.then)}" for c in e.if_then.ifs]
             return "CASE " + " ".join(parts) + (f" ELSE {self(e.if_then.__getattribute__('else'))}" if e.if_then.HasField("else") else "") + " END"

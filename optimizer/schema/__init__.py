@@ -18,8 +18,8 @@ This package derives them; its front door is here:
 
 Its modules, each on the one below it:
 
-* :mod:`~optimizer.schema.types`: building, reading and printing ``Type``
-  (:func:`~optimizer.schema.types.type_name`).
+* :mod:`~optimizer.schema.types`: building, reading and printing ``Type`` (the one type printer,
+  :func:`~optimizer.schema.types.type_name`, which explain's tree uses too).
 * :mod:`~optimizer.schema.record`: :class:`~optimizer.schema.record.Schema`, the record.
 * :mod:`~optimizer.schema.derivation`: the state of one derivation, strict or checking.
 * :mod:`~optimizer.schema.expressions`: the type of an expression, literals included.

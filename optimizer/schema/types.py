@@ -1,4 +1,5 @@
-"""Substrait types: build them, read their nullability, print them (:func:`type_name`)."""
+"""Substrait types: build them, read their nullability, print them (the one type printer: schemas,
+check_plan's messages and explain's tree all print through :func:`type_name`)."""
 
 from __future__ import annotations
 
@@ -101,38 +102,52 @@ _TYPE_NAMES = {
 }
 
 
-def type_name(t: Type, with_nullability: bool = True) -> str:
+def type_name(t: Type, with_nullability: bool = True, *, explain: bool = False) -> str:
     """A short readable name: ``i64``, ``string?``, ``decimal<15,2>``, ``struct<i64, list<fp64?>>``.
+
+    ``explain=True`` gives the notation of explain's tree, which is read beside SQL: parameters in
+    parentheses as SQL writes them (``decimal(15,2)``, ``varchar(10)``, ``precision_timestamp(6)``), the
+    kinds by their proto names (``fixed_char``), ``?`` for an unknown type, and none of the parameters SQL
+    has no syntax for (interval precisions, function signatures, user-defined type references).
 
     >>> type_name(make_type("struct", types=[make_type("i64"), make_type("string", nullable=True)]))
     'struct<i64, string?>'
+    >>> t = make_type("list", type=make_type("decimal", precision=15, scale=2, nullable=True))
+    >>> type_name(t), type_name(t, explain=True), type_name(UNKNOWN, explain=True)
+    ('list<decimal<15,2>?>', 'list<decimal(15,2)?>', '?')
     """
     kind = type_kind(t)
     if kind is None:
-        return "unknown"
+        return "?" if explain else "unknown"
     sub = getattr(t, kind)
-    name = _TYPE_NAMES.get(kind, kind)
+    name = ("boolean" if kind == "bool" else kind) if explain else _TYPE_NAMES.get(kind, kind)
 
     def inner(x: Type) -> str:
-        return type_name(x, with_nullability)
+        return type_name(x, with_nullability, explain=explain)
+
+    def params(*values: int) -> str:
+        text = ",".join(map(str, values))
+        return f"({text})" if explain else f"<{text}>"
 
     if kind == "decimal":
-        name = f"decimal<{sub.precision},{sub.scale}>"
+        name += params(sub.precision, sub.scale)
     elif kind in ("fixed_char", "varchar", "fixed_binary"):
-        name = f"{name}<{sub.length}>"
-    elif kind in ("precision_time", "precision_timestamp", "precision_timestamp_tz", "interval_compound"):
-        name = f"{name}<{sub.precision}>"
-    elif kind == "interval_day" and sub.HasField("precision"):
-        name = f"interval_day<{sub.precision}>"
+        name += params(sub.length)
+    elif kind in ("precision_time", "precision_timestamp", "precision_timestamp_tz"):
+        name += params(sub.precision)
     elif kind == "struct":
         name = "struct<" + ", ".join(inner(x) for x in sub.types) + ">"
     elif kind == "list":
         name = f"list<{inner(sub.type)}>"
     elif kind == "map":
         name = f"map<{inner(sub.key)}, {inner(sub.value)}>"
+    elif explain:
+        pass  # the kinds below have parameters SQL does not write
+    elif kind == "interval_compound" or (kind == "interval_day" and sub.HasField("precision")):
+        name += params(sub.precision)
     elif kind == "func":
-        params = ", ".join(inner(x) for x in sub.parameter_types)
-        name = f"func<({params}) -> {inner(sub.return_type)}>"
+        parameters = ", ".join(inner(x) for x in sub.parameter_types)
+        name = f"func<({parameters}) -> {inner(sub.return_type)}>"
     elif kind == "user_defined":
         name = f"u!{sub.type_reference}"
     elif kind == "alias":
