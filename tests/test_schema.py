@@ -527,6 +527,27 @@ def test_literal_types(kwargs, expected):
     assert type_name(expression_type(lit(**kwargs), T)) == expected
 
 
+#: explain's notation of the types above (the explain tree prints its columns, casts and typed nulls so).
+EXPLAIN_NAMES = {
+    "fixedchar<3>": "fixed_char(3)", "varchar<10>": "varchar(10)",
+    "fixedbinary<2>": "fixed_binary(2)", "decimal<15,2>": "decimal(15,2)",
+    "precision_timestamp<6>": "precision_timestamp(6)", "precision_timestamp_tz<3>": "precision_timestamp_tz(3)",
+    "precision_time<9>": "precision_time(9)", "interval_day<6>": "interval_day", "decimal<10,3>?": "decimal(10,3)?",
+    "list<i64>": "list<i64>", "map<string, i64>?": "map<string, i64>?", "struct<i64, string>": "struct<i64, string>",
+}
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [x for x in LITERALS if x[1] in EXPLAIN_NAMES],
+                         ids=[e for _, e in LITERALS if e in EXPLAIN_NAMES])
+def test_explain_notation_of_types(kwargs, expected):
+    """One printer, two notations: explain writes parameters in parentheses as SQL does, the proto's kind
+    names, and no interval precision; an unknown type is ``?``."""
+    t = expression_type(lit(**kwargs), T)
+    assert type_name(t) == expected
+    assert type_name(t, explain=True) == EXPLAIN_NAMES[expected]
+    assert type_name(Type(), explain=True) == "?"
+
+
 NESTED = Schema(
     ["s", "l", "m"],
     [
