@@ -4,10 +4,10 @@
 
 TPC-H data comes from ``tpchgen-cli`` (:func:`workloads.tpch.generate_tpch`, generated once per scale);
 the plans from DataFusion (:func:`workloads.producers.datafusion_plan`); statistics from Spark
-``ANALYZE`` (cached) and the Parquet footers (:func:`cost.statistics.default_statistics`). Every subtree
-of every plan is run on Spark (:class:`optimizer.spark.SparkBackend`) and its rows counted; the counts
-are cached in ``<data dir>/_cardinality_actuals.json`` keyed by the subtree's plan bytes, so a second
-run (after changing the estimator) only estimates.
+``ANALYZE`` (cached) and the Parquet footers (:func:`optimizer.spark.statistics.default_statistics`).
+Every subtree of every plan is run on Spark (:class:`optimizer.spark.SparkBackend`) and its rows
+counted; the counts are cached in ``<data dir>/_cardinality_actuals.json`` keyed by the subtree's plan
+bytes, so a second run (after changing the estimator) only estimates.
 
 Reports the q-error (``max(est/act, act/est)``, both floored at 1) median, 90th and 95th percentiles and
 maximum, overall, by relation kind and by join depth (joins on the path from the relation down to a
@@ -66,7 +66,6 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
     """One record per relation of each query's plan: estimate, actual rows, q-error."""
     from optimizer.cost.cardinality import CardinalityEstimator
     from optimizer.cost.estimates import q_error
-    from optimizer.cost.statistics import default_statistics
 
     from optimizer.dag import annotate_schemas, to_dag
     from optimizer.explain.estimates import count_rows, join_depth, relation_paths, subtree_plan
@@ -74,6 +73,7 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
     from optimizer.plan_io import load_plan
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
+    from optimizer.spark.statistics import default_statistics
     from workloads.producers import datafusion_plan
     from workloads.tpch import generate_tpch, table_paths, tpch_query
 

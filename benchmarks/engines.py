@@ -247,7 +247,7 @@ def _runners(targets: list[str], data_dir: Path) -> dict[str, Any]:
 def matrix(suite: str, scale: float, producers: list[str], targets: list[str], queries: list[int] | None,
            log) -> tuple[list[dict], dict[str, str], Plans]:
     """One row per (producer, query, target) with the verdict of both forms."""
-    from optimizer.cost.statistics import default_statistics
+    from optimizer.spark.statistics import default_statistics
 
     data_dir, tables = _data(suite, scale)
     queries = queries or list(range(1, 23 if suite == "tpch" else 100))
@@ -321,7 +321,7 @@ def speed(plans: Plans, producers: list[str], targets: list[str], scales: dict[s
     | "written"}``, the plans that run right optimized and in the baseline form: the original as its
     producer wrote it, or, where the engine cannot run that, the plan written for the target without
     rewrites (:func:`written_for`). A ratio above :data:`CONFIRM_ABOVE` is timed ``confirm`` more times."""
-    from optimizer.cost.statistics import default_statistics
+    from optimizer.spark.statistics import default_statistics
 
     rows = []
     if not targets_api():

@@ -99,9 +99,8 @@ def join_graph(plan, statistics) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.plan_io import load_plan
+    from optimizer.spark.statistics import default_statistics
     from workloads.corpus import corpus_plans
     from workloads.producers import DUCKDB_TPCH_QUERIES, datafusion_tpch_plans, duckdb_tpch_plans
     from workloads.tpch import generate_tpch, table_paths

@@ -110,12 +110,11 @@ def plan_cost(plan, statistics) -> float | None:
 def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
         out_dir: Path | str | None = common.REPORT_DIR, name: str = "join_order",
         progress: bool = True) -> dict:
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.capabilities import default_capabilities
     from optimizer.difftest.results import compare_tables
     from optimizer.driver import Optimizer, OptimizerConfig
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
 
     spark = common.get_session(spark)
     started = time.time()

@@ -244,11 +244,10 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
         queries: list[int] | None = None, reps: int = 5, scale: float = 0.01, budget_s: float = 5.0,
         out_dir: Path | str | None = common.REPORT_DIR, name: str = "optimizer_latency",
         progress: bool = True, profile: bool = True, min_relations: int = 2, wide: int = 1000) -> dict:
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.capabilities import default_capabilities
     from optimizer.driver import Optimizer, OptimizerConfig
     from optimizer.plan_io import load_plan
+    from optimizer.spark.statistics import default_statistics
 
     shapes = shapes or list(SHAPES)
     producers = producers if producers is not None else list(common.PRODUCERS)

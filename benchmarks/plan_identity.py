@@ -22,10 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optimizer.cost.statistics import default_statistics  # noqa: E402
-
 from optimizer import load_plan, optimize  # noqa: E402
 from optimizer.errors import OptimizerError  # noqa: E402
+from optimizer.spark.statistics import default_statistics  # noqa: E402
 from workloads.corpus import corpus_plans  # noqa: E402
 from workloads.producers import datafusion_tpch_plans, duckdb_tpch_plans  # noqa: E402
 from workloads.tpcds import datafusion_tpcds_plans, duckdb_tpcds_plans, generate_tpcds, tpcds_table_paths  # noqa: E402

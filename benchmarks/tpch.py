@@ -239,11 +239,10 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
         out_dir: Path | str | None = common.REPORT_DIR, name: str = "tpch", progress: bool = True,
         suite: Suite = TPCH) -> dict:
     """Run the benchmark; return the report (also written to ``out_dir`` unless it is None)."""
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.capabilities import default_capabilities
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
     from workloads.tpch import TPCH_ORDER_BY
 
     queries = queries or list(suite.queries)

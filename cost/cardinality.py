@@ -16,7 +16,8 @@ Values are compared in the float domain of :func:`cost.statistics.to_numeric` (d
 
 >>> from optimizer.plan_io import load_plan
 >>> from optimizer.dag import to_dag
->>> from optimizer.cost.statistics import MemoryStatistics, TableStatistics, ColumnStatistics
+>>> from optimizer.cost.providers import MemoryStatistics
+>>> from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 >>> plan = load_plan('''{"relations": [{"root": {"input": {"filter": {
 ...   "input": {"read": {"namedTable": {"names": ["t"]},
 ...                      "baseSchema": {"names": ["x"], "struct": {"types": [{"i64": {}}]}}}},
@@ -62,6 +63,8 @@ from optimizer.cost.estimates import (
     type_width,
 )
 from optimizer.cost.needed_columns import RefCache, add_candidate, needed_columns, update_needed
+from optimizer.cost.parquet_footers import local_files_statistics
+from optimizer.cost.providers import StatisticsProvider, read_hint
 from optimizer.cost.selectivity import (
     PredicateSelectivity,
     column_moments,
@@ -71,13 +74,7 @@ from optimizer.cost.selectivity import (
     pick_bound,
     select_values,
 )
-from optimizer.cost.statistics import (
-    ColumnStatistics,
-    StatisticsProvider,
-    TableStatistics,
-    local_files_statistics,
-    read_hint,
-)
+from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 from substrait.proto import Expression, Rel, SetRel, Type
 
 from optimizer.dag import inputs

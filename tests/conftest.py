@@ -99,7 +99,7 @@ def backend(spark, tpch_dir):
 @pytest.fixture(scope="session")
 def tpch_statistics(tpch_tables):
     """Statistics of the TPC-H SF 0.01 tables read from their Parquet files (no Spark)."""
-    from optimizer.cost.statistics import default_statistics
+    from optimizer.spark.statistics import default_statistics
 
     return default_statistics(tables={k: str(v) for k, v in tpch_tables.items()})
 

@@ -8,7 +8,8 @@ from collections import Counter
 from dataclasses import replace
 
 from optimizer.cost.model import DEFAULT_CONSTANTS
-from optimizer.cost.statistics import MemoryStatistics, TableStatistics
+from optimizer.cost.providers import MemoryStatistics
+from optimizer.cost.statistics import TableStatistics
 from optimizer.rules import implement_joins, sort_fetch_to_topn, window_to_consistent_partition
 
 from optimizer.driver import Optimizer, OptimizerConfig

@@ -21,14 +21,9 @@ from optimizer.cost.estimates import (
     distinct_after_sampling,
     q_error,
 )
+from optimizer.cost.providers import FileStatistics, MemoryStatistics
 from optimizer.cost.selectivity import _histogram_mass, like_fragment_selectivity
-from optimizer.cost.statistics import (
-    ColumnStatistics,
-    FileStatistics,
-    Histogram,
-    MemoryStatistics,
-    TableStatistics,
-)
+from optimizer.cost.statistics import ColumnStatistics, Histogram, TableStatistics
 from substrait.proto import Plan
 
 from optimizer.dag import annotate_schemas, to_dag
@@ -378,8 +373,7 @@ def test_measure_distributions_for_having():
 
 @pytest.fixture(scope="module")
 def tpch_statistics(spark, tpch_dir):
-    from optimizer.cost.statistics import default_statistics
-
+    from optimizer.spark.statistics import default_statistics
     from workloads.tpch import table_paths
 
     tables = {k: str(v) for k, v in table_paths(tpch_dir, include_t=False).items()}

@@ -62,10 +62,9 @@ def test_catalog_tables_run_without_tables(spark, tpch_catalog, plan_files, duck
 
 
 def test_catalog_statistics_and_diff(spark, tpch_catalog, plan_files, duckdb_oracle, tmp_path, capsys, session_args):
-    from optimizer.cost.statistics import CatalogStatistics
-
     from optimizer.cli import build_parser
     from optimizer.cli.optimize import statistics_from_args
+    from optimizer.spark.statistics import CatalogStatistics
 
     before = _databases(spark)
     lineitem_rows = duckdb_oracle("select count(*) from lineitem").column(0)[0].as_py()

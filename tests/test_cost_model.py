@@ -7,7 +7,8 @@ import json
 import pytest
 from optimizer.cost.cardinality import CardinalityEstimator
 from optimizer.cost.model import Cost, CostConstants, CostModel
-from optimizer.cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
+from optimizer.cost.providers import MemoryStatistics
+from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 from test_cardinality import B
 
 from optimizer.dag import annotate_schemas, to_dag
@@ -244,7 +245,7 @@ def _plan_file(tmp_path):
 
 
 def test_explain_with_stats_file_text_and_json(tmp_path):
-    from optimizer.cost.statistics import save_statistics
+    from optimizer.cost.providers import save_statistics
 
     from optimizer.cli import main
 

@@ -205,10 +205,9 @@ def test_subtree_keys_are_made_once_per_relation_while_a_wide_join_is_optimized(
     chain join makes a few per relation, not one per relation per join priced."""
     import hashlib
 
-    from optimizer.cost.statistics import default_statistics
-
     import optimizer.dag as dag
     from optimizer.driver import Optimizer
+    from optimizer.spark.statistics import default_statistics
 
     made = []
 
@@ -228,10 +227,9 @@ def test_subtree_keys_are_made_once_per_relation_while_a_wide_join_is_optimized(
 def test_kept_subtree_keys_match_keys_made_afresh_after_rewrites():
     """What the index keeps for a graph the optimizer rewrote is what a copy of it (which starts with
     nothing kept) computes from scratch, node by node."""
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.dag import copy_dag, subtree_key, written_like
     from optimizer.driver import Optimizer
+    from optimizer.spark.statistics import default_statistics
 
     result = Optimizer(statistics=default_statistics()).run(_wide_chain(40))
     g = result.graph

@@ -243,9 +243,8 @@ def test_order_of_a_sorted_root_is_checked(tmp_path, backend_for):
 @pytest.mark.spark
 @pytest.mark.parametrize("query", [3, 10, 18])
 def test_tpch_plans_are_unchanged_in_answer(query, tpch_dir, datafusion_tpch_plans, spark):
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
 
     backend = SparkBackend(spark, tables=str(tpch_dir))
     result = compare(datafusion_tpch_plans[query], backend=backend, statistics=default_statistics(tables=str(tpch_dir)))

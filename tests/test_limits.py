@@ -191,10 +191,10 @@ def test_cli_limit_option(tmp_path):
 
 
 def _join_order_only(plan, config):
-    from optimizer.cost.statistics import default_statistics
     from optimizer.rules import RULES
 
     from optimizer.driver import Optimizer
+    from optimizer.spark.statistics import default_statistics
 
     rules = [r for r in RULES if r.phase in ("normalise", "logical", "join_order")]
     return Optimizer(statistics=default_statistics(), rules=rules, config=config).run(plan)
@@ -224,11 +224,11 @@ def test_a_1000_way_join_is_ordered_greedily(monkeypatch):
 
 def test_a_wide_class_of_equal_columns_is_not_closed():
     """200 tables joined on one key: the closure would make 19,900 equalities; the class stays as written."""
-    from optimizer.cost.statistics import default_statistics
     from optimizer.rules.join_order import CLOSED_CLASS_LIMIT, JoinGraph, _is_region_top, collect_region
 
     from optimizer.driver import RuleContext
     from optimizer.engine import OptimizerConfig
+    from optimizer.spark.statistics import default_statistics
 
     n = 200
     doc = join_plan(n)

@@ -30,7 +30,7 @@ from workloads.tpch import table_paths, tpch_query
 
 
 def _statistics(paths):
-    from optimizer.cost.statistics import default_statistics
+    from optimizer.spark.statistics import default_statistics
 
     return default_statistics(tables={name: str(path) for name, path in paths.items()})
 

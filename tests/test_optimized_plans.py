@@ -60,9 +60,8 @@ class OptimizedRuns:
     """One backend and one statistics stack per data set (the SF 0.01 tables, the SF 0.0001 ``_small`` ones)."""
 
     def __init__(self, spark, tpch_dir: Path, small_dir: Path, answers: PlanAnswers) -> None:
-        from optimizer.cost.statistics import default_statistics
-
         from optimizer.spark import SparkBackend
+        from optimizer.spark.statistics import default_statistics
 
         self.answers = answers
         self.backends, self.statistics = {}, {}

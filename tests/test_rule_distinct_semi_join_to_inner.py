@@ -188,9 +188,8 @@ def test_tpcds_semi_joins_become_inner(spark, query):
     """DataFusion writes TPC-DS Q37 and Q82 as ``item ⋈ inventory ⋉ date_dim ⋉ *_sales`` under a
     DISTINCT: with the tables' statistics the optimizer joins the sales table as an inner join, built from
     the few items, and the answer stays the same."""
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
     from workloads.producers import datafusion_plan
     from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths
 

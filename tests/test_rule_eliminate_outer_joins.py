@@ -209,10 +209,9 @@ def test_tpcds_q93(spark, producer):
     """TPC-DS Q93 joins ``store_sales LEFT JOIN store_returns`` to ``reason`` on ``sr_reason_sk``: the left
     join becomes an inner one (both producers), and the optimized plan gives the original's rows. At SF
     0.01 ``reason`` has one row, not 'reason 28': the query asks for that one, so that rows come out."""
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
     from workloads.producers import datafusion_plan, duckdb_plan
     from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths
 

@@ -277,13 +277,13 @@ def test_tpcds_copies_of_a_cte_stay_alike(spark, query):
     (Spark would push ``IS NOT NULL`` of it into one copy only) and the copies are not reduced each by
     their own year: they stay alike, and Spark computes them once (its final plan reuses an exchange), as
     for the original plan. Both plans give the same rows."""
-    from optimizer.cost.statistics import default_statistics
     from test_spark_backend import executed_plan
 
     from optimizer.difftest.results import compare_tables
     from optimizer.explain import explain_plan
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import is_connect_session
+    from optimizer.spark.statistics import default_statistics
     from workloads.producers import datafusion_plan
     from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths
 

@@ -162,9 +162,9 @@ def _estimated_cost(plan, statistics) -> float:
 
 def test_bad_written_order_gets_a_cheaper_one(tpch_dir):
     """Q5 written lineitem, orders, customer, supplier, nation, region: the chosen order costs less."""
-    from optimizer.cost.statistics import default_statistics
     from optimizer.rules import RULES
 
+    from optimizer.spark.statistics import default_statistics
     from workloads.producers import duckdb_plan
     from workloads.tpch import table_paths
 
@@ -183,11 +183,11 @@ def test_bad_written_order_gets_a_cheaper_one(tpch_dir):
 # keeps the written plan (see test_reordering_a_bad_q5_lowers_the_estimate for a Q5 that is reordered).
 @pytest.mark.parametrize("query", [2, 7, 8, 9, 10, 11, 18, 21])
 def test_reordered_tpch_gives_the_same_answer(spark, tpch_dir, datafusion_tpch_plans, query):
-    from optimizer.cost.statistics import default_statistics
     from optimizer.rules import implement_joins
 
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
     from workloads.tpch import TPCH_ORDER_BY
 
     plan = load_plan(datafusion_tpch_plans[query])

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from optimizer.cost.statistics import ColumnStatistics, MemoryStatistics, TableStatistics
+from optimizer.cost.providers import MemoryStatistics
+from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 from optimizer.rules import reduce_aggregate_input
 from optimizer.rules.reduce_aggregate_input import RULE
 from physical_rule_plans import NO_FIXED_COSTS

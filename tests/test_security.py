@@ -233,7 +233,8 @@ def test_item8_usage_mistakes_are_exit_2(tmp_path, capsys):
 
 
 def test_item9_bad_statistics_are_refused(tmp_path, capsys):
-    from optimizer.cost.statistics import TableStatistics, read_hint
+    from optimizer.cost.providers import read_hint
+    from optimizer.cost.statistics import TableStatistics
     from substrait.proto import ReadRel
 
     plan = tmp_path / "p.json"

@@ -13,27 +13,20 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from optimizer.cost.statistics import (
-    ColumnStatistics,
+from optimizer.cost.parquet_footers import ParquetStatistics
+from optimizer.cost.providers import (
     CompositeStatistics,
     FileStatistics,
     HintStatistics,
-    Histogram,
     MemoryStatistics,
-    ParquetStatistics,
-    SparkStatistics,
-    TableStatistics,
-    default_statistics,
-    dump_json,
-    fingerprint,
-    resolve_tables,
     save_statistics,
-    table_key,
-    to_numeric,
 )
+from optimizer.cost.statistics import ColumnStatistics, Histogram, TableStatistics, table_key, to_numeric
+from optimizer.cost.statistics_io import dump_json, fingerprint, resolve_tables
 from substrait.proto import ReadRel, Rel, RelCommon
 
 from optimizer.errors import PlanError
+from optimizer.spark.statistics import SparkStatistics, default_statistics
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
 EPOCH = datetime.date(1970, 1, 1)

@@ -462,7 +462,7 @@ def _answer_right(table: pa.Table, sql: str, oracle) -> None:
 
 @pytest.fixture(scope="module")
 def statistics(tables):
-    from optimizer.cost.statistics import default_statistics
+    from optimizer.spark.statistics import default_statistics
 
     return default_statistics(tables=tables)
 

@@ -83,10 +83,9 @@ def test_every_datafusion_plan_is_produced(tpcds_results):
 @pytest.mark.parametrize("query", [13, 15, 48], ids=lambda n: f"q{n:02d}")
 def test_duckdb_constant_or_null(query, spark):
     """With DuckDB's default ``statistics_propagation`` its plans carry ``constant_or_null``: supported."""
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.plan_io import load_plan
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
     from workloads.producers import duckdb_plan
     from workloads.tpcds import TPCDSOracle, judge_plan, tpcds_table_paths
 

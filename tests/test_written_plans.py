@@ -86,9 +86,8 @@ def tpcds_plans(tpcds_dir):
 
 
 def test_tpcds_plans_read_back_the_same(tpcds_dir, tpcds_plans):
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.driver import optimize
+    from optimizer.spark.statistics import default_statistics
     from workloads.tpcds import tpcds_table_paths
 
     statistics = default_statistics(tables=tpcds_table_paths(tpcds_dir))

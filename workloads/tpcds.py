@@ -201,9 +201,8 @@ def run_tpcds(spark, data_dir: Path | str, queries=None, *, workers: int = 2, lo
     ``not run``, e.g. plans known to mean another query)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from optimizer.cost.statistics import default_statistics
-
     from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
 
     queries = tuple(queries) if queries is not None else tuple(range(1, 100))
     paths = tpcds_table_paths(data_dir)

@@ -56,13 +56,14 @@ def write_text(dest: str, text: str) -> None:
 
 def statistics_from_args(args: argparse.Namespace, spark: Any = None):
     """The statistics every command (``optimize``, ``diff``, ``explain`` in every format) gets from its
-    options, one stack (cost.statistics.default_statistics): plan hints; ``--stats``; with ``--tables``,
-    Spark ANALYZE (cached) unless ``--no-spark-stats``, then the Parquet footers; ``--catalog``'s.
+    options, one stack (:func:`optimizer.spark.statistics.default_statistics`): plan hints; ``--stats``;
+    with ``--tables``, Spark ANALYZE (cached) unless ``--no-spark-stats``, then the Parquet footers;
+    ``--catalog``'s.
     ``spark``: a session already started (``explain --analyze``), else one started on first use."""
     import os
 
     from optimizer.cli.spark import check_tables_arg, lazy_spark_from_args
-    from optimizer.cost.statistics import default_statistics
+    from optimizer.spark.statistics import default_statistics
 
     stats_file = getattr(args, "stats", None)
     if stats_file and not os.path.exists(stats_file):

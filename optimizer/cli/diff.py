@@ -41,9 +41,9 @@ def _write_failure(out_dir: Path, name: str, plan, result) -> list[Path]:
 def _engine_backend(args: argparse.Namespace, engine: str):
     """The runner of ``engine`` over ``--tables`` and the statistics the optimizer gets (``--stats``, the
     Parquet footers of ``--tables``; no Spark)."""
-    from optimizer.cost.statistics import default_statistics
     from optimizer.engines import runner
     from optimizer.paths import file_access
+    from optimizer.spark.statistics import default_statistics
 
     files = file_access(args)
     statistics = default_statistics(tables=args.tables or None, stats_file=args.stats or None, files=files)

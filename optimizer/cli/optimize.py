@@ -29,7 +29,8 @@ def add_no_spark_stats_argument(p: argparse.ArgumentParser) -> None:
 
 def warn_unknown_tables(plan, statistics) -> None:
     """One warning line on stderr per table of the ``--stats`` file that the plan does not read."""
-    from optimizer.cost.statistics import FileStatistics, table_key
+    from optimizer.cost.providers import FileStatistics
+    from optimizer.cost.statistics import table_key
 
     read = set()
     stack = list(plan.relations)

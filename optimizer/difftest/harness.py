@@ -293,7 +293,7 @@ class DiffCase:
 
     def statistics_provider(self):
         """Plan hints first, then the (possibly lying) table statistics; None when there are none."""
-        from optimizer.cost.statistics import CompositeStatistics, HintStatistics, MemoryStatistics
+        from optimizer.cost.providers import CompositeStatistics, HintStatistics, MemoryStatistics
 
         providers: list[Any] = [HintStatistics()]
         if self.statistics is not None:
@@ -339,7 +339,7 @@ class DiffCase:
     def to_json(self) -> dict:
         from google.protobuf import json_format
 
-        from optimizer.cost.statistics import statistics_document
+        from optimizer.cost.statistics_io import statistics_document
 
         return {
             "format": "substrait-opt-difftest",
@@ -356,13 +356,13 @@ class DiffCase:
 
     def dumps(self) -> str:
         """The case as JSON text (each table row on one line)."""
-        from optimizer.cost.statistics import dump_json
+        from optimizer.cost.statistics_io import dump_json
 
         return dump_json(self.to_json())
 
     @classmethod
     def from_json(cls, data: dict | str) -> DiffCase:
-        from optimizer.cost.statistics import parse_document
+        from optimizer.cost.statistics_io import parse_document
         from optimizer.plan_io import load_plan
 
         if isinstance(data, str):

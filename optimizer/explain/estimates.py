@@ -13,9 +13,9 @@ subtree) and ``q=`` (q-error, ``max(est/act, act/est)`` with both floored at 1):
 (``actual_rows``/``q_error`` are ``null`` without ``--analyze``).
 
 Statistics: those of every format and of ``optimize`` (:func:`optimizer.cli.args.statistics_from_args`):
-``--stats FILE`` (:class:`~cost.statistics.FileStatistics`) wins over ``--tables DIR``, whose tables give
-Spark ANALYZE statistics (cached; not with ``--no-spark-stats``) and the Parquet footers; hints in the
-plan override both for their relation.
+``--stats FILE`` (:class:`~optimizer.cost.providers.FileStatistics`) wins over ``--tables DIR``, whose
+tables give Spark ANALYZE statistics (cached; not with ``--no-spark-stats``) and the Parquet footers;
+hints in the plan override both for their relation.
 
 ``--analyze`` runs every subtree as a plan of its own (:func:`subtree_plan`) on Spark
 (:class:`optimizer.spark.SparkBackend`) and counts its rows.
