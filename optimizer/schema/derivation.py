@@ -25,8 +25,9 @@ TreeOutput = Callable[[Rel, "Derivation", str], "Schema | None"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem found by :func:`check_plan`: where (a path) and what. A ``quirk`` is a known producer
-    habit with a clear meaning (read as documented in docs/semantics.md): reported, never an error."""
+    """One problem found by :func:`~optimizer.schema.check.check_plan`: where (a path) and what. A ``quirk``
+    is a known producer habit with a clear meaning (read as documented in docs/semantics.md): reported,
+    never an error."""
 
     path: str
     message: str
