@@ -6,13 +6,13 @@ Phases (each to a fixed point, capped): ``normalise`` -> ``logical`` (predicate 
 :mod:`rules`. Then each uncorrelated subquery left in an expression is optimized the same way, as a
 plan of its own (:func:`uncorrelated_subqueries`).
 
-Never costlier: the model prices a plan normalised (:data:`PRICED_AFTER`); in the physical phase a
-rewrite is applied only if it does not raise the estimated cost of what it replaces; and the cost model
-prices the plan before and after each phase: a phase whose rewrites leave the plan estimated costlier
-than it found it is undone (its report says so). ``join_order`` is judged with the physical phase after
-it (:data:`JUDGED_WITH_NEXT`): by the plan priced with its joins bound, then by what the physical phase
-makes of it. So the plan that comes out is never estimated costlier than the plan that went in, by the
-same model that priced each rule's choice.
+Never costlier: each phase is judged by the cost model as its policy says
+(:data:`optimizer.engine.PHASE_POLICIES`, each with its reason). The model prices a plan normalised;
+from there it prices the plan before and after each phase, and a phase whose rewrites leave the plan
+estimated costlier than it found it is undone (its report says so); in the physical phase a rewrite is
+applied only if it does not raise the estimated cost of what it replaces; ``join_order`` is judged with
+the physical phase after it. So the plan that comes out is never estimated costlier than the plan that
+went in, by the same model that priced each rule's choice.
 """
 
 from __future__ import annotations
@@ -25,7 +25,17 @@ import networkx as nx
 from substrait.proto import Plan
 
 from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, reused_broadcasts, to_dag
-from optimizer.engine import COST_TOLERANCE, PHASES, OptimizerConfig, PhaseReport, Rule, run_phase
+from optimizer.engine import (  # noqa: F401  (COST_TOLERANCE: the tests' and benchmarks' name)
+    COST_TOLERANCE,
+    PHASE_POLICIES,
+    OptimizerConfig,
+    Phase,
+    PhaseReport,
+    Policy,
+    Rule,
+    costlier,
+    run_phase,
+)
 from optimizer.expr_utils import FunctionRegistrar
 from optimizer.plan_io import deep_messages, load_plan
 
@@ -183,6 +193,27 @@ def _delta(before: float, after: float) -> str:
     return f"{(after - before) / before * 100:+.0f}%"
 
 
+#: Rules of the physical phase whose rewrites are logical: for a target that reads logical relations
+#: only they run (priced one rewrite at a time, as in that phase), the others do not.
+#: ``reduce_aggregate_input`` adds a semi join and shares a deterministic subtree (inlined for a target
+#: without ``ReferenceRel``: the subtree is read twice, which the rule already requires to pay);
+#: ``order_conjuncts`` reorders a filter's conjuncts.
+LOGICAL_IN_PHYSICAL = frozenset({"reduce_aggregate_input", "order_conjuncts"})
+
+
+@dataclass
+class _Run:
+    """One run of the phases over a plan: its context (``ctx.g`` is the plan as it stands), the reports,
+    the plan's estimated cost as the last judged phase left it (None until the model prices the plan),
+    and, until the next phase has judged it, the plan a :attr:`Policy.WITH_NEXT` phase found with its cost.
+    """
+
+    ctx: PlanContext
+    result: OptimizeResult
+    cost: float | None = None
+    before_with_next: tuple[PlanContext, float] | None = None
+
+
 class Optimizer:
     """Runs the rule phases over a plan. ``run`` also reports what each rule did and the time taken."""
 
@@ -203,9 +234,6 @@ class Optimizer:
 
             rules = RULES
         self.rules = [r for r in rules if r.name not in self.config.disabled_rules and self._fits_target(r)]
-        #: join_order is judged with the physical phase after it only where that phase runs as priced
-        #: (a target that reads physical relations); elsewhere its plan is priced as written.
-        self.judged_with_next = JUDGED_WITH_NEXT if self.target.physical_relations else frozenset()
 
     def _fits_target(self, rule: Rule) -> bool:
         """A rule of the physical phase runs for a target that reads logical relations only if what it
@@ -238,88 +266,120 @@ class Optimizer:
         plan = load_plan(plan)
         g = to_dag(plan)
         annotate_schemas(g)
-        ctx = PlanContext(g, self.statistics, self.capabilities, self.config)
-        result = OptimizeResult(plan)
+        run = _Run(PlanContext(g, self.statistics, self.capabilities, self.config), OptimizeResult(plan))
+        result = run.result
         result.timings["load"] = time.perf_counter() - start
-        phases_start, first_phase = time.perf_counter(), len(result.phases)
-        cost: float | None = None  # the plan's estimated cost as the last phase left it
-        judged_later: tuple[PlanContext, float] | None = None  # the plan before a phase judged with the next
-        for phase in PHASES:
-            phase_rules = [r for r in self.rules if r.phase == phase]
-            if not phase_rules:
-                continue
-            if phase in PRICED_AFTER:
-                result.phases.append(self._phase(g, phase, phase_rules, ctx))
-                self._keep_plan(result.phases[-1], g)
-                continue
-            if cost is None:
-                cost = plan_cost(ctx)
-                if result.phases and result.phases[-1].phase in PRICED_AFTER:
-                    result.phases[-1].cost_after = cost  # the plan as the model prices it from here on
-            cost_before = cost
-            if judged_later is not None:
-                # The previous phase is worth what this one makes of it: if this phase leaves the plan
-                # costlier than it was before both, this phase runs on the plan without the previous
-                # phase's rewrites instead (neither phase, if that is costlier too).
-                alt_ctx, alternative_cost = judged_later
-                judged_later = None
-                report = self._phase(g, phase, phase_rules, ctx)
-                cost_after = plan_cost(ctx) if report.events else cost_before
-                if cost_after > alternative_cost * (1 + COST_TOLERANCE):
-                    untouched = alt_ctx.snapshot()
-                    alt_report = self._phase(alt_ctx.g, phase, phase_rules, alt_ctx)
-                    alt_after = plan_cost(alt_ctx) if alt_report.events else alternative_cost
-                    result.phases[-1].undone = (
-                        f"with the {phase} phase after it, its plan was estimated costlier "
-                        f"({cost_after:.4g} > {alternative_cost:.4g}): its rewrites are undone")
-                    result.phases[-1].cost_after = result.phases[-1].cost_before
-                    g, ctx, report, cost_after = alt_ctx.g, alt_ctx, alt_report, alt_after
-                    if cost_after > alternative_cost * (1 + COST_TOLERANCE):
-                        report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > "
-                                         f"{alternative_cost:.4g}): the phase's rewrites are undone")
-                        g, ctx, cost_after = untouched.g, untouched, alternative_cost
-                cost = cost_after
-                report.cost_before, report.cost_after = cost_before, cost
+        phases_start = time.perf_counter()
+        for phase in PHASE_POLICIES:
+            rules = [r for r in self.rules if r.phase == phase.name]
+            if rules:
+                report = self._judged(run, phase, rules)
                 result.phases.append(report)
-                self._keep_plan(report, g)
-                continue
-            kept = ctx.snapshot()
-            report = self._phase(g, phase, phase_rules, ctx)
-            if report.events:
-                if phase in self.judged_with_next:
-                    # Its joins are priced as the next phase can bind them, against the plan it found.
-                    bound_after, bound_before = plan_cost(ctx, bindable=True), plan_cost(kept, bindable=True)
-                    if bound_after > bound_before * (1 + COST_TOLERANCE):
-                        report.undone = (f"its plan was estimated costlier with its joins bound ({bound_after:.4g} > "
-                                         f"{bound_before:.4g}): its rewrites are undone")
-                        g, ctx = kept.g, kept
-                    else:
-                        judged_later = (kept, cost_before)
-                        cost = plan_cost(ctx)
-                else:
-                    cost_after = plan_cost(ctx)
-                    if cost_after > cost_before * (1 + COST_TOLERANCE):
-                        report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {cost_before:.4g}): "
-                                         "the phase's rewrites are undone")
-                        g, ctx = kept.g, kept
-                    else:
-                        cost = cost_after
-            report.cost_before, report.cost_after = cost_before, cost
-            result.phases.append(report)
-            self._keep_plan(report, g)
-        if judged_later is not None and cost is not None and cost > judged_later[1] * (1 + COST_TOLERANCE):
-            result.phases[-1].undone = (f"its plan was estimated costlier ({cost:.4g} > {judged_later[1]:.4g}): "
-                                        "the phase's rewrites are undone")
-            result.phases[-1].cost_after = judged_later[1]
-            g = judged_later[0].g
+                self._keep_plan(report, run.ctx.g)
+        self._judge_unfollowed(run)
         written = time.perf_counter()
-        result.timings["pricing"] = written - phases_start - sum(p.seconds for p in result.phases[first_phase:])
-        result.plan = from_dag(g)
+        result.timings["pricing"] = written - phases_start - sum(p.seconds for p in result.phases)
+        result.plan = from_dag(run.ctx.g)
         result.timings["write"] = time.perf_counter() - written
-        result.graph = g
+        result.graph = run.ctx.g
         self._optimize_subqueries(result)
         result.seconds = time.perf_counter() - start
         return result
+
+    def _policy(self, phase: Phase) -> Policy:
+        """The phase's policy for this target: :attr:`Policy.WITH_NEXT` only where the next phase runs as
+        priced (a target that reads physical relations); elsewhere the phase is judged as a whole."""
+        if phase.policy is Policy.WITH_NEXT and not self.target.physical_relations:
+            return Policy.WHOLE
+        return phase.policy
+
+    def _judged(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
+        """Run ``phase`` on the plan and judge it by its policy, or as the phase after a
+        :attr:`Policy.WITH_NEXT` one; its report has the plan's cost before and after, where priced."""
+        policy = self._policy(phase)
+        if policy is Policy.PRICED_AFTER:
+            return self._phase(run.ctx, phase, rules)
+        if run.cost is None:
+            run.cost = plan_cost(run.ctx)
+            if run.result.phases:  # phases priced after, all of them: the plan as priced from here on
+                run.result.phases[-1].cost_after = run.cost
+        cost_before = run.cost
+        if run.before_with_next is not None:
+            report = self._after_with_next(run, phase, rules)
+        elif policy is Policy.WITH_NEXT:
+            report = self._with_next(run, phase, rules)
+        else:  # WHOLE, and PER_REWRITE (whose rewrites run_phase priced one by one)
+            report = self._whole(run, phase, rules)
+        report.cost_before, report.cost_after = cost_before, run.cost
+        return report
+
+    def _whole(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
+        """:attr:`Policy.WHOLE`: the phase's rewrites are undone if they leave the plan costlier."""
+        kept = run.ctx.snapshot()
+        report = self._phase(run.ctx, phase, rules)
+        if report.events:
+            cost_after = plan_cost(run.ctx)
+            if costlier(cost_after, run.cost):
+                report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {run.cost:.4g}): "
+                                 "the phase's rewrites are undone")
+                run.ctx = kept
+            else:
+                run.cost = cost_after
+        return report
+
+    def _with_next(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
+        """:attr:`Policy.WITH_NEXT`: the phase's rewrites are undone if, its joins priced as the next phase
+        can bind them, they leave the plan costlier; else the next phase judges them
+        (:meth:`_after_with_next`)."""
+        kept = run.ctx.snapshot()
+        report = self._phase(run.ctx, phase, rules)
+        if report.events:
+            bound_after, bound_before = plan_cost(run.ctx, bindable=True), plan_cost(kept, bindable=True)
+            if costlier(bound_after, bound_before):
+                report.undone = (f"its plan was estimated costlier with its joins bound ({bound_after:.4g} > "
+                                 f"{bound_before:.4g}): its rewrites are undone")
+                run.ctx = kept
+            else:
+                run.before_with_next = (kept, run.cost)
+                run.cost = plan_cost(run.ctx)
+        return report
+
+    def _after_with_next(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
+        """The phase after a :attr:`Policy.WITH_NEXT` one, whatever its own policy: if it leaves the plan
+        costlier than it was before both, it runs on the plan without the previous phase's rewrites
+        instead (and neither phase's rewrites are kept if that is costlier too)."""
+        found, cost_found = run.before_with_next
+        run.before_with_next = None
+        report = self._phase(run.ctx, phase, rules)
+        cost_after = plan_cost(run.ctx) if report.events else run.cost
+        if costlier(cost_after, cost_found):
+            untouched = found.snapshot()
+            alternative = self._phase(found, phase, rules)
+            alternative_cost = plan_cost(found) if alternative.events else cost_found
+            previous = run.result.phases[-1]
+            previous.undone = (f"with the {phase.name} phase after it, its plan was estimated costlier "
+                               f"({cost_after:.4g} > {cost_found:.4g}): its rewrites are undone")
+            previous.cost_after = previous.cost_before
+            run.ctx, report, cost_after = found, alternative, alternative_cost
+            if costlier(cost_after, cost_found):
+                report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > "
+                                 f"{cost_found:.4g}): the phase's rewrites are undone")
+                run.ctx, cost_after = untouched, cost_found
+        run.cost = cost_after
+        return report
+
+    def _judge_unfollowed(self, run: _Run) -> None:
+        """A :attr:`Policy.WITH_NEXT` phase no phase ran after (no later phase had rules): its rewrites are
+        undone if they leave the plan costlier than it found it."""
+        if run.before_with_next is None or run.cost is None:
+            return
+        found, cost_found = run.before_with_next
+        if costlier(run.cost, cost_found):
+            last = run.result.phases[-1]
+            last.undone = (f"its plan was estimated costlier ({run.cost:.4g} > {cost_found:.4g}): "
+                           "the phase's rewrites are undone")
+            last.cost_after = cost_found
+            run.ctx = found
 
     def _optimize_subqueries(self, result: OptimizeResult) -> None:
         """Optimize each subquery the rules left in an expression as a plan of its own (the rules see its
@@ -348,39 +408,9 @@ class Optimizer:
 
             report.plan_text = explain_dag(g)
 
-    def _phase(self, g: nx.DiGraph, phase: str, rules: list[Rule], ctx: PlanContext) -> PhaseReport:
-        return run_phase(g, phase, rules, ctx, self.config.max_iterations, priced=phase in PRICED_PHASES)
-
-
-#: Phases whose every rewrite must not raise the cost of what it replaces: the physical choices are
-#: final and local (a join left logical is priced as what Spark itself would run). Logical rewrites may
-#: pay only later (a filter moved to where a read can take it), so they are judged by the whole phase.
-PRICED_PHASES = frozenset({"physical"})
-
-#: Phases the cost model prices the plan after: their rewrites are those Spark applies to any plan
-#: before planning it (conditions of comma joins become join keys, correlated subqueries become joins),
-#: so the model prices a plan as Spark runs it, normalised (:func:`estimated_cost` too), and the
-#: phase is not judged by cost.
-PRICED_AFTER = frozenset({"normalise"})
-
-#: Phases judged together with the phase after them: a join order is worth what the physical phase makes
-#: of it (its logical joins are priced as Spark would run them, with Spark's own sizes, while the order
-#: was chosen for the joins the physical phase can bind: a broadcast Spark would not choose by itself).
-#: The phase's plan is kept if, its logical joins priced as the cheaper of Spark's choice and the join
-#: ``implement_joins`` can bind (as a physical rewrite prices a join it creates), it is not costlier than
-#: the plan it found; then the next phase runs on it and, only if the result is costlier than the plan
-#: before both phases, on the plan without this phase's rewrites instead. Of the 91 TPC-H and TPC-DS
-#: (SF 0.01) plans join_order reorders, the physical phase makes a cheaper plan of the written order for
-#: 3; the bound pricing undoes 2 of those orders, and the physical phase runs once (a second run on
-#: every reordered plan took 15 % of the optimizer's time).
-JUDGED_WITH_NEXT = frozenset({"join_order"})
-
-#: Rules of the physical phase whose rewrites are logical: for a target that reads logical relations
-#: only they run (priced one rewrite at a time, as in that phase), the others do not.
-#: ``reduce_aggregate_input`` adds a semi join and shares a deterministic subtree (inlined for a target
-#: without ``ReferenceRel``: the subtree is read twice, which the rule already requires to pay);
-#: ``order_conjuncts`` reorders a filter's conjuncts.
-LOGICAL_IN_PHYSICAL = frozenset({"reduce_aggregate_input", "order_conjuncts"})
+    def _phase(self, ctx: PlanContext, phase: Phase, rules: list[Rule]) -> PhaseReport:
+        return run_phase(ctx.g, phase.name, rules, ctx, self.config.max_iterations,
+                         priced=phase.policy is Policy.PER_REWRITE)
 
 
 def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:
@@ -397,16 +427,16 @@ def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:
 
 
 def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:
-    """The cost model's estimate for a whole plan, as the driver prices it: normalised (the phases in
-    :data:`PRICED_AFTER`, with the standard rules), then :func:`plan_cost`."""
+    """The cost model's estimate for a whole plan, as the driver prices it: normalised (the phases whose
+    policy is :attr:`Policy.PRICED_AFTER`, with the standard rules), then :func:`plan_cost`."""
     from optimizer.rules import RULES
 
     g = to_dag(load_plan(plan))
     annotate_schemas(g)
     ctx = PlanContext(g, statistics, config=config)
-    for phase in PHASES:
-        if phase in PRICED_AFTER:
-            run_phase(g, phase, [r for r in RULES if r.phase == phase], ctx, ctx.config.max_iterations)
+    for phase in PHASE_POLICIES:
+        if phase.policy is Policy.PRICED_AFTER:
+            run_phase(g, phase.name, [r for r in RULES if r.phase == phase.name], ctx, ctx.config.max_iterations)
     return plan_cost(ctx)
 
 

@@ -10,7 +10,8 @@ columns, of the same types, as the node it replaces. A rule that breaks this is 
 such instead of silently changing the plan's answer.
 
 Phases run in order; within a phase the rules run over the nodes, parents first, until none fires
-(a fixed point) or the iteration cap is reached.
+(a fixed point) or the iteration cap is reached. How the driver judges each phase by the cost model is
+declared with the phases, with its reason (:data:`PHASE_POLICIES`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
 import networkx as nx
@@ -44,10 +46,59 @@ from optimizer.expr_utils import FunctionRegistrar
 from optimizer.load.functions import FunctionTable
 from optimizer.schema.record import Schema
 
-PHASES = ("normalise", "logical", "join_order", "physical", "annotate")
+
+class Policy(Enum):
+    """How the driver judges a phase by the cost model (:class:`optimizer.driver.Optimizer`)."""
+
+    #: Not judged: the model prices the plan as this phase leaves it, from here on. Such a phase comes
+    #: before every phase that is judged.
+    PRICED_AFTER = "priced after"
+    #: The whole plan priced before and after the phase: a phase that leaves it costlier is undone.
+    WHOLE = "whole"
+    #: Each rewrite applied only if it does not raise the cost of what it replaces (the others are
+    #: declined, :func:`run_phase` ``priced``), and the phase judged as a whole too.
+    PER_REWRITE = "per rewrite"
+    #: Kept if the plan, its logical joins priced as the cheaper of Spark's choice and the join
+    #: ``implement_joins`` can bind, is not costlier; then judged by what the next phase makes of it: that
+    #: phase runs on the plan without this one's rewrites instead if its result is costlier than the plan
+    #: before both. Only for a target that reads physical relations (where the next phase binds joins);
+    #: elsewhere the phase is judged as a whole.
+    WITH_NEXT = "with the next phase"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A phase of rules: its name (a :class:`Rule`'s ``phase``), how the driver judges it and why."""
+
+    name: str
+    policy: Policy
+    reason: str
+
+
+#: The phases in the order they run, each with its policy and the reason for it.
+PHASE_POLICIES: tuple[Phase, ...] = (
+    Phase("normalise", Policy.PRICED_AFTER,
+          "Spark applies these rewrites to any plan before planning it: the model prices a plan normalised"),
+    Phase("logical", Policy.WHOLE,
+          "a logical rewrite may pay only later (a filter moved to where a read can take it): none is judged alone"),
+    Phase("join_order", Policy.WITH_NEXT,
+          "an order is chosen for the joins the physical phase can bind: it is worth what that phase makes of it"),
+    Phase("physical", Policy.PER_REWRITE,
+          "physical choices are final and local (a join left logical is priced as what Spark would run)"),
+    Phase("annotate", Policy.WHOLE,
+          "it replaces no relation (it writes the final plan's estimates into hint.stats): no rewrite to price"),
+)
+
+#: The phase names, in order.
+PHASES = tuple(p.name for p in PHASE_POLICIES)
 
 #: Relative difference of estimated cost below which two plans count as equally costly (float noise).
 COST_TOLERANCE = 1e-9
+
+
+def costlier(after: float, before: float) -> bool:
+    """Whether cost ``after`` is above cost ``before`` by more than :data:`COST_TOLERANCE`."""
+    return after > before * (1 + COST_TOLERANCE)
 
 
 @dataclass(frozen=True)
@@ -401,7 +452,7 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
                 old_cost = new_cost = None
                 if priced and new_root != node:
                     old_cost, new_cost = _replaced_costs(g, node, new_root, ctx, added if clean else None)
-                    if new_cost > old_cost * (1 + COST_TOLERANCE):
+                    if costlier(new_cost, old_cost):
                         collect_garbage(g, added if clean else None)  # the new relations: nothing reads them
                         clean = True
                         report.declined.append(f"{rule.name} at node {node} ({before} -> "
