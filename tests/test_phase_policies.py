@@ -1,10 +1,11 @@
-"""The phases' policies (:data:`optimizer.engine.PHASE_POLICIES`): the declaration against
-:data:`optimizer.rules.RULES`, and how the driver judges a phase by the next one.
+"""The phases' policies (:data:`optimizer.engine.PHASE_POLICIES`): the declaration, docs/architecture.md's
+phase table against it and :data:`optimizer.rules.RULES`, and how the driver judges a phase by the next one.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from optimizer.rules import RULES
@@ -15,6 +16,31 @@ from optimizer.driver import Optimizer
 from optimizer.engine import PHASE_POLICIES, PHASES, NewRel, Policy, Rule
 from optimizer.explain import explain_plan
 from optimizer.load.builder import INNER, Builder, join, project, read, ref
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _phase_table() -> list[list[str]]:
+    """The rows of docs/architecture.md's phase table, as cells."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    header = "| phase | rules, in order | policy | why |"
+    assert header in doc, "docs/architecture.md has no phase table"
+    rows = []
+    for line in doc.split(header, 1)[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def test_the_architecture_doc_lists_every_rule_of_each_phase_with_its_policy_and_reason():
+    rows = _phase_table()
+    assert [row[0] for row in rows] == list(PHASES)
+    for (name, rules, policy, why), phase in zip(rows, PHASE_POLICIES, strict=True):
+        listed = re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", rules))  # the names, not the notes
+        assert listed == [r.name for r in RULES if r.phase == name], f"phase {name}"
+        assert policy == phase.policy.value, f"phase {name}"
+        assert why == phase.reason, f"phase {name}"
 
 
 def test_every_rule_runs_in_a_declared_phase_and_the_unjudged_phases_come_first():
