@@ -62,7 +62,7 @@ from optimizer.cost.estimates import (
     scale_column,
     type_width,
 )
-from optimizer.cost.needed_columns import RefCache, add_candidate, needed_columns, update_needed
+from optimizer.cost.needed_columns import Readers, RefCache, add_candidate, needed_columns, update_needed
 from optimizer.cost.parquet_footers import local_files_statistics
 from optimizer.cost.providers import StatisticsProvider, read_hint
 from optimizer.cost.selectivity import (
@@ -153,19 +153,20 @@ class CardinalityEstimator(PredicateSelectivity):
         self._tables: dict[int, RelEstimate] = {}
         self._marginals: dict[int, list[float]] = {}
         self._schemas: dict[int, Any] = {}
+        self._row_sizes: dict[int, float] = {}
         self._origin_ids: dict[tuple[int, int], int] = {}
         self._narrowed: set[int] = set()
         self._fingerprints = None
         self._needed: dict[int, set[int]] | None = None
         #: each node's readers when its needs were computed, and the relations put in place since
-        self._readers: dict[int, frozenset[int]] = {}
+        self._readers = Readers()
         self._needs_changed: set[int] = set()
         self._refs: RefCache = {}
 
     # -- public ---------------------------------------------------------------------------------------
 
     #: What is kept per relation and forgotten when something below it changes.
-    _PER_NODE = ("_memo", "distributions", "_filtering", "_tables", "_marginals", "_schemas")
+    _PER_NODE = ("_memo", "distributions", "_filtering", "_tables", "_marginals", "_schemas", "_row_sizes")
 
     def fork(self, g: nx.DiGraph) -> CardinalityEstimator:
         """An estimator for ``g``, a copy of this one's DAG as it is now (:func:`optimizer.dag.copy_dag`:
@@ -177,7 +178,7 @@ class CardinalityEstimator(PredicateSelectivity):
             setattr(out, name, {n: v for n, v in getattr(self, name).items() if n in g})
         if self._needed is not None:
             out._needed = {n: set(cols) for n, cols in self._needed.items() if n in g}
-            out._readers = {n: ps for n, ps in self._readers.items() if n in g}
+            out._readers = Readers({n: ps for n, ps in self._readers.items() if n in g})
             out._needs_changed = set(self._needs_changed)
         out._origin_ids = dict(self._origin_ids)
         if self._fingerprints is not None:
@@ -230,13 +231,26 @@ class CardinalityEstimator(PredicateSelectivity):
     def estimate(self, node: int) -> RelEstimate:
         """The estimate of ``node`` (computed children first, memoised)."""
         self._renew_needs()
-        found = self._memo.get(node)
+        memo = self._memo
+        found = memo.get(node)
         if found is not None:
             return found
-        for n in nx.dfs_postorder_nodes(self.g, node):
-            if n not in self._memo:
-                self._memo[n] = self._compute(n)
-        return self._memo[node]
+        # Children first, down to the relations estimated already: what they read was estimated
+        # before them (and, if forgotten since, is estimated when asked for).
+        succ = self.g.succ
+        seen = {node}
+        stack = [(node, iter(succ[node]))]
+        while stack:
+            n, below = stack[-1]
+            for c in below:
+                if c not in seen and c not in memo:
+                    seen.add(c)
+                    stack.append((c, iter(succ[c])))
+                    break
+            else:
+                stack.pop()
+                memo[n] = self._compute(n)
+        return memo[node]
 
     def rows(self, node: int) -> float:
         return self.estimate(node).rows
@@ -263,14 +277,13 @@ class CardinalityEstimator(PredicateSelectivity):
                      children: list[RelEstimate]) -> float | None:
         """Spark's own size of the relation (:mod:`cost.spark_size`); None where a size it starts from
         (a table's files, an input's size) or a type is unknown."""
-        out_types = self._types(node)
-        if out_types is None or kind is None:
+        if self._schema_of(node) is None or kind is None:
             return None
         body = getattr(rel, kind)
         if kind == "read":
             which = body.WhichOneof("read_type")
             if which == "virtual_table":
-                return est.rows * spark_size.row_size(out_types)
+                return est.rows * self._row_size(node)
             table = None
             if which == "named_table" and self.statistics is not None:
                 table = self.statistics.table(list(body.named_table.names))
@@ -278,7 +291,7 @@ class CardinalityEstimator(PredicateSelectivity):
                 table = local_files_statistics(body.local_files, getattr(self.statistics, "files", None))
             if table is None or table.file_bytes is None:
                 return None
-            return spark_size.scaled(table.file_bytes, list(body.base_schema.struct.types), out_types)
+            return table.file_bytes * self._row_size(node) / spark_size.row_size(body.base_schema.struct.types)
         sizes = [c.spark_bytes for c in children]
         if not sizes or any(s is None for s in sizes):
             return None
@@ -290,17 +303,25 @@ class CardinalityEstimator(PredicateSelectivity):
             return spark_size.set_size(SetRel.SetOp.Name(body.op), sizes)
         if len(sizes) != 1:
             return None
-        child_types = self._types(inputs(self.g, node)[0])
-        if child_types is None:
+        child = inputs(self.g, node)[0]
+        if self._schema_of(child) is None:
             return None
         if kind == "aggregate" and not any(len(grouping.expression_references) for grouping in body.groupings):
-            return spark_size.row_size(out_types)  # one row
+            return self._row_size(node)  # one row
         if kind in ("fetch", "top_n"):
             _, count = top_n_bounds(body) if kind == "top_n" else _literal_bounds(
                 None, body.count_expr if body.HasField("count_expr") else None)
             if count is not None:
-                return count * spark_size.row_size(out_types)
-        return spark_size.scaled(sizes[0], child_types, out_types)
+                return count * self._row_size(node)
+        # spark_size.scaled, with the row sizes kept per relation
+        return sizes[0] * self._row_size(node) / self._row_size(child)
+
+    def _row_size(self, node: int) -> float:
+        """:func:`cost.spark_size.row_size` of ``node``'s output (whose schema is known), kept like its schema."""
+        found = self._row_sizes.get(node)
+        if found is None:
+            found = self._row_sizes[node] = spark_size.row_size(self._schemas[node].types)
+        return found
 
     def _emit(self, rel: Rel, kind: str, est: RelEstimate) -> RelEstimate:
         body = getattr(rel, kind)
@@ -329,16 +350,19 @@ class CardinalityEstimator(PredicateSelectivity):
         rows = max(float(est.rows), 0.0)
         if math.isnan(rows) or math.isinf(rows):
             rows = DEFAULT_TABLE_ROWS
-        types = self._types(node)
-        cols = list(est.columns)
-        if types is not None and len(types) == len(cols):
-            for i, c in enumerate(cols):
+        schema = self._schema_of(node)
+        types = schema.types if schema is not None and len(schema.types) == len(est.columns) else None
+        # One pass: unknown columns get their type's defaults, NDVs are capped by the rows.
+        cols: list[ColumnEstimate | None] = []
+        for i, c in enumerate(est.columns):
+            if types is not None:
                 if c is None:
-                    cols[i] = ColumnEstimate(avg_len=type_width(types[i]),
-                                             null_fraction=None if is_nullable(types[i]) else 0.0)
+                    c = ColumnEstimate(avg_len=type_width(types[i]), null_fraction=None if is_nullable(types[i]) else 0.0)
                 elif c.avg_len is None:
-                    cols[i] = evolve(c, avg_len=type_width(types[i]))
-        cols = [cap_column(c, rows) for c in cols]
+                    c = evolve(c, avg_len=type_width(types[i]))
+            if c is not None and c.ndv is not None and not c.ndv <= rows:  # cap_column
+                c = c.with_ndv(max(rows, 0.0))
+            cols.append(c)
         if est.source == "hint" and est.width > 0:
             width = est.width
         else:
@@ -828,10 +852,9 @@ class CardinalityEstimator(PredicateSelectivity):
         ``1 - exp(-m s)`` of the rows with a key partner matched (``m`` partners, Poisson).
         """
         nl = len(left.columns)
-        lcols = list(left.columns)
-        rcols = list(right.columns)
+        lcols = left.columns
+        rcols = right.columns
         L, R = max(left.rows, 0.0), max(right.rows, 0.0)
-        both_cols = lcols + rcols
         key_ndv: list[tuple[float, float]] = []
         if keys:
             pl = pr = 1.0
@@ -856,10 +879,11 @@ class CardinalityEstimator(PredicateSelectivity):
             r_values = min(1.0, ndv_l / domain)
         # Residual selectivity, computed on the concatenated columns (keys already equal).
         res_sel = 1.0
-        res_cols = both_cols
+        res_l, res_r = lcols, rcols
         if residual:
-            res_est = RelEstimate(max(L * R, 1.0), 0.0, both_cols, applied=left.applied | right.applied)
+            res_est = RelEstimate(max(L * R, 1.0), 0.0, [*lcols, *rcols], applied=left.applied | right.applied)
             res_sel, res_cols, _, _ = self._conjunction(residual, res_est)
+            res_l, res_r = res_cols[:nl], res_cols[nl:]
         if keys:
             inner = L * R / domain * res_sel
             left_match = l_values * matched_fraction(res_sel, R / ndv_r)
@@ -868,8 +892,9 @@ class CardinalityEstimator(PredicateSelectivity):
             inner = L * R * res_sel
             left_match = matched_fraction(res_sel, R) if R > 0 else 0.0
             right_match = matched_fraction(res_sel, L) if L > 0 else 0.0
-        out_l = [scale_column(c, L, left_match, inner) for c in res_cols[:nl]]
-        out_r = [scale_column(c, R, right_match, inner) for c in res_cols[nl:]]
+        # scale_column leaves a column of unknown NDV as it is: only the others are rescaled.
+        out_l = [c if c is None or c.ndv is None else scale_column(c, L, left_match, inner) for c in res_l]
+        out_r = [c if c is None or c.ndv is None else scale_column(c, R, right_match, inner) for c in res_r]
         fds = set(left.fds | right.fds)
         for (lk, rk), (a, b) in zip(keys, key_ndv, strict=False):
             cl = out_l[lk] if 0 <= lk < len(out_l) else None

@@ -37,6 +37,41 @@ _PASS_THROUGH = frozenset({"filter", "fetch", "sort", "top_n", "exchange"})
 RefCache = dict[int, tuple[object, tuple]]
 
 
+class Readers(dict[int, frozenset[int]]):
+    """``{node: its readers when its needs were computed}``, and :attr:`of`, the other way round
+    (``{reader: the nodes it was recorded reading}``), so that :func:`update_needed` finds the relations
+    that lost a reader from the readers that are gone instead of by looking at every relation. Changed
+    only through :func:`needed_columns` and :func:`update_needed` (a plain dict works too: then every
+    relation is looked at)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.of: dict[int, set[int]] = {}
+        for n, ps in self.items():
+            for p in ps:
+                self.of.setdefault(p, set()).add(n)
+
+
+def _record(readers: dict[int, frozenset[int]], n: int, ps: frozenset[int] | None) -> None:
+    """Set (``ps``) or drop (None) the readers recorded for ``n``, the reverse index too."""
+    old = readers.pop(n, None) if ps is None else readers.get(n)
+    if ps is not None:
+        readers[n] = ps
+    of = getattr(readers, "of", None)
+    if of is None:
+        return
+    if old is not None:
+        for p in old if ps is None else old - ps:
+            users = of.get(p)
+            if users is not None:
+                users.discard(n)
+                if not users:
+                    del of[p]
+    if ps is not None:
+        for p in ps if old is None else ps - old:
+            of.setdefault(p, set()).add(n)
+
+
 def needed_columns(g: nx.DiGraph, cache: RefCache | None = None,
                    readers: dict[int, frozenset[int]] | None = None) -> dict[int, set[int]]:
     """``{node: output columns read above}`` for every node reachable from a root (a candidate is added
@@ -52,6 +87,8 @@ def needed_columns(g: nx.DiGraph, cache: RefCache | None = None,
     if readers is not None:
         readers.clear()
         readers.update((n, frozenset(g.predecessors(n))) for n in needed)
+        if isinstance(readers, Readers):
+            readers.of = Readers(readers).of
     return needed
 
 
@@ -67,13 +104,18 @@ def update_needed(g: nx.DiGraph, needed: dict[int, set[int]], readers: dict[int,
     given twice in a DAG (:func:`optimizer.engine.add_subgraph`), so a reader gone from ``g`` is one
     that was removed. The others keep their needs: recomputed, they would be the same.
     """
-    present = dict.fromkeys(g).keys()  # set comparisons run in C: this runs once per rewrite of the plan
-    out = {n for n in needed if n not in present}
+    # Set operations run in C: this runs once per rewrite of the plan.
+    present = dict.fromkeys(g).keys()
+    out = needed.keys() - present
     for n in out:
         del needed[n]
-        readers.pop(n, None)
+        _record(readers, n, None)
     new = {n for n in changed if n in g}
-    start = new | {n for n, ps in readers.items() if not present >= ps}
+    of = getattr(readers, "of", None)
+    if of is not None:
+        start = new.union(*(of[p] for p in of.keys() - present))
+    else:
+        start = new | {n for n, ps in readers.items() if not present >= ps}
     # Recomputed: a relation in ``start``, and one read by a relation whose contribution may differ
     # (a new one, or one whose needs changed); the needs of the others stay what they were.
     touched = set(new)
@@ -103,10 +145,10 @@ def update_needed(g: nx.DiGraph, needed: dict[int, set[int]], readers: dict[int,
         old = needed.get(n)
         if cols is None:
             needed.pop(n, None)
-            readers.pop(n, None)
+            _record(readers, n, None)
         else:
             needed[n] = cols
-            readers[n] = frozenset(g.predecessors(n))
+            _record(readers, n, frozenset(g.predecessors(n)))
         if old != cols:
             out.add(n)
             touched.add(n)

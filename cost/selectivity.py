@@ -131,11 +131,15 @@ class PredicateSelectivity:
     def _conjunction(self, parts: Iterable[Expression], est: RelEstimate, record: list[float] | None = None
                      ) -> tuple[float, list[ColumnEstimate | None], frozenset, dict]:
         cols = list(est.columns)
+        n = len(cols)
         rows = est.rows
         applied = set(est.applied)
         exprs = dict(est.exprs)
         narrowed: set[int] = set()
         total = 1.0
+        # The columns a conjunct rescales: scale_column leaves one of unknown NDV as it is, so a wide
+        # relation with few known NDVs costs each conjunct those few, not every column.
+        known = {i for i, col in enumerate(cols) if col is not None and col.ndv is not None}
         for c in parts:
             fp = self._fingerprint(c, cols)
             if fp is not None and fp in applied:
@@ -149,16 +153,31 @@ class PredicateSelectivity:
             for k in [k for k in updates if isinstance(k, bytes)]:
                 exprs[k] = updates.pop(k)
             new_rows = rows * sel
-            before = list(cols)
-            for i, col in enumerate(cols):
-                if i in updates:
-                    cols[i] = updates[i]
-                else:
-                    cols[i] = scale_column(col, rows, sel, new_rows) if col is not None else None
-            narrowed.update(updates)
+            replaced: dict[int, ColumnEstimate | None] = {}  # this conjunct's changes: the columns before it
+            for i in known:
+                if i not in updates:
+                    col = cols[i]
+                    scaled = scale_column(col, rows, sel, new_rows)
+                    if scaled is not col:
+                        replaced[i] = col
+                        cols[i] = scaled
             for i, upd in updates.items():
-                old = before[i] if 0 <= i < len(before) else None
+                if 0 <= i < n:
+                    replaced[i] = cols[i]
+                    cols[i] = upd
+                    if upd is not None and upd.ndv is not None:
+                        known.add(i)
+                    else:
+                        known.discard(i)
+            narrowed.update(updates)
+            before: list[ColumnEstimate | None] | None = None
+            for i, upd in updates.items():
+                old = replaced.get(i) if 0 <= i < n else None
                 if old is not None and old.ndv and upd is not None and upd.ndv is not None and upd.ndv < old.ndv:
+                    if before is None:
+                        before = list(cols)
+                        for j, col in replaced.items():
+                            before[j] = col
                     select_values(cols, i, upd.ndv / old.ndv, before)
             rows = new_rows
             total *= sel

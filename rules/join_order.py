@@ -462,18 +462,36 @@ class JoinGraph:
         if self.deadline is not None and time.thread_time() > self.deadline:
             raise _OverBudget
         left, right = self.est[s1], self.est[s2]
-        cols = self._columns(s1) + self._columns(s2)
-        position = {g: i for i, g in enumerate(cols)}
+        # Where each leaf's columns start in the join's output (s1's leaves, then s2's): a column's
+        # place is found from its leaf, without listing the columns.
+        widths = self.region.widths
+        start: dict[int, int] = {}
+        n = 0
+        for side in (s1, s2):
+            for leaf in _bits(side):
+                start[leaf] = n
+                n += widths[leaf]
+        n_left = sum(widths[leaf] for leaf in _bits(s1))
+        offsets, owner = self.offsets, self.owner
+
+        def position(g: int) -> int:
+            return start[owner[g]] + g - offsets[owner[g]]
+
         keys: list[tuple[int, int]] = []
         residual: list[Expression] = []
-        n_left = len(self._columns(s1))
         for i in self._between(s1, s2, one_per_class=True):
             k, r = self.estimator.join_keys(remap_fields(self.predicates[i], position), n_left)
             keys += k
             residual += r
         est = self.estimator.join("INNER", left, right, keys, residual)
-        canonical = [position[g] for g in self._columns(both)]
-        columns = [est.columns[j] if j < len(est.columns) else None for j in canonical]
+        # The columns in leaf order: each leaf's block of the join's output, in place.
+        out = est.columns
+        if len(out) == n:
+            columns = []
+            for leaf in _bits(both):
+                columns += out[start[leaf]:start[leaf] + widths[leaf]]
+        else:
+            columns = [out[j] if j < len(out) else None for g in self._columns(both) for j in (position(g),)]
         self._keep(both, evolve(est, columns=columns, width=left.width + right.width))
         return self.card[both]
 
