@@ -238,12 +238,13 @@ class Optimizer:
     def _fits_target(self, rule: Rule) -> bool:
         """A rule of the physical phase runs for a target that reads logical relations only if what it
         writes is logical (:data:`LOGICAL_IN_PHYSICAL`); ``filter_into_read`` only if the target applies
-        ``ReadRel.filter``, ``order_conjuncts`` only if its engine evaluates conjuncts in the order
-        written (the order the rule prices)."""
+        ``ReadRel.filter`` and its engine does not move filters into its scans itself,
+        ``order_conjuncts`` only if its engine evaluates conjuncts in the order written (the order the
+        rule prices)."""
         if rule.phase != "physical" or self.target.physical_relations:
             return True
         if rule.name == "filter_into_read":
-            return self.target.read_filter == "applied"
+            return self.target.read_filter == "applied" and self.target.scan_filters == "written"
         if rule.name == "order_conjuncts":
             return self.target.conjunct_order == "written"
         return rule.name in LOGICAL_IN_PHYSICAL

@@ -25,6 +25,10 @@ optional; the defaults are the spec's reading)::
      "conjunct_order": "written",   # written | engine: whether the engine evaluates a filter's conjuncts
                                     #   in the order written (Spark) or in one of its own (DuckDB); only
                                     #   the first is what order_conjuncts prices, so it runs only there
+     "scan_filters": "written",     # written | engine: whether a filter above a read stays there unless
+                                    #   the plan moves it into ReadRel.filter, or the engine moves it into
+                                    #   its scan itself (DuckDB, faster so): filter_into_read runs only
+                                    #   for the first
      "max_set_inputs": null,        # a UNION of more inputs is nested (other set operations refused)
      "set_ops": null,               # the SetRel operations it reads (UNION_ALL, ...; null: all)
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
@@ -84,6 +88,7 @@ PROJECT_ENCODINGS = ("spec", "expressions_only")
 AGGREGATE_PHASES = ("any", "initial_to_result")
 GROUPING_SETS = ("spec", "datafusion", "refuse")
 CONJUNCT_ORDERS = ("written", "engine")
+SCAN_FILTERS = ("written", "engine")
 
 #: The relations only an engine that reads physical plans (Spark's backend) takes.
 PHYSICAL_RELATIONS = frozenset({"hash_join", "merge_join", "nested_loop_join", "top_n", "window", "exchange",
@@ -120,6 +125,7 @@ class Target:
     typed_nulls: bool = False
     correlated_subqueries: bool = True
     conjunct_order: str = "written"
+    scan_filters: str = "written"
     fixed_char_literals: bool = True
     interval_literals: str = "any"
     set_op_reading: str = "spec"
@@ -207,7 +213,7 @@ def _max_set_inputs(value: Any, where: str) -> int | None:
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
                     "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions",
                     "join_condition", "window_functions", "max_set_inputs", "set_ops",
-                    "correlated_subqueries", "conjunct_order"})
+                    "correlated_subqueries", "conjunct_order", "scan_filters"})
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -260,6 +266,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         window_functions=_bool(data, "window_functions", True, where),
         correlated_subqueries=_bool(data, "correlated_subqueries", True, where),
         conjunct_order=_choice(data, "conjunct_order", CONJUNCT_ORDERS, "written", where),
+        scan_filters=_choice(data, "scan_filters", SCAN_FILTERS, "written", where),
         max_set_inputs=_max_set_inputs(data.get("max_set_inputs"), where),
         set_ops=_set_ops(data.get("set_ops"), where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
