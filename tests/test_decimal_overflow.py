@@ -18,7 +18,7 @@ from substrait.proto import Expression, Type
 
 from optimizer.spark.functions import _decimal_bound, _decimal_cannot_overflow, _literal_digits, _wide_decimal
 from optimizer.spark.sql import Context, Frame
-from optimizer.spark.sql import functions as F
+from optimizer.spark.sql_columns import functions as F
 
 _CTX = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP)
 

@@ -24,8 +24,9 @@ from substrait.proto import (
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.load.functions import FunctionTable, resolve
 from optimizer.schema.types import make_type
-from optimizer.spark.sql import Context, Frame, Window
-from optimizer.spark.sql import functions as F
+from optimizer.spark.sql import Context, Frame
+from optimizer.spark.sql_columns import Window
+from optimizer.spark.sql_columns import functions as F
 
 pytestmark = pytest.mark.spark
 

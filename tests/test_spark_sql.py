@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from optimizer.difftest.results import compare_tables
 from optimizer.plan_io import load_plan
 from optimizer.spark import SparkBackend
-from optimizer.spark.sql import Context, Frame, Window, render
-from optimizer.spark.sql import functions as S
+from optimizer.spark.sql import Context, Frame, render
+from optimizer.spark.sql_columns import Window
+from optimizer.spark.sql_columns import functions as S
 
 pytestmark = pytest.mark.spark
 

@@ -112,8 +112,9 @@ from optimizer.expr_utils import (
 from optimizer.load.functions import FunctionTable, function_table
 from optimizer.plan_io import check_expanded_size, deep_messages
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
-from optimizer.spark.sql import Col, Context, Frame, Window, render
-from optimizer.spark.sql import functions as F
+from optimizer.spark.sql import Context, Frame, render
+from optimizer.spark.sql_columns import Col, Window
+from optimizer.spark.sql_columns import functions as F
 from optimizer.spark.tables import TableResolver
 
 __all__ = ["Relation", "SparkBackend"]

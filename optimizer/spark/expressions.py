@@ -68,8 +68,9 @@ from optimizer.schema.record import Schema
 from optimizer.schema.types import is_nullable, make_type, with_nullability
 from optimizer.spark import functions as fns
 from optimizer.spark.functions import Call
-from optimizer.spark.sql import Col, Frame, Window
-from optimizer.spark.sql import functions as F
+from optimizer.spark.sql import Frame
+from optimizer.spark.sql_columns import Col, Window
+from optimizer.spark.sql_columns import functions as F
 from optimizer.spark.types import (
     EPOCH,
     EXACT_DECIMAL,

@@ -39,8 +39,8 @@ from substrait.proto import Expression, SortField, Type
 
 from optimizer.errors import UnsupportedError
 from optimizer.load.functions import FunctionInfo
-from optimizer.spark.sql import Col
-from optimizer.spark.sql import functions as F
+from optimizer.spark.sql_columns import Col
+from optimizer.spark.sql_columns import functions as F
 from optimizer.spark.types import (
     NOT_LITERAL,
     literal_value,

@@ -65,7 +65,7 @@ from optimizer.paths import local_path as _location_path
 from optimizer.schema.record import top_level_names
 from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
 from optimizer.spark.sql import Context, Frame
-from optimizer.spark.sql import functions as F
+from optimizer.spark.sql_columns import functions as F
 
 __all__ = ["TableResolver", "top_level_names"]
 

@@ -15,8 +15,8 @@ from substrait.proto import Expression, NamedStruct, Type
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.schema.expressions import SIMPLE_LITERAL_KINDS
 from optimizer.schema.types import is_nullable, make_type, type_kind
-from optimizer.spark.sql import Col
-from optimizer.spark.sql import functions as F
+from optimizer.spark.sql_columns import Col
+from optimizer.spark.sql_columns import functions as F
 
 # ----------------------------------------------------------------------------------------------- types
 
