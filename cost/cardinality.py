@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import networkx as nx
-from optimizer.cost import spark_size
+from optimizer.cost import properties, spark_size
 from optimizer.cost.estimates import (
     COMPARISONS,
     DEFAULT_GROUP_FRACTION,
@@ -185,11 +185,14 @@ class CardinalityEstimator(PredicateSelectivity):
             out._fingerprints = (self._fingerprints[0], dict(self._fingerprints[1]))
         return out
 
-    def invalidate(self, changed: int | None = None) -> None:
+    def invalidate(self, changed: int | None = None, replaced: int | None = None) -> None:
         """Forget every estimate (the DAG changed), or, with ``changed`` (a relation put in the place of
         another), those of the relations that read it: an estimate depends only on the relation's
         inputs, so the others hold, ``changed``'s own too (a new relation's was made for its inputs as
-        they are; if it is now read for other columns, :meth:`_renew_needs` forgets it)."""
+        they are; if it is now read for other columns, :meth:`_renew_needs` forgets it). ``replaced``:
+        the relation ``changed`` took the place of, with the same schema; where both were estimated alike
+        and are partitioned alike (a logical join and the physical join bound for it), the readers'
+        estimates hold too."""
         per_node = [getattr(self, name) for name in self._PER_NODE]
         if changed is None or changed not in self.g:
             for cache in per_node:
@@ -197,12 +200,29 @@ class CardinalityEstimator(PredicateSelectivity):
             self._needed = None
             self._needs_changed = set()
             return
+        if replaced is not None and self._same_output(changed, replaced):
+            if self._needed is not None:
+                self._needs_changed.add(changed)
+            return
         for n in nx.ancestors(self.g, changed):
             for cache in per_node:
                 cache.pop(n, None)
         # The needed columns are brought up to date when next read (several rewrites may come first).
         if self._needed is not None:
             self._needs_changed.add(changed)
+
+    def _same_output(self, changed: int, replaced: int) -> bool:
+        """Whether the readers of ``changed`` see what they saw of ``replaced``: the same estimate (equal
+        values, field by field) and the same partitioning (the schema is the caller's to compare). A
+        reader's estimate and distribution depend on its inputs only through those and their schemas
+        (the cost model re-prices the direct readers: their inputs' estimates are other objects)."""
+        old, new = self._memo.get(replaced), self._memo.get(changed)
+        if old is None or new is None or old != new:
+            return False
+        old_dist = self.distributions.get(replaced)
+        if old_dist is None:
+            return False
+        return properties.distribution(self.g, changed, self.distributions, self.functions) == old_dist
 
     def needed(self, node: int) -> set[int] | None:
         """The output columns of ``node`` something above reads (:mod:`cost.needed_columns`; None:

@@ -114,11 +114,12 @@ class PlanContext:
         """Total estimated cost of the subtree at ``node`` (shared subtrees counted once)."""
         return self.cost_model.total(self.g, node, self.estimator)
 
-    def invalidate(self, changed: int | None = None) -> None:
+    def invalidate(self, changed: int | None = None, replaced: int | None = None) -> None:
         """Forget the estimates the last rewrite changed: all, or those of ``changed`` (the relation
-        that replaced another) and of the relations that read it."""
+        that replaced another, ``replaced`` where its schema is the same) and of the relations that read
+        it (:meth:`CardinalityEstimator.invalidate`)."""
         if self._estimator is not None:
-            self._estimator.invalidate(changed)
+            self._estimator.invalidate(changed, replaced)
 
 
 #: The name callers build a context by (``RuleContext(g, statistics, capabilities, config)``).

@@ -165,8 +165,9 @@ class RuleContext(Protocol):
         """Total estimated cost of the subtree at ``node`` (shared subtrees counted once)."""
         ...
 
-    def invalidate(self, changed: int | None = None) -> None:
-        """Forget the estimates a rewrite changed."""
+    def invalidate(self, changed: int | None = None, replaced: int | None = None) -> None:
+        """Forget the estimates a rewrite changed (``replaced``: the relation ``changed`` took the place
+        of, with the same schema)."""
         ...
 
 
@@ -462,7 +463,10 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
                 replace_node(g, node, new_root, clean=clean)
                 clean = True
                 if ctx is not None:
-                    ctx.invalidate(new_root)
+                    # Same schema: the readers may keep their estimates if the estimator finds the new
+                    # relation estimated and partitioned as the old one.
+                    ctx.invalidate(new_root, node if old_schema is not None
+                                   and old_schema == g.nodes[new_root].get("schema") else None)
                 report.events.append(RuleEvent(rule.name, phase, node, before, g.nodes[new_root]["kind"], new_root,
                                                old_cost, new_cost))
                 changed = True
