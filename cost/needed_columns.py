@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from optimizer.dag import inputs
-from optimizer.expr_utils import has_outer_refs, has_subquery, join_type_name, referenced_fields
+from optimizer.expr_utils import join_type_name, reads_and_unsure, referenced_fields
 
 #: Body fields that are not expressions of the relation itself.
 _NOT_EXPRESSIONS = frozenset({"input", "left", "right", "inputs", "common", "advanced_extension",
@@ -233,8 +233,9 @@ def _own_refs(body) -> tuple[set[int], bool]:
         for item in items:
             if not hasattr(item, "ListFields"):
                 continue
-            refs |= referenced_fields(item)
-            unsure = unsure or has_subquery(item) or has_outer_refs(item)
+            own, cannot_follow = reads_and_unsure(item)
+            refs |= own
+            unsure = unsure or cannot_follow
     return refs, unsure
 
 

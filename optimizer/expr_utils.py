@@ -204,6 +204,14 @@ def referenced_fields(e: Message) -> set[int]:
     return set(_column_facts(e).own)
 
 
+def reads_and_unsure(e: Message) -> tuple[frozenset[int], bool]:
+    """:func:`referenced_fields` of ``e`` and whether it holds a subquery or an outer reference (what
+    a column pruning cannot follow), from one walk (an expression over the cache's key size is walked
+    at each question)."""
+    facts = _column_facts(e)
+    return facts.own, facts.subquery or facts.outer
+
+
 def has_outer_refs(e: Message) -> bool:
     """True if it reads a column of an enclosing query (an ``outer_reference``)."""
     return _column_facts(e).outer

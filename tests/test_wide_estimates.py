@@ -141,3 +141,25 @@ def test_update_needed_looks_up_only_the_readers_that_are_gone(monkeypatch):
     result = Optimizer().run(_wide(60))
     assert sum(1 for e in result.events if e.rule == "implement_joins") > 50
     assert looked == []
+
+
+def test_needed_columns_walk_a_large_join_condition_once(monkeypatch):
+    """The top join of a 200-way chain written as cross products holds a 199-conjunct condition, larger
+    than the expression cache's keys: finding the columns it reads and whether it holds a subquery or
+    an outer reference is one walk of it (three before)."""
+    import optimizer.expr_utils as expr_utils
+
+    g = to_dag(_wide(200))
+    annotate_schemas(g)
+    facts = expr_utils._column_facts
+    walked: list[int] = []
+
+    def counted(e):
+        size = e.ByteSize()
+        if size > expr_utils._FACTS_KEY_BYTES:
+            walked.append(size)
+        return facts(e)
+
+    monkeypatch.setattr(expr_utils, "_column_facts", counted)
+    needed_columns(g)
+    assert walked and len(walked) == len(set(walked)), sorted(walked)
