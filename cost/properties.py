@@ -176,7 +176,7 @@ def _emit_mapping(emit: list[int] | None, width: int | None, aliases: dict[int, 
 
 def join_keys(g: nx.DiGraph, node: int, functions: Any = None) -> list[tuple[int, int]]:
     """Equi-join keys ``(left column, right column relative to the right input)`` of a join node.
-    ``functions``: the plan's function table (read from the plan when not given)."""
+    ``functions``: the plan's function table (the DAG's, ``g.graph["functions"]``, when not given)."""
     kind = g.nodes[node]["kind"]
     body = _body(g, node)
     if kind in ("hash_join", "merge_join"):
@@ -195,9 +195,7 @@ def join_keys(g: nx.DiGraph, node: int, functions: Any = None) -> list[tuple[int
 
         from optimizer.expr_utils import call_args, conjuncts, function_name
         if functions is None:
-            from optimizer.load.functions import function_table
-
-            functions = function_table(g.graph["plan"])
+            functions = g.graph["functions"]
         keys = []
         for c in conjuncts(body.expression, functions):
             if function_name(c, functions) not in ("equal", "is_not_distinct_from"):

@@ -15,7 +15,8 @@ self-join of a common table expression) has one edge with two slots. ``slot`` is
 A ``ReferenceRel`` becomes an edge to the shared node, so a subtree used twice is one node with two
 parents. :func:`from_dag` writes such a node once, as a ``PlanRel.rel``, and each use as a
 ``ReferenceRel``. ``g.graph["plan"]`` keeps the plan's other fields, ``g.graph["roots"]`` its
-relations in order.
+relations in order, ``g.graph["functions"]`` its function table (built once here; a rule that declares
+a function declares it there too: :class:`optimizer.expr_utils.FunctionRegistrar`).
 
 >>> from substrait.proto import Plan
 >>> from optimizer.plan_io import load_plan
@@ -43,6 +44,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from substrait.proto import Plan, PlanRel, Rel
 
 from optimizer.errors import PlanError
+from optimizer.load.functions import function_table
 from optimizer.load.protobuf_depth import deep_messages
 
 _REL = Rel.DESCRIPTOR.full_name
@@ -116,6 +118,7 @@ def to_dag(plan: Plan) -> nx.DiGraph:
     header.CopyFrom(plan)
     header.ClearField("relations")
     g.graph["plan"] = header
+    g.graph["functions"] = function_table(header)
     g.graph["roots"] = []
     counter = iter(range(1 << 62))
     # plan.relations index -> node, filled as ReferenceRels are followed (and for every PlanRel).
@@ -477,10 +480,9 @@ def from_dag(g: nx.DiGraph) -> Plan:
 
 def annotate_schemas(g: nx.DiGraph) -> nx.DiGraph:
     """Derive every node's output schema into ``g.nodes[n]["schema"]`` (children first)."""
-    from optimizer.load.functions import function_table
     from optimizer.schema import rel_schema
 
-    functions = function_table(g.graph["plan"])
+    functions = g.graph["functions"]
     for node in reversed(list(nx.topological_sort(g))):
         data = g.nodes[node]
         data["schema"] = rel_schema(
@@ -491,7 +493,7 @@ def annotate_schemas(g: nx.DiGraph) -> nx.DiGraph:
 
 def copy_dag(g: nx.DiGraph) -> nx.DiGraph:
     """A copy of ``g`` that no rewrite of ``g`` changes (rules replace relations, never edit them, so the
-    relation messages are shared; edges, roots and the plan header are copied)."""
+    relation messages are shared; edges, roots, the plan header and its function table are copied)."""
     h = g.copy()
     for _, _, data in h.edges(data=True):
         data["slots"] = list(data["slots"])
@@ -500,6 +502,7 @@ def copy_dag(g: nx.DiGraph) -> nx.DiGraph:
     header = Plan()
     header.CopyFrom(g.graph["plan"])
     h.graph["plan"] = header
+    h.graph["functions"] = g.graph["functions"].copy()
     counter = h.graph.pop("_ids", None)
     if counter is not None:
         # New ids in the copy start above every id ``g`` ever gave (its discarded candidates' too), so

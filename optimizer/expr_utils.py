@@ -20,7 +20,7 @@ from typing import NamedTuple
 from google.protobuf.message import Message
 from substrait.proto import Expression, Plan, Rel, Type
 
-from optimizer.load.functions import STANDARD_URN_PREFIX, FunctionTable, function_table
+from optimizer.load.functions import STANDARD_URN_PREFIX, FunctionTable, resolve
 
 _SUBQUERY = "substrait.Expression.Subquery"
 _REFERENCE_REL = "substrait.ReferenceRel"
@@ -404,12 +404,13 @@ class FunctionRegistrar:
     """Finds or declares extension functions in a plan, so a rule can build ``and(...)`` and friends.
 
     Reuses the plan's own anchor when it already declares the function (under any URN or none, as
-    DataFusion does), otherwise declares the standard one.
+    DataFusion does), otherwise declares the standard one. ``functions`` is the plan's table (built where
+    the plan entered); a function declared here is declared in it too, so it stays the plan's.
     """
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, functions: FunctionTable) -> None:
         self.plan = plan
-        self._table = function_table(plan)
+        self._table = functions
 
     @property
     def table(self) -> FunctionTable:
@@ -430,7 +431,7 @@ class FunctionRegistrar:
         decl.extension_urn_reference = urn_anchor
         decl.function_anchor = anchor
         decl.name = signature or name
-        self._table = function_table(self.plan)
+        self._table.declare(resolve(anchor, decl.name, urn))
         return anchor
 
     def call(self, name: str, urn_stem: str, args: Iterable[Expression], output_type: Type,

@@ -239,3 +239,57 @@ def test_kept_subtree_keys_match_keys_made_afresh_after_rewrites():
     assert kept == {n: subtree_key(fresh, n) for n in fresh}
     for key in set(kept.values()):
         assert written_like(g, key) == {m for m, other in kept.items() if other == key}
+
+
+def _joined_plan() -> Plan:
+    from optimizer.load.builder import INNER, Builder, filter_, join, lit, read, ref
+
+    b = Builder()
+    t = read("t", [("a", "i64"), ("b", "i64")], rows=1000)
+    u = read("u", [("c", "i64"), ("d", "i64")], rows=10)
+    cond = b.call("and", b.call("gt", ref(1), lit(5)), b.call("lt", ref(3), lit(7)))
+    return b.plan(filter_(join(t, u, INNER, b.call("equal", ref(0), ref(2))), cond), ["a", "b", "c", "d"])
+
+
+def test_the_function_table_is_built_once_per_plan_load(monkeypatch):
+    """The DAG holds the plan's function table (``g.graph["functions"]``): optimizing a plan for Spark builds
+    it once, when the plan is loaded into its DAG; the rules, the estimator, the cost model and every
+    snapshot of a phase share it or copy it."""
+    import sys
+
+    import optimizer.load.functions as functions_module
+    from optimizer.driver import Optimizer
+
+    plan = _joined_plan()
+    built = []
+    real = functions_module.function_table
+
+    def counted(p):
+        built.append(p)
+        return real(p)
+
+    # Every module that imported the function by name (and those importing it later, from its module).
+    for module in [m for name, m in sys.modules.items() if name.startswith("optimizer")]:
+        if getattr(module, "function_table", None) is real:
+            monkeypatch.setattr(module, "function_table", counted)
+    result = Optimizer(target="spark").run(plan)
+    assert result.events  # the phases did rewrite the plan
+    assert len(built) == 1
+
+
+def test_a_function_a_rule_declares_is_in_the_dag_table_and_not_in_a_copy():
+    from optimizer.dag import annotate_schemas, copy_dag
+    from optimizer.driver import PlanContext
+    from optimizer.load.functions import function_table
+
+    g = to_dag(_joined_plan())
+    annotate_schemas(g)
+    ctx = PlanContext(g)
+    assert ctx.functions is g.graph["functions"]
+    kept = ctx.snapshot()
+    assert ctx.registrar.table.anchor_for("or") is None
+    anchor = ctx.registrar.anchor("or", "functions_boolean", "or:bool")
+    assert g.graph["functions"].get(anchor).name == "or"
+    assert list(g.graph["functions"]) == list(function_table(g.graph["plan"]))  # what a rebuild gives
+    assert anchor not in kept.functions and list(kept.functions) == list(function_table(kept.g.graph["plan"]))
+    assert anchor not in copy_dag(kept.g).graph["functions"]

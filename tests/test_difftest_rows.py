@@ -8,6 +8,7 @@ from optimizer.difftest.harness import ColumnSpec, Database, TableSpec
 from optimizer.difftest.rows import UNKNOWN, RowEvaluator, rows_share_value
 from optimizer.difftest.strategies import literal
 from optimizer.expr_utils import FunctionRegistrar, field
+from optimizer.load.functions import FunctionTable
 
 _BOOL = Type(bool=Type.Boolean(nullability=Type.NULLABILITY_NULLABLE))
 
@@ -29,7 +30,7 @@ def _read(name: str) -> Rel:
 class _Builder:
     def __init__(self) -> None:
         self.plan = Plan()
-        self.reg = FunctionRegistrar(self.plan)
+        self.reg = FunctionRegistrar(self.plan, FunctionTable([]))
         self.ev = RowEvaluator(self.plan, _db(), lambda a: self.reg.table.get(a).name)
 
     def call(self, name: str, *args: Expression) -> Expression:
@@ -134,7 +135,7 @@ def test_rows_have_the_width_of_the_relation_on_generated_plans():
     def check(case):
         plan = case.plan
         table = function_table(plan)
-        ev = RowEvaluator(plan, case.database)
+        ev = RowEvaluator(plan, case.database, table)
 
         def walk(rel: Rel):
             if rel.WhichOneof("rel_type") == "reference":

@@ -232,3 +232,18 @@ def test_catch_alls_are_few_and_say_why():
                 assert any("#" in c for c in context), f"{path.relative_to(ROOT)}:{i + 1}: no reason given"
                 found.append(f"{path.relative_to(ROOT)}:{i + 1}")
     assert len(found) <= 6, found
+
+
+def test_the_function_table_is_built_in_at_most_three_places():
+    """A plan's function table is built where the plan comes in (its DAG, the write stage's copy, a plan
+    message checked, typed or run) and handed on from there, never rebuilt per step: at most 3 calls of
+    ``function_table(`` in the library (``optimizer/``, ``rules/``, ``cost/``), as
+    ``grep -rn "function_table(" optimizer rules cost --include=*.py | grep -v "def function_table"`` counts."""
+    sites = []
+    for package in ("optimizer", "rules", "cost"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if "function_table(" in line and "def function_table" not in line:
+                    sites.append(f"{path.relative_to(ROOT)}:{i}")
+    assert sites, "no call site found: the count is measuring nothing"
+    assert len(sites) <= 3, f"{len(sites)} places build a function table: " + ", ".join(sites)

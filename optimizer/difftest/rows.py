@@ -11,7 +11,7 @@ Spark runs both plans; a mistake here only makes the generator's choices less we
 >>> from optimizer.difftest.harness import ColumnSpec, Database, TableSpec
 >>> db = Database(); db.tables["t0"] = TableSpec("t0", [ColumnSpec("c0", "i32", nullable=True)], [(1,), (None,)])
 >>> rel = Rel(); rel.read.named_table.names.append("t0")
->>> RowEvaluator(Plan(), db).rows(rel)
+>>> RowEvaluator(Plan(), db, FunctionTable([])).rows(rel)
 [(1,), (None,)]
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from substrait.proto import Expression, JoinRel, Plan, Rel, SetRel
 
 from optimizer.difftest.harness import Database
-from optimizer.load.functions import function_table
+from optimizer.load.functions import FunctionTable
 
 
 class _Unknown:
@@ -144,10 +144,10 @@ def _comparable(a, b) -> bool:
 class RowEvaluator:
     """Rows of relations and values of expressions of one plan over one :class:`Database`."""
 
-    def __init__(self, plan: Plan, database: Database, function_name: Callable[[int], str] | None = None,
+    def __init__(self, plan: Plan, database: Database, function_name: Callable[[int], str] | FunctionTable,
                  *, sure: bool = False) -> None:
-        """``function_name``: an anchor's function name (default: read from the plan's declarations as
-        they are now; a generator that declares functions as it goes passes its own).
+        """``function_name``: an anchor's function name, or the plan's :class:`FunctionTable` to read it from
+        (a generator that declares functions as it goes passes its own lookup).
 
         ``sure``: a row whose predicate is ``UNKNOWN`` is dropped, so that every row told is one the
         relation outputs (a value may be ``UNKNOWN``): ``[]`` then means "no row is sure", not "empty".
@@ -155,12 +155,14 @@ class RowEvaluator:
         self.plan = plan
         self.sure = sure
         self.database = database
-        table = function_table(plan) if function_name is None else None
+        if isinstance(function_name, FunctionTable):
+            table = function_name
 
-        def declared(anchor: int) -> str:
-            return table.get(anchor).name if table is not None and anchor in table else ""
+            def declared(anchor: int) -> str:
+                return table.get(anchor).name if anchor in table else ""
 
-        self.function_name = function_name or declared
+            function_name = declared
+        self.function_name: Callable[[int], str] = function_name
 
     # ------------------------------------------------------------------------------ expressions
 

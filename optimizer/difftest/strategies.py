@@ -76,6 +76,7 @@ from optimizer.difftest.harness import (
 )
 from optimizer.difftest.rows import RowEvaluator, rows_share_value
 from optimizer.expr_utils import FunctionRegistrar, field, referenced_fields, remap_fields, shift_fields
+from optimizer.load.functions import FunctionTable
 from optimizer.plan_io import mark_conformed
 from optimizer.schema import rel_schema
 from optimizer.schema.check import check_plan
@@ -353,7 +354,7 @@ class _Gen:
         self.allow_windows = windows
         self.plan = Plan()
         mark_conformed(self.plan)  # written in the spec's conventions, as a plan the tool loaded
-        self.reg = FunctionRegistrar(self.plan)
+        self.reg = FunctionRegistrar(self.plan, FunctionTable([]))  # an empty plan declares nothing yet
         #: the rows of the relations built so far, where it can tell (filters aimed at keeping rows)
         self.evaluator = RowEvaluator(self.plan, db, self.function_name)
         self.shared: list[tuple[int, Schema]] = []

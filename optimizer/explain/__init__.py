@@ -23,7 +23,6 @@ from substrait.proto import Plan
 from optimizer.dag import inputs, to_dag
 from optimizer.errors import UnsupportedError
 from optimizer.explain.expr_format import ExpressionFormatter
-from optimizer.load.functions import function_table
 from optimizer.schema.types import type_name
 
 Annotate = Callable[[nx.DiGraph, int], str]
@@ -206,7 +205,7 @@ def _try_schemas(g: nx.DiGraph) -> None:
 
 def explain_dag(g: nx.DiGraph, annotate: Annotate | None = None, width: int | None = WIDTH) -> str:
     """The indented tree of ``g``, its lines held to ``width`` characters where eliding can (``None``: whole)."""
-    functions = function_table(g.graph["plan"])
+    functions = g.graph["functions"]
     lines: list[str] = []
     shown: dict[int, int] = {}
     shared = {n for n in g if g.in_degree(n) > 1 or sum(len(g.edges[p, n]["slots"]) for p in g.predecessors(n)) > 1}

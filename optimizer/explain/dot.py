@@ -44,7 +44,6 @@ from optimizer.dag import inputs, to_dag
 from optimizer.errors import ExecutionError, OptimizerError, UnsupportedError
 from optimizer.explain import _title, describe_rel
 from optimizer.explain.estimates import actual_rows, human
-from optimizer.load.functions import function_table
 
 Annotate = Callable[[nx.DiGraph, int], str]
 
@@ -113,7 +112,7 @@ def _body(g: nx.DiGraph, annotate: Annotate | None, prefix: str, indent: str,
           marked: set[int] | frozenset[int] = frozenset()) -> list[str]:
     """Node and edge statements of ``g`` (node ids prefixed by ``prefix``; the ``marked`` nodes with a
     thick green border)."""
-    functions = function_table(g.graph["plan"])
+    functions = g.graph["functions"]
     lines: list[str] = []
     seen: set[int] = set()
 

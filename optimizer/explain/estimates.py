@@ -187,10 +187,9 @@ class _Annotator:
         from optimizer.cost.cardinality import CardinalityEstimator
         from optimizer.cost.model import CostModel
         from optimizer.engine import OptimizerConfig
-        from optimizer.load.functions import function_table
 
         self.g = g
-        self.functions = function_table(g.graph["plan"])
+        self.functions = g.graph["functions"]
         self.estimator = CardinalityEstimator(g, statistics, self.functions)
         self.model = CostModel(config or OptimizerConfig())
         self.actual: dict[int, int | None] = {}

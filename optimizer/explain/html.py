@@ -120,9 +120,8 @@ def relation_signatures(g: nx.DiGraph) -> dict[int, str]:
 
     from optimizer.dag import inputs
     from optimizer.explain import describe_rel
-    from optimizer.load.functions import function_table
 
-    functions = function_table(g.graph["plan"])
+    functions = g.graph["functions"]
     out: dict[int, str] = {}
     for node in reversed(list(nx.topological_sort(g))):  # inputs first
         try:

@@ -44,7 +44,6 @@ from optimizer.engine import Rule
 from optimizer.errors import UnsupportedError
 from optimizer.explain import describe_rel
 from optimizer.expr_utils import field
-from optimizer.load.functions import function_table
 from optimizer.plan_io import mark_conformed
 
 #: The extension URN anchor of a function declared by bare name (no extension file).
@@ -252,7 +251,7 @@ def tree(plan: Plan) -> str:
         annotate_schemas(g)  # column names in the expressions
     except UnsupportedError:
         pass  # shown with column numbers only
-    functions = function_table(plan)
+    functions = g.graph["functions"]
     lines: list[str] = []
 
     def walk(node: int, depth: int) -> None:

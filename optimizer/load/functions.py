@@ -7,9 +7,11 @@ Producers declare functions differently:
 * DataFusion declares no extension at all (``extension_urn_reference`` = 4294967295) and uses
   simple names (``gt``, ``sum``).
 
-``function_table(plan)`` resolves every declared anchor to a :class:`FunctionInfo` holding the
+:func:`function_table` resolves every declared anchor to a :class:`FunctionInfo` holding the
 standard extension URN (looked up in the ``substrait`` package's extension registry when the plan
-does not say), the simple name and the compound signature when there is one.
+does not say), the simple name and the compound signature when there is one. A plan's table is built
+where the plan enters (loaded into a DAG, written for a target, checked, run) and handed on from there;
+whatever declares or renames a function updates it (:meth:`FunctionTable.declare`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from substrait.extension_registry import ExtensionRegistry
 
@@ -149,6 +152,15 @@ class FunctionTable:
     def __init__(self, functions: Iterable[FunctionInfo]) -> None:
         self._by_anchor: dict[int, FunctionInfo] = {f.anchor: f for f in functions}
 
+    def declare(self, info: FunctionInfo) -> None:
+        """Add (or, for an anchor already declared, replace) one function: the plan declared or renamed it.
+        The table stays what :func:`function_table` would build from the plan now."""
+        self._by_anchor[info.anchor] = info
+
+    def copy(self) -> FunctionTable:
+        """A table that declarations in this one do not change (for a copy of the plan)."""
+        return FunctionTable(self._by_anchor.values())
+
     def __contains__(self, anchor: int) -> bool:
         return anchor in self._by_anchor
 
@@ -175,8 +187,12 @@ class FunctionTable:
 
 def function_table(plan) -> FunctionTable:
     """Resolve every extension function declared in ``plan`` (an upgraded ``substrait.proto.Plan``)."""
+    return FunctionTable(resolve(fn.function_anchor, fn.name, urn) for fn, urn in declared_functions(plan))
+
+
+def declared_functions(plan) -> Iterator[tuple[Any, str | None]]:
+    """Each ``extension_function`` declaration of ``plan`` with the URN it names (None for none)."""
     urns = {u.extension_urn_anchor: u.urn for u in plan.extension_urns}
-    infos = []
     for i, decl in enumerate(plan.extensions):
         if decl.WhichOneof("mapping_type") != "extension_function":
             continue
@@ -191,5 +207,4 @@ def function_table(plan) -> FunctionTable:
                 f"function '{fn.name}' refers to extension URN anchor {ref}, which is not declared",
                 f"extensions[{i}].extension_function",
             )
-        infos.append(resolve(fn.function_anchor, fn.name, urn))
-    return FunctionTable(infos)
+        yield fn, urn

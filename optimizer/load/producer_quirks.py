@@ -21,8 +21,8 @@ from substrait.proto import Expression, Plan
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.expr_utils import FunctionRegistrar, boolean_type, is_deterministic
-from optimizer.load.functions import FunctionTable, function_table
 from optimizer.schema.check import checked_tree_schema, legacy_project_producer, legacy_projects
+from optimizer.schema.derivation import plan_functions
 
 _IF_THEN = Expression.IfThen.DESCRIPTOR.full_name
 
@@ -34,7 +34,7 @@ def conform_simple_case(plan: Plan) -> int:
     _find(plan, "", found)
     if not found:
         return 0
-    registrar = FunctionRegistrar(plan)
+    registrar = FunctionRegistrar(plan, plan_functions(plan))
     for if_then, path in found:  # innermost first: an operand holding a simple CASE is already rewritten
         clauses = list(if_then.ifs)
         if len(clauses) < 2:
@@ -83,10 +83,7 @@ def conform_legacy_projects(plan: Plan) -> int:
     """
     if legacy_project_producer(plan) is None:
         return 0
-    try:
-        functions: FunctionTable | None = function_table(plan)
-    except PlanError:
-        functions = None
+    functions = plan_functions(plan, problems=[])  # undeclared URNs: the functions unknown, as check_plan
     changed = 0
     for rel, path in list(legacy_projects(plan)):
         width, problems = checked_tree_schema(

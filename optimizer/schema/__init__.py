@@ -97,8 +97,8 @@ from typing import Any, TypeVar
 from substrait.proto import AggregateFunction, Expression, Plan, PlanRel, Rel, Type
 
 from optimizer.errors import OptimizerError, PlanError
-from optimizer.load.functions import FunctionTable, function_table
-from optimizer.schema.derivation import Derivation
+from optimizer.load.functions import FunctionTable
+from optimizer.schema.derivation import Derivation, plan_functions
 from optimizer.schema.expressions import aggregate_type, expr_type
 from optimizer.schema.record import Schema
 from optimizer.schema.relations import rel_output, tree_output, walk_plan
@@ -221,8 +221,9 @@ def measure_type(
 
 
 @_guard("path")
-def plan_schemas(plan: Plan) -> dict[str, Schema]:
-    """The schema of every relation of ``plan`` (subqueries included), keyed by path.
+def plan_schemas(plan: Plan, functions: FunctionTable | None = None) -> dict[str, Schema]:
+    """The schema of every relation of ``plan`` (subqueries included), keyed by path; ``functions``: the
+    plan's table, where the caller has it (built from the plan when not given).
 
     Keys are relation paths such as ``relations[0].root.input.join.left``; each ``RelRoot`` also gets
     ``relations[i].root``: its input's schema renamed with ``RelRoot.names``. Raises
@@ -230,7 +231,8 @@ def plan_schemas(plan: Plan) -> dict[str, Schema]:
     """
     schemas: dict[str, Schema] = {}
     ctx = Derivation(
-        function_table(plan), full=True, plan_relations=plan.relations, schemas=schemas, tree=tree_output
+        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
+        schemas=schemas, tree=tree_output
     )
     walk_plan(plan, ctx)
     return schemas

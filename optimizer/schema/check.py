@@ -9,8 +9,8 @@ from substrait.proto import Plan, PlanRel, Rel
 
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import rels_with_paths
-from optimizer.load.functions import FunctionTable, function_table
-from optimizer.schema.derivation import Derivation, Problem
+from optimizer.load.functions import FunctionTable
+from optimizer.schema.derivation import Derivation, Problem, plan_functions
 from optimizer.schema.record import Schema
 from optimizer.schema.relations import tree_output, walk_plan
 
@@ -60,11 +60,7 @@ def check_plan(plan: Plan) -> list[Problem]:
     Relations whose schema cannot be known (opaque extensions) and everything above them are skipped.
     """
     problems: list[Problem] = []
-    try:
-        functions: FunctionTable | None = function_table(plan)
-    except PlanError as exc:
-        problems.append(Problem(exc.path or "extensions", exc.message))
-        functions = None
+    functions = plan_functions(plan, problems)
     if not plan.relations:
         problems.append(Problem("relations", "plan has no relations"))
         return problems

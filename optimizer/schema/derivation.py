@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
-from substrait.proto import Expression, PlanRel, Rel, Type
+from substrait.proto import Expression, Plan, PlanRel, Rel, Type
 
 from optimizer.errors import PlanError
-from optimizer.load.functions import FunctionTable
+from optimizer.load.functions import FunctionTable, function_table
 from optimizer.schema.record import Schema
 from optimizer.schema.types import UNKNOWN
 
@@ -35,6 +36,26 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
+
+
+@overload
+def plan_functions(plan: Plan) -> FunctionTable: ...
+@overload
+def plan_functions(plan: Plan, problems: list[Problem]) -> FunctionTable | None: ...
+
+
+def plan_functions(plan: Plan, problems: list[Problem] | None = None) -> FunctionTable | None:
+    """The function table of a plan that comes in as a message, to be checked, typed, conformed at load
+    or run (a DAG has its own, ``g.graph["functions"]``; the write stage builds its copy's): built here,
+    once per such entry, and handed on. With ``problems``, a declaration that names an undeclared URN is
+    recorded there and the functions are unknown (None); without, it is raised."""
+    try:
+        return function_table(plan)
+    except PlanError as exc:
+        if problems is None:
+            raise
+        problems.append(Problem(exc.path or "extensions", exc.message))
+        return None
 
 
 class Derivation:

@@ -109,8 +109,9 @@ from optimizer.expr_utils import (
     join_type_name,
     referenced_fields,
 )
-from optimizer.load.functions import FunctionTable, function_table
+from optimizer.load.functions import FunctionTable
 from optimizer.plan_io import check_expanded_size, deep_messages
+from optimizer.schema.derivation import plan_functions
 from optimizer.spark.expressions import ExpressionCompiler, Scope, named_struct_to_spark, quote
 from optimizer.spark.sql import Context, Frame, render
 from optimizer.spark.sql_columns import Col, Window
@@ -449,14 +450,14 @@ class _PlanCompiler:
         self.ctx = Context(backend.spark)
         self._counter = itertools.count()
         self.plan = plan
-        self.functions: FunctionTable = function_table(plan)
+        self.functions: FunctionTable = plan_functions(plan)
         self.references: dict[int, Relation] = {}
         self._in_progress: set[int] = set()
         self.schemas: dict = {}
         try:  # Substrait types for the scopes; the backend works without them
             from optimizer.schema import plan_schemas
 
-            self.schemas = plan_schemas(plan)
+            self.schemas = plan_schemas(plan, self.functions)
         except OptimizerError:  # a plan whose types cannot be derived: types unknown
             self.schemas = {}
         self.exprs = ExpressionCompiler(self.functions, self.subquery, self.schemas, ansi=backend.ansi_mode())

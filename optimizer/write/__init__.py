@@ -36,6 +36,7 @@ from __future__ import annotations
 from substrait.proto import AggregationPhase, Plan
 
 from optimizer.errors import UnsupportedError
+from optimizer.load.functions import FunctionTable, function_table
 from optimizer.plan_io import PRODUCER
 from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
 from optimizer.write.encoding import (
@@ -72,18 +73,20 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     if not target.reference_rel:
         inline_references(out, target.name)
     _check_relations(out, target)
-    adapt_reads(out, target)
+    # The copy's function table, built once: the steps that declare or rename a function update it.
+    functions = function_table(out)
+    adapt_reads(out, target, functions)
     if target.join_condition == "single_key":
-        single_key_joins(out, target)
+        single_key_joins(out, target, functions)
     if target.set_op_reading == "distinct":
-        set_ops_as_distinct(out, target)
+        set_ops_as_distinct(out, target, functions)
     if target.max_set_inputs is not None:
         nest_set_inputs(out, target)
-    adapt_functions(out, target)
+    adapt_functions(out, target, functions)
     if target.aggregate_phase == "initial_to_result":
         set_aggregation_phase(out, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
     if target.explicit_types:
-        fill_measure_types(out)
+        fill_measure_types(out, functions)
     if target.cast_failure == "throw":
         cast_failures_throw(out)
     if target.typed_nulls:
@@ -92,17 +95,17 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         fixed_char_literals_as_strings(out)
     if target.interval_literals == "days":
         interval_literals_as_days(out, target)
-    _check_written(out, target)
+    _check_written(out, target, functions)
     if target.grouping_sets == "datafusion":
         write_datafusion_grouping_sets(out, target.name)
     if not target.switch_expressions:
-        switch_to_if_then(out, target)
+        switch_to_if_then(out, target, functions)
     if target.project_encoding == "expressions_only":
-        write_projects_as_expressions(out, target)
+        write_projects_as_expressions(out, target, functions)
     if target.old_fields:
         write_old_encoding(out)
     if target.aggregate_arguments == "columns":
-        aggregate_arguments_as_columns(out, target)
+        aggregate_arguments_as_columns(out, target, functions)
     if target.explicit_direct:
         write_direct_emits(out)
     if target.plan_version is not None:
@@ -115,14 +118,14 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     return out
 
 
-def _check_written(plan: Plan, target: Target) -> None:
+def _check_written(plan: Plan, target: Target, functions: FunctionTable) -> None:
     """The adapted plan, still in the spec's reading, must type-check: a writer that broke a reference is
     a bug, reported as such (exit 3), never a plan handed on to run."""
     from optimizer.errors import OptimizerError
     from optimizer.schema import plan_schemas
 
     try:
-        plan_schemas(plan)
+        plan_schemas(plan, functions)
     except OptimizerError as exc:
         raise UnsupportedError(f"the plan written for target '{target.name}' does not type-check (a bug of "
                                f"the write stage): {exc.message}", exc.path) from None

@@ -18,18 +18,19 @@ from substrait.proto import Expression, Plan, Rel
 
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import field, rels_with_paths
+from optimizer.load.functions import FunctionTable
 from optimizer.targets import Target
 
 #: Relations whose emit DuckDB 1.1.3 reads as the spec says (checked with one-relation plans).
 EMIT_READ = frozenset({"read", "filter", "join"})
 
 
-def write_projects_as_expressions(plan: Plan, target: Target | None = None) -> int:
+def write_projects_as_expressions(plan: Plan, target: Target | None, functions: FunctionTable) -> int:
     """Rewrite the plan's projects (and the emits DuckDB ignores) into the expressions-only convention, in
-    place; the number of relations changed."""
+    place; the number of relations changed. ``functions``: the plan's table."""
     from optimizer.schema import plan_schemas
 
-    schemas = plan_schemas(plan)
+    schemas = plan_schemas(plan, functions)
     changed = 0
     for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
         kind = rel.WhichOneof("rel_type")
@@ -170,29 +171,28 @@ def _reads_table(rel: Rel) -> bool:
     return rel.WhichOneof("rel_type") == "read"
 
 
-def _refuse_decimal_measures(plan: Plan, args, schema, path: str, target: Target) -> None:
+def _refuse_decimal_measures(args, schema, functions: FunctionTable, path: str, target: Target) -> None:
     """Acero (pyarrow 26) dies with a segmentation fault aggregating a decimal column that a relation
     below computes (a ``ProjectRel``: ``sum(l_extendedprice * l_discount)``, even ``+``); which columns
     are computed is not followed through joins, so any decimal argument not read straight from a table
     is refused."""
-    from optimizer.load.functions import function_table
     from optimizer.schema import expression_type
 
-    functions = function_table(plan)
     for a in args:
         if expression_type(a.value, schema, functions).WhichOneof("kind") == "decimal":
             raise UnsupportedError(f"an aggregate of a decimal expression or computed column: target "
                                    f"'{target.name}' fails on it (Acero, pyarrow 26: the process crashes)", path)
 
 
-def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> int:
+def aggregate_arguments_as_columns(plan: Plan, target: Target | None, functions: FunctionTable) -> int:
     """Each aggregate whose grouping expressions or measure arguments are not plain columns reads them
     from a ``ProjectRel`` below it that computes them (Acero: "Expected an aggregate call to have a direct
-    reference"), in place; the number of aggregates changed. The aggregate's output is the same."""
+    reference"), in place; the number of aggregates changed. The aggregate's output is the same.
+    ``functions``: the plan's table."""
     from optimizer.expr_utils import field_index
     from optimizer.schema import plan_schemas
 
-    schemas = plan_schemas(plan)
+    schemas = plan_schemas(plan, functions)
     changed = 0
     for rel, path in list(rels_with_paths(plan)):
         if rel.WhichOneof("rel_type") != "aggregate":
@@ -204,7 +204,7 @@ def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> 
         if target is not None and not target.computed_decimal_measures:
             direct = _reads_table(agg.input)
             computed_args = [a for a in args if not direct or field_index(a.value) is None]
-            _refuse_decimal_measures(plan, computed_args, schemas[f"{path}.aggregate.input"], path, target)
+            _refuse_decimal_measures(computed_args, schemas[f"{path}.aggregate.input"], functions, path, target)
         if all(field_index(e) is not None for e in exprs) and all(
                 field_index(a.value) is not None for a in args) and all(field_index(f) is not None for f in filters):
             continue
@@ -239,15 +239,13 @@ def aggregate_arguments_as_columns(plan: Plan, target: Target | None = None) -> 
     return changed
 
 
-def fill_measure_types(plan: Plan) -> int:
+def fill_measure_types(plan: Plan, functions: FunctionTable) -> int:
     """Every aggregate measure without an ``output_type`` gets the type the spec derives for it, in place
     (DataFusion leaves ``count``'s empty; Acero then fails: "conversion to arrow::DataType from Substrait
-    type"). Returns the number filled."""
-    from optimizer.load.functions import function_table
+    type"). ``functions``: the plan's table. Returns the number filled."""
     from optimizer.schema import plan_schemas, rel_schema
 
     schemas = None
-    functions = function_table(plan)
     filled = 0
     for rel, path in rels_with_paths(plan):
         if rel.WhichOneof("rel_type") != "aggregate":
@@ -257,7 +255,7 @@ def fill_measure_types(plan: Plan) -> int:
         if not empty:
             continue
         if schemas is None:
-            schemas = plan_schemas(plan)
+            schemas = plan_schemas(plan, functions)
         bare = Rel()
         bare.aggregate.CopyFrom(agg)
         bare.aggregate.ClearField("input")

@@ -20,7 +20,7 @@ from substrait.proto import AggregationPhase, Expression, Plan
 from optimizer.dag import strip_inputs
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import rels_with_paths, walk
-from optimizer.load.functions import function_table
+from optimizer.load.functions import FunctionTable, declared_functions, resolve
 from optimizer.targets import Target
 
 #: Functions whose nested form means the same as the variadic call.
@@ -30,12 +30,12 @@ _CALLS = frozenset({"substrait.Expression.ScalarFunction", "substrait.AggregateF
                     "substrait.Expression.WindowFunction"})
 
 
-def adapt_functions(plan: Plan, target: Target) -> None:
-    """Refuse, rename and split the plan's function calls for ``target``, in place."""
+def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> None:
+    """Refuse, rename and split the plan's function calls for ``target``, in place; ``functions``, the
+    plan's table, is updated with the new names."""
     if not (target.unsupported_functions or target.renames or target.max_args or not target.enum_arguments
             or target.like_null_escape == "drop"):
         return
-    functions = function_table(plan)
     names = {info.anchor: info.name for info in functions}
     if target.like_null_escape == "drop":
         for m in walk(plan, enter_subqueries=True):
@@ -68,13 +68,11 @@ def adapt_functions(plan: Plan, target: Target) -> None:
                 limit = target.max_args.get(names.get(call.function_reference, ""))
                 if limit is not None and len(call.arguments) > limit:
                     _nest(call, limit)
-    for decl in plan.extensions:
-        if decl.WhichOneof("mapping_type") != "extension_function":
-            continue
-        fn = decl.extension_function
+    for fn, urn in declared_functions(plan):
         simple, colon, signature = fn.name.partition(":")
         if simple in target.renames:
             fn.name = target.renames[simple] + colon + signature
+            functions.declare(resolve(fn.function_anchor, fn.name, urn))
 
 
 def _is_null(arg) -> bool:
@@ -114,19 +112,20 @@ def set_aggregation_phase(plan: Plan, phase: int = AggregationPhase.AGGREGATION_
     return changed
 
 
-def switch_to_if_then(plan: Plan, target: Target) -> int:
+def switch_to_if_then(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Every ``switch_expression`` written as the searched CASE it means, in place (DataFusion 55:
     "This feature is not implemented: Switch expression not supported"): ``CASE x WHEN v1 THEN r1 ...
     ELSE e END`` -> ``CASE WHEN equal(x, v1) THEN r1 ... ELSE e END``. A NULL ``x`` matches no ``WHEN``
     in both. The match is evaluated once per clause, the same only for a deterministic match (else
-    refused). Returns the number rewritten."""
+    refused). ``functions`` is the plan's table (``equal`` is declared in it where the plan lacks it).
+    Returns the number rewritten."""
     from optimizer.expr_utils import FunctionRegistrar, boolean_type, is_deterministic
 
     found = [m for m in walk(plan, enter_subqueries=True)
              if m.DESCRIPTOR.full_name == "substrait.Expression" and m.WhichOneof("rex_type") == "switch_expression"]
     if not found:
         return 0
-    registrar = FunctionRegistrar(plan)
+    registrar = FunctionRegistrar(plan, functions)
     for e in reversed(found):  # inner switches first: an outer one copies them
         sw = e.switch_expression
         if not is_deterministic(sw.match, registrar.table):

@@ -26,6 +26,7 @@ from optimizer.expr_utils import (
     make_and,
     rels_with_paths,
 )
+from optimizer.load.functions import FunctionTable
 from optimizer.targets import Target
 
 _KEY_COMPARISONS = ("equal", "is_not_distinct_from")
@@ -42,22 +43,22 @@ def _key(c, functions, n_left: int) -> bool:
     return a is not None and b is not None and (a < n_left) != (b < n_left)
 
 
-def single_key_joins(plan: Plan, target: Target) -> int:
+def single_key_joins(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Rewrite, in place, every join whose condition is more than one key comparison (see the module
-    docstring); the number of joins changed."""
+    docstring); the number of joins changed. ``functions``: the plan's table (``and`` is declared in it
+    where the plan lacks it)."""
     from optimizer.schema import plan_schemas
 
-    registrar = FunctionRegistrar(plan)
+    registrar = FunctionRegistrar(plan, functions)
     schemas = None
     changed = 0
     for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
         if rel.WhichOneof("rel_type") != "join":
             continue
         join = rel.join
-        functions = registrar.table
         conds = conjuncts(join.expression, functions) if join.HasField("expression") else []
         if schemas is None:
-            schemas = plan_schemas(plan)
+            schemas = plan_schemas(plan, functions)
         n_left = len(schemas[f"{path}.join.left"].types)
         if len(conds) == 1 and _key(conds[0], functions, n_left) and not join.HasField("post_join_filter"):
             continue
@@ -162,7 +163,7 @@ def distinct_key(rel: Rel, path: str, schemas) -> frozenset[int] | None:
     return frozenset(mapping.index(c) for c in key)
 
 
-def set_ops_as_distinct(plan: Plan, target: Target) -> int:
+def set_ops_as_distinct(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Write ``UNION ALL`` and ``UNION DISTINCT`` for a consumer that reads ``SET_OP_UNION_ALL`` as a
     distinct union and reads no other union (DuckDB 1.1.3: its own producer writes SQL's ``UNION`` and
     ``UNION ALL`` both as ``SET_OP_UNION_ALL``, its consumer reads that as ``UNION``; ``UNION_DISTINCT``
@@ -181,14 +182,15 @@ def set_ops_as_distinct(plan: Plan, target: Target) -> int:
       distinct rows of the primary input not in / in the other) are read so by both: kept.
 
     Unions of more than two inputs are written as nested unions of two. Another set operation is
-    refused. Returns the set relations changed."""
+    refused. ``functions``: the plan's table (the outer joins' functions are declared in it). Returns the
+    set relations changed."""
     from substrait.proto import SetRel
 
     from optimizer.schema import plan_schemas
 
     changed = 0
     while True:
-        schemas = plan_schemas(plan)
+        schemas = plan_schemas(plan, functions)
         todo = [(rel, path) for rel, path in rels_with_paths(plan)
                 if rel.WhichOneof("rel_type") == "set" and not rel.set.HasField("advanced_extension")
                 and not _written(rel)]
@@ -214,7 +216,8 @@ def set_ops_as_distinct(plan: Plan, target: Target) -> int:
         elif body.op == SetRel.SET_OP_UNION_ALL:
             inputs = _union_all_inputs(rel, path)
             if any(distinct_key(child, child_path, schemas) is None for child, child_path in inputs):
-                top = _union_all_as_outer_joins([child for child, _ in inputs], width, FunctionRegistrar(plan))
+                top = _union_all_as_outer_joins([child for child, _ in inputs], width,
+                                                FunctionRegistrar(plan, functions))
             else:
                 tagged = []
                 for i, (child, _child_path) in enumerate(inputs):

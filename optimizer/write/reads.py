@@ -22,15 +22,15 @@ from substrait.proto import Expression, Plan, Rel
 
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field, key, referenced_fields, rels_with_paths, remap_fields
-from optimizer.load.functions import function_table
+from optimizer.load.functions import FunctionTable
 from optimizer.targets import Target
 
 
-def adapt_reads(plan: Plan, target: Target) -> int:
-    """Adapt every ``ReadRel`` of ``plan`` to ``target``, in place; the number of reads changed."""
+def adapt_reads(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Adapt every ``ReadRel`` of ``plan`` (whose function table is ``functions``) to ``target``, in place;
+    the number of reads changed."""
     if target.read_filter == "applied" and target.best_effort_filter != "unsupported" and target.projection_mask:
         return 0
-    functions = function_table(plan)
     changed = 0
     pairs = list(rels_with_paths(plan))  # children before parents
     by_path = dict((path, rel) for rel, path in pairs)
