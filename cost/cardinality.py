@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import networkx as nx
-from optimizer.cost import properties, spark_size
+from optimizer.cost import spark_size
 from optimizer.cost.estimates import (
     COMPARISONS,
     DEFAULT_GROUP_FRACTION,
@@ -87,7 +87,7 @@ from optimizer.expr_utils import (
     join_type_name,
     reference_field,
 )
-from optimizer.load.functions import FunctionTable
+from optimizer.load.functions import FunctionTable, function_table
 from optimizer.schema.types import is_nullable, type_kind
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,8 @@ class CardinalityEstimator(PredicateSelectivity):
     """Estimates of every node of a plan DAG; see the module docstring.
 
     ``statistics`` is a :class:`~cost.statistics.StatisticsProvider` (or ``None``: defaults and hints
-    only); ``functions`` the plan's :class:`~optimizer.load.functions.FunctionTable` (the DAG's,
-    ``g.graph["functions"]``, when not given).
+    only); ``functions`` the plan's :class:`~optimizer.load.functions.FunctionTable` (derived from
+    ``g.graph["plan"]`` when not given).
     """
 
     def __init__(self, g: nx.DiGraph, statistics: StatisticsProvider | None = None,
@@ -140,7 +140,11 @@ class CardinalityEstimator(PredicateSelectivity):
         self.g = g
         self.statistics = statistics
         if functions is None:
-            functions = g.graph.get("functions", FunctionTable([]))
+            plan = g.graph.get("plan")
+            try:
+                functions = function_table(plan) if plan is not None else FunctionTable([])
+            except PlanError:  # an undeclared extension URN: the functions are unknown, not the rows
+                functions = FunctionTable([])
         self.functions = functions
         self._memo: dict[int, RelEstimate] = {}
         #: :func:`cost.properties.distribution` of the relations, kept and forgotten as their estimates are
@@ -186,9 +190,9 @@ class CardinalityEstimator(PredicateSelectivity):
         another), those of the relations that read it: an estimate depends only on the relation's
         inputs, so the others hold, ``changed``'s own too (a new relation's was made for its inputs as
         they are; if it is now read for other columns, :meth:`_renew_needs` forgets it). ``replaced``:
-        the relation ``changed`` took the place of, with the same schema; where both were estimated alike
-        and are partitioned alike (a logical join and the physical join bound for it), the readers'
-        estimates hold too."""
+        the relation ``changed`` took the place of, with the same schema and partitioning (the caller's
+        to compare); where the two are estimated alike too (a logical join and the physical join bound
+        for it), the readers' estimates hold."""
         per_node = [getattr(self, name) for name in self._PER_NODE]
         if changed is None or changed not in self.g:
             for cache in per_node:
@@ -196,7 +200,7 @@ class CardinalityEstimator(PredicateSelectivity):
             self._needed = None
             self._needs_changed = set()
             return
-        if replaced is not None and self._same_output(changed, replaced):
+        if replaced is not None and self._estimated_alike(changed, replaced):
             if self._needed is not None:
                 self._needs_changed.add(changed)
             return
@@ -207,18 +211,12 @@ class CardinalityEstimator(PredicateSelectivity):
         if self._needed is not None:
             self._needs_changed.add(changed)
 
-    def _same_output(self, changed: int, replaced: int) -> bool:
-        """Whether the readers of ``changed`` see what they saw of ``replaced``: the same estimate (equal
-        values, field by field) and the same partitioning (the schema is the caller's to compare). A
-        reader's estimate and distribution depend on its inputs only through those and their schemas
-        (the cost model re-prices the direct readers: their inputs' estimates are other objects)."""
+    def _estimated_alike(self, changed: int, replaced: int) -> bool:
+        """Whether ``changed`` has the estimate ``replaced`` had (equal values, field by field). A reader's
+        estimate depends on its inputs only through their estimates, schemas and partitionings (the
+        cost model re-prices the direct readers: their inputs' estimates are other objects)."""
         old, new = self._memo.get(replaced), self._memo.get(changed)
-        if old is None or new is None or old != new:
-            return False
-        old_dist = self.distributions.get(replaced)
-        if old_dist is None:
-            return False
-        return properties.distribution(self.g, changed, self.distributions, self.functions) == old_dist
+        return old is not None and new is not None and old == new
 
     def needed(self, node: int) -> set[int] | None:
         """The output columns of ``node`` something above reads (:mod:`cost.needed_columns`; None:

@@ -59,7 +59,7 @@ class PlanContext:
         self.statistics = statistics
         self.capabilities = capabilities
         self.config = config or OptimizerConfig()
-        self.registrar = FunctionRegistrar(g.graph["plan"], g.graph["functions"])
+        self.registrar = FunctionRegistrar(g.graph["plan"])
         self._estimator: CardinalityEstimator | None = None
         self._cost_model: CostModel | None = None
 
@@ -83,6 +83,10 @@ class PlanContext:
             from optimizer.cost.cardinality import CardinalityEstimator
 
             self._estimator = CardinalityEstimator(self.g, self.statistics, self.functions)
+        elif self._estimator.functions is not self.functions:
+            # A rule declared a function (the registrar's table is rebuilt): the estimator reads the
+            # plan's functions as the rules do. Its estimates hold: no relation it saw used the new one.
+            self._estimator.functions = self.functions
         return self._estimator
 
     @property
@@ -99,7 +103,6 @@ class PlanContext:
         copy = PlanContext(copy_dag(self.g), self.statistics, self.capabilities, self.config)
         if self._estimator is not None:
             copy._estimator = self._estimator.fork(copy.g)
-            copy._estimator.functions = copy.functions  # the copy's table, which this plan's declarations miss
             copy._cost_model = self.cost_model
             self.cost_model.adopt(self._estimator, copy._estimator)
         return copy
@@ -114,9 +117,22 @@ class PlanContext:
     def invalidate(self, changed: int | None = None, replaced: int | None = None) -> None:
         """Forget the estimates the last rewrite changed: all, or those of ``changed`` (the relation
         that replaced another, ``replaced`` where its schema is the same) and of the relations that read
-        it (:meth:`CardinalityEstimator.invalidate`)."""
+        it (:meth:`CardinalityEstimator.invalidate`, which is given ``replaced`` where the rows of
+        ``changed`` are partitioned as its were)."""
         if self._estimator is not None:
+            if replaced is not None and not self._partitioned_alike(changed, replaced):
+                replaced = None
             self._estimator.invalidate(changed, replaced)
+
+    def _partitioned_alike(self, changed: int, replaced: int) -> bool:
+        """Whether the rows of ``changed`` are partitioned as those of ``replaced`` were
+        (:func:`cost.properties.distribution`; not known for ``replaced``: no)."""
+        from optimizer.cost import properties
+
+        known = self.estimator.distributions
+        old = known.get(replaced)
+        return (old is not None and changed in self.g
+                and properties.distribution(self.g, changed, known, self.functions) == old)
 
 
 #: The name callers build a context by (``RuleContext(g, statistics, capabilities, config)``).
