@@ -6,7 +6,7 @@ from substrait.proto import Expression, JoinRel, Plan, Rel, SetRel, Type
 
 from optimizer.difftest.harness import ColumnSpec, Database, TableSpec
 from optimizer.difftest.rows import UNKNOWN, RowEvaluator, rows_share_value
-from optimizer.difftest.strategies import literal
+from optimizer.difftest.values import literal
 from optimizer.expr_utils import FunctionRegistrar, field
 from optimizer.load.functions import FunctionTable
 

@@ -34,6 +34,9 @@ REPO_PACKAGES = ("workloads",)
 #: the extra to install; the other modules of the package import them only when asked for that engine).
 EXTRA_MODULES = {
     "optimizer/difftest/strategies.py": "test",  # hypothesis
+    "optimizer/difftest/values.py": "test",  # hypothesis
+    "optimizer/difftest/gen_expressions.py": "test",  # hypothesis
+    "optimizer/difftest/profiles.py": "test",  # hypothesis
     "optimizer/difftest/fuzz.py": "test",  # hypothesis; tqdm (bench) when installed
     "optimizer/engines/datafusion.py": "datafusion",
     "optimizer/engines/duckdb.py": "duckdb",
