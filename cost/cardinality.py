@@ -87,7 +87,7 @@ from optimizer.expr_utils import (
     join_type_name,
     reference_field,
 )
-from optimizer.load.functions import FunctionTable, function_table
+from optimizer.load.functions import FunctionTable
 from optimizer.schema.types import is_nullable, type_kind
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,8 @@ class CardinalityEstimator(PredicateSelectivity):
     """Estimates of every node of a plan DAG; see the module docstring.
 
     ``statistics`` is a :class:`~cost.statistics.StatisticsProvider` (or ``None``: defaults and hints
-    only); ``functions`` the plan's :class:`~optimizer.load.functions.FunctionTable` (derived from
-    ``g.graph["plan"]`` when not given).
+    only); ``functions`` the plan's :class:`~optimizer.load.functions.FunctionTable` (the DAG's,
+    ``g.graph["functions"]``, when not given).
     """
 
     def __init__(self, g: nx.DiGraph, statistics: StatisticsProvider | None = None,
@@ -140,11 +140,7 @@ class CardinalityEstimator(PredicateSelectivity):
         self.g = g
         self.statistics = statistics
         if functions is None:
-            plan = g.graph.get("plan")
-            try:
-                functions = function_table(plan) if plan is not None else FunctionTable([])
-            except PlanError:  # an undeclared extension URN: the functions are unknown, not the rows
-                functions = FunctionTable([])
+            functions = g.graph.get("functions", FunctionTable([]))
         self.functions = functions
         self._memo: dict[int, RelEstimate] = {}
         #: :func:`cost.properties.distribution` of the relations, kept and forgotten as their estimates are

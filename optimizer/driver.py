@@ -59,7 +59,7 @@ class PlanContext:
         self.statistics = statistics
         self.capabilities = capabilities
         self.config = config or OptimizerConfig()
-        self.registrar = FunctionRegistrar(g.graph["plan"])
+        self.registrar = FunctionRegistrar(g.graph["plan"], g.graph["functions"])
         self._estimator: CardinalityEstimator | None = None
         self._cost_model: CostModel | None = None
 
@@ -83,10 +83,6 @@ class PlanContext:
             from optimizer.cost.cardinality import CardinalityEstimator
 
             self._estimator = CardinalityEstimator(self.g, self.statistics, self.functions)
-        elif self._estimator.functions is not self.functions:
-            # A rule declared a function (the registrar's table is rebuilt): the estimator reads the
-            # plan's functions as the rules do. Its estimates hold: no relation it saw used the new one.
-            self._estimator.functions = self.functions
         return self._estimator
 
     @property
@@ -103,6 +99,7 @@ class PlanContext:
         copy = PlanContext(copy_dag(self.g), self.statistics, self.capabilities, self.config)
         if self._estimator is not None:
             copy._estimator = self._estimator.fork(copy.g)
+            copy._estimator.functions = copy.functions  # the copy's table, which this plan's declarations miss
             copy._cost_model = self.cost_model
             self.cost_model.adopt(self._estimator, copy._estimator)
         return copy
