@@ -82,23 +82,23 @@ def call_args(e: Expression) -> list[Expression] | None:
 
 def conjuncts(e: Expression, functions: FunctionTable) -> list[Expression]:
     """Split ``a AND (b AND c)`` into ``[a, b, c]``."""
-    if function_name(e, functions) == "and":
-        args = call_args(e)
-        if args is not None:
-            out: list[Expression] = []
-            for a in args:
-                out.extend(conjuncts(a, functions))
-            return out
-    return [e]
+    return _operands(e, "and", functions)
 
 
 def disjuncts(e: Expression, functions: FunctionTable) -> list[Expression]:
-    if function_name(e, functions) == "or":
+    """Split ``a OR (b OR c)`` into ``[a, b, c]``."""
+    return _operands(e, "or", functions)
+
+
+def _operands(e: Expression, name: str, functions: FunctionTable) -> list[Expression]:
+    """The operands of nested calls of the associative function ``name``, flattened (``[e]`` if ``e`` is
+    not such a call, or has an enum or type argument)."""
+    if function_name(e, functions) == name:
         args = call_args(e)
         if args is not None:
             out: list[Expression] = []
             for a in args:
-                out.extend(disjuncts(a, functions))
+                out.extend(_operands(a, name, functions))
             return out
     return [e]
 
