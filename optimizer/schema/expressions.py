@@ -4,7 +4,7 @@ function's output type where the plan omits it (:func:`derive_output_type`)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from substrait.proto import AggregateFunction, Expression, FunctionArgument, SortField, Type
 
@@ -410,6 +410,23 @@ def type_bounds(fn, schema: Schema, ctx: Derivation, path: str) -> None:
             expr_type(getattr(bound, which).offset_expr, schema, ctx, f"{path}.{name}.{which}.offset_expr")
 
 
+def _clauses_type(body, schema: Schema, ctx: Derivation, kpath: str,
+                  check_if: Callable[[Expression, str], object]) -> Type:
+    """The type of an ``if_then`` or ``switch_expression`` (``body``, with at least one clause): of its
+    branches, each clause's ``then`` and the ``else``. ``check_if(expr, path)`` checks a clause's
+    ``if`` in a full check (a condition, or a switch's literal)."""
+    thens: list[Type] = []
+    for i, clause in enumerate(body.ifs):
+        cpath = f"{kpath}.ifs[{i}]"
+        if ctx.full:
+            check_if(getattr(clause, "if"), f"{cpath}.if")
+        thens.append(expr_type(clause.then, schema, ctx, f"{cpath}.then"))
+    has_else = body.HasField("else")
+    if has_else:
+        thens.append(expr_type(getattr(body, "else"), schema, ctx, f"{kpath}.else"))
+    return _branches(thens, not has_else)
+
+
 def _branches(types: list[Type], may_be_missing: bool) -> Type:
     """Result type of a conditional: the first branch's type, nullable if any branch (or no else) is."""
     known = [t for t in types if is_known(t)]
@@ -460,31 +477,14 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
     if kind == "if_then":
         if not body.ifs:
             return ctx.fail(kpath, "if_then has no if clauses")
-        thens: list[Type] = []
-        for i, clause in enumerate(body.ifs):
-            cpath = f"{kpath}.ifs[{i}]"
-            if ctx.full:
-                check_condition(getattr(clause, "if"), schema, ctx, f"{cpath}.if", "if_then condition")
-            thens.append(expr_type(clause.then, schema, ctx, f"{cpath}.then"))
-        has_else = body.HasField("else")
-        if has_else:
-            thens.append(expr_type(getattr(body, "else"), schema, ctx, f"{kpath}.else"))
-        return _branches(thens, not has_else)
+        return _clauses_type(body, schema, ctx, kpath,
+                             lambda cond, path: check_condition(cond, schema, ctx, path, "if_then condition"))
     if kind == "switch_expression":
         if ctx.full:
             expr_type(body.match, schema, ctx, f"{kpath}.match")
         if not body.ifs:
             return ctx.fail(kpath, "switch_expression has no if clauses")
-        thens = []
-        for i, clause in enumerate(body.ifs):
-            cpath = f"{kpath}.ifs[{i}]"
-            if ctx.full:
-                literal_type(getattr(clause, "if"), f"{cpath}.if", ctx)
-            thens.append(expr_type(clause.then, schema, ctx, f"{cpath}.then"))
-        has_else = body.HasField("else")
-        if has_else:
-            thens.append(expr_type(getattr(body, "else"), schema, ctx, f"{kpath}.else"))
-        return _branches(thens, not has_else)
+        return _clauses_type(body, schema, ctx, kpath, lambda value, path: literal_type(value, path, ctx))
     if kind == "singular_or_list":
         types = [expr_type(body.value, schema, ctx, f"{kpath}.value")]
         types += [expr_type(o, schema, ctx, f"{kpath}.options[{i}]") for i, o in enumerate(body.options)]

@@ -157,6 +157,14 @@ def rel_output(rel: Rel, inputs: Sequence[Schema], ctx: Derivation, path: str) -
     return out
 
 
+def _type_fields_set(body, names: tuple[str, ...], schema: Schema, ctx: Derivation, bpath: str) -> None:
+    """Type those of the optional expression fields ``names`` of ``body`` that are set (a fetch's or
+    top-N's offset and count)."""
+    for name in names:
+        if body.HasField(name):
+            expr_type(getattr(body, name), schema, ctx, f"{bpath}.{name}")
+
+
 def _direct_output(kind: str, body, inputs: list[Schema], ctx: Derivation, bpath: str) -> Schema:
     full = ctx.full
     if kind == "read":
@@ -167,9 +175,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: Derivation, bpath
         return inputs[0]
     if kind == "fetch":
         if full:
-            for name in ("offset_expr", "count_expr"):
-                if body.HasField(name):
-                    expr_type(getattr(body, name), inputs[0], ctx, f"{bpath}.{name}")
+            _type_fields_set(body, ("offset_expr", "count_expr"), inputs[0], ctx, bpath)
         return inputs[0]
     if kind == "sort":
         if full:
@@ -178,9 +184,7 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: Derivation, bpath
     if kind == "top_n":
         if full:
             type_sorts(body.sorts, inputs[0], ctx, bpath)
-            for name in ("offset", "count"):
-                if body.HasField(name):
-                    expr_type(getattr(body, name), inputs[0], ctx, f"{bpath}.{name}")
+            _type_fields_set(body, ("offset", "count"), inputs[0], ctx, bpath)
         return inputs[0]
     if kind == "exchange":
         if full:
