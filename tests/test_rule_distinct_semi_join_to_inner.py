@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from optimizer.rules.distinct_semi_join_to_inner import RULE
+from rule_rewrites import forced_by, join_types
 from substrait.proto import JoinRel, ReferenceRel, Rel, RelCommon
 
-from optimizer.dag import annotate_schemas, from_dag, to_dag
-from optimizer.driver import Optimizer, OptimizerConfig, PlanContext
-from optimizer.engine import run_phase
+from optimizer.dag import annotate_schemas, to_dag
+from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.load.builder import Builder, aggregate, emit, filter_, join, lit, project, read, ref
 from optimizer.plan_io import load_plan
 from optimizer.schema.check import check_plan
@@ -27,17 +27,7 @@ def big():
     return read("big", [("j", "i64")], rows=1e7)
 
 
-def forced(plan):
-    """The plan after the rule alone, applied wherever it matches (no cost judgement): the rewrite itself."""
-    g = to_dag(load_plan(plan))
-    annotate_schemas(g)
-    report = run_phase(g, RULE.phase, [RULE], PlanContext(g, None))
-    return from_dag(g), len(report.events)
-
-
-def joins(plan) -> list[int]:
-    g = to_dag(plan)
-    return sorted(g.nodes[n]["rel"].join.type for n in g if g.nodes[n]["kind"] == "join")
+forced = forced_by(RULE)
 
 
 def semi_over(b: Builder, left, right, left_key: int = 0, width: int = 2):
@@ -48,7 +38,7 @@ def test_semi_join_under_distinct_becomes_inner():
     b = Builder()
     plan = b.plan(aggregate(semi_over(b, small(), big()), [0]), ["k"])
     out, fired = forced(plan)
-    assert fired == 1 and joins(out) == [INNER]
+    assert fired == 1 and join_types(out) == [INNER]
     assert check_plan(out) == []
 
 
@@ -62,7 +52,7 @@ def test_chain_through_projects_filters_and_inner_joins():
     top = project(filter_(upper, b.call("gt", ref(1), lit(0))), b.call("add", ref(0), lit(1), out="i64"),
                   common=emit(3, 1))
     out, fired = forced(b.plan(aggregate(top, [0, 1]), ["k1", "v"]))
-    assert fired == 1 and joins(out) == [INNER, INNER, INNER]
+    assert fired == 1 and join_types(out) == [INNER, INNER, INNER]
     assert check_plan(out) == []
 
 
@@ -72,7 +62,7 @@ def test_semi_join_in_a_semi_joins_right_input():
     lower = semi_over(b, small(), big())
     rel = aggregate(join(read("t", [("t0", "i64")], rows=5), lower, SEMI, b.call("equal", ref(0), ref(1))), [0])
     out, fired = forced(b.plan(rel, ["t0"]))
-    assert fired == 1 and joins(out) == [INNER, INNER]
+    assert fired == 1 and join_types(out) == [INNER, INNER]
     assert check_plan(out) == []
 
 
@@ -196,9 +186,9 @@ def test_tpcds_semi_joins_become_inner(spark, query):
     data = generate_tpcds(0.01)
     tables = tpcds_table_paths(data)
     plan = load_plan(datafusion_plan(tpcds_queries()[query], tables))
-    assert SEMI in joins(plan)
+    assert SEMI in join_types(plan)
     result = Optimizer(statistics=default_statistics(tables=tables),
                        config=OptimizerConfig(annotate_estimates=False)).run(plan)
     assert any(e.rule == RULE.name for e in result.events)
-    assert SEMI not in joins(result.plan)
+    assert SEMI not in join_types(result.plan)
     _same_rows(SparkBackend(spark, tables=tables), plan, result.plan, f"Q{query}")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 from optimizer.rules.eliminate_outer_joins import RULE
+from rule_rewrites import forced_by, join_types
 from substrait.proto import JoinRel, ReferenceRel, Rel, SetRel
 
-from optimizer.dag import annotate_schemas, from_dag, to_dag
-from optimizer.driver import Optimizer, OptimizerConfig, PlanContext
-from optimizer.engine import run_phase
+from optimizer.dag import to_dag
+from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.expr_utils import join_type_name
 from optimizer.load.builder import (
     Builder,
@@ -66,17 +66,7 @@ def other_rows():
     return values([("x", "i64"), ("y", "i64"), ("z", "i64")], [(7, 7, 10), (8, 8, None)])
 
 
-def forced(plan):
-    """The plan after the rule alone, wherever it matches: the rewrite itself, without cost judgement."""
-    g = to_dag(load_plan(plan))
-    annotate_schemas(g)
-    report = run_phase(g, RULE.phase, [RULE], PlanContext(g, None))
-    return from_dag(g), len(report.events)
-
-
-def join_types(plan) -> list[int]:
-    g = to_dag(plan)
-    return sorted(g.nodes[n]["rel"].join.type for n in g if g.nodes[n]["kind"] == "join")
+forced = forced_by(RULE)
 
 
 def names(n: int) -> list[str]:
