@@ -520,7 +520,7 @@ def markdown(report: dict) -> str:
         lines += [f"{by_form['original']} of plans run as their producer wrote them (*original*), "
                   f"{by_form['optimized']} of plans optimized for the engine. A wrong original is the engine's "
                   "reading of the producer's plan as written, not the optimizer's answer; the causes per engine "
-                  "are in docs/targets.md.", ""]
+                  "are in docs/targets/<engine>.md.", ""]
         for r in report["plans"]:
             for f in FORMS:
                 if r[f]["status"] == "wrong":
