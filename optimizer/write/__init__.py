@@ -11,7 +11,7 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
    applied by a ``FilterRel`` above the read as well (kept in the read where the target prunes with it);
    a ``best_effort_filter`` the target rejects is removed (a consumer may skip one, so it only ever
    repeats what a filter above applies);
-4. a column mask (``ReadRel.projection``) becomes the read's emit for a target that does not read masks;
+4. a column mask (``ReadRel.projection``) becomes a ``ProjectRel`` above the read for a target that does not read masks;
 5. functions: refused when the target lacks them, renamed to the target's names, and variadic calls
    (``and``/``or`` with more arguments than the target takes) nested; literals the target reads
    otherwise (``fixed_char``, intervals) written as it reads them;

@@ -48,7 +48,7 @@ def adapt_reads(plan: Plan, target: Target, functions: FunctionTable) -> int:
         if rel.read.HasField("filter") and target.read_filter != "applied":
             touched |= _filter_above(rel, parent, path, target, functions)
         if masked:
-            _mask_to_emit(rel, path, target)
+            _mask_to_project(rel, path, target)
             touched = True
         changed += touched
     return changed
@@ -115,7 +115,7 @@ def _filter_above(rel: Rel, parent: Rel | None, path: str, target: Target, funct
     return True
 
 
-def _mask_to_emit(rel: Rel, path: str, target: Target) -> None:
+def _mask_to_project(rel: Rel, path: str, target: Target) -> None:
     """The read without its mask (and emit) under a ``ProjectRel`` that outputs the columns the mask (and
     emit) selected: Acero reads a project's emit as the spec says, not a read's emit."""
     if rel.WhichOneof("rel_type") == "filter":  # the FilterRel _filter_above put over the read
