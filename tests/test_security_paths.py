@@ -13,12 +13,10 @@ import subprocess
 import sys
 import urllib.parse
 
-import pyarrow as pa
-import pyarrow.orc as orc
-import pyarrow.parquet as pq
 import pytest
 
 from optimizer.cli import main
+from optimizer.difftest.hostile import write_escape_layout
 
 _REQ = {"nullability": "NULLABILITY_REQUIRED"}
 _SECRET_ROWS = 12345
@@ -34,28 +32,6 @@ def _files_plan(item: dict) -> str:
     read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"i64": _REQ}]}},
                      "localFiles": {"items": [item]}}}
     return json.dumps({"relations": [{"root": {"input": read, "names": ["a"]}}]})
-
-
-def _layout(root) -> tuple:
-    """``root/tables`` (with ``t.parquet``, a folder ``v/1``, the link ``latest -> v/1`` and a folder
-    ``sub``) and, beside it, the secret in each format: as a file and as the only file of a folder."""
-    tables = root / "tables"
-    (tables / "v" / "1").mkdir(parents=True)
-    (tables / "sub").mkdir()
-    (tables / "latest").symlink_to("v/1")
-    pq.write_table(pa.table({"a": [1, 2, 3]}), tables / "t.parquet")
-    secret = pa.table({"a": pa.array(range(_SECRET_ROWS), pa.int64())})
-    for fmt, (name, _) in _FORMATS.items():
-        folder = root / f"{fmt}dir"
-        folder.mkdir()
-        for target in (root / name, folder / name):
-            if fmt == "parquet":
-                pq.write_table(secret, target)
-            elif fmt == "orc":
-                orc.write_table(secret, target)
-            else:
-                target.write_text("".join(f"{i}\n" for i in range(_SECRET_ROWS)))
-    return tables
 
 
 def _escapes(tables, fmt: str) -> list[dict]:
@@ -81,7 +57,7 @@ def _escapes(tables, fmt: str) -> list[dict]:
 @pytest.mark.spark
 @pytest.mark.parametrize("fmt", sorted(_FORMATS))
 def test_item1_3_wildcard_or_link_then_dotdot_stays_inside(spark, tmp_path, capsys, fmt):
-    tables = _layout(tmp_path)
+    tables = write_escape_layout(tmp_path, _SECRET_ROWS)
     plan = tmp_path / "p.json"
     for item in _escapes(tables, fmt):
         location = urllib.parse.unquote(next(iter(item.values())).removeprefix("file://"))
@@ -102,7 +78,7 @@ def test_item1_3_wildcard_or_link_then_dotdot_stays_inside(spark, tmp_path, caps
 @pytest.mark.spark
 def test_item1_dotdot_that_stays_inside_is_read(spark, tmp_path, capsys):
     """``..`` is resolved, not refused: a wildcard or a link then ``..`` that lands inside reads its file."""
-    tables = _layout(tmp_path)
+    tables = write_escape_layout(tmp_path, _SECRET_ROWS)
     plan = tmp_path / "p.json"
     for location in (f"{tables}/?/../t.parquet", f"file://{tables}/latest/../../tables/t.parquet"):
         plan.write_text(_files_plan({"uriFile": location, "parquet": {}}))
@@ -116,7 +92,7 @@ def test_item3_links_inside_read_folders_and_escaped_dotdot_are_refused(spark, t
     """A folder the plan reads, or a glob's match, that holds a link to outside the roots is outside
     (Spark lists a folder through its links); ``\\..`` is ``..`` to Hadoop's glob (it unescapes a
     literal segment, then resolves it)."""
-    tables = _layout(tmp_path)
+    tables = write_escape_layout(tmp_path, _SECRET_ROWS)
     (tables / "sub" / "evil.parquet").symlink_to(tmp_path / "secret.parquet")
     (tables / "w").mkdir()
     (tables / "w" / "evil").symlink_to(tmp_path / "parquetdir")

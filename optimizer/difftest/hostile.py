@@ -522,19 +522,26 @@ def _userfiles(rng: random.Random) -> Input:
 
 
 def _escape_layout(workdir: Path, index: int) -> Path:
-    """``workdir/esc<index>/`` holding ``tables/`` (``t.parquet``, folders ``sub`` and ``v/1``, the link
-    ``latest -> v/1``) and, beside it, the secret in each format, as a file and in a folder."""
+    """``workdir/esc<index>/`` laid out by :func:`write_escape_layout`."""
+    root = workdir / f"esc{index}"
+    write_escape_layout(root, SECRET_ROWS)
+    return root
+
+
+def write_escape_layout(root: Path, rows: int) -> Path:
+    """``root/tables`` (``t.parquet``, folders ``sub`` and ``v/1``, the link ``latest -> v/1``) and, beside
+    it, a secret of ``rows`` rows in each format, as a file and as the only file of a folder
+    ``<format>dir``. Returns the tables' folder."""
     import pyarrow as pa
     import pyarrow.orc as orc
     import pyarrow.parquet as pq
 
-    root = workdir / f"esc{index}"
     tables = root / "tables"
     (tables / "v" / "1").mkdir(parents=True)
     (tables / "sub").mkdir()
     (tables / "latest").symlink_to("v/1")
     pq.write_table(pa.table({"a": [1, 2, 3]}), tables / "t.parquet")
-    secret = pa.table({"a": pa.array(range(SECRET_ROWS), pa.int64())})
+    secret = pa.table({"a": pa.array(range(rows), pa.int64())})
     for fmt, (name, _) in _ESCAPE_FORMATS.items():
         (root / f"{fmt}dir").mkdir()
         for target in (root / name, root / f"{fmt}dir" / name):
@@ -543,8 +550,18 @@ def _escape_layout(workdir: Path, index: int) -> Path:
             elif fmt == "orc":
                 orc.write_table(secret, target)
             else:
-                target.write_text("".join(f"{i}\n" for i in range(SECRET_ROWS)))
-    return root
+                target.write_text("".join(f"{i}\n" for i in range(rows)))
+    return tables
+
+
+def _main_captured(argv: list[str]) -> tuple[int, str, str]:
+    """The CLI run in-process on ``argv``: its exit code, and what it wrote to stdout and to stderr."""
+    from optimizer.cli import main as cli_main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_main(argv)
+    return code, out.getvalue(), err.getvalue()
 
 
 def run_escape_on_spark(index: int, item: SecurityInput, workdir: Path) -> Outcome:
@@ -552,28 +569,24 @@ def run_escape_on_spark(index: int, item: SecurityInput, workdir: Path) -> Outco
     location, and the outside file's rows nowhere."""
     import os
 
-    from optimizer.cli import main
-
     root = _escape_layout(workdir, index)
     path = root / "p.json"
     path.write_bytes(item.data.replace(b"{root}", str(root).encode()))
-    out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
     cwd = os.getcwd()
     os.chdir(root)  # the plan's plain locations are relative to it, as a user's would be
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["run", str(path), "--tables", "tables", "--show", "3"])
+        code, out, err = _main_captured(["run", str(path), "--tables", "tables", "--show", "3"])
     finally:
         os.chdir(cwd)
-    lines = [line for line in err.getvalue().strip().splitlines() if not line.startswith("substrait-opt: warning:")]
-    if str(SECRET_ROWS) in out.getvalue() + err.getvalue():
-        verdict = f"FAIL: read the file outside --tables: {out.getvalue().strip()[:200]}"
+    lines = [line for line in err.strip().splitlines() if not line.startswith("substrait-opt: warning:")]
+    if str(SECRET_ROWS) in out + err:
+        verdict = f"FAIL: read the file outside --tables: {out.strip()[:200]}"
     elif code != 2 or len(lines) != 1 or "outside the table roots" not in lines[0]:
         verdict = f"FAIL: exit {code} with {len(lines)} stderr lines: {' | '.join(lines)[:300]}"
     else:
         verdict = "exit 2"
-    return Outcome(index, item.kind, "run --tables", code, verdict, time.perf_counter() - start, err.getvalue()[-500:])
+    return Outcome(index, item.kind, "run --tables", code, verdict, time.perf_counter() - start, err[-500:])
 
 
 def run_output_subprocess(index: int, item: SecurityInput, workdir: Path) -> Outcome:
@@ -638,30 +651,26 @@ def run_output_subprocess(index: int, item: SecurityInput, workdir: Path) -> Out
 def run_userfile(index: int, item: SecurityInput, workdir: Path) -> Outcome:
     """``optimize PLAN --capabilities F`` (or ``--stats F``) in-process: an answer when the broken field
     happens to be valid, else exit 2 with one line naming the file (never the plan)."""
-    from optimizer.cli import main
-
     setup = item.setup or {}
     path = workdir / f"uf{index}.json"
     path.write_bytes(item.data)
     user_file = workdir / f"uf{index}-file.json"
     user_file.write_bytes(setup["content"])
     output = workdir / f"uf{index}-out.json"
-    out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["optimize", str(path), setup["option"], str(user_file), "-o", str(output)])
+        code, out, err = _main_captured(["optimize", str(path), setup["option"], str(user_file), "-o", str(output)])
     except BaseException as exc:  # anything escaping main() is a failure to report
         return Outcome(index, item.kind, f"optimize {setup['option']}", -1,
                        f"FAIL: {type(exc).__name__} escaped main(): {exc}", time.perf_counter() - start)
-    verdict = _judge(code, out.getvalue(), err.getvalue(), output if code == 0 else None, ["optimize"])
-    lines = [line for line in err.getvalue().strip().splitlines() if not line.startswith("substrait-opt: warning:")]
+    verdict = _judge(code, out, err, output if code == 0 else None, ["optimize"])
+    lines = [line for line in err.strip().splitlines() if not line.startswith("substrait-opt: warning:")]
     if code == 2 and str(user_file) not in lines[0]:
         verdict = f"FAIL: exit 2 without naming the file: {lines[0][:300]}"
     elif code == 3:
         verdict = f"FAIL: exit 3 for a malformed {setup['option']} file: {' | '.join(lines)[:300]}"
     return Outcome(index, item.kind, f"optimize {setup['option']}", code, verdict, time.perf_counter() - start,
-                   err.getvalue()[-500:])
+                   err[-500:])
 
 
 def security_checks(index: int, item: Input, workdir: Path, budget: Counter) -> list[Outcome]:
@@ -836,19 +845,15 @@ def _judge(code: int, out: str, err: str, output: Path | None, command: list[str
 
 
 def run_in_process(index: int, item: Input, command: list[str], workdir: Path) -> Outcome:
-    from optimizer.cli import main
-
     path = workdir / f"in{index}{item.suffix}"
     path.write_bytes(item.data)
     output = workdir / f"out{index}.json" if command[0] in ("convert", "optimize") else None
     argv = [*command, str(path)] + (["-o", str(output)] if output is not None else [])
-    out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(_TIME_LIMIT)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
+        code, out, err = _main_captured(argv)
     except _Hang:
         return Outcome(index, item.kind, " ".join(command), -1, f"FAIL: no answer in {_TIME_LIMIT} s",
                        time.perf_counter() - start)
@@ -859,11 +864,11 @@ def run_in_process(index: int, item: Input, command: list[str], workdir: Path) -
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     seconds = time.perf_counter() - start
-    verdict = _judge(code, out.getvalue(), err.getvalue(), output, command)
+    verdict = _judge(code, out, err, output, command)
     for p in (path, output):
         if p is not None and p.exists():
             p.unlink()
-    return Outcome(index, item.kind, " ".join(command), code, verdict, seconds, err.getvalue()[-500:])
+    return Outcome(index, item.kind, " ".join(command), code, verdict, seconds, err[-500:])
 
 
 def run_subprocess(index: int, item: Input, command: list[str], workdir: Path) -> Outcome:
@@ -888,7 +893,6 @@ def run_subprocess(index: int, item: Input, command: list[str], workdir: Path) -
 
 def run_on_spark(index: int, item: Input, workdir: Path) -> Outcome:
     """``run`` in-process (one SparkSession): the answer must be the rows the generator expects."""
-    from optimizer.cli import main
     from optimizer.plan_io import load_plan
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
@@ -896,10 +900,8 @@ def run_on_spark(index: int, item: Input, workdir: Path) -> Outcome:
     path = workdir / f"run{index}{item.suffix}"
     path.write_bytes(item.data)
     out_dir = workdir / f"run{index}"
-    out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["run", str(path), "--out", str(out_dir), "--show", "0"])
+    code, out, err = _main_captured(["run", str(path), "--out", str(out_dir), "--show", "0"])
 
     def check() -> str | None:
         if item.expected is None:
@@ -915,8 +917,8 @@ def run_on_spark(index: int, item: Input, workdir: Path) -> Outcome:
         have = SparkBackend(get_spark()).to_dataframe(load_plan(str(path))).columns
         return None if have == want else f"names {have!r} != {want!r}"
 
-    verdict = _judge(code, out.getvalue(), err.getvalue(), None, ["run"], check)
-    return Outcome(index, item.kind, "run", code, verdict, time.perf_counter() - start, err.getvalue()[-500:])
+    verdict = _judge(code, out, err, None, ["run"], check)
+    return Outcome(index, item.kind, "run", code, verdict, time.perf_counter() - start, err[-500:])
 
 
 def _table_folder(index: int, item: TableInput, workdir: Path) -> Path:
@@ -936,17 +938,13 @@ def _table_folder(index: int, item: TableInput, workdir: Path) -> Path:
 def run_casts_on_spark(index: int, item: TableInput, workdir: Path) -> Outcome:
     """``run --tables`` in-process: a declared type that holds every value gives the values back; one
     that cannot is exit 2 with one line naming the column and both types (never an answer)."""
-    from optimizer.cli import main
-
     tables = _table_folder(index, item, workdir)
     path = workdir / f"casts{index}.json"
     path.write_bytes(item.data)
     out_dir = workdir / f"casts{index}"
-    out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["run", str(path), "--tables", str(tables), "--out", str(out_dir), "--show", "0"])
-    lines = err.getvalue().strip().splitlines()
+    code, out, err = _main_captured(["run", str(path), "--tables", str(tables), "--out", str(out_dir), "--show", "0"])
+    lines = err.strip().splitlines()
     if item.expected is None:
         verdict = ("exit 2" if code == 2 and len(lines) == 1 and "in the data but" in lines[0] else
                    f"FAIL: a lossy cast was not refused: exit {code}, {' | '.join(lines)[:300]}")
@@ -957,8 +955,8 @@ def run_casts_on_spark(index: int, item: TableInput, workdir: Path) -> Outcome:
             got = pq.read_table(next(out_dir.glob("*.parquet"))).column(0).to_pylist()
             return None if got == item.expected else f"{str(got)[:120]} != {str(item.expected)[:120]}"
 
-        verdict = _judge(code, out.getvalue(), err.getvalue(), None, ["run"], check)
-    return Outcome(index, item.kind, "run --tables", code, verdict, time.perf_counter() - start, err.getvalue()[-500:])
+        verdict = _judge(code, out, err, None, ["run"], check)
+    return Outcome(index, item.kind, "run --tables", code, verdict, time.perf_counter() - start, err[-500:])
 
 
 def run_quiet_subprocess(index: int, item: TableInput, workdir: Path) -> Outcome:
