@@ -15,6 +15,9 @@ aggregates in one relation means exactly that phase).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from google.protobuf.message import Message
 from substrait.proto import AggregationPhase, Expression, Plan
 
 from optimizer.dag import strip_inputs
@@ -26,8 +29,16 @@ from optimizer.targets import Target
 #: Functions whose nested form means the same as the variadic call.
 ASSOCIATIVE = frozenset({"and", "or"})
 
-_CALLS = frozenset({"substrait.Expression.ScalarFunction", "substrait.AggregateFunction",
-                    "substrait.Expression.WindowFunction"})
+_SCALAR, _EXPRESSION, _LITERAL = "substrait.Expression.ScalarFunction", "substrait.Expression", "substrait.Expression.Literal"
+_CALLS = frozenset({_SCALAR, "substrait.AggregateFunction", "substrait.Expression.WindowFunction"})
+
+
+def _messages(plan: Plan, *full_names: str) -> Iterator[Message]:
+    """The messages of the types ``full_names`` anywhere in ``plan`` (in subqueries too), parents first;
+    the caller may change each one in place as it comes."""
+    for m in walk(plan, enter_subqueries=True):
+        if m.DESCRIPTOR.full_name in full_names:
+            yield m
 
 
 def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> None:
@@ -38,10 +49,8 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
         return
     names = {info.anchor: info.name for info in functions}
     if target.like_null_escape == "drop":
-        for m in walk(plan, enter_subqueries=True):
-            if (m.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction"
-                    and names.get(m.function_reference) == "like" and len(m.arguments) == 3
-                    and _is_null(m.arguments[2])):
+        for m in _messages(plan, _SCALAR):
+            if names.get(m.function_reference) == "like" and len(m.arguments) == 3 and _is_null(m.arguments[2]):
                 del m.arguments[2]
     if target.unsupported_functions or target.max_args or not target.enum_arguments:
         for rel, path in rels_with_paths(plan):
@@ -57,13 +66,12 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
                         raise UnsupportedError(f"function '{name}' in a {kind} relation: target '{target.name}' "
                                                "has no such function", path)
                     limit = target.max_args.get(name or "")
-                    if (limit is not None and m.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction"
+                    if (limit is not None and m.DESCRIPTOR.full_name == _SCALAR
                             and len(m.arguments) > limit and name not in ASSOCIATIVE):
                         raise UnsupportedError(f"function '{name}' with {len(m.arguments)} arguments: target "
                                                f"'{target.name}' takes at most {limit}", path)
         if target.max_args:
-            calls = [m for m in walk(plan, enter_subqueries=True)
-                     if m.DESCRIPTOR.full_name == "substrait.Expression.ScalarFunction"]
+            calls = list(_messages(plan, _SCALAR))
             for call in reversed(calls):  # arguments before the calls that hold them
                 limit = target.max_args.get(names.get(call.function_reference, ""))
                 if limit is not None and len(call.arguments) > limit:
@@ -104,9 +112,8 @@ def _nest(call: Expression.ScalarFunction, limit: int) -> None:
 def set_aggregation_phase(plan: Plan, phase: int = AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT) -> int:
     """Write ``phase`` into every aggregate and window call whose phase is unspecified; the count."""
     changed = 0
-    for m in walk(plan, enter_subqueries=True):
-        if (m.DESCRIPTOR.full_name in ("substrait.AggregateFunction", "substrait.Expression.WindowFunction")
-                and m.phase == AggregationPhase.AGGREGATION_PHASE_UNSPECIFIED):
+    for m in _messages(plan, "substrait.AggregateFunction", "substrait.Expression.WindowFunction"):
+        if m.phase == AggregationPhase.AGGREGATION_PHASE_UNSPECIFIED:
             m.phase = phase
             changed += 1
     return changed
@@ -121,8 +128,7 @@ def switch_to_if_then(plan: Plan, target: Target, functions: FunctionTable) -> i
     Returns the number rewritten."""
     from optimizer.expr_utils import FunctionRegistrar, boolean_type, is_deterministic
 
-    found = [m for m in walk(plan, enter_subqueries=True)
-             if m.DESCRIPTOR.full_name == "substrait.Expression" and m.WhichOneof("rex_type") == "switch_expression"]
+    found = [m for m in _messages(plan, _EXPRESSION) if m.WhichOneof("rex_type") == "switch_expression"]
     if not found:
         return 0
     registrar = FunctionRegistrar(plan, functions)
@@ -151,9 +157,8 @@ def cast_failures_throw(plan: Plan) -> int:
     Unspecified leaves the choice to the consumer; throwing is the choice that never turns a failing
     cast into an answer. Returns the number of casts changed."""
     changed = 0
-    for m in walk(plan, enter_subqueries=True):
-        if (m.DESCRIPTOR.full_name == "substrait.Expression.Cast"
-                and m.failure_behavior == Expression.Cast.FAILURE_BEHAVIOR_UNSPECIFIED):
+    for m in _messages(plan, "substrait.Expression.Cast"):
+        if m.failure_behavior == Expression.Cast.FAILURE_BEHAVIOR_UNSPECIFIED:
             m.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
             changed += 1
     return changed
@@ -169,19 +174,15 @@ def type_null_literals(plan: Plan, target: Target) -> int:
     from optimizer.schema.types import with_nullability
 
     typed = 0
-    for m in walk(plan, enter_subqueries=True):
-        if m.DESCRIPTOR.full_name != "substrait.Expression":
-            continue
-        kind = m.WhichOneof("rex_type")
-        if kind == "cast":
+    for m in _messages(plan, _EXPRESSION):
+        if m.WhichOneof("rex_type") == "cast":
             inner = m.cast.input
             if (inner.WhichOneof("rex_type") == "literal" and inner.literal.WhichOneof("literal_type") == "null"
                     and inner.literal.null.WhichOneof("kind") is None and m.cast.type.WhichOneof("kind")):
                 inner.literal.null.CopyFrom(with_nullability(m.cast.type, Type.NULLABILITY_NULLABLE))
                 typed += 1
-    for m in walk(plan, enter_subqueries=True):
-        if (m.DESCRIPTOR.full_name == "substrait.Expression.Literal" and m.WhichOneof("literal_type") == "null"
-                and m.null.WhichOneof("kind") is None):
+    for m in _messages(plan, _LITERAL):
+        if m.WhichOneof("literal_type") == "null" and m.null.WhichOneof("kind") is None:
             raise UnsupportedError(f"a NULL literal without a type: target '{target.name}' needs the type of "
                                    "each NULL")
     return typed
@@ -192,8 +193,8 @@ def fixed_char_literals_as_strings(plan: Plan) -> int:
     1.1.3: "INTERNAL Error: 21"; Isthmus writes SQL's character literals so). The same value the Spark
     backend gives such a literal (``optimizer/spark/expressions.py``); the text keeps its spaces."""
     changed = 0
-    for m in walk(plan, enter_subqueries=True):
-        if m.DESCRIPTOR.full_name == "substrait.Expression.Literal" and m.WhichOneof("literal_type") == "fixed_char":
+    for m in _messages(plan, _LITERAL):
+        if m.WhichOneof("literal_type") == "fixed_char":
             text = m.fixed_char
             m.string = text
             changed += 1
@@ -209,9 +210,7 @@ def interval_literals_as_days(plan: Plan, target: Target) -> int:
     part of a day, or with both months and days, cannot be written so: refused. Returns the literals
     changed."""
     changed = 0
-    for m in walk(plan, enter_subqueries=True):
-        if m.DESCRIPTOR.full_name != "substrait.Expression.Literal":
-            continue
+    for m in _messages(plan, _LITERAL):
         kind = m.WhichOneof("literal_type")
         if kind == "interval_compound":
             ym, ds = m.interval_compound.interval_year_to_month, m.interval_compound.interval_day_to_second
