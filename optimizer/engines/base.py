@@ -25,6 +25,7 @@ an engine package that is not installed is an ``UnsupportedError`` naming the ex
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import time
@@ -180,6 +181,10 @@ class EngineRunner:
 
     #: the engine's name, as ``--engine`` spells it
     name = ""
+    #: the Python module the engine is (imported at construction, so that a missing package fails before
+    #: any run), and the extra that installs it
+    module = ""
+    extra = ""
 
     def __init__(self, tables: str | os.PathLike | Mapping[str, Any] | None = None, *,
                  files: FileAccess | None = None, ignore_best_effort_filter: bool = False) -> None:
@@ -202,6 +207,11 @@ class EngineRunner:
         #: seconds the last :meth:`execute` took in the engine (binding tables excluded)
         self.last_seconds: float | None = None
         self._engine_seconds: float | None = None  # set by a runner that measures the engine itself
+        if self.module:
+            try:
+                importlib.import_module(self.module)
+            except ImportError as exc:
+                raise missing_package(self.name, self.extra, exc) from None
 
     # -- tables
 

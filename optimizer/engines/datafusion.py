@@ -10,7 +10,7 @@ producer side of the project does (workloads/producers.py).
 
 from __future__ import annotations
 
-from optimizer.engines.base import BoundTable, EngineRunner, case_renames, engine_failure, missing_package
+from optimizer.engines.base import BoundTable, EngineRunner, case_renames, engine_failure
 from optimizer.errors import UnsupportedError, plain_exceptions_as
 
 __all__ = ["DataFusionRunner"]
@@ -35,14 +35,10 @@ def _rel_kinds(data: bytes) -> list[str]:
 class DataFusionRunner(EngineRunner):
     """Executes Substrait plans on a DataFusion ``SessionContext`` of its own."""
 
-    name = "datafusion"
+    name = module = extra = "datafusion"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        try:
-            import datafusion  # noqa: F401 -- checked here so that a missing package fails before any run
-        except ImportError as exc:
-            raise missing_package("datafusion", "datafusion", exc) from None
         self._ctx = None
         self._registered: dict[str, tuple[str, dict[str, str]]] = {}  # name -> (location, renames)
 

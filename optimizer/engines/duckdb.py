@@ -49,14 +49,11 @@ def _without_boilerplate(exc: BaseException) -> str:
 class DuckDBRunner(EngineRunner):
     """Executes Substrait plans on an in-memory DuckDB connection of its own."""
 
-    name = "duckdb"
+    name = module = "duckdb"
+    extra = _EXTRA
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        try:
-            import duckdb  # noqa: F401
-        except ImportError as exc:
-            raise missing_package("duckdb", _EXTRA, exc) from None
         self._extension = substrait_extension()
         self._con = None
         self._views: dict[str, tuple[str, str]] = {}  # lower-case name -> (name, location)
