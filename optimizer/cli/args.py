@@ -26,6 +26,22 @@ def add_plan_command(sub, name: str, help_text: str, func: Callable[[argparse.Na
     return p
 
 
+def add_engine_command(sub, name: str, help_text: str, func: Callable[[argparse.Namespace], int], *,
+                       description: str, what_runs: str, how_read: str) -> argparse.ArgumentParser:
+    """The parser of a command ``func`` that runs plan files (``inputs``) on an engine (``--engine``, Spark
+    by default): ``what_runs`` there, read by an engine other than Spark as ``how_read`` says; the
+    command adds its own options."""
+    from optimizer.engines import ENGINES
+
+    p = sub.add_parser(name, help=help_text, description=description)
+    p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
+    p.add_argument("--engine", choices=ENGINES, default="spark",
+                   help=f"where {what_runs} run: spark (default; the project's backend) or datafusion, duckdb, "
+                        f"acero ({how_read}; tables from --tables by name; see docs/engines.md)")
+    p.set_defaults(func=func)
+    return p
+
+
 def add_limit_argument(p: argparse.ArgumentParser) -> None:
     """``--limit NAME=VALUE``: raise (or lower) one of the bounds a plan is held to (optimizer.load.limits)."""
     from optimizer.load.limits import DEFAULT, NAMES

@@ -213,22 +213,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def register(sub, name: str, help_text: str) -> None:
+    from optimizer.cli.args import add_engine_command
     from optimizer.cli.optimize import add_statistics_args
 
-    p = sub.add_parser(
-        name, help=help_text,
+    p = add_engine_command(
+        sub, name, help_text, cmd_diff,
         description="Run each plan as given and as optimized on an engine (Spark by default, one SparkSession; "
                     "the optimized plan with best-effort read filters ignored) and compare the answers as "
                     "multisets of rows, and their order where the plan's root is a sort. Exit 0 when all are "
                     "equal, 1 when any differs or fails, 2 on bad input. A plan the engine cannot run as "
-                    "given is skipped.")
-    p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
-    from optimizer.engines import ENGINES
-
-    p.add_argument("--engine", choices=ENGINES, default="spark",
-                   help="where both plans run: spark (default; the project's backend) or datafusion, duckdb, "
-                        "acero (the engine reads the plans, optimized for it as a target; tables from "
-                        "--tables by name; see docs/engines.md)")
+                    "given is skipped.",
+        what_runs="both plans", how_read="the engine reads the plans, optimized for it as a target")
     add_statistics_args(p)
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: Spark's Parquet reader)")
     p.add_argument("--out", default="diff-out",
@@ -246,4 +241,3 @@ def register(sub, name: str, help_text: str) -> None:
     from optimizer.cli.spark import add_cast_argument
 
     add_cast_argument(p)
-    p.set_defaults(func=cmd_diff)

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from optimizer.cli.args import plan_name
+from optimizer.cli.args import add_engine_command, plan_name
 from optimizer.cli.timing import add_repeat_argument, how, median, seconds_text, timed
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.paths import add_path_argument
@@ -248,20 +248,15 @@ def _check_out_dir(out: str | None) -> Path | None:
 
 
 def register(sub, name: str, help_text: str) -> None:
-    p = sub.add_parser(name, help=help_text,
-                       description="Run Substrait plans (logical or physical) on Spark through the PySpark backend, "
-                                   "one SparkSession for all. Prints each plan's row count, time (after an untimed warm-up run of the "
-                                   "first plan; the median of --repeat runs) and first rows; a plan that "
-                                   "fails is one line on stderr and the others still run; the last line is "
-                                   "'N ok, M failed'. Exit 0 when all ran, else 3 if any was unsupported or "
-                                   "failed to execute, else 2 (bad input).")
-    p.add_argument("inputs", nargs="+", metavar="IN", help="plan files ('-' for stdin)")
-    from optimizer.engines import ENGINES
-
-    p.add_argument("--engine", choices=ENGINES, default="spark",
-                   help="where the plans run: spark (default; the project's backend) or datafusion, duckdb, "
-                        "acero (the engine reads each plan file as it is; tables from --tables by name; "
-                        "see docs/engines.md)")
+    p = add_engine_command(
+        sub, name, help_text, cmd_run,
+        description="Run Substrait plans (logical or physical) on Spark through the PySpark backend, "
+                    "one SparkSession for all. Prints each plan's row count, time (after an untimed warm-up run of the "
+                    "first plan; the median of --repeat runs) and first rows; a plan that "
+                    "fails is one line on stderr and the others still run; the last line is "
+                    "'N ok, M failed'. Exit 0 when all ran, else 3 if any was unsupported or "
+                    "failed to execute, else 2 (bad input).",
+        what_runs="the plans", how_read="the engine reads each plan file as it is")
     p.add_argument("--tables", help="directory of the tables: DIR/<name>.parquet or DIR/<name>/; a path, file:// "
                                    "or any URI Spark reads (s3a://, hdfs://...); tables already in the "
                                    "Spark catalog work too")
@@ -278,4 +273,3 @@ def register(sub, name: str, help_text: str) -> None:
 
     add_cast_argument(p)
     add_spark_args(p, ui=True, statistics=False)
-    p.set_defaults(func=cmd_run)
