@@ -47,6 +47,8 @@ def test_shipped_profiles_load_and_state_their_evidence(name):
     ({"encoding": {"plan_version": [0, "x", 0]}}, "encoding.plan_version"),
     ({"capabilities": "no-such-profile"}, "capabilities"),
     ({"colour": "blue"}, "colour"),
+    ({"encoding": {"explicit_join_condition": True}}, "encoding.explicit_join_condition"),
+    ({"read": {"filters": "applied"}}, "read.filters"),
 ])
 def test_malformed_profile_names_file_and_field(tmp_path, capsys, profile, field):
     path = tmp_path / "mine.json"
@@ -581,6 +583,23 @@ def test_optimized_for_acero_runs_right_on_acero(tables, statistics, duckdb_orac
     for producer in ("datafusion", "duckdb"):
         optimized = optimize(_plan(producer, 12, tables), target="acero", statistics=statistics)
         _answer_right(run_acero(optimized, tables), tpch_query(12), duckdb_oracle)
+
+
+def test_join_without_condition_runs_on_duckdb(tables, duckdb_oracle):
+    """DataFusion writes a cross product as a JoinRel without expression (TPC-DS Q28, Q88), which DuckDB
+    1.1.3 refuses; written for duckdb the join has the condition true and answers what the SQL answers."""
+    import duckdb
+
+    from workloads.producers import datafusion_plan
+
+    sql = ("select r_name, n_name from (select r_name from region where r_regionkey < 2) r, "
+           "(select n_name from nation where n_nationkey < 3) n")
+    plan = load_plan(datafusion_plan(sql, tables))
+    assert any(r.WhichOneof("rel_type") == "join" and not r.join.HasField("expression")
+               for r, _ in rels_with_paths(plan))
+    with pytest.raises(duckdb.Error, match="Unsupported expression type 0"):  # the engine's answer as written
+        run_duckdb(plan, tables)
+    _answer_right(run_duckdb(optimize(plan, target="duckdb"), tables), sql, duckdb_oracle)
 
 
 @pytest.mark.parametrize(("target", "q", "words"), [

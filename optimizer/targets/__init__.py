@@ -47,6 +47,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
                                               #   unset emit kind: 'Invalid emit case')
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
+                  "explicit_join_conditions": false,  # a JoinRel without expression gets the condition
+                                              #   true (DuckDB 1.1.3: 'Unsupported expression type 0')
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
@@ -118,6 +120,7 @@ class Target:
     switch_expressions: bool = True
     join_condition: str = "any"
     explicit_types: bool = False
+    explicit_join_conditions: bool = False
     cast_failure: str = "any"
     window_functions: bool = True
     max_set_inputs: int | None = None
@@ -164,10 +167,25 @@ def _bool(data: dict, key: str, default: bool, where: str) -> bool:
     return value
 
 
+_SECTION_FIELDS = {
+    "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
+    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape"}),
+    "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
+                           "explicit_types", "explicit_join_conditions", "cast_failure", "typed_nulls",
+                           "fixed_char_literals", "interval_literals", "set_ops", "aggregate_arguments",
+                           "computed_decimal_measures", "plan_version"}),
+}
+
+
 def _section(data: dict, key: str, where: str) -> dict:
+    """The object ``data[key]``; a field it does not know is refused (a misspelt one would be ignored)."""
     value = data.get(key, {})
     if not isinstance(value, dict):
         raise PlanError("must be a JSON object", _at(where, key))
+    unknown = sorted(set(value) - _SECTION_FIELDS[key])
+    if unknown:
+        raise PlanError(f"unknown field (known: {', '.join(sorted(_SECTION_FIELDS[key]))})",
+                        _at(_at(where, key), unknown[0]))
     return value
 
 
@@ -287,6 +305,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         old_fields=_bool(encoding, "old_fields", False, f"{where}encoding"),
         explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
+        explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
         fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),

@@ -15,7 +15,10 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
 5. functions: refused when the target lacks them, renamed to the target's names, and variadic calls
    (``and``/``or`` with more arguments than the target takes) nested; literals the target reads
    otherwise (``fixed_char``, intervals) written as it reads them;
-5a. set operations, for a target that reads every ``SetRel`` as its distinct form (DuckDB 1.1.3):
+5a. joins: a condition beyond one key comparison goes into a ``FilterRel`` above an inner join for a
+   target that joins on one key (Acero); a join without a condition gets ``true`` for a target that
+   needs one (DuckDB 1.1.3);
+5b. set operations, for a target that reads every ``SetRel`` as its distinct form (DuckDB 1.1.3):
    written so that both readings give the same rows (:func:`~optimizer.write.joins.set_ops_as_distinct`);
 6. aggregates: an aggregate with several grouping sets is refused where the target numbers them its
    own way; the aggregation phase is written out where the target rejects the unspecified one;
@@ -56,7 +59,12 @@ from optimizer.write.functions import (
     type_null_literals,
 )
 from optimizer.write.grouping_sets import write_datafusion_grouping_sets
-from optimizer.write.joins import nest_set_inputs, set_ops_as_distinct, single_key_joins
+from optimizer.write.joins import (
+    explicit_join_conditions,
+    nest_set_inputs,
+    set_ops_as_distinct,
+    single_key_joins,
+)
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
 
@@ -78,6 +86,8 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     adapt_reads(out, target, functions)
     if target.join_condition == "single_key":
         single_key_joins(out, target, functions)
+    if target.explicit_join_conditions:
+        explicit_join_conditions(out)
     if target.set_op_reading == "distinct":
         set_ops_as_distinct(out, target, functions)
     if target.max_set_inputs is not None:
@@ -140,6 +150,7 @@ def _reads_everything(target: Target) -> bool:
             and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
+            and not target.explicit_join_conditions
             and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
             and target.set_ops is None and not target.typed_nulls and target.correlated_subqueries
             and target.fixed_char_literals and target.interval_literals == "any"

@@ -84,6 +84,19 @@ def single_key_joins(plan: Plan, target: Target, functions: FunctionTable) -> in
     return changed
 
 
+def explicit_join_conditions(plan: Plan) -> int:
+    """Every ``JoinRel`` without an expression gets the condition ``true``, in place; the number changed.
+    DuckDB 1.1.3 reads a join without one as an expression of kind 0 ("Unsupported expression type 0":
+    DataFusion's cross products, TPC-DS Q28, Q88). The same rows for every join type: the spec joins each
+    pair of rows of the two inputs when there is no condition, and ``true`` holds for each pair."""
+    changed = 0
+    for rel, _path in rels_with_paths(plan):
+        if rel.WhichOneof("rel_type") == "join" and not rel.join.HasField("expression"):
+            rel.join.expression.literal.boolean = True
+            changed += 1
+    return changed
+
+
 def nest_set_inputs(plan: Plan, target: Target) -> int:
     """A ``UNION ALL`` / ``UNION DISTINCT`` of more inputs than the target takes becomes nested unions of
     that many (the same rows: both are associative, and a distinct union of distinct unions is the
