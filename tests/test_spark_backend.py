@@ -502,7 +502,7 @@ def test_an_overflowing_sum_fails_in_both_ansi_modes(spark, ansi):
 def test_spark_ansi_errors_are_one_named_line(spark_message, expected):
     """Spark's ANSI-mode errors (which stand for the backend's own checks in that mode) keep their name
     and first sentence, not the advice to turn ANSI mode off."""
-    from optimizer.spark.backend import _execution_error
+    from optimizer.spark.failures import _execution_error
 
     assert str(_execution_error(Exception(spark_message))) == expected
 

@@ -145,19 +145,19 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # ------------------------------------------------------------------------------ backend
     Mutant(
-        "backend_topn_ignores_offset", "optimizer/spark/backend.py",
+        "backend_topn_ignores_offset", "optimizer/spark/single_input.py",
         "        df = _offset_limit(df.orderBy(*orders) if orders else df, offset, count)\n",
         "        df = _offset_limit(df.orderBy(*orders) if orders else df, 0, count)\n",
         "the backend's TopNRel ignores its offset",
     ),
     Mutant(
-        "backend_null_safe_key_lost", "optimizer/spark/backend.py",
+        "backend_null_safe_key_lost", "optimizer/spark/physical.py",
         "                parts.append(_c(lc).eqNullSafe(_c(rc)))\n",
         "                parts.append(_c(lc) == _c(rc))\n",
         "the backend compares an IS_NOT_DISTINCT_FROM key of a hash/merge join with = (NULL keys never match)",
     ),
     Mutant(
-        "backend_window_first_partition_only", "optimizer/spark/backend.py",
+        "backend_window_first_partition_only", "optimizer/spark/single_input.py",
         "self.exprs.window(wf, body.partition_expressions, body.sorts, scope,",
         "self.exprs.window(wf, body.partition_expressions[:1], body.sorts, scope,",
         "the backend's ConsistentPartitionWindowRel partitions by its first partition expression only",

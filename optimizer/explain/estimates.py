@@ -81,7 +81,7 @@ def _names(g: nx.DiGraph, node: int) -> list[str]:
 
 def count_rows(backend, plan: Plan) -> int:
     """Rows the plan's first root produces on Spark."""
-    from optimizer.spark.backend import _execution_error
+    from optimizer.spark.failures import _execution_error
 
     try:
         return int(backend.to_dataframe(plan).count())

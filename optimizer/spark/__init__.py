@@ -1,8 +1,8 @@
 """PySpark execution backend for Substrait plans.
 
 ``SparkBackend(spark, tables=...)``: ``to_dataframe(plan)`` -> lazy Spark DataFrame, ``execute(plan)`` ->
-``pyarrow.Table``. See :mod:`optimizer.spark.backend` (relations), :mod:`optimizer.spark.expressions`
-(expressions) and :mod:`optimizer.spark.tables` (table binding).
+``pyarrow.Table``. See :mod:`optimizer.spark.backend` (relations, compiled by one module per kind of
+relation), :mod:`optimizer.spark.expressions` (expressions) and :mod:`optimizer.spark.tables` (table binding).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Substrait expressions -> PySpark ``Col`` objects (the expression half of the Spark backend).
 
-Interface used by the relation half (``optimizer/spark/backend.py``)
----------------------------------------------------------------------
+Interface used by the relation half (``optimizer/spark/rel_compiler.py`` and its subclasses)
+-------------------------------------------------------------------------------------------
 
 * :class:`Scope` -- the input of an expression: the input Frame, its column names (unique Spark names,
   positionally equal to the Substrait input schema), their Substrait types when known, and the enclosing
