@@ -49,6 +49,9 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_join_conditions": false,  # a JoinRel without expression gets the condition
                                               #   true (DuckDB 1.1.3: 'Unsupported expression type 0')
+                  "anti_joins": "any",        # any | left_join: a LEFT_ANTI join is written as a LEFT join
+                                              #   to its right input marked by a constant, keeping the
+                                              #   rows where the mark is NULL (DuckDB 1.1.3)
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
@@ -121,6 +124,7 @@ class Target:
     join_condition: str = "any"
     explicit_types: bool = False
     explicit_join_conditions: bool = False
+    anti_joins: str = "any"
     cast_failure: str = "any"
     window_functions: bool = True
     max_set_inputs: int | None = None
@@ -171,7 +175,7 @@ _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "anti_joins", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -306,6 +310,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
+        anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
         fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),

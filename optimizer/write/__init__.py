@@ -17,7 +17,8 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
    otherwise (``fixed_char``, intervals) written as it reads them;
 5a. joins: a condition beyond one key comparison goes into a ``FilterRel`` above an inner join for a
    target that joins on one key (Acero); a join without a condition gets ``true`` for a target that
-   needs one (DuckDB 1.1.3);
+   needs one, and an anti join becomes a left join keeping the unmatched rows for one that reads no
+   anti join (DuckDB 1.1.3);
 5b. set operations, for a target that reads every ``SetRel`` as its distinct form (DuckDB 1.1.3):
    written so that both readings give the same rows (:func:`~optimizer.write.joins.set_ops_as_distinct`);
 6. aggregates: an aggregate with several grouping sets is refused where the target numbers them its
@@ -60,6 +61,7 @@ from optimizer.write.functions import (
 )
 from optimizer.write.grouping_sets import write_datafusion_grouping_sets
 from optimizer.write.joins import (
+    anti_joins_as_left_joins,
     explicit_join_conditions,
     nest_set_inputs,
     set_ops_as_distinct,
@@ -80,9 +82,11 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     out.CopyFrom(plan)
     if not target.reference_rel:
         inline_references(out, target.name)
-    _check_relations(out, target)
     # The copy's function table, built once: the steps that declare or rename a function update it.
     functions = function_table(out)
+    if target.anti_joins == "left_join":
+        anti_joins_as_left_joins(out, target, functions)
+    _check_relations(out, target)
     adapt_reads(out, target, functions)
     if target.join_condition == "single_key":
         single_key_joins(out, target, functions)
@@ -150,7 +154,7 @@ def _reads_everything(target: Target) -> bool:
             and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
-            and not target.explicit_join_conditions
+            and not target.explicit_join_conditions and target.anti_joins == "any"
             and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
             and target.set_ops is None and not target.typed_nulls and target.correlated_subqueries
             and target.fixed_char_literals and target.interval_literals == "any"

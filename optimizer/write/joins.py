@@ -97,6 +97,49 @@ def explicit_join_conditions(plan: Plan) -> int:
     return changed
 
 
+def anti_joins_as_left_joins(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``LEFT_ANTI`` join becomes a ``LEFT`` join on the same condition to its right input with a
+    constant ``true`` column appended, under a ``FilterRel`` keeping the rows where that column is NULL and
+    outputting the left input's columns (the anti join's emit, if any); in place, the number changed.
+
+    The same rows: a left row with a match satisfying the condition appears only with the constant set,
+    and is dropped; a left row without one appears exactly once, its right side (the constant too) NULL.
+    For DuckDB 1.1.3, which reads ``LEFT`` joins but refuses anti joins ("INTERNAL Error: Unsupported
+    join type": DataFusion's TPC-H Q16, Q21, Q22). A ``post_join_filter`` is refused: where the spec
+    applies it to an anti join's output is not what a filter above the left join would apply it to."""
+    from optimizer.schema import plan_schemas
+
+    registrar = FunctionRegistrar(plan, functions)
+    changed = 0
+    schemas = None
+    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
+        if rel.WhichOneof("rel_type") != "join" or rel.join.type != JoinRel.JOIN_TYPE_LEFT_ANTI:
+            continue
+        join = rel.join
+        if join.HasField("post_join_filter"):
+            raise UnsupportedError(f"JoinRel of type LEFT_ANTI with a post_join_filter: target '{target.name}' "
+                                   "reads no anti join, and its rewrite as a left join keeps no such filter", path)
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        n_left = len(schemas[f"{path}.join.left"].types)
+        n_right = len(schemas[f"{path}.join.right"].types)
+        emit = list(join.common.emit.output_mapping) if join.common.WhichOneof("emit_kind") == "emit" else None
+        marked = Rel()
+        marked.project.input.CopyFrom(join.right)
+        marked.project.expressions.add().literal.boolean = True
+        join.right.CopyFrom(marked)
+        join.type = JoinRel.JOIN_TYPE_LEFT
+        join.common.ClearField("emit_kind")
+        top = Rel()
+        top.filter.input.CopyFrom(rel)
+        top.filter.condition.CopyFrom(registrar.call("is_null", "functions_comparison", [field(n_left + n_right)],
+                                                     boolean_type(nullable=False), "is_null:any"))
+        top.filter.common.emit.output_mapping.extend(emit if emit is not None else range(n_left))
+        rel.CopyFrom(top)
+        changed += 1
+    return changed
+
+
 def nest_set_inputs(plan: Plan, target: Target) -> int:
     """A ``UNION ALL`` / ``UNION DISTINCT`` of more inputs than the target takes becomes nested unions of
     that many (the same rows: both are associative, and a distinct union of distinct unions is the
