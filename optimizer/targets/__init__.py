@@ -35,8 +35,10 @@ optional; the defaults are the spec's reading)::
                    "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
                    "unsupported": ["substring"],       # refused (exit 3)
                    "enum_arguments": true,             # reads enum arguments (extract's 'YEAR')
-                   "like_null_escape": "keep"},        # keep | drop: like(a, p, NULL) means no escape
+                   "like_null_escape": "keep",         # keep | drop: like(a, p, NULL) means no escape
                                                        #   character; drop writes like(a, p)
+                   "extract": "enum"},                 # enum | date_part: extract(YEAR, x) is written
+                                                       #   date_part('year', x) (DataFusion)
      "encoding": {"project": "spec",          # spec | expressions_only (DuckDB 1.1.3: a ProjectRel
                                               #   outputs only its expressions and its emit is ignored)
                   "aggregate_phase": "any",   # any | initial_to_result (Acero rejects the unspecified phase)
@@ -119,6 +121,7 @@ class Target:
     subqueries: bool = True
     enum_arguments: bool = True
     like_null_escape: str = "keep"
+    extract_encoding: str = "enum"
     old_fields: bool = False
     switch_expressions: bool = True
     join_condition: str = "any"
@@ -173,7 +176,7 @@ def _bool(data: dict, key: str, default: bool, where: str) -> bool:
 
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
-    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape"}),
+    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
                            "explicit_types", "explicit_join_conditions", "anti_joins", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "interval_literals", "set_ops", "aggregate_arguments",
@@ -293,6 +296,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         set_ops=_set_ops(data.get("set_ops"), where),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
+        extract_encoding=_choice(functions, "extract", ("enum", "date_part"), "enum", f"{where}functions"),
         engine=str(data.get("engine", "")),
         evidence=tuple(evidence),
         physical_relations=_bool(data, "physical_relations", True, where),

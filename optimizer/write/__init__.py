@@ -151,7 +151,8 @@ def _reads_everything(target: Target) -> bool:
             and not target.max_args and not target.unsupported_functions and target.project_encoding == "spec"
             and target.aggregate_phase == "any" and target.grouping_sets == "spec" and target.plan_version is None
             and target.join_types is None and target.subqueries and target.enum_arguments
-            and target.like_null_escape == "keep" and not target.old_fields and not target.explicit_direct
+            and target.like_null_escape == "keep" and target.extract_encoding == "enum"
+            and not target.old_fields and not target.explicit_direct
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
             and not target.explicit_join_conditions and target.anti_joins == "any"

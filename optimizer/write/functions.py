@@ -8,6 +8,9 @@
   (``and(a, b, c)`` -> ``and(and(a, b), c)``: the same three-valued result, both are associative).
   Only associative functions can be split this way; another name is refused.
 
+* ``functions.extract``: ``date_part`` writes ``extract(COMPONENT, x)`` as ``date_part('component', x)``
+  (see :func:`_extract_as_date_part`).
+
 Also :func:`set_aggregation_phase`: the phase of every aggregate and window call left unspecified is
 written out (Acero accepts ``INITIAL_TO_RESULT`` only, and rejects the unspecified phase; a plan that
 aggregates in one relation means exactly that phase).
@@ -22,7 +25,7 @@ from substrait.proto import AggregationPhase, Expression, Plan
 
 from optimizer.dag import strip_inputs
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import rels_with_paths, walk
+from optimizer.expr_utils import FunctionRegistrar, rels_with_paths, walk
 from optimizer.load.functions import FunctionTable, declared_functions, resolve
 from optimizer.targets import Target
 
@@ -45,8 +48,10 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
     """Refuse, rename and split the plan's function calls for ``target``, in place; ``functions``, the
     plan's table, is updated with the new names."""
     if not (target.unsupported_functions or target.renames or target.max_args or not target.enum_arguments
-            or target.like_null_escape == "drop"):
+            or target.like_null_escape == "drop" or target.extract_encoding != "enum"):
         return
+    if target.extract_encoding == "date_part":
+        _extract_as_date_part(plan, functions)
     names = {info.anchor: info.name for info in functions}
     if target.like_null_escape == "drop":
         for m in _messages(plan, _SCALAR):
@@ -81,6 +86,35 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
         if simple in target.renames:
             fn.name = target.renames[simple] + colon + signature
             functions.declare(resolve(fn.function_anchor, fn.name, urn))
+
+
+#: ``extract``'s components that DataFusion's ``date_part`` reads with the same meaning (the calendar
+#: field as an integer); the others (weeks, days of the week, seconds with their fraction...) differ or
+#: are unknown to it, and are left to be refused as enum arguments.
+_DATE_PART_COMPONENTS = {"YEAR": "year", "QUARTER": "quarter", "MONTH": "month", "DAY": "day",
+                         "DAY_OF_YEAR": "doy", "HOUR": "hour", "MINUTE": "minute"}
+
+
+def _extract_as_date_part(plan: Plan, functions: FunctionTable) -> int:
+    """Every ``extract(COMPONENT, x)`` of a component in :data:`_DATE_PART_COMPONENTS` becomes
+    ``date_part('component', x)``, in place; the number rewritten. DataFusion 55 reads no enum argument
+    ("Function argument non-Value type not supported"); its own producer writes ``EXTRACT(YEAR FROM x)`` as
+    ``date_part`` of the component's name as a string literal, which its consumer reads."""
+    registrar = FunctionRegistrar(plan, functions)
+    names = {info.anchor: info.name for info in functions}
+    changed = 0
+    for m in list(_messages(plan, _SCALAR)):
+        # The spec's options are upper case; DuckDB writes them in lower case ('year').
+        if (names.get(m.function_reference) != "extract" or len(m.arguments) != 2
+                or m.arguments[0].WhichOneof("arg_type") != "enum"
+                or m.arguments[0].enum.upper() not in _DATE_PART_COMPONENTS):
+            continue
+        component = _DATE_PART_COMPONENTS[m.arguments[0].enum.upper()]
+        m.arguments[0].ClearField("enum")
+        m.arguments[0].value.literal.string = component
+        m.function_reference = registrar.anchor("date_part", "functions_datetime", "date_part:str_any")
+        changed += 1
+    return changed
 
 
 def _is_null(arg) -> bool:
