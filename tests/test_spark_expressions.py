@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import math
 import uuid
+from functools import partial
 
 import pytest
 from substrait.proto import (
@@ -22,6 +23,7 @@ from substrait.proto import (
 )
 
 from optimizer.errors import PlanError, UnsupportedError
+from optimizer.load.builder import lit as typed_lit
 from optimizer.load.functions import FunctionTable, resolve
 from optimizer.schema.types import make_type
 from optimizer.spark.sql import Context, Frame
@@ -46,24 +48,8 @@ def lit(**kw) -> Expression:
     return Expression(literal=Expression.Literal(**kw))
 
 
-def i32(v: int) -> Expression:
-    return lit(i32=v)
-
-
-def i64(v: int) -> Expression:
-    return lit(i64=v)
-
-
-def f64(v: float) -> Expression:
-    return lit(fp64=v)
-
-
-def s(v: str) -> Expression:
-    return lit(string=v)
-
-
-def b(v: bool) -> Expression:
-    return lit(boolean=v)
+# Literals of one kind each: i32(5), i64(5), f64(1.5), s("x"), b(True).
+i32, i64, f64, s, b = (partial(typed_lit, kind=kind) for kind in ("i32", "i64", "fp64", "string", "bool"))
 
 
 def null(t: Type) -> Expression:
@@ -1292,6 +1278,10 @@ def test_subqueries(env):
     eq_any = set_comparison("ANY", "EQ", field(0), project_rel(other, field(0)))
     ne_all = set_comparison("ALL", "NE", field(0), project_rel(other, field(0)))
     empty_all = set_comparison("ALL", "GT", field(1), project_rel(filter_rel(other, b(False)), field(1)))
+    ne_any = set_comparison("ANY", "NE", field(1), v_of)
+    eq_all = set_comparison("ALL", "EQ", field(1), v_of)
+    le_any = set_comparison("ANY", "LE", field(1), v_of)
+    ge_all = set_comparison("ALL", "GE", field(1), project_rel(other, field(0)))
     check(
         env,
         [
@@ -1309,5 +1299,9 @@ def test_subqueries(env):
             (eq_any, [True, True, False, False]),
             (ne_all, [False, False, True, True]),
             (empty_all, [True] * 4),
+            (ne_any, [True, True, None, True]),
+            (eq_all, [False, False, None, False]),
+            (le_any, [True, True, None, None]),  # MAX <= no v; v's null unknown
+            (ge_all, [True, False, None, True]),  # vs k: 1, 1, 2, 5
         ],
     )

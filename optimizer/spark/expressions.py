@@ -823,42 +823,23 @@ class ExpressionCompiler:
         has_nulls = nn < n
         null = F.lit(None).cast(T.BooleanType())
         empty_result = F.lit(red == SC.REDUCTION_OP_ALL)
-        if red == SC.REDUCTION_OP_ANY:
-            if op == SC.COMPARISON_OP_NE:
-                decided = (nn > 0) & ((mn != x) | (mx != x))  # some non-null y differs from x
-            else:
-                bound = {
-                    SC.COMPARISON_OP_LT: mx,
-                    SC.COMPARISON_OP_LE: mx,
-                    SC.COMPARISON_OP_GT: mn,
-                    SC.COMPARISON_OP_GE: mn,
-                }[op]
-                decided = (nn > 0) & _compare(op, x, bound)
-            # true if decided, else null if any comparison was unknown, else false
-            return (
-                F.when(n == 0, empty_result)
-                .when(x.isNull(), null)
-                .when(decided, F.lit(True))
-                .when(has_nulls, null)
-                .otherwise(F.lit(False))
-            )
-        # ALL
-        if op == SC.COMPARISON_OP_EQ:
-            refuted = (nn > 0) & ((mn != x) | (mx != x))
+        # ANY is decided (true) by one non-null y with x op y; ALL is decided (false) by one with not x op y.
+        # The y to look at is the extreme one: for ANY the largest when x < y is asked, for ALL the smallest.
+        is_any = red == SC.REDUCTION_OP_ANY
+        below = op in (SC.COMPARISON_OP_LT, SC.COMPARISON_OP_LE)
+        if op == (SC.COMPARISON_OP_NE if is_any else SC.COMPARISON_OP_EQ):
+            decided = (nn > 0) & ((mn != x) | (mx != x))  # some non-null y differs from x
+        elif is_any:
+            decided = (nn > 0) & _compare(op, x, mx if below else mn)
         else:
-            bound = {
-                SC.COMPARISON_OP_LT: mn,
-                SC.COMPARISON_OP_LE: mn,
-                SC.COMPARISON_OP_GT: mx,
-                SC.COMPARISON_OP_GE: mx,
-            }[op]
-            refuted = (nn > 0) & ~_compare(op, x, bound)
+            decided = (nn > 0) & ~_compare(op, x, mn if below else mx)
+        # the decided answer, else null if any comparison was unknown, else the other answer
         return (
             F.when(n == 0, empty_result)
             .when(x.isNull(), null)
-            .when(refuted, F.lit(False))
+            .when(decided, F.lit(is_any))
             .when(has_nulls, null)
-            .otherwise(F.lit(True))
+            .otherwise(F.lit(not is_any))
         )
 
     # -------------------------------------------------------------------------------------- functions
