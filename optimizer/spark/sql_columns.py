@@ -71,6 +71,19 @@ def as_operand(e: exp.Expression) -> exp.Expression:
 _ATOMIC_TYPES = frozenset(_ATOMIC) | {exp.TryCast}
 
 
+def _binary(cls: type[exp.Expression], reflected: bool = False) -> Callable[[Col, Any], Col]:
+    """The method ``a.m(b)`` (an operator, or ``eqNullSafe``...) of a :class:`Col`: ``cls(a, b)``, or
+    ``cls(b, a)`` when ``reflected`` (``__radd__``: ``b + a``)."""
+
+    def method(self: Col, other: Any) -> Col:
+        a, b = as_operand(self.e), as_operand(operand(other))
+        if reflected:
+            a, b = b, a
+        return Col(cls(this=a, expression=b))
+
+    return method
+
+
 class Col:
     """A column expression (sqlglot node) and its alias, with PySpark ``Column``'s operators."""
 
@@ -100,89 +113,36 @@ class Col:
 
     # ---------------------------------------------------------------------------------- operators
 
-    def _bin(self, cls: type[exp.Expression], other: Any, reflected: bool = False) -> Col:
-        a, b = as_operand(self.e), as_operand(operand(other))
-        if reflected:
-            a, b = b, a
-        return Col(cls(this=a, expression=b))
-
-    def __add__(self, o: Any) -> Col:
-        return self._bin(exp.Add, o)
-
-    def __radd__(self, o: Any) -> Col:
-        return self._bin(exp.Add, o, True)
-
-    def __sub__(self, o: Any) -> Col:
-        return self._bin(exp.Sub, o)
-
-    def __rsub__(self, o: Any) -> Col:
-        return self._bin(exp.Sub, o, True)
-
-    def __mul__(self, o: Any) -> Col:
-        return self._bin(exp.Mul, o)
-
-    def __rmul__(self, o: Any) -> Col:
-        return self._bin(exp.Mul, o, True)
-
-    def __truediv__(self, o: Any) -> Col:
-        return self._bin(exp.Div, o)
-
-    def __rtruediv__(self, o: Any) -> Col:
-        return self._bin(exp.Div, o, True)
-
-    def __mod__(self, o: Any) -> Col:
-        return self._bin(exp.Mod, o)
-
-    def __rmod__(self, o: Any) -> Col:
-        return self._bin(exp.Mod, o, True)
-
-    def __eq__(self, o: Any) -> Col:  # type: ignore[override]
-        return self._bin(exp.EQ, o)
-
-    def __ne__(self, o: Any) -> Col:  # type: ignore[override]
-        return self._bin(exp.NEQ, o)
-
-    def __lt__(self, o: Any) -> Col:
-        return self._bin(exp.LT, o)
-
-    def __le__(self, o: Any) -> Col:
-        return self._bin(exp.LTE, o)
-
-    def __gt__(self, o: Any) -> Col:
-        return self._bin(exp.GT, o)
-
-    def __ge__(self, o: Any) -> Col:
-        return self._bin(exp.GTE, o)
-
-    def __and__(self, o: Any) -> Col:
-        return self._bin(exp.And, o)
-
-    def __rand__(self, o: Any) -> Col:
-        return self._bin(exp.And, o, True)
-
-    def __or__(self, o: Any) -> Col:
-        return self._bin(exp.Or, o)
-
-    def __ror__(self, o: Any) -> Col:
-        return self._bin(exp.Or, o, True)
+    __add__ = _binary(exp.Add)
+    __radd__ = _binary(exp.Add, reflected=True)
+    __sub__ = _binary(exp.Sub)
+    __rsub__ = _binary(exp.Sub, reflected=True)
+    __mul__ = _binary(exp.Mul)
+    __rmul__ = _binary(exp.Mul, reflected=True)
+    __truediv__ = _binary(exp.Div)
+    __rtruediv__ = _binary(exp.Div, reflected=True)
+    __mod__ = _binary(exp.Mod)
+    __rmod__ = _binary(exp.Mod, reflected=True)
+    __eq__ = _binary(exp.EQ)  # type: ignore[assignment]
+    __ne__ = _binary(exp.NEQ)  # type: ignore[assignment]
+    __lt__ = _binary(exp.LT)
+    __le__ = _binary(exp.LTE)
+    __gt__ = _binary(exp.GT)
+    __ge__ = _binary(exp.GTE)
+    __and__ = _binary(exp.And)
+    __rand__ = _binary(exp.And, reflected=True)
+    __or__ = _binary(exp.Or)
+    __ror__ = _binary(exp.Or, reflected=True)
+    eqNullSafe = _binary(exp.NullSafeEQ)
+    bitwiseAND = _binary(exp.BitwiseAnd)
+    bitwiseOR = _binary(exp.BitwiseOr)
+    bitwiseXOR = _binary(exp.BitwiseXor)
 
     def __invert__(self) -> Col:
         return Col(exp.Not(this=as_operand(self.e)))
 
     def __neg__(self) -> Col:
         return Col(exp.Neg(this=as_operand(self.e)))
-
-    def eqNullSafe(self, o: Any) -> Col:
-        return self._bin(exp.NullSafeEQ, o)
-
-    def bitwiseAND(self, o: Any) -> Col:
-        return self._bin(exp.BitwiseAnd, o)
-
-    def bitwiseOR(self, o: Any) -> Col:
-        return self._bin(exp.BitwiseOr, o)
-
-    def bitwiseXOR(self, o: Any) -> Col:
-        return self._bin(exp.BitwiseXor, o)
 
     # ------------------------------------------------------------------------------------ methods
 
