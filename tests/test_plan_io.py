@@ -176,6 +176,16 @@ def test_binary_old_fields_are_upgraded_not_dropped():
     assert Plan.FromString(plan.SerializeToString()) == plan
 
 
+@pytest.mark.parametrize("uri", [b"\x08" + bytes([0xFF] * 10 + [0x01]) + wire.field(2, b"https://example.com/f.yaml"),
+                                 b"\x08\xff"], ids=["eleven_bytes", "cut_off"])
+def test_a_malformed_varint_in_an_old_field_is_a_plan_error(uri):
+    """A varint in an old field's bytes that is longer than protobuf's ten bytes, or cut off, is the error
+    a malformed varint in a known field gives (an 11-byte anchor was read as a number of 71 bits: exit 3,
+    internal error)."""
+    with pytest.raises(PlanError, match=r"not a Substrait plan: truncated or malformed protobuf \(bad varint\)"):
+        load_plan(wire.field(1, uri) + _old_binary_plan())
+
+
 def test_binary_and_json_of_a_plan_are_the_same_plan():
     path = CORPUS / "substrait_consumer/snapshots/producer/integration/tpch/q09-isthmus_plan.json"
     plan = load_plan(path)

@@ -56,7 +56,9 @@ def deep_messages():
             if _deep_users == 0:
                 _set_oversize(False)
 
-def _varint(data: bytes, pos: int, end: int, name: str) -> tuple[int, int]:
+def read_varint(data: bytes, pos: int, end: int, name: str) -> tuple[int, int]:
+    """The base-128 varint at ``data[pos:end]`` and the position after it; a PlanError naming ``name`` if
+    it runs past ``end`` or is longer than protobuf's ten bytes."""
     value = shift = 0
     while True:
         if pos >= end or shift > 63:
@@ -74,16 +76,16 @@ def _fields(data, start: int, end: int, name: str):
     pos = start
     while pos < end:
         tag_start = pos
-        tag, pos = _varint(data, pos, end, name)
+        tag, pos = read_varint(data, pos, end, name)
         number, wire = tag >> 3, tag & 7
         if wire == 0:
-            _, pos = _varint(data, pos, end, name)
+            _, pos = read_varint(data, pos, end, name)
             value_start = pos
         elif wire in (1, 5):
             value_start = pos
             pos += 8 if wire == 1 else 4
         elif wire == 2:
-            length, value_start = _varint(data, pos, end, name)
+            length, value_start = read_varint(data, pos, end, name)
             pos = value_start + length
         else:  # groups (3, 4) and invalid wire types: a Substrait plan has none
             raise PlanError(f"not a Substrait plan: malformed protobuf (wire type {wire} in field {number})", name)

@@ -50,6 +50,7 @@ from substrait.proto import ComparisonJoinKey, Expression, FunctionArgument, Pla
 
 from optimizer.errors import PlanError
 from optimizer.load.functions import NO_EXTENSION, uri_to_urn
+from optimizer.load.protobuf_depth import read_varint
 
 _JOIN_RENAMES = {
     "JOIN_TYPE_SEMI": "JOIN_TYPE_LEFT_SEMI",
@@ -533,32 +534,17 @@ def _short(text: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise DecodeError("truncated varint")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 70:
-            raise DecodeError("varint too long")
-
-
 def _wire_fields(data: bytes) -> list[tuple[int, int, Any]]:
     """Decode one message's fields: (number, wire type, value) with value int or bytes."""
     out = []
     pos = 0
     while pos < len(data):
-        key, pos = _varint(data, pos)
+        key, pos = read_varint(data, pos, len(data), "")
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _varint(data, pos)
+            value, pos = read_varint(data, pos, len(data), "")
         elif wire == 2:
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos, len(data), "")
             value = data[pos : pos + length]
             if len(value) != length:
                 raise DecodeError("truncated field")
