@@ -175,19 +175,24 @@ def wide_plan(shape: str, n: int) -> dict:
         tree = join["left"]
     reads.append(tree)
     reads.reverse()
+    condition = {"scalarFunction": {"functionReference": 2, "outputType": {"bool": {"nullability": "NULLABILITY_REQUIRED"}},
+                                    "arguments": [{"value": p} for p in preds]}}
+    plan["relations"][0]["root"]["input"] = balanced_join(reads, condition)
+    return plan
 
-    def balanced(lo: int, hi: int) -> dict:
+
+def balanced_join(reads: list[dict], condition: dict) -> dict:
+    """The JSON relations ``reads`` (two or more) as a balanced tree of cross products (nested about
+    log2(n) deep) under one inner join on ``condition``, in their order."""
+
+    def tree(lo: int, hi: int) -> dict:
         if hi - lo == 1:
             return reads[lo]
         mid = (lo + hi) // 2
-        return {"cross": {"left": balanced(lo, mid), "right": balanced(mid, hi)}}
+        return {"cross": {"left": tree(lo, mid), "right": tree(mid, hi)}}
 
-    top = balanced(0, n)["cross"]
-    condition = {"scalarFunction": {"functionReference": 2, "outputType": {"bool": {"nullability": "NULLABILITY_REQUIRED"}},
-                                    "arguments": [{"value": p} for p in preds]}}
-    plan["relations"][0]["root"]["input"] = {"join": {"type": "JOIN_TYPE_INNER", "left": top["left"],
-                                                      "right": top["right"], "expression": condition}}
-    return plan
+    top = tree(0, len(reads))["cross"]
+    return {"join": {"type": "JOIN_TYPE_INNER", "left": top["left"], "right": top["right"], "expression": condition}}
 
 
 # ------------------------------------------------------------------------------------------ measuring

@@ -70,21 +70,14 @@ def big_plan(size: int) -> bytes:
 def join_plan(n: int, bushy: bool = True) -> dict:
     """``n`` tables ``t_i(k)`` of hinted sizes joined along a chain ``t_i.k = t_{i+1}.k``; written as a
     balanced tree of cross products with every equality at the top join (nested log2(n) deep)."""
+    from benchmarks.optimizer_latency import balanced_join
+
     reads = [_read(f"t{i}") for i in range(n)]
     for i, r in enumerate(reads):
         r["read"]["common"] = {"hint": {"stats": {"rowCount": 10 ** (2 + i % 5), "recordSize": 8}}}
-
-    def tree(lo: int, hi: int) -> dict:
-        if hi - lo == 1:
-            return reads[lo]
-        mid = (lo + hi) // 2
-        return {"cross": {"left": tree(lo, mid), "right": tree(mid, hi)}}
-
-    top = tree(0, n)["cross"]
     preds = [{"value": _eq(_ref(i), _ref(i + 1))} for i in range(n - 1)]
     condition = {"scalarFunction": {"functionReference": 3, "outputType": _BOOL, "arguments": preds}}
-    plan = _plan({"join": {"type": "JOIN_TYPE_INNER", "left": top["left"], "right": top["right"],
-                           "expression": condition}}, [f"c{i}" for i in range(n)])
+    plan = _plan(balanced_join(reads, condition), [f"c{i}" for i in range(n)])
     plan["extensions"].append({"extensionFunction": {"extensionUrnReference": 2, "functionAnchor": 3, "name": "and:bool"}})
     return plan
 
