@@ -77,7 +77,7 @@ from optimizer.cost.selectivity import (
 from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 from substrait.proto import Expression, Rel, SetRel, Type
 
-from optimizer.dag import inputs
+from optimizer.dag import ChangeMark, change_mark, inputs, removed_since
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import (
     call_args,
@@ -157,6 +157,10 @@ class CardinalityEstimator(PredicateSelectivity):
         #: each node's readers when its needs were computed, and the relations put in place since
         self._readers = Readers()
         self._needs_changed: set[int] = set()
+        #: The DAG's nodes when the needs were last brought up to date (:func:`optimizer.dag.change_mark`;
+        #: None: unknown), and the nodes removed before that the needs still list.
+        self._needs_mark: ChangeMark | None = None
+        self._removed_before: list[int] = []
         self._refs: RefCache = {}
 
     # -- public ---------------------------------------------------------------------------------------
@@ -173,9 +177,14 @@ class CardinalityEstimator(PredicateSelectivity):
         for name in (*self._PER_NODE, "_refs"):
             setattr(out, name, {n: v for n, v in getattr(self, name).items() if n in g})
         if self._needed is not None:
-            out._needed = {n: set(cols) for n, cols in self._needed.items() if n in g}
+            # A relation's set of needed columns is replaced, never changed (update_needed): shared.
+            out._needed = {n: cols for n, cols in self._needed.items() if n in g}
             out._readers = Readers({n: ps for n, ps in self._readers.items() if n in g})
             out._needs_changed = set(self._needs_changed)
+            removed = removed_since(self.g, self._needs_mark) if self._needs_mark is not None else None
+            if removed is not None:
+                out._needs_mark = change_mark(g)
+                out._removed_before = [*self._removed_before, *removed]
         out._origin_ids = dict(self._origin_ids)
         if self._fingerprints is not None:
             out._fingerprints = (self._fingerprints[0], dict(self._fingerprints[1]))
@@ -220,6 +229,7 @@ class CardinalityEstimator(PredicateSelectivity):
         self._renew_needs()
         if self._needed is None:
             self._needed = needed_columns(self.g, cache=self._refs, readers=self._readers)
+            self._needs_mark, self._removed_before = change_mark(self.g), []
         return self._needed.get(node)
 
     def same_needs(self, candidate: int, replaced: int) -> None:
@@ -235,7 +245,11 @@ class CardinalityEstimator(PredicateSelectivity):
         if not self._needs_changed or self._needed is None:
             return
         changed, self._needs_changed = self._needs_changed, set()
-        for n in update_needed(self.g, self._needed, self._readers, changed, self._refs):
+        removed = removed_since(self.g, self._needs_mark) if self._needs_mark is not None else None
+        if removed is not None and self._removed_before:
+            removed = [*self._removed_before, *removed]
+        self._needs_mark, self._removed_before = change_mark(self.g), []
+        for n in update_needed(self.g, self._needed, self._readers, changed, self._refs, removed):
             self._memo.pop(n, None)
 
     def estimate(self, node: int) -> RelEstimate:

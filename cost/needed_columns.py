@@ -93,10 +93,12 @@ def needed_columns(g: nx.DiGraph, cache: RefCache | None = None,
 
 
 def update_needed(g: nx.DiGraph, needed: dict[int, set[int]], readers: dict[int, frozenset[int]],
-                  changed: Iterable[int], cache: RefCache | None = None) -> set[int]:
+                  changed: Iterable[int], cache: RefCache | None = None,
+                  removed: Iterable[int] | None = None) -> set[int]:
     """Bring ``needed`` and ``readers`` (as :func:`needed_columns` or this function left them) up to date,
     in place, after rewrites that put the relations ``changed`` in place of others; the nodes whose
-    needs changed (removed ones included).
+    needs changed (removed ones included). ``removed``: every node removed from ``g`` since ``needed``
+    was last brought up to date (:func:`optimizer.dag.removed_since`; None: found by comparing with ``g``).
 
     What a relation needs depends only on what its readers need and read, so only two kinds of
     relation can need other columns: those below a new relation (it reads them, or a new relation
@@ -105,16 +107,18 @@ def update_needed(g: nx.DiGraph, needed: dict[int, set[int]], readers: dict[int,
     that was removed. The others keep their needs: recomputed, they would be the same.
     """
     # Set operations run in C: this runs once per rewrite of the plan.
-    present = dict.fromkeys(g).keys()
-    out = needed.keys() - present
+    present = dict.fromkeys(g).keys() if removed is None else None
+    gone = set(removed) if removed is not None else None
+    out = needed.keys() - present if present is not None else needed.keys() & gone
     for n in out:
         del needed[n]
         _record(readers, n, None)
     new = {n for n in changed if n in g}
     of = getattr(readers, "of", None)
     if of is not None:
-        start = new.union(*(of[p] for p in of.keys() - present))
+        start = new.union(*(of[p] for p in (of.keys() - present if present is not None else of.keys() & gone)))
     else:
+        present = present if present is not None else dict.fromkeys(g).keys()
         start = new | {n for n, ps in readers.items() if not present >= ps}
     # Recomputed: a relation in ``start``, and one read by a relation whose contribution may differ
     # (a new one, or one whose needs changed); the needs of the others stay what they were.

@@ -201,9 +201,20 @@ def to_dag(plan: Plan) -> nx.DiGraph:
 
 def inputs(g: nx.DiGraph, node: int) -> list[int]:
     """The input nodes of ``node`` in slot order (a node read twice appears twice)."""
+    below = list(g.successors(node))
+    # Most relations read one or two inputs, each in one slot: those without building and sorting pairs
+    # (this runs for every relation priced or estimated).
+    edges = g.edges
+    if len(below) == 1:
+        return below * len(edges[node, below[0]]["slots"])
+    if len(below) == 2:
+        a, b = below
+        slots_a, slots_b = edges[node, a]["slots"], edges[node, b]["slots"]
+        if len(slots_a) == 1 and len(slots_b) == 1:
+            return below if slots_a[0] < slots_b[0] else [b, a]
     slots: list[tuple[int, int]] = []
-    for child in g.successors(node):
-        for s in g.edges[node, child]["slots"]:
+    for child in below:
+        for s in edges[node, child]["slots"]:
             slots.append((s, child))
     return [child for _, child in sorted(slots)]
 
@@ -228,6 +239,13 @@ class _GraphIndex:
     #: not listed yet).
     by_key: dict[bytes, set[int]] = field(default_factory=dict)
     unkeyed: set[int] | None = None
+    #: node -> (its relation, the bytes its digest starts with): a digest forgotten because something
+    #: below changed is computed again from these, while the node keeps that relation.
+    own: dict[int, tuple[Rel, bytes]] = field(default_factory=dict)
+    #: The nodes removed (:func:`drop_subtree_keys`) and the number added (:func:`note_added`) since the
+    #: index was made: what :func:`removed_since` answers from.
+    removed: list[int] = field(default_factory=list)
+    added: int = 0
 
 
 #: Per graph, by graph identity: a copy of a graph (``g.copy()``, :func:`copy_dag`, a rule's scratch
@@ -275,8 +293,34 @@ def forget_subtree_keys(g: nx.DiGraph, nodes: Iterable[int]) -> None:
 def note_added(g: nx.DiGraph, node: int) -> None:
     """Tell the index of ``g`` of a node just added."""
     index = _INDEX.get(g)
-    if index is not None and index.unkeyed is not None:
-        index.unkeyed.add(node)
+    if index is not None:
+        index.added += 1
+        if index.unkeyed is not None:
+            index.unkeyed.add(node)
+
+
+#: What :func:`removed_since` compares with: the graph's node count, and the nodes added and removed so far.
+ChangeMark = tuple[int, int, int]
+
+
+def change_mark(g: nx.DiGraph) -> ChangeMark:
+    """A mark of the nodes of ``g`` as they are now, for :func:`removed_since`."""
+    index = _index(g)
+    return len(g), index.added, len(index.removed)
+
+
+def removed_since(g: nx.DiGraph, mark: ChangeMark) -> list[int] | None:
+    """The nodes removed from ``g`` since ``mark`` (:func:`change_mark`) without looking at every node,
+    or None where not every change since went through :func:`optimizer.engine.add_subgraph` and
+    :func:`optimizer.engine.collect_garbage` (the node count says otherwise): then the caller compares."""
+    index = _INDEX.get(g)
+    if index is None:
+        return None
+    nodes, added, removed = mark
+    gone = index.removed[removed:]
+    if len(g) != nodes + index.added - added - len(gone):
+        return None
+    return gone
 
 
 def drop_subtree_keys(g: nx.DiGraph, nodes: Iterable[int]) -> None:
@@ -284,12 +328,15 @@ def drop_subtree_keys(g: nx.DiGraph, nodes: Iterable[int]) -> None:
     index = _INDEX.get(g)
     if index is None:
         return
+    nodes = list(nodes)
+    index.removed.extend(nodes)
     for node in nodes:
         key = index.keys.pop(node, None)
         if key is not None:
             _unkey(index, node, key)
         if index.unkeyed is not None:
             index.unkeyed.discard(node)
+        index.own.pop(node, None)
 
 
 def written_like(g: nx.DiGraph, key: bytes) -> set[int]:
@@ -315,29 +362,36 @@ def subtree_key(g: nx.DiGraph, node: int) -> bytes:
     such copies; Spark plans them alike and computes them once (its exchange reuse). Digests are kept
     per graph until a rewrite changes what is below (:func:`forget_subtree_keys`)."""
     index = _index(g)
-    memo = index.keys
+    memo, own = index.keys, index.own
     found = memo.get(node)
     if found is not None:
         return found
     # Children before parents, without recursion: a subtree may be deeper than Python's stack.
-    stack = [(node, False)]
+    stack: list[tuple[int, list[int] | None]] = [(node, None)]
     while stack:
-        n, ready = stack.pop()
+        n, children = stack.pop()
         if n in memo:
             continue
-        children = inputs(g, n)
-        if not ready:
-            stack.append((n, True))
-            stack.extend((c, False) for c in children if c not in memo)
+        if children is None:  # first visit: its inputs go first, then the node again with them
+            children = inputs(g, n)
+            stack.append((n, children))
+            stack.extend((c, None) for c in children if c not in memo)
             continue
-        rel = Rel()
-        rel.CopyFrom(g.nodes[n]["rel"])
-        body = rel_body(rel)
-        if body.HasField("common"):
-            body.common.ClearField("hint")
-            if body.common.ByteSize() == 0:  # an empty RelCommon means what none does
-                body.ClearField("common")
-        digest = hashlib.blake2b(rel.SerializeToString(deterministic=True), digest_size=16)
+        written = g.nodes[n]["rel"]
+        seen = own.get(n)
+        if seen is not None and seen[0] is written:
+            data = seen[1]
+        else:
+            rel = Rel()
+            rel.CopyFrom(written)
+            body = rel_body(rel)
+            if body.HasField("common"):
+                body.common.ClearField("hint")
+                if body.common.ByteSize() == 0:  # an empty RelCommon means what none does
+                    body.ClearField("common")
+            data = rel.SerializeToString(deterministic=True)
+            own[n] = (written, data)
+        digest = hashlib.blake2b(data, digest_size=16)
         for child in children:
             digest.update(memo[child])
         memo[n] = key = digest.digest()

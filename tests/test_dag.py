@@ -293,3 +293,53 @@ def test_a_function_a_rule_declares_is_in_the_dag_table_and_not_in_a_copy():
     assert list(g.graph["functions"]) == list(function_table(g.graph["plan"]))  # what a rebuild gives
     assert anchor not in kept.functions and list(kept.functions) == list(function_table(kept.g.graph["plan"]))
     assert anchor not in copy_dag(kept.g).graph["functions"]
+
+
+def test_a_digest_forgotten_after_a_rewrite_below_is_made_again_without_serializing_the_relation(monkeypatch):
+    """A rewrite forgets the digests of the relations above it; each is made again from the bytes of its
+    relation kept with the node (rules replace relations, never edit them), so a relation is serialized
+    once for all its digests: in a 120-way chain join, fewer times than digests are made."""
+    import hashlib
+
+    import optimizer.dag as dag
+    from optimizer.driver import Optimizer
+    from optimizer.spark.statistics import default_statistics
+
+    made, serialized = [], []
+
+    class Counting:
+        @staticmethod
+        def blake2b(*args, **kwargs):
+            made.append(1)
+            return hashlib.blake2b(*args, **kwargs)
+
+    body = dag.rel_body
+
+    def counting_body(rel):
+        serialized.append(1)
+        return body(rel)
+
+    monkeypatch.setattr(dag, "hashlib", Counting)
+    monkeypatch.setattr(dag, "rel_body", counting_body)
+    Optimizer(statistics=default_statistics()).run(_wide_chain(120))
+    assert 0 < len(serialized) <= 0.75 * len(made), (len(serialized), len(made))
+
+
+def test_removed_since_lists_the_nodes_the_engine_removed_and_no_others():
+    """The nodes removed since a mark, as :func:`optimizer.engine.collect_garbage` removes them; a node
+    removed another way makes the count disagree: None (the caller compares with every node)."""
+    from optimizer.dag import change_mark, removed_since
+    from optimizer.engine import NewRel, add_subgraph, replace_node
+
+    g = to_dag(_joined_plan())
+    mark = change_mark(g)
+    assert removed_since(g, mark) == []
+    top = g.graph["roots"][0]["node"]
+    below = inputs(g, top)[0]
+    rel = Rel()
+    rel.CopyFrom(g.nodes[top]["rel"])
+    new = add_subgraph(g, NewRel(rel, [below]))
+    replace_node(g, top, new, clean=True)
+    assert removed_since(g, mark) == [top]
+    g.remove_node(new)
+    assert removed_since(g, mark) is None
