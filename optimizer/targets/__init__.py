@@ -54,6 +54,8 @@ optional; the defaults are the spec's reading)::
                   "anti_joins": "any",        # any | left_join: a LEFT_ANTI join is written as a LEFT join
                                               #   to its right input marked by a constant, keeping the
                                               #   rows where the mark is NULL (DuckDB 1.1.3)
+                  "scalar_subqueries": "any", # any | left_join: an uncorrelated scalar subquery of at
+                                              #   most one row is written as a LEFT join on true to it
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
@@ -128,6 +130,7 @@ class Target:
     explicit_types: bool = False
     explicit_join_conditions: bool = False
     anti_joins: str = "any"
+    scalar_subqueries: str = "any"
     cast_failure: str = "any"
     window_functions: bool = True
     max_set_inputs: int | None = None
@@ -178,7 +181,7 @@ _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "anti_joins", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "anti_joins", "scalar_subqueries", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -315,6 +318,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
         anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
+        scalar_subqueries=_choice(encoding, "scalar_subqueries", ("any", "left_join"), "any", f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
         fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),

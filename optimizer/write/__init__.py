@@ -18,7 +18,8 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
 5a. joins: a condition beyond one key comparison goes into a ``FilterRel`` above an inner join for a
    target that joins on one key (Acero); a join without a condition gets ``true`` for a target that
    needs one, and an anti join becomes a left join keeping the unmatched rows for one that reads no
-   anti join (DuckDB 1.1.3);
+   anti join, an uncorrelated scalar subquery a left join to its one row for one that reads no
+   subquery (DuckDB 1.1.3);
 5b. set operations, for a target that reads every ``SetRel`` as its distinct form (DuckDB 1.1.3):
    written so that both readings give the same rows (:func:`~optimizer.write.joins.set_ops_as_distinct`);
 6. aggregates: an aggregate with several grouping sets is refused where the target numbers them its
@@ -69,6 +70,7 @@ from optimizer.write.joins import (
 )
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
+from optimizer.write.subqueries import scalar_subqueries_as_left_joins
 
 __all__ = ["write_for_target"]
 
@@ -86,6 +88,8 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     functions = function_table(out)
     if target.anti_joins == "left_join":
         anti_joins_as_left_joins(out, target, functions)
+    if target.scalar_subqueries == "left_join":
+        scalar_subqueries_as_left_joins(out, functions)
     _check_relations(out, target)
     adapt_reads(out, target, functions)
     if target.join_condition == "single_key":
@@ -156,6 +160,7 @@ def _reads_everything(target: Target) -> bool:
             and target.aggregate_arguments == "any" and target.switch_expressions
             and target.join_condition == "any" and not target.explicit_types
             and not target.explicit_join_conditions and target.anti_joins == "any"
+            and target.scalar_subqueries == "any"
             and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
             and target.set_ops is None and not target.typed_nulls and target.correlated_subqueries
             and target.fixed_char_literals and target.interval_literals == "any"

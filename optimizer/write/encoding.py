@@ -4,10 +4,10 @@ DuckDB's substrait extension (1.1.3, before substrait-io/duckdb-substrait-extens
 ``ProjectRel`` as "only its expressions" and ignores the project's emit: ``ProjectRel(read(region),
 [r_regionkey])`` gives it one column where the spec says four, and an emit of ``[3, 1]`` on it still
 gives one. So every project is written as the list of its output columns, in order: an input column
-the emit selects becomes a field reference, an expression stays, and the emit is dropped. It reads
-the emit of a ``ReadRel``, ``FilterRel`` and ``JoinRel`` as the spec says; any other relation with an
-emit (an ``AggregateRel``'s fails to bind: ``SELECT list is empty``) gets such a project above it
-instead.
+the emit selects becomes a field reference, an expression stays, and the emit is dropped. It ignores
+the emit of every other relation (a ``ReadRel``, ``FilterRel`` or ``JoinRel`` outputs all its columns;
+an ``AggregateRel``'s fails to bind: ``SELECT list is empty``), so each relation with an emit gets such a
+project above it instead.
 
 A plan written so is in DuckDB's convention, not the spec's: another consumer reads it differently.
 """
@@ -21,8 +21,10 @@ from optimizer.expr_utils import field, rels_with_paths
 from optimizer.load.functions import FunctionTable
 from optimizer.targets import Target
 
-#: Relations whose emit DuckDB 1.1.3 reads as the spec says (checked with one-relation plans).
-EMIT_READ = frozenset({"read", "filter", "join"})
+#: Relations whose emit DuckDB 1.1.3 reads as the spec says: none. It ignores the emit of a read, a filter
+#: and a join (region read with emit [1, 0] gives (r_regionkey, r_name); a filter with emit [0, 1, 2] over a
+#: join of 4 columns gives 4, and a join above it reads the wrong column), so every emit becomes a project.
+EMIT_READ: frozenset[str] = frozenset()
 
 
 def write_projects_as_expressions(plan: Plan, target: Target | None, functions: FunctionTable) -> int:
@@ -64,7 +66,8 @@ def _no_empty_projects(plan: Plan, target: Target | None) -> int:
     """A project written with no column at all (the optimizer prunes every column under ``count(*)``)
     fails to bind on DuckDB 1.1.3 (``SELECT list is empty after resolving * expressions``: TPC-DS Q38,
     Q96). Under an aggregate, which then references none of its input's columns, the project outputs one
-    constant column instead: the aggregate reads the same number of rows and no reference moves. Under
+    constant column instead (a read whose mask keeps no column, its first column): the aggregate reads
+    the same number of rows and no reference moves. Under
     another relation the extra column would be part of its output: refused. Returns the projects
     changed."""
     changed = 0
@@ -77,6 +80,13 @@ def _no_empty_projects(plan: Plan, target: Target | None) -> int:
             children = list(getattr(body, name)) if name == "inputs" else (
                 [getattr(body, name)] if body.HasField(name) else [])
             for child in children:
+                if (kind == "aggregate" and child.WhichOneof("rel_type") == "read"
+                        and child.read.HasField("projection") and not child.read.projection.select.struct_items
+                        and len(child.read.base_schema.names)):
+                    # a read whose mask keeps no column (count(*) of a table) fails to bind the same way
+                    child.read.projection.select.struct_items.add().field = 0
+                    changed += 1
+                    continue
                 if child.WhichOneof("rel_type") != "project" or child.project.expressions:
                     continue
                 if kind != "aggregate":
