@@ -938,8 +938,15 @@ class CardinalityEstimator(PredicateSelectivity):
             for c in (cl, cr):
                 if c.origin is not None:
                     fds.update((c.origin[0], k) for k in shared if k != c.origin[0])
-        applied = left.applied | right.applied
-        fds_all = frozenset(fds)
+        # A side's sets as they are where the other adds nothing (a wide join graph's estimates hold
+        # thousands of them, which the garbage collector walks).
+        applied = left.applied | right.applied if left.applied and right.applied else left.applied or right.applied
+        if not right.fds and len(fds) == len(left.fds):
+            fds_all = left.fds
+        elif not left.fds and len(fds) == len(right.fds):
+            fds_all = right.fds
+        else:
+            fds_all = frozenset(fds)
         if jt == "INNER":
             return RelEstimate(inner, 0.0, out_l + out_r, applied=applied, fds=fds_all, exprs={**left.exprs, **right.exprs})
         if jt in ("LEFT", "RIGHT", "OUTER"):

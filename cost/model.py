@@ -160,9 +160,10 @@ class CostModel:
             k = replace(k, executors=int(executors))
         self.k = k
         self.broadcast_threshold = float(getattr(config, "broadcast_threshold_bytes", 10 * 1024 * 1024))
-        #: per estimator (held weakly: scratch plans' estimators come and go), (node, bindable) ->
-        #: (rel, estimate, input estimates, cost): see node_cost
-        self._memo: weakref.WeakKeyDictionary[CardinalityEstimator, dict[tuple[int, bool], tuple]] = (
+        #: per estimator (held weakly: scratch plans' estimators come and go), ``2 * node + bindable`` ->
+        #: (rel, estimate, cost, *input estimates): see node_cost (one tuple an entry: the plans of wide
+        #: join graphs hold thousands, which the garbage collector walks)
+        self._memo: weakref.WeakKeyDictionary[CardinalityEstimator, dict[int, tuple]] = (
             weakref.WeakKeyDictionary())
 
     # -- public ---------------------------------------------------------------------------------------
@@ -173,7 +174,7 @@ class CostModel:
         was priced with are the same objects, as they are in the fork."""
         memo = self._memo.get(estimator)
         if memo is not None:
-            self._memo[fork] = {key: seen for key, seen in memo.items() if key[0] in fork.g}
+            self._memo[fork] = {key: seen for key, seen in memo.items() if key >> 1 in fork.g}
 
     def total(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator) -> float:
         """Cumulative cost of the subtree at ``node``; a node read by several parents counts once."""
@@ -205,10 +206,14 @@ class CostModel:
         memo = self._memo.get(estimator)
         if memo is None:
             memo = self._memo[estimator] = {}
-        seen = memo.get((node, bindable))
-        if (seen is not None and seen[0] is rel and seen[1] is out
-                and len(seen[2]) == len(ins) and all(a is b for a, b in zip(seen[2], ins, strict=True))):
-            return seen[3]
+        key = 2 * node + bindable
+        seen = memo.get(key)
+        if seen is not None and seen[0] is rel and seen[1] is out and len(seen) == 3 + len(ins):
+            for i, est in enumerate(ins, 3):
+                if seen[i] is not est:
+                    break
+            else:
+                return seen[2]
         body = getattr(rel, kind)
         if bindable:
             cost = self._cost_join(g, node, body, out, ins, estimator, bindable=True)
@@ -217,7 +222,7 @@ class CostModel:
             if handler is None:  # a relation kind newer than this model
                 raise UnsupportedError(f"the cost model has no cost for a {kind} relation", f"node {node}")
             cost = handler(g, node, body, out, ins, estimator)
-        memo[(node, bindable)] = (rel, out, tuple(ins), cost)
+        memo[key] = (rel, out, cost, *ins)
         return cost
 
     # -- building blocks ----------------------------------------------------------------------------

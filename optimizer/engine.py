@@ -437,8 +437,12 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
         for node in list(nx.topological_sort(g)):
             if node not in g:
                 continue
+            # A rule that does not rewrite the node leaves its relation as it is (a declined rewrite's
+            # relations are removed again, and with them, before the first collection, the node if no
+            # root reaches it): its kind holds while it is in the plan.
+            kind = g.nodes[node]["kind"]
             for rule in rules:
-                if node not in g or g.nodes[node]["kind"] not in rule.kinds:
+                if kind not in rule.kinds or node not in g:
                     continue
                 result = rule.apply(g, node, ctx)
                 if result is None or result == node:

@@ -448,3 +448,22 @@ def test_histogram_mass_skips_only_bins_outside_the_range(bounds, a, width, scal
     vars(every_bin)["upper_bounds"] = None  # read as unordered bins: the sum runs over every bin
     lo, hi = a * scale, (a + width) * scale
     assert _histogram_mass(h, lo, hi, integral) == _histogram_mass(every_bin, lo, hi, integral)
+
+
+def test_a_join_estimate_keeps_a_side_s_sets_where_the_other_adds_nothing():
+    """The predicates applied below and the functional dependencies of a join are its inputs' together:
+    where one side has none and the join adds none, the join's are the other side's own (not a copy:
+    the estimates of a wide join graph hold thousands), and equal to the union either way."""
+    import networkx as nx
+    from optimizer.cost.estimates import ColumnEstimate, RelEstimate
+
+    estimator = CardinalityEstimator(nx.DiGraph(), None)
+    left = RelEstimate(1000.0, 8.0, [ColumnEstimate(ndv=100.0)], applied=frozenset({b"p"}), fds=frozenset({(1, 2)}))
+    right = RelEstimate(10.0, 8.0, [ColumnEstimate(ndv=10.0)])
+    joined = estimator.join("INNER", left, right, [(0, 0)], [])
+    assert joined.applied is left.applied and joined.fds is left.fds
+    flipped = estimator.join("INNER", right, left, [(0, 0)], [])
+    assert flipped.applied is left.applied and flipped.fds is left.fds
+    both = estimator.join("INNER", left, RelEstimate(10.0, 8.0, [ColumnEstimate(ndv=10.0)], applied=frozenset({b"q"}),
+                                                     fds=frozenset({(3, 4)})), [(0, 0)], [])
+    assert both.applied == {b"p", b"q"} and both.fds == {(1, 2), (3, 4)}
