@@ -38,6 +38,9 @@ that reads everything the optimizer writes (``spark``) the plan is returned unch
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from substrait.proto import AggregationPhase, Plan
 
 from optimizer.errors import UnsupportedError
@@ -75,6 +78,78 @@ from optimizer.write.subqueries import scalar_subqueries_as_left_joins
 __all__ = ["write_for_target"]
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One step of the write stage: what it does, for which targets, and how."""
+
+    what: str
+    applies: Callable[[Target], bool]
+    run: Callable[[Plan, Target, FunctionTable], object]
+
+
+def _stamp_version(plan: Plan, target: Target, _functions: FunctionTable) -> None:
+    assert target.plan_version is not None
+    plan.version.major_number, plan.version.minor_number, plan.version.patch_number = target.plan_version
+
+
+def _stamp_producer(plan: Plan, target: Target, _functions: FunctionTable) -> None:
+    # The plan is in the target's conventions now, not the spec's: its version says whose, so that this
+    # tool, reading the file back, conforms it again (optimizer.load.grouping_sets,
+    # optimizer.schema.check.legacy_project_producer) and it means the same there as on the target.
+    plan.version.producer = f"{PRODUCER} for {target.name}"
+
+
+#: The write stage in order. Relations are rewritten into ones the target reads before the check that
+#: refuses what is left; the checked plan is then adapted expression by expression and type-checked in
+#: the spec's reading; the encodings that leave the spec's reading (grouping-set numbering, DuckDB's
+#: projects, 0.53's fields) come last, and the version says so.
+_STEPS: tuple[_Step, ...] = (
+    _Step("inline shared subtrees", lambda t: not t.reference_rel, lambda p, t, f: inline_references(p, t.name)),
+    _Step("anti joins as left joins", lambda t: t.anti_joins == "left_join", anti_joins_as_left_joins),
+    _Step("scalar subqueries as left joins", lambda t: t.scalar_subqueries == "left_join",
+          lambda p, t, f: scalar_subqueries_as_left_joins(p, f)),
+    _Step("refuse relations the target does not read",
+          lambda t: (not t.physical_relations or t.grouping_sets == "refuse" or t.set_ops is not None
+                     or t.join_types is not None or not t.subqueries or not t.window_functions
+                     or not t.correlated_subqueries),
+          lambda p, t, f: _check_relations(p, t)),
+    _Step("reads: filters applied above, masks as projects",
+          lambda t: t.read_filter != "applied" or t.best_effort_filter == "unsupported" or not t.projection_mask,
+          adapt_reads),
+    _Step("joins on one key", lambda t: t.join_condition == "single_key", single_key_joins),
+    _Step("join conditions written out", lambda t: t.explicit_join_conditions,
+          lambda p, t, f: explicit_join_conditions(p)),
+    _Step("set operations as distinct ones", lambda t: t.set_op_reading == "distinct", set_ops_as_distinct),
+    _Step("set operations nested", lambda t: t.max_set_inputs is not None, lambda p, t, f: nest_set_inputs(p, t)),
+    _Step("functions refused, renamed, split",
+          lambda t: bool(t.unsupported_functions or t.renames or t.max_args or not t.enum_arguments
+                         or t.like_null_escape == "drop" or t.extract_encoding != "enum"),
+          adapt_functions),
+    _Step("aggregation phase written out", lambda t: t.aggregate_phase == "initial_to_result",
+          lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),
+    _Step("measure types written out", lambda t: t.explicit_types, lambda p, t, f: fill_measure_types(p, f)),
+    _Step("cast failures throw", lambda t: t.cast_failure == "throw", lambda p, t, f: cast_failures_throw(p)),
+    _Step("NULL literals typed", lambda t: t.typed_nulls, lambda p, t, f: type_null_literals(p, t)),
+    _Step("fixed_char literals as strings", lambda t: not t.fixed_char_literals,
+          lambda p, t, f: fixed_char_literals_as_strings(p)),
+    _Step("interval literals in days", lambda t: t.interval_literals == "days",
+          lambda p, t, f: interval_literals_as_days(p, t)),
+    _Step("type-check in the spec's reading", lambda t: True, lambda p, t, f: _check_written(p, t, f)),
+    _Step("DataFusion's grouping-set numbering", lambda t: t.grouping_sets == "datafusion",
+          lambda p, t, f: write_datafusion_grouping_sets(p, t.name)),
+    _Step("switch expressions as if-then", lambda t: not t.switch_expressions, switch_to_if_then),
+    _Step("DuckDB's project convention", lambda t: t.project_encoding == "expressions_only",
+          write_projects_as_expressions),
+    _Step("Substrait 0.53's fields", lambda t: t.old_fields, lambda p, t, f: write_old_encoding(p)),
+    _Step("aggregate arguments as columns", lambda t: t.aggregate_arguments == "columns",
+          aggregate_arguments_as_columns),
+    _Step("emit kinds written out", lambda t: t.explicit_direct, lambda p, t, f: write_direct_emits(p)),
+    _Step("plan version", lambda t: t.plan_version is not None, _stamp_version),
+    _Step("producer names the convention",
+          lambda t: t.grouping_sets == "datafusion" or t.project_encoding == "expressions_only", _stamp_producer),
+)
+
+
 def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
     """``plan`` as ``target`` reads it (a copy; ``plan`` itself when nothing needs to change)."""
     target = as_target(target)
@@ -82,58 +157,17 @@ def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
         return plan
     out = Plan()
     out.CopyFrom(plan)
-    if not target.reference_rel:
-        inline_references(out, target.name)
     # The copy's function table, built once: the steps that declare or rename a function update it.
     functions = function_table(out)
-    if target.anti_joins == "left_join":
-        anti_joins_as_left_joins(out, target, functions)
-    if target.scalar_subqueries == "left_join":
-        scalar_subqueries_as_left_joins(out, functions)
-    _check_relations(out, target)
-    adapt_reads(out, target, functions)
-    if target.join_condition == "single_key":
-        single_key_joins(out, target, functions)
-    if target.explicit_join_conditions:
-        explicit_join_conditions(out)
-    if target.set_op_reading == "distinct":
-        set_ops_as_distinct(out, target, functions)
-    if target.max_set_inputs is not None:
-        nest_set_inputs(out, target)
-    adapt_functions(out, target, functions)
-    if target.aggregate_phase == "initial_to_result":
-        set_aggregation_phase(out, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
-    if target.explicit_types:
-        fill_measure_types(out, functions)
-    if target.cast_failure == "throw":
-        cast_failures_throw(out)
-    if target.typed_nulls:
-        type_null_literals(out, target)
-    if not target.fixed_char_literals:
-        fixed_char_literals_as_strings(out)
-    if target.interval_literals == "days":
-        interval_literals_as_days(out, target)
-    _check_written(out, target, functions)
-    if target.grouping_sets == "datafusion":
-        write_datafusion_grouping_sets(out, target.name)
-    if not target.switch_expressions:
-        switch_to_if_then(out, target, functions)
-    if target.project_encoding == "expressions_only":
-        write_projects_as_expressions(out, target, functions)
-    if target.old_fields:
-        write_old_encoding(out)
-    if target.aggregate_arguments == "columns":
-        aggregate_arguments_as_columns(out, target, functions)
-    if target.explicit_direct:
-        write_direct_emits(out)
-    if target.plan_version is not None:
-        out.version.major_number, out.version.minor_number, out.version.patch_number = target.plan_version
-    if target.grouping_sets == "datafusion" or target.project_encoding == "expressions_only":
-        # The plan is in the target's conventions now, not the spec's: its version says whose, so that
-        # this tool, reading the file back, conforms it again (optimizer.load.grouping_sets,
-        # optimizer.schema.check.legacy_project_producer) and it means the same there as on the target.
-        out.version.producer = f"{PRODUCER} for {target.name}"
+    for step in _STEPS:
+        if step.applies(target):
+            step.run(out, target, functions)
     return out
+
+
+def _reads_everything(target: Target) -> bool:
+    """No step but the type check applies: the target reads every plan the optimizer writes."""
+    return not any(step.applies(target) for step in _STEPS if step.what != "type-check in the spec's reading")
 
 
 def _check_written(plan: Plan, target: Target, functions: FunctionTable) -> None:
@@ -147,24 +181,6 @@ def _check_written(plan: Plan, target: Target, functions: FunctionTable) -> None
     except OptimizerError as exc:
         raise UnsupportedError(f"the plan written for target '{target.name}' does not type-check (a bug of "
                                f"the write stage): {exc.message}", exc.path) from None
-
-
-def _reads_everything(target: Target) -> bool:
-    return (target.physical_relations and target.reference_rel and target.read_filter == "applied"
-            and target.best_effort_filter != "unsupported" and target.projection_mask and not target.renames
-            and not target.max_args and not target.unsupported_functions and target.project_encoding == "spec"
-            and target.aggregate_phase == "any" and target.grouping_sets == "spec" and target.plan_version is None
-            and target.join_types is None and target.subqueries and target.enum_arguments
-            and target.like_null_escape == "keep" and target.extract_encoding == "enum"
-            and not target.old_fields and not target.explicit_direct
-            and target.aggregate_arguments == "any" and target.switch_expressions
-            and target.join_condition == "any" and not target.explicit_types
-            and not target.explicit_join_conditions and target.anti_joins == "any"
-            and target.scalar_subqueries == "any"
-            and target.cast_failure == "any" and target.window_functions and target.max_set_inputs is None
-            and target.set_ops is None and not target.typed_nulls and target.correlated_subqueries
-            and target.fixed_char_literals and target.interval_literals == "any"
-            and target.set_op_reading == "spec")
 
 
 def _check_relations(plan: Plan, target: Target) -> None:
