@@ -180,6 +180,31 @@ def test_duckdb_reads_no_emit_so_each_becomes_a_project(tables):
         assert expected <= written and len(written) == (25 if rel is j else len(expected))
 
 
+def test_i16_literals_are_written_as_casts_for_duckdb(tmp_path):
+    """DuckDB 1.1.3 reads no i16 literal ('INTERNAL Error: 3'; found by the fuzzer, --engine duckdb
+    --reference spark): written for duckdb it is the cast of the i32 literal, and the filter keeps the
+    rows it should."""
+    import duckdb
+    import pyarrow.parquet as pq
+    from google.protobuf import json_format
+
+    pq.write_table(pa.table({"c0": pa.array([0, 0, 1, None], pa.int16())}), tmp_path / "t0.parquet")
+    plan = json_format.ParseDict({
+        "extensionUrns": [{"extensionUrnAnchor": 1, "urn": "extension:io.substrait:functions_comparison"}],
+        "extensions": [{"extensionFunction": {"functionAnchor": 1, "name": "equal", "extensionUrnReference": 1}}],
+        "relations": [{"root": {"names": ["c0"], "input": {"filter": {
+            "input": {"read": {"namedTable": {"names": ["t0"]}, "baseSchema": {"names": ["c0"], "struct": {
+                "types": [{"i16": {"nullability": "NULLABILITY_NULLABLE"}}], "nullability": "NULLABILITY_REQUIRED"}}}},
+            "condition": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {
+                "nullability": "NULLABILITY_NULLABLE"}}, "arguments": [
+                {"value": {"selection": {"directReference": {"structField": {}}, "rootReference": {}}}},
+                {"value": {"literal": {"i16": 0}}}]}}}}}}]}, Plan())
+    tables = {"t0": str(tmp_path / "t0.parquet")}
+    with pytest.raises(duckdb.Error, match="INTERNAL Error: 3"):  # the engine's answer as written
+        run_duckdb(plan, tables)
+    assert run_duckdb(write_for_target(plan, "duckdb"), tables).to_pylist() == [{"c0": 0}, {"c0": 0}]
+
+
 def test_aggregate_arguments_are_computed_below_for_acero():
     b = Builder()
     plus = b.call("add", ref(0), lit(1, "i32"), out="i32")

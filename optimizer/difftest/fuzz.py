@@ -18,8 +18,10 @@ given are skipped (not the optimizer's fault). Progress: a tqdm bar when tqdm is
 line every 10 plans. Exit status: 0 when nothing failed, 1 otherwise.
 
 ``--engine datafusion|duckdb|acero`` runs the plans on that engine instead of Spark
-(:mod:`optimizer.engines`), optimized for it as a target; no Spark starts. A failure found so is saved
-like any other, and ``tests/test_regressions.py`` replays it on Spark.
+(:mod:`optimizer.engines`), optimized for it as a target; no Spark starts, unless ``--reference spark``
+takes the expected answer from our Spark backend running the original as given (the engine's answer to
+the original as written for it shares any mistake of the write stage with the optimized plan's). A
+failure found so is saved like any other, and ``tests/test_regressions.py`` replays it on Spark.
 """
 
 from __future__ import annotations
@@ -225,9 +227,12 @@ class Fuzzer:
     def __init__(self, spark, *, engine: str = "spark", workdir: str | Path | None = None, save_dir: str | Path | None = None,
                  max_depth: int = 3, max_relations: int = 6, max_rows: int = 8, progress: bool = True,
                  ignore: list[str] | None = None, rules: list | None = None, stop_at_failure: bool = False,
-                 answer_cache: AnswerCache | None = None) -> None:
+                 answer_cache: AnswerCache | None = None, reference: str | None = None) -> None:
         self.spark = spark
         self.engine = engine
+        #: ``spark``: the expected answer is the original plan as given run on our Spark backend (``spark``
+        #: must be a session), not the original written for the engine, so write-stage mistakes show
+        self.reference = reference
         #: the target the plans are optimized for (None: the default, Spark)
         self.target = None if engine == "spark" else engine
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="substrait-fuzz-"))
@@ -269,14 +274,27 @@ class Fuzzer:
         while len(self._dirs) > _KEEP_DIRS:
             shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
         if self.answer_cache is None:
-            return case.run(self.backend, directory, rules=self.rules, target=self.target)
-        backend = self.backend(case.database.write_parquet(directory))
+            return case.run(self.backend, directory, rules=self.rules, target=self.target,
+                            reference_factory=self._reference)
+        paths = case.database.write_parquet(directory)
+        backend = self.backend(paths)
         data = json.dumps(case.database.to_json(), sort_keys=True)
+        reference = self._reference(paths)
         return compare(case.plan, backend=_CachedBackend(backend, self.answer_cache, data, self.engine),
                        optimized_backend=_CachedBackend(ignoring_best_effort(backend), self.answer_cache, data,
                                                         self.engine),
                        statistics=case.statistics_provider(), capabilities=case.capability_profile(),
-                       config=case.optimizer_config(), rules=self.rules, target=self.target)
+                       config=case.optimizer_config(), rules=self.rules, target=self.target,
+                       reference_backend=None if reference is None else _CachedBackend(
+                           reference, self.answer_cache, data))
+
+    def _reference(self, tables):
+        """The backend of the expected answer (None: the engine's answer to the written original)."""
+        if self.reference != "spark" or self.engine == "spark":
+            return None
+        from optimizer.spark import SparkBackend
+
+        return SparkBackend(self.spark, tables=tables)
 
     def _round(self, report: FuzzReport, progress: _Progress, examples: int, seed: int, plans: int,
                deadline: float) -> tuple[DiffCase, DiffResult, bool] | None:
@@ -391,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
 
     p.add_argument("--engine", choices=ENGINES, default="spark",
                    help="where the plans run (default spark); another engine gets them optimized for it")
+    p.add_argument("--reference", choices=("engine", "spark"), default="engine",
+                   help="with --engine: where the expected answer comes from: the engine running the original "
+                        "as written for it (default), or our Spark backend running the original as given, "
+                        "which also catches the write stage's mistakes (starts Spark)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--ignore", action="append", default=[], metavar="REGEX",
                    help="a known bug: failures whose verdict matches are counted but not shrunk (repeatable)")
@@ -405,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     minutes = args.minutes if args.minutes is not None else profile["minutes"]
 
     spark = None
-    if args.engine == "spark":
+    if args.engine == "spark" or args.reference == "spark":
         from optimizer.spark.session import get_spark
 
         spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "4"})
@@ -414,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     fuzzer = Fuzzer(spark, engine=args.engine, save_dir=None if args.no_save else args.save, max_depth=profile["max_depth"],
                     max_relations=profile["max_relations"], progress=not args.quiet, ignore=args.ignore,
                     stop_at_failure=args.stop_at_failure,
-                    answer_cache=AnswerCache(args.answer_cache) if args.answer_cache else None)
+                    answer_cache=AnswerCache(args.answer_cache) if args.answer_cache else None,
+                    reference=args.reference)
     try:
         report = fuzzer.run(plans, minutes, args.seed)
     finally:

@@ -314,13 +314,14 @@ class DiffCase:
 
     # -- running
 
-    def run(self, backend_factory, directory: str | os.PathLike, *, rules=None, target=None) -> DiffResult:
+    def run(self, backend_factory, directory: str | os.PathLike, *, rules=None, target=None,
+            reference_factory=None) -> DiffResult:
         """Write the tables under ``directory`` and :func:`compare` the plan (optimized for ``target``,
         default Spark).
 
         ``backend_factory(tables: dict[str, str])`` makes the backend (e.g.
         ``lambda t: SparkBackend(spark, tables=t)``, or ``lambda t: optimizer.engines.runner("duckdb", t)``
-        with ``target="duckdb"``).
+        with ``target="duckdb"``); ``reference_factory``, the same for ``compare``'s ``reference_backend``.
         """
         paths = self.database.write_parquet(directory)
         backend = backend_factory(paths)
@@ -332,6 +333,7 @@ class DiffCase:
             config=self.optimizer_config(),
             rules=rules,
             target=target,
+            reference_backend=reference_factory(paths) if reference_factory is not None else None,
         )
 
     # -- JSON
@@ -605,6 +607,7 @@ def compare(
     rules: Sequence[Any] | None = None,
     optimized_backend: Any = None,
     target: Any = None,
+    reference_backend: Any = None,
 ) -> DiffResult:
     """Optimize ``plan``, run the original and the optimized plan through ``backend``, compare.
 
@@ -615,7 +618,10 @@ def compare(
     (:func:`optimizer.write.write_for_target`: its encoding, no rewrite), as the engine that is
     ``backend`` reads it; a plan the target cannot express is skipped. The optimized plan runs on
     ``optimized_backend``, by default ``backend`` in the mode that ignores best-effort filters
-    (:func:`ignoring_best_effort`).
+    (:func:`ignoring_best_effort`). ``reference_backend``: the expected answer is then the original
+    plan as given (in the spec's reading, not written for the target) run there, e.g. on our Spark
+    backend: a mistake of the write stage, which the written original and the optimized plan share, then
+    shows too.
     """
     from optimizer.driver import Optimizer
     from optimizer.plan_io import load_plan
@@ -661,6 +667,26 @@ def compare(
         return result
     expected, result.original_seconds = ran
     result.original_table, result.original_rows = expected, expected.num_rows
+    if reference_backend is not None:
+        # The original as given, on the reference: the answer the written original and the optimized
+        # plan must both give.
+        ran, exc = _attempt(lambda: _run(reference_backend, original))
+        if ran is None:
+            status = SKIPPED if isinstance(exc, UnsupportedError) else ERROR
+            result.status, result.stage, result.reason, result.error = status, "reference", _message(exc), exc
+            return result
+        reference = ran[0]
+        if expected.num_rows != reference.num_rows:
+            agreement = Comparison(False, f"row count differs: written {expected.num_rows}, "
+                                          f"reference {reference.num_rows}")
+        else:
+            agreement = compare_tables(expected, reference, ordered_by=result.ordered_by or None)
+        if not agreement.equal:
+            result.comparison, result.status, result.stage = agreement, DIFFERENT, "original"
+            result.reason = _one_line("the original as written for the target: " + agreement.reason.replace(
+                "actual", "written").replace("expected", "reference"))
+            return result
+        expected = reference
 
     # 3. The optimized plan, best-effort filters ignored.
     runner = optimized_backend if optimized_backend is not None else ignoring_best_effort(backend)

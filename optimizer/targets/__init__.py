@@ -60,6 +60,7 @@ optional; the defaults are the spec's reading)::
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
                   "fixed_char_literals": true,  # false: a fixed_char literal is written as a string one
+                  "i16_literals": true,       # false: an i16 literal is written as a cast of the i32 one
                   "interval_literals": "any",  # any | days: intervals as whole days or months only
                   "set_ops": "spec",  # spec | distinct: every SetRel is read as its distinct form
                                       #   (DuckDB 1.1.3 reads SET_OP_UNION_ALL as UNION)
@@ -140,6 +141,7 @@ class Target:
     conjunct_order: str = "written"
     scan_filters: str = "written"
     fixed_char_literals: bool = True
+    i16_literals: bool = True
     interval_literals: str = "any"
     set_op_reading: str = "spec"
     explicit_direct: bool = False
@@ -182,7 +184,7 @@ _SECTION_FIELDS = {
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
                            "explicit_types", "explicit_join_conditions", "anti_joins", "scalar_subqueries", "cast_failure", "typed_nulls",
-                           "fixed_char_literals", "interval_literals", "set_ops", "aggregate_arguments",
+                           "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
 
@@ -322,6 +324,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
         fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),
+        i16_literals=_bool(encoding, "i16_literals", True, f"{where}encoding"),
         interval_literals=_choice(encoding, "interval_literals", ("any", "days"), "any", f"{where}encoding"),
         set_op_reading=_choice(encoding, "set_ops", ("spec", "distinct"), "spec", f"{where}encoding"),
         aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
