@@ -89,6 +89,26 @@ def test_optimize_explain_says_why(tpch_dir, tmp_path, capsys):
     assert abs(sum(parts) - total) < 0.1 * len(parts) + 0.05, (parts, total)
 
 
+def test_a_subquery_is_priced_in_the_before_header(tpch_dir, capsys):
+    """Isthmus' Q4 filters on an EXISTS: the tree prices the subquery at nothing (21M), the optimizer
+    prices the plan with it as the semi join it becomes; the header says that figure, which the plan
+    after does not exceed, and both."""
+    q4 = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch/q04-isthmus_plan.json"
+    assert main(["optimize", str(q4), "--tables", str(tpch_dir), "--no-spark-stats", "--explain",
+                 "-o", os.devnull]) == 0
+    err = capsys.readouterr().err
+    before = re.search(r"^-- before \(estimated cost (\S+) with its subqueries priced as the joins they become; "
+                       r"(\S+) in the tree below", err, re.M)
+    after = re.search(r"^-- after \(estimated cost (\S+)\)", err, re.M)
+    assert before and after, err
+
+    def number(text: str) -> float:
+        return float(text[:-1]) * {"K": 1e3, "M": 1e6, "G": 1e9}[text[-1]] if text[-1] in "KMG" else float(text)
+
+    priced, unpriced, optimized = number(before.group(1)), number(before.group(2)), number(after.group(1))
+    assert unpriced < optimized <= priced, (unpriced, optimized, priced)
+
+
 @needs_dot
 def test_optimize_explain_out_page_with_the_plan(tpch_dir, tmp_path):
     """--explain-out: the plan to -o and the page from the same run; the page marks the new relations

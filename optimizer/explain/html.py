@@ -242,7 +242,14 @@ def plans_html(parts: Sequence[PlanPart], statistics: Any = None, *, title: str 
         cost = total_cost(records)
         heading = html.escape(part.heading)
         svg = _svg(g, statistics, actual, f"plan{i}", new_nodes)
-        columns.append(f'<section class="plan"><h2>{heading} <small>(estimated cost {_num(cost)})</small></h2>'
+        priced = f"estimated cost {_num(cost)}"
+        if estimates.has_subqueries(part.plan):  # priced as the optimizer prices it (see explain_before_after)
+            from optimizer.driver import estimated_cost
+
+            priced = (f"estimated cost {_num(estimated_cost(part.plan, statistics=statistics))} with its "
+                      f"subqueries priced as the joins they become; {_num(cost)} in the table, which prices "
+                      "them at nothing")
+        columns.append(f'<section class="plan"><h2>{heading} <small>({priced})</small></h2>'
                        f'<div class="picture">{svg}</div></section>')
         order = "worst estimate first" if any(r["actual_rows"] is not None for r in records) else "tree order"
         marked = "" if changed is None else f", {len(changed)} new (marked: not in the {html.escape(parts[0].heading)} plan)"
