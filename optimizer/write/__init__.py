@@ -69,6 +69,7 @@ from optimizer.write.joins import (
     anti_joins_as_left_joins,
     explicit_join_conditions,
     nest_set_inputs,
+    right_joins_mirrored,
     set_ops_as_distinct,
     single_key_joins,
 )
@@ -106,6 +107,7 @@ def _stamp_producer(plan: Plan, target: Target, _functions: FunctionTable) -> No
 #: projects, 0.53's fields) come last, and the version says so.
 _STEPS: tuple[_Step, ...] = (
     _Step("inline shared subtrees", lambda t: not t.reference_rel, lambda p, t, f: inline_references(p, t.name)),
+    _Step("right semi and anti joins as left ones", lambda t: t.join_types is not None, right_joins_mirrored),
     _Step("anti joins as left joins", lambda t: t.anti_joins == "left_join", anti_joins_as_left_joins),
     _Step("scalar subqueries as left joins", lambda t: t.scalar_subqueries == "left_join",
           lambda p, t, f: scalar_subqueries_as_left_joins(p, f)),

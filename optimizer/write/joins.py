@@ -25,6 +25,7 @@ from optimizer.expr_utils import (
     join_type_name,
     make_and,
     rels_with_paths,
+    remap_fields,
 )
 from optimizer.load.functions import FunctionTable
 from optimizer.targets import Target
@@ -94,6 +95,55 @@ def explicit_join_conditions(plan: Plan) -> int:
         if rel.WhichOneof("rel_type") == "join" and not rel.join.HasField("expression"):
             rel.join.expression.literal.boolean = True
             changed += 1
+    return changed
+
+
+#: A right join and the left join of the same kind it is, its inputs swapped.
+_MIRRORED = {JoinRel.JOIN_TYPE_RIGHT_SEMI: JoinRel.JOIN_TYPE_LEFT_SEMI,
+             JoinRel.JOIN_TYPE_RIGHT_ANTI: JoinRel.JOIN_TYPE_LEFT_ANTI}
+
+
+def right_joins_mirrored(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``RIGHT_SEMI`` / ``RIGHT_ANTI`` join the target does not read becomes the ``LEFT_SEMI`` /
+    ``LEFT_ANTI`` join with its inputs swapped, the column references of its condition (and
+    ``post_join_filter``) renumbered; in place, the number changed. The same rows in the same columns:
+    both output the rows of the right input (the new left) that have (or have no) match. DuckDB 1.1.3
+    reads neither right form ("Unsupported join type": DataFusion's TPC-DS Q54)."""
+    from optimizer.schema import plan_schemas
+
+    readable = target.join_types
+    if readable is None:  # it reads every join type
+        return 0
+    schemas = None
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
+        if rel.WhichOneof("rel_type") != "join" or rel.join.type not in _MIRRORED:
+            continue
+        join = rel.join
+        mirror = _MIRRORED[join.type]
+        mirrored_read = (join_type_name(JoinRel(type=mirror)) in readable
+                         or (mirror == JoinRel.JOIN_TYPE_LEFT_ANTI and target.anti_joins == "left_join"))
+        if join_type_name(join) in readable or not mirrored_read:
+            continue
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        n_left = len(schemas[f"{path}.join.left"].types)
+        n_right = len(schemas[f"{path}.join.right"].types)
+
+        def renumber(i: int, n_left: int = n_left, n_right: int = n_right) -> int:
+            return i + n_right if i < n_left else i - n_left
+
+        left, right = Rel(), Rel()
+        left.CopyFrom(join.left)
+        right.CopyFrom(join.right)
+        join.left.CopyFrom(right)
+        join.right.CopyFrom(left)
+        join.type = mirror
+        if join.HasField("expression"):
+            join.expression.CopyFrom(remap_fields(join.expression, renumber))
+        if join.HasField("post_join_filter"):
+            join.post_join_filter.CopyFrom(remap_fields(join.post_join_filter, renumber))
+        changed += 1
     return changed
 
 
