@@ -33,6 +33,10 @@ _JOIN_KINDS = frozenset({"join", "hash_join", "merge_join", "nested_loop_join", 
 _PASS_THROUGH = frozenset({"filter", "fetch", "sort", "top_n", "exchange"})
 
 
+#: What :func:`_facts` gives a relation that is not a projection, and one that is not a hash or merge join.
+_NO_EXPRESSIONS: tuple[set[int], ...] = ()
+_NO_KEYS: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
+
 #: Per node: its ``Rel`` and what :func:`_facts` found in it (valid while the node keeps that ``Rel``).
 RefCache = dict[int, tuple[object, tuple]]
 
@@ -252,8 +256,10 @@ def _facts(g: nx.DiGraph, node: int, body, cache: RefCache | None):
         if found is not None and found[0] is rel:
             return found[1]
     kind = g.nodes[node]["kind"]
-    expression_refs = [referenced_fields(e) for e in body.expressions] if kind == "project" else []
-    keys = _key_columns(body) if kind in ("hash_join", "merge_join") else (set(), set())
+    # Only read: the relations that have none share one empty value (the cache holds an entry for
+    # every relation of the plan, and of the candidates priced, which the garbage collector walks).
+    expression_refs = [referenced_fields(e) for e in body.expressions] if kind == "project" else _NO_EXPRESSIONS
+    keys = _key_columns(body) if kind in ("hash_join", "merge_join") else _NO_KEYS
     result = (_own_refs(body), expression_refs, keys)
     if cache is not None:
         cache[node] = (rel, result)

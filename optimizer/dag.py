@@ -547,10 +547,11 @@ def annotate_schemas(g: nx.DiGraph) -> nx.DiGraph:
 
 def copy_dag(g: nx.DiGraph) -> nx.DiGraph:
     """A copy of ``g`` that no rewrite of ``g`` changes (rules replace relations, never edit them, so the
-    relation messages are shared; edges, roots, the plan header and its function table are copied)."""
+    relation messages are shared; edges, roots, the plan header and its function table are copied). An
+    edge's ``slots`` list is shared too: it is filled while the edge is made (:func:`to_dag`,
+    :func:`optimizer.engine.add_subgraph`) and replaced, never changed, after."""
     h = g.copy()
     for _, _, data in h.edges(data=True):
-        data["slots"] = list(data["slots"])
         data["via"] = dict(data.get("via") or {})
     h.graph["roots"] = [dict(root) for root in g.graph["roots"]]
     header = Plan()

@@ -343,3 +343,23 @@ def test_removed_since_lists_the_nodes_the_engine_removed_and_no_others():
     assert removed_since(g, mark) == [top]
     g.remove_node(new)
     assert removed_since(g, mark) is None
+
+
+def test_a_copy_shares_the_slot_lists_and_keeps_them_through_rewrites_of_the_original():
+    """:func:`optimizer.dag.copy_dag` shares each edge's ``slots`` list (made once, replaced, never
+    changed); a rewrite of the original that gives a reader new slots leaves the copy's as they were."""
+    from optimizer.dag import copy_dag
+    from optimizer.engine import NewRel, add_subgraph, replace_node
+
+    g = to_dag(_joined_plan())
+    copy = copy_dag(g)
+    assert all(copy.edges[u, v]["slots"] is g.edges[u, v]["slots"] for u, v in g.edges)
+    before = {(u, v): list(copy.edges[u, v]["slots"]) for u, v in copy.edges}
+    join = next(n for n in g if g.nodes[n]["kind"] == "join")
+    left, right = inputs(g, join)
+    rel = Rel()
+    rel.CopyFrom(g.nodes[join]["rel"])
+    new = add_subgraph(g, NewRel(rel, [left, right]))
+    replace_node(g, join, new, clean=True)
+    assert {(u, v): list(copy.edges[u, v]["slots"]) for u, v in copy.edges} == before
+    assert join in copy and join not in g

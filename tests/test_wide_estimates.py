@@ -97,8 +97,8 @@ def test_readers_index_is_the_inverse_of_the_readers_after_every_update(monkeypa
 
     checked: list[int] = []
 
-    def checked_update(g, needed, readers, changed, cache=None):
-        out = update_needed(g, needed, readers, changed, cache)
+    def checked_update(g, needed, readers, changed, cache=None, removed=None):
+        out = update_needed(g, needed, readers, changed, cache, removed)
         assert isinstance(readers, Readers)
         inverse: dict[int, set[int]] = {}
         for n, ps in readers.items():
@@ -163,3 +163,20 @@ def test_needed_columns_walk_a_large_join_condition_once(monkeypatch):
     monkeypatch.setattr(expr_utils, "_column_facts", counted)
     needed_columns(g)
     assert walked and len(walked) == len(set(walked)), sorted(walked)
+
+
+def test_the_kept_column_facts_share_one_empty_value_where_a_relation_has_none():
+    """The needed columns keep, per relation, the columns its expressions read: the relations that are no
+    projection (no expressions of their own) and no hash or merge join (no key columns) share one empty
+    value each, instead of two empty sets and a list apiece (the cache lists every relation)."""
+    from optimizer.cost.needed_columns import _NO_EXPRESSIONS, _NO_KEYS
+
+    g = to_dag(_wide(20))
+    annotate_schemas(g)
+    cache: dict = {}
+    needed_columns(g, cache=cache)
+    facts = [f for _, f in cache.values()]
+    kinds = [g.nodes[n]["kind"] for n in cache]
+    assert len(facts) >= 19  # the join and the crosses of 20 tables
+    assert all(f[1] is _NO_EXPRESSIONS for f, k in zip(facts, kinds, strict=True) if k != "project")
+    assert all(f[2] is _NO_KEYS for f, k in zip(facts, kinds, strict=True) if k not in ("hash_join", "merge_join"))
