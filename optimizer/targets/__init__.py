@@ -43,6 +43,7 @@ optional; the defaults are the spec's reading)::
                                               #   outputs only its expressions and its emit is ignored)
                   "aggregate_phase": "any",   # any | initial_to_result (Acero rejects the unspecified phase)
                   "grouping_sets": "spec",    # spec | datafusion (its numbering of several grouping sets) |
+                                              #   union (a UNION ALL of one aggregate per set) |
                                               #   refuse (an aggregate with several grouping sets)
                   "old_fields": false,        # also write the fields Substrait 0.53 had in place of
                                               #   today's (Grouping.grouping_expressions, FetchRel.count)
@@ -51,6 +52,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_join_conditions": false,  # a JoinRel without expression gets the condition
                                               #   true (DuckDB 1.1.3: 'Unsupported expression type 0')
+                  "post_join_filters": "any", # any | filter_above: a JoinRel's post_join_filter is written
+                                              #   as a FilterRel above it (DuckDB ignores the field)
                   "anti_joins": "any",        # any | left_join: a LEFT_ANTI join is written as a LEFT join
                                               #   to its right input marked by a constant, keeping the
                                               #   rows where the mark is NULL (DuckDB 1.1.3)
@@ -96,7 +99,7 @@ READ_FILTER = ("applied", "pruning_only", "unsupported")
 BEST_EFFORT = ("used", "ignored", "unsupported")
 PROJECT_ENCODINGS = ("spec", "expressions_only")
 AGGREGATE_PHASES = ("any", "initial_to_result")
-GROUPING_SETS = ("spec", "datafusion", "refuse")
+GROUPING_SETS = ("spec", "datafusion", "union", "refuse")
 CONJUNCT_ORDERS = ("written", "engine")
 SCAN_FILTERS = ("written", "engine")
 
@@ -131,6 +134,7 @@ class Target:
     explicit_types: bool = False
     explicit_join_conditions: bool = False
     anti_joins: str = "any"
+    post_join_filters: str = "any"
     scalar_subqueries: str = "any"
     cast_failure: str = "any"
     window_functions: bool = True
@@ -183,7 +187,7 @@ _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "anti_joins", "scalar_subqueries", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "post_join_filters", "anti_joins", "scalar_subqueries", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -320,6 +324,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
         anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
+        post_join_filters=_choice(encoding, "post_join_filters", ("any", "filter_above"), "any", f"{where}encoding"),
         scalar_subqueries=_choice(encoding, "scalar_subqueries", ("any", "left_join"), "any", f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),

@@ -65,10 +65,12 @@ from optimizer.write.functions import (
     type_null_literals,
 )
 from optimizer.write.grouping_sets import write_datafusion_grouping_sets
+from optimizer.write.grouping_union import grouping_sets_as_union
 from optimizer.write.joins import (
     anti_joins_as_left_joins,
     explicit_join_conditions,
     nest_set_inputs,
+    post_join_filters_above,
     right_joins_mirrored,
     set_ops_as_distinct,
     single_key_joins,
@@ -107,10 +109,14 @@ def _stamp_producer(plan: Plan, target: Target, _functions: FunctionTable) -> No
 #: projects, 0.53's fields) come last, and the version says so.
 _STEPS: tuple[_Step, ...] = (
     _Step("inline shared subtrees", lambda t: not t.reference_rel, lambda p, t, f: inline_references(p, t.name)),
+    _Step("post-join filters as filters above", lambda t: t.post_join_filters == "filter_above",
+          lambda p, t, f: post_join_filters_above(p)),
     _Step("right semi and anti joins as left ones", lambda t: t.join_types is not None, right_joins_mirrored),
     _Step("anti joins as left joins", lambda t: t.anti_joins == "left_join", anti_joins_as_left_joins),
     _Step("scalar subqueries as left joins", lambda t: t.scalar_subqueries == "left_join",
           lambda p, t, f: scalar_subqueries_as_left_joins(p, f)),
+    _Step("grouping sets as a union", lambda t: t.grouping_sets == "union",
+          lambda p, t, f: grouping_sets_as_union(p, f)),
     _Step("refuse relations the target does not read",
           lambda t: (not t.physical_relations or t.grouping_sets == "refuse" or t.set_ops is not None
                      or t.join_types is not None or not t.subqueries or not t.window_functions
