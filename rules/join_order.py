@@ -640,6 +640,13 @@ class JoinGraph:
             else:  # disconnected inside a component cannot happen; be safe
                 a, b = list(parts)[:2]
                 self.cardinality(a, b)
+            # The estimates of the other pairs of a or b go: neither part is joined again, and no later
+            # part holds a's relations without b's (nor b's without a's), so nothing asks for them.
+            # Dropped now, not when the search ends: a wide graph's are thousands of objects.
+            for part, other in ((a, b), (b, a)):
+                for c in {part_at[find(v)] for v in _bits(around[part])}:
+                    if c != other:
+                        self.est.pop(part | c, None)
             (ca, ta), (cb, tb) = parts.pop(a), parts.pop(b)
             both = a | b
             parts[both] = (ca + cb + self.join_cost(a, b), (ta, tb))

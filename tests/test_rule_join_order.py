@@ -199,3 +199,28 @@ def test_reordered_tpch_gives_the_same_answer(spark, tpch_dir, datafusion_tpch_p
     backend = SparkBackend(spark, tables=str(tpch_dir))
     verdict = compare_tables(backend.execute(result.plan), backend.execute(plan), ordered_by=TPCH_ORDER_BY.get(query))
     assert verdict.equal, verdict.reason
+
+
+def test_greedy_ordering_drops_the_estimates_of_pairs_it_can_no_longer_join(monkeypatch):
+    """Once two parts are joined, the other pairs either was offered in can never be joined: their
+    estimates are dropped then (a 1,000-way chain offers thousands), their row counts kept."""
+    import json
+
+    from benchmarks.optimizer_latency import wide_plan
+    from optimizer.driver import Optimizer
+    from optimizer.plan_io import load_plan
+    from optimizer.spark.statistics import default_statistics
+
+    greedy = JoinGraph.greedy
+    sizes: list[tuple[int, int]] = []
+
+    def recorded(self, component):
+        out = greedy(self, component)
+        sizes.append((len(self.est), len(self.card)))
+        return out
+
+    monkeypatch.setattr(JoinGraph, "greedy", recorded)
+    plan = load_plan(json.dumps(wide_plan("chain", 40)))
+    result = Optimizer(statistics=default_statistics()).run(plan)
+    assert sizes and all(kept < priced for kept, priced in sizes), sizes
+    assert any(e.rule == "join_order" for e in result.events)
