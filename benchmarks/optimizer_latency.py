@@ -433,7 +433,9 @@ def markdown(report: dict) -> str:
         "",
         f"Median of up to {report['config']['reps']} runs after a warm-up (`OptimizeResult.seconds`: load, all "
         f"phases, write back). {report['config']['machine'].get('cpus')} cores, Python "
-        f"{report['config']['machine'].get('python')}.",
+        f"{report['config']['machine'].get('python')}; commit {report['config']['machine'].get('commit')}, "
+        f"load average (1, 5, 15 min) {report['config']['machine'].get('load_average_1_5_15min')} at the end: "
+        "on a shared machine wall times grow with the load, CPU times less.",
         "",
         "| target | value | |",
         "| --- | --- | --- |",
