@@ -60,6 +60,7 @@ from optimizer.write.functions import (
     fixed_char_literals_as_strings,
     i16_literals_as_casts,
     interval_literals_as_days,
+    measure_filters_as_cases,
     set_aggregation_phase,
     switch_to_if_then,
     type_null_literals,
@@ -130,6 +131,7 @@ _STEPS: tuple[_Step, ...] = (
           lambda p, t, f: explicit_join_conditions(p)),
     _Step("set operations as distinct ones", lambda t: t.set_op_reading == "distinct", set_ops_as_distinct),
     _Step("set operations nested", lambda t: t.max_set_inputs is not None, lambda p, t, f: nest_set_inputs(p, t)),
+    _Step("measure filters as CASE", lambda t: t.measure_filters == "case", measure_filters_as_cases),
     _Step("functions refused, renamed, split",
           lambda t: bool(t.unsupported_functions or t.renames or t.max_args or not t.enum_arguments
                          or t.like_null_escape == "drop" or t.extract_encoding != "enum"),
