@@ -52,6 +52,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_join_conditions": false,  # a JoinRel without expression gets the condition
                                               #   true (DuckDB 1.1.3: 'Unsupported expression type 0')
+                  "empty_virtual_tables": "any",  # any | filtered_row: a VALUES of no rows is written as
+                                              #   a row of NULLs under a filter that keeps none (DuckDB)
                   "measure_filters": "any",   # any | case: a measure's filter becomes a CASE on its
                                               #   arguments (count, sum, avg, min, max; others refused)
                   "post_join_filters": "any", # any | filter_above: a JoinRel's post_join_filter is written
@@ -138,6 +140,7 @@ class Target:
     anti_joins: str = "any"
     post_join_filters: str = "any"
     measure_filters: str = "any"
+    empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
     cast_failure: str = "any"
     window_functions: bool = True
@@ -190,7 +193,7 @@ _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "post_join_filters", "measure_filters", "anti_joins", "scalar_subqueries", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -329,6 +332,8 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
         post_join_filters=_choice(encoding, "post_join_filters", ("any", "filter_above"), "any", f"{where}encoding"),
         measure_filters=_choice(encoding, "measure_filters", ("any", "case"), "any", f"{where}encoding"),
+        empty_virtual_tables=_choice(encoding, "empty_virtual_tables", ("any", "filtered_row"), "any",
+                                     f"{where}encoding"),
         scalar_subqueries=_choice(encoding, "scalar_subqueries", ("any", "left_join"), "any", f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),

@@ -49,6 +49,7 @@ from optimizer.plan_io import PRODUCER
 from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
 from optimizer.write.encoding import (
     aggregate_arguments_as_columns,
+    empty_virtual_tables_as_a_filtered_row,
     fill_measure_types,
     write_direct_emits,
     write_old_encoding,
@@ -123,6 +124,8 @@ _STEPS: tuple[_Step, ...] = (
                      or t.join_types is not None or not t.subqueries or not t.window_functions
                      or not t.correlated_subqueries),
           lambda p, t, f: _check_relations(p, t)),
+    _Step("empty virtual tables as a filtered row", lambda t: t.empty_virtual_tables == "filtered_row",
+          lambda p, t, f: empty_virtual_tables_as_a_filtered_row(p)),
     _Step("reads: filters applied above, masks as projects",
           lambda t: t.read_filter != "applied" or t.best_effort_filter == "unsupported" or not t.projection_mask,
           adapt_reads),

@@ -14,7 +14,7 @@ A plan written so is in DuckDB's convention, not the spec's: another consumer re
 
 from __future__ import annotations
 
-from substrait.proto import Expression, Plan, Rel
+from substrait.proto import Expression, Plan, Rel, Type
 
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import field, rels_with_paths
@@ -121,7 +121,9 @@ def write_old_encoding(plan: Plan) -> int:
     """Write the fields DuckDB 1.1.3's consumer reads in place of today's (it was built against Substrait
     0.53), in place: each grouping's expressions in ``Grouping.grouping_expressions`` (field 1; DuckDB
     reads no ``expression_references`` and sees an aggregate without keys otherwise), a fetch's
-    ``offset`` and ``count`` (fields 3 and 4; ``count = -1``: all rows). Today's fields stay: the loader
+    ``offset`` and ``count`` (fields 3 and 4; ``count = -1``: all rows), a virtual table's rows as literal
+    structs in ``VirtualTable.values`` (field 1; DuckDB reads no ``expressions``: "SELECT list is empty
+    after resolving * expressions"). Today's fields stay: the loader
     (:mod:`optimizer.load.upgrade`) checks that both say the same. These field numbers are no longer in
     the protos, so they are merged in as the wire bytes they were. Returns the relations changed."""
     from optimizer.load.upgrade import _unknown  # the loader's reader of the same wire fields
@@ -151,6 +153,51 @@ def write_old_encoding(plan: Plan) -> int:
                                        "reads only constant counts", _path)
             fetch.MergeFromString(_varint(3 << 3) + _varint(offset) + _varint(4 << 3) + _varint(count))
             changed += 1
+        elif kind == "read" and rel.read.HasField("virtual_table"):
+            table = rel.read.virtual_table
+            if any(number == 1 for number, _, _ in _unknown(table)):
+                continue
+            data = bytearray()  # VirtualTable.values (field 1): rows of literals (Literal.Struct, field 1 each)
+            for r, row in enumerate(table.expressions):
+                struct = bytearray()
+                for f, e in enumerate(row.fields):
+                    if e.WhichOneof("rex_type") != "literal":
+                        raise UnsupportedError("a VALUES row holding an expression that is not a literal: DuckDB "
+                                               "1.1.3 reads literal rows only", f"{_path}.read.virtual_table."
+                                               f"expressions[{r}].fields[{f}]")
+                    raw = e.literal.SerializeToString(deterministic=True)
+                    struct += _varint((1 << 3) | 2) + _varint(len(raw)) + raw
+                data += _varint((1 << 3) | 2) + _varint(len(struct)) + struct
+            table.MergeFromString(bytes(data))
+            changed += 1
+    return changed
+
+
+def empty_virtual_tables_as_a_filtered_row(plan: Plan) -> int:
+    """Every virtual table without rows becomes one row of NULLs (typed by its schema, made nullable)
+    under a ``FilterRel`` that keeps none: the same (no) rows. DuckDB 1.1.3 fails to bind an empty VALUES
+    (``SELECT list is empty after resolving * expressions``; the optimizer writes one for a filter that is
+    always false). In place; the number changed."""
+    changed = 0
+    for rel, _path in list(rels_with_paths(plan)):
+        if rel.WhichOneof("rel_type") != "read" or not rel.read.HasField("virtual_table"):
+            continue
+        if rel.read.virtual_table.expressions:
+            continue
+        row = rel.read.virtual_table.expressions.add()
+        for t in rel.read.base_schema.struct.types:
+            null = row.fields.add().literal.null
+            null.CopyFrom(t)
+            getattr(null, t.WhichOneof("kind")).nullability = Type.NULLABILITY_NULLABLE
+        emit = list(rel.read.common.emit.output_mapping) if rel.read.common.WhichOneof("emit_kind") == "emit" else None
+        rel.read.common.ClearField("emit_kind")
+        top = Rel()
+        top.filter.input.CopyFrom(rel)
+        top.filter.condition.literal.boolean = False
+        if emit is not None:
+            top.filter.common.emit.output_mapping.extend(emit)
+        rel.CopyFrom(top)
+        changed += 1
     return changed
 
 
