@@ -251,6 +251,34 @@ def test_virtual_tables_run_on_duckdb(tables):
         assert again.relations[0].root.input.WhichOneof("rel_type") == ("read" if values else "filter")
 
 
+@pytest.mark.parametrize(("negated", "values", "rows"), [
+    (False, [0, None], 5),   # IN: the nations of region 0; the NULL matches nothing
+    (True, [0, 1], 15),      # NOT IN: the nations of regions 2, 3, 4
+    (True, [0, None], 0),    # NOT IN a list holding NULL: never true
+    (True, [], 25),          # NOT IN nothing: always true
+])
+def test_in_predicates_are_written_as_joins_for_duckdb(negated, values, rows, tables):
+    """DuckDB 1.1.3 reads no subquery; a filter's x IN (S) is a semi join, NOT IN a null-aware anti
+    join (x = s OR x IS NULL OR s IS NULL), which keeps the rows SQL keeps."""
+    from substrait.proto import Expression, ReadRel
+
+    b = Builder()
+    schema = ReadRel(base_schema=read("t", [("k", "i32")]).read.base_schema).base_schema
+    haystack = Rel(read=ReadRel(base_schema=schema, virtual_table=ReadRel.VirtualTable()))
+    for v in values:
+        haystack.read.virtual_table.expressions.add().fields.append(lit(v, "i32"))
+    e = Expression()
+    e.subquery.in_predicate.needles.append(ref(2))
+    e.subquery.in_predicate.haystack.CopyFrom(haystack)
+    plan = b.plan(filter_(read("nation", NATION), b.call("not", e) if negated else e, common=emit(1, 2)), ["n", "r"])
+    written = write_for_target(plan, "duckdb")
+    assert not [m for m in walk(written, enter_subqueries=True) if m.DESCRIPTOR.full_name == "substrait.Expression.Subquery"]
+    out = run_duckdb(written, tables).to_pylist()
+    assert len(out) == rows
+    keep = (lambda r: r not in values) if negated else (lambda r: r in values)
+    assert all(keep(r["r"]) for r in out)
+
+
 def test_i16_literals_are_written_as_casts_for_duckdb(tmp_path):
     """DuckDB 1.1.3 reads no i16 literal ('INTERNAL Error: 3'; found by the fuzzer, --engine duckdb
     --reference spark): written for duckdb it is the cast of the i32 literal, and the filter keeps the
@@ -670,7 +698,7 @@ def _isthmus(q: int):
     return next(p for p in corpus_plans() if p.producer == "isthmus" and p.tpch_query == q and not p.validated)
 
 
-@pytest.mark.parametrize("q", [3, 12])
+@pytest.mark.parametrize("q", [3, 12, 16])
 def test_isthmus_plans_optimized_for_duckdb_run_right(q, tables, statistics, duckdb_oracle):
     """Isthmus writes character literals as fixed_char, which DuckDB 1.1.3 rejects ('INTERNAL Error: 21'):
     written as strings (the value the Spark backend gives them) the plans answer as DuckDB's SQL."""

@@ -63,6 +63,8 @@ optional; the defaults are the spec's reading)::
                                               #   rows where the mark is NULL (DuckDB 1.1.3)
                   "scalar_subqueries": "any", # any | left_join: an uncorrelated scalar subquery of at
                                               #   most one row is written as a LEFT join on true to it
+                  "in_predicates": "any",     # any | joins: a filter's conjunct x IN (S) / NOT x IN (S)
+                                              #   is a semi / null-aware anti join to S
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
@@ -142,6 +144,7 @@ class Target:
     measure_filters: str = "any"
     empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
+    in_predicates: str = "any"
     cast_failure: str = "any"
     window_functions: bool = True
     max_set_inputs: int | None = None
@@ -193,7 +196,7 @@ _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -335,6 +338,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         empty_virtual_tables=_choice(encoding, "empty_virtual_tables", ("any", "filtered_row"), "any",
                                      f"{where}encoding"),
         scalar_subqueries=_choice(encoding, "scalar_subqueries", ("any", "left_join"), "any", f"{where}encoding"),
+        in_predicates=_choice(encoding, "in_predicates", ("any", "joins"), "any", f"{where}encoding"),
         cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
         typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
         fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),

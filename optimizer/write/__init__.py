@@ -79,7 +79,7 @@ from optimizer.write.joins import (
 )
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
-from optimizer.write.subqueries import scalar_subqueries_as_left_joins
+from optimizer.write.subqueries import in_predicates_as_joins, scalar_subqueries_as_left_joins
 
 __all__ = ["write_for_target"]
 
@@ -114,6 +114,8 @@ _STEPS: tuple[_Step, ...] = (
     _Step("post-join filters as filters above", lambda t: t.post_join_filters == "filter_above",
           lambda p, t, f: post_join_filters_above(p)),
     _Step("right semi and anti joins as left ones", lambda t: t.join_types is not None, right_joins_mirrored),
+    _Step("IN predicates as semi and anti joins", lambda t: t.in_predicates == "joins",
+          lambda p, t, f: in_predicates_as_joins(p, f)),
     _Step("anti joins as left joins", lambda t: t.anti_joins == "left_join", anti_joins_as_left_joins),
     _Step("scalar subqueries as left joins", lambda t: t.scalar_subqueries == "left_join",
           lambda p, t, f: scalar_subqueries_as_left_joins(p, f)),

@@ -22,7 +22,15 @@ from __future__ import annotations
 
 from substrait.proto import Expression, JoinRel, Plan, Rel
 
-from optimizer.expr_utils import escapes_scope, field, rels_with_paths, walk
+from optimizer.expr_utils import (
+    escapes_scope,
+    field,
+    function_name,
+    has_subquery,
+    is_deterministic,
+    rels_with_paths,
+    walk,
+)
 from optimizer.load.functions import FunctionTable
 
 _PASS_THROUGH = ("project", "filter", "sort", "fetch")
@@ -99,4 +107,78 @@ def scalar_subqueries_as_left_joins(plan: Plan, functions: FunctionTable) -> int
         del body.common.emit.output_mapping[:]
         body.common.emit.output_mapping.extend(mapping)
         changed += len(found)
+    return changed
+
+
+def _in_predicate(c: Expression, functions: FunctionTable) -> tuple[bool, Expression] | None:
+    """``(negated, the IN predicate)`` when conjunct ``c`` is ``x IN (S)`` or ``NOT (x IN (S))`` of one needle
+    and a subquery ``S`` that reads nothing outside itself."""
+    negated = False
+    if function_name(c, functions) == "not" and len(c.scalar_function.arguments) == 1:
+        c, negated = c.scalar_function.arguments[0].value, True
+    if c.WhichOneof("rex_type") != "subquery" or c.subquery.WhichOneof("subquery_type") != "in_predicate":
+        return None
+    pred = c.subquery.in_predicate
+    if (len(pred.needles) != 1 or escapes_scope(pred.haystack) or has_subquery(pred.needles[0])
+            or not is_deterministic(pred.needles[0], functions)):  # it is written twice for NOT IN
+        return None
+    return negated, c
+
+
+def in_predicates_as_joins(plan: Plan, functions: FunctionTable) -> int:
+    """Every conjunct ``x IN (S)`` of a filter becomes a ``LEFT_SEMI`` join to ``S`` on ``x = s``, and every
+    ``NOT (x IN (S))`` a ``LEFT_ANTI`` join on ``x = s OR x IS NULL OR s IS NULL``, below a filter of the
+    other conjuncts (with the filter's emit), for a target that reads no subquery (DuckDB 1.1.3; Isthmus'
+    TPC-H Q16's ``NOT IN``). ``S`` must read nothing of the enclosing query; ``x`` is one expression.
+
+    Why it is equivalent: a filter keeps a row where its condition is true. ``x IN (S)`` is true exactly
+    when some ``s`` equals ``x``: the semi join's rows. ``NOT (x IN (S))`` is true exactly when ``S`` is
+    empty, or ``x`` is not NULL, no ``s`` is NULL and none equals ``x`` (otherwise it is false or NULL):
+    the rows the anti join keeps, as no ``s`` then meets its condition. In place; the number rewritten."""
+    from optimizer.expr_utils import FunctionRegistrar, boolean_type, conjuncts, make_and
+    from optimizer.schema import plan_schemas
+
+    registrar = FunctionRegistrar(plan, functions)
+    schemas = None
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
+        if rel.WhichOneof("rel_type") != "filter":
+            continue
+        conds = conjuncts(rel.filter.condition, functions)
+        found = [(c, _in_predicate(c, functions)) for c in conds]
+        if not any(f is not None for _, f in found):
+            continue
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        n_in = len(schemas[f"{path}.filter.input"].types)
+        current = Rel()
+        current.CopyFrom(rel.filter.input)
+        rest = []
+        for c, match in found:
+            if match is None:
+                rest.append(c)
+                continue
+            negated, e = match
+            needle, haystack = e.subquery.in_predicate.needles[0], e.subquery.in_predicate.haystack
+            equal = registrar.call("equal", "functions_comparison", [needle, field(n_in)], boolean_type(),
+                                   "equal:any_any")
+            join = Rel()
+            join.join.left.CopyFrom(current)
+            join.join.right.CopyFrom(haystack)
+            if negated:
+                join.join.type = JoinRel.JOIN_TYPE_LEFT_ANTI
+                nulls = [registrar.call("is_null", "functions_comparison", [x], boolean_type(nullable=False),
+                                        "is_null:any") for x in (needle, field(n_in))]
+                join.join.expression.CopyFrom(registrar.call("or", "functions_boolean", [equal, *nulls],
+                                                             boolean_type(), "or:bool"))
+            else:
+                join.join.type = JoinRel.JOIN_TYPE_LEFT_SEMI
+                join.join.expression.CopyFrom(equal)
+            current = join
+            changed += 1
+        rel.filter.input.CopyFrom(current)
+        if rest:
+            rel.filter.condition.CopyFrom(make_and(rest, registrar))
+        else:
+            rel.filter.condition.CopyFrom(Expression(literal=Expression.Literal(boolean=True)))
     return changed
