@@ -495,6 +495,21 @@ def test_count_over_no_columns_runs_on_duckdb(tables):
         write_for_target(b.plan(cross, ["a", "b", "c"]), "duckdb")
 
 
+def test_untyped_null_in_a_union_branch_runs_on_datafusion(tables, duckdb_oracle):
+    """DuckDB writes SELECT NULL in a UNION ALL branch as a NULL without a type (its TPC-DS Q27), which
+    DataFusion 55 rejects; written for datafusion it has the type the other branch gives the column."""
+    from workloads.producers import duckdb_plan
+
+    sql = "select n_name, n_regionkey from nation union all select null, r_regionkey from region"
+    plan = load_plan(duckdb_plan(sql, tables))
+    written = optimize(plan, target="datafusion")
+    nulls = [m.literal.null.WhichOneof("kind") for m in walk(written, enter_subqueries=True)
+             if m.DESCRIPTOR.full_name == "substrait.Expression" and m.WhichOneof("rex_type") == "literal"
+             and m.literal.WhichOneof("literal_type") == "null"]
+    assert nulls == ["string"]
+    _answer_right(run_datafusion(written, tables), sql, duckdb_oracle)
+
+
 def test_null_under_a_cast_gets_its_type_for_datafusion():
     """DuckDB writes CAST(NULL AS decimal(7,2)) with an empty type on the NULL, which DataFusion rejects."""
     b = Builder()

@@ -215,10 +215,49 @@ def type_null_literals(plan: Plan, target: Target) -> int:
                     and inner.literal.null.WhichOneof("kind") is None and m.cast.type.WhichOneof("kind")):
                 inner.literal.null.CopyFrom(with_nullability(m.cast.type, Type.NULLABILITY_NULLABLE))
                 typed += 1
+    typed += _type_union_nulls(plan)
     for m in _messages(plan, _LITERAL):
         if m.WhichOneof("literal_type") == "null" and m.null.WhichOneof("kind") is None:
             raise UnsupportedError(f"a NULL literal without a type: target '{target.name}' needs the type of "
                                    "each NULL")
+    return typed
+
+
+def _type_union_nulls(plan: Plan) -> int:
+    """A NULL without a type that a project under a set operation outputs as a column (DuckDB's TPC-DS Q27:
+    ``NULL AS i_item_id`` in a UNION ALL branch) gets the type another input gives that column: the set's
+    column type, which every input's column has. Returns the number typed."""
+    from substrait.proto import Type
+
+    from optimizer.schema import plan_schemas
+    from optimizer.schema.types import with_nullability
+
+    sets = [(rel, path) for rel, path in rels_with_paths(plan) if rel.WhichOneof("rel_type") == "set"]
+    if not sets:
+        return 0
+    schemas = plan_schemas(plan)
+    typed = 0
+    for rel, path in sets:
+        branches = [schemas[f"{path}.set.inputs[{i}]"].types for i in range(len(rel.set.inputs))]
+        for i, child in enumerate(rel.set.inputs):
+            if child.WhichOneof("rel_type") != "project":
+                continue
+            project = child.project
+            n_in = len(schemas[f"{path}.set.inputs[{i}].project.input"].types)
+            mapping = (list(project.common.emit.output_mapping) if project.common.WhichOneof("emit_kind") == "emit"
+                       else range(n_in + len(project.expressions)))
+            for column, m in enumerate(mapping):
+                if m < n_in:
+                    continue
+                e = project.expressions[m - n_in]
+                if not (e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"
+                        and e.literal.null.WhichOneof("kind") is None):
+                    continue
+                known = next((types[column] for types in branches
+                              if column < len(types) and types[column].WhichOneof("kind") is not None), None)
+                if known is not None:
+                    e.literal.null.CopyFrom(with_nullability(known, Type.NULLABILITY_NULLABLE))
+                    typed += 1
     return typed
 
 
