@@ -50,6 +50,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
                                               #   unset emit kind: 'Invalid emit case')
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
+                  "semi_join_emits": false,   # a semi / anti join gets the explicit emit of its left
+                                              #   columns (Acero counts both inputs' otherwise)
                   "explicit_join_conditions": false,  # a JoinRel without expression gets the condition
                                               #   true (DuckDB 1.1.3: 'Unsupported expression type 0')
                   "empty_virtual_tables": "any",  # any | filtered_row: a VALUES of no rows is written as
@@ -139,6 +141,7 @@ class Target:
     join_condition: str = "any"
     explicit_types: bool = False
     explicit_join_conditions: bool = False
+    semi_join_emits: bool = False
     anti_joins: str = "any"
     post_join_filters: str = "any"
     measure_filters: str = "any"
@@ -196,7 +199,7 @@ _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "semi_join_emits", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -332,6 +335,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
+        semi_join_emits=_bool(encoding, "semi_join_emits", False, f"{where}encoding"),
         anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
         post_join_filters=_choice(encoding, "post_join_filters", ("any", "filter_above"), "any", f"{where}encoding"),
         measure_filters=_choice(encoding, "measure_filters", ("any", "case"), "any", f"{where}encoding"),

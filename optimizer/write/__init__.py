@@ -74,6 +74,7 @@ from optimizer.write.joins import (
     nest_set_inputs,
     post_join_filters_above,
     right_joins_mirrored,
+    semi_join_emits,
     set_ops_as_distinct,
     single_key_joins,
 )
@@ -134,6 +135,8 @@ _STEPS: tuple[_Step, ...] = (
     _Step("joins on one key", lambda t: t.join_condition == "single_key", single_key_joins),
     _Step("join conditions written out", lambda t: t.explicit_join_conditions,
           lambda p, t, f: explicit_join_conditions(p)),
+    _Step("semi and anti joins emit their left columns", lambda t: t.semi_join_emits,
+          lambda p, t, f: semi_join_emits(p, f)),
     _Step("set operations as distinct ones", lambda t: t.set_op_reading == "distinct", set_ops_as_distinct),
     _Step("set operations nested", lambda t: t.max_set_inputs is not None, lambda p, t, f: nest_set_inputs(p, t)),
     _Step("measure filters as CASE", lambda t: t.measure_filters == "case", measure_filters_as_cases),

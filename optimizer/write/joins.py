@@ -11,7 +11,7 @@ above it changes its answer.
 
 from __future__ import annotations
 
-from substrait.proto import JoinRel, Plan, Rel
+from substrait.proto import Expression, JoinRel, Plan, Rel
 
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import (
@@ -44,6 +44,41 @@ def _key(c, functions, n_left: int) -> bool:
     return a is not None and b is not None and (a < n_left) != (b < n_left)
 
 
+def semi_join_emits(plan: Plan, functions: FunctionTable) -> int:
+    """Every ``LEFT_SEMI`` / ``LEFT_ANTI`` join without an emit gets the emit of its left input's columns
+    (its whole output, as the spec says), in place; the number changed. Acero's consumer takes such a join's
+    output to be both inputs' columns, while the join outputs the left ones only, so a relation above reads
+    columns that are not there (DataFusion's TPC-H Q4: "No match for FieldRef.FieldPath(2) in
+    FieldPath(0)"); with the emit it counts the left ones."""
+    from optimizer.schema import plan_schemas
+
+    schemas = None
+    changed = 0
+    for rel, path in rels_with_paths(plan):
+        if (rel.WhichOneof("rel_type") != "join" or rel.join.common.WhichOneof("emit_kind") == "emit"
+                or rel.join.type not in (JoinRel.JOIN_TYPE_LEFT_SEMI, JoinRel.JOIN_TYPE_LEFT_ANTI)):
+            continue
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        rel.join.common.emit.output_mapping.extend(range(len(schemas[f"{path}.join.left"].types)))
+        changed += 1
+    return changed
+
+
+def _left_column_first(key: Expression, n_left: int) -> None:
+    """Put the left input's column first in the key comparison ``key`` (both are symmetric), in place: Acero
+    takes the first argument as the left key and the second as the right one, whatever they reference
+    (``l_orderkey = o_orderkey`` with orders on the left: "No match for FieldRef.FieldPath(2) in
+    FieldPath(0)")."""
+    args = key.scalar_function.arguments
+    if field_index(args[0].value) >= n_left:
+        first, second = type(args[0])(), type(args[1])()
+        first.CopyFrom(args[1])
+        second.CopyFrom(args[0])
+        args[0].CopyFrom(first)
+        args[1].CopyFrom(second)
+
+
 def single_key_joins(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Rewrite, in place, every join whose condition is more than one key comparison (see the module
     docstring); the number of joins changed. ``functions``: the plan's table (``and`` is declared in it
@@ -62,6 +97,7 @@ def single_key_joins(plan: Plan, target: Target, functions: FunctionTable) -> in
             schemas = plan_schemas(plan, functions)
         n_left = len(schemas[f"{path}.join.left"].types)
         if len(conds) == 1 and _key(conds[0], functions, n_left) and not join.HasField("post_join_filter"):
+            _left_column_first(join.expression, n_left)
             continue
         jt = join_type_name(join)
         keys = [i for i, c in enumerate(conds) if _key(c, functions, n_left)]
@@ -73,6 +109,7 @@ def single_key_joins(plan: Plan, target: Target, functions: FunctionTable) -> in
             rest.append(join.post_join_filter)
         emit = list(join.common.emit.output_mapping) if join.common.WhichOneof("emit_kind") == "emit" else None
         join.expression.CopyFrom(conds[keys[0]])
+        _left_column_first(join.expression, n_left)
         join.ClearField("post_join_filter")
         join.common.ClearField("emit_kind")
         top = Rel()
