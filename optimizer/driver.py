@@ -334,9 +334,10 @@ class Optimizer:
             if costlier(cost_after, run.cost):
                 report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {run.cost:.4g}): "
                                  "the phase's rewrites are undone")
-                run.ctx = kept
+                run.ctx, kept = kept, run.ctx
             else:
                 run.cost = cost_after
+        _discard(kept)
         return report
 
     def _with_next(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
@@ -350,10 +351,13 @@ class Optimizer:
             if costlier(bound_after, bound_before):
                 report.undone = (f"its plan was estimated costlier with its joins bound ({bound_after:.4g} > "
                                  f"{bound_before:.4g}): its rewrites are undone")
+                _discard(run.ctx)
                 run.ctx = kept
             else:
                 run.before_with_next = (kept, run.cost)
                 run.cost = plan_cost(run.ctx)
+        else:
+            _discard(kept)
         return report
 
     def _after_with_next(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
@@ -372,11 +376,15 @@ class Optimizer:
             previous.undone = (f"with the {phase.name} phase after it, its plan was estimated costlier "
                                f"({cost_after:.4g} > {cost_found:.4g}): its rewrites are undone")
             previous.cost_after = previous.cost_before
+            _discard(run.ctx)
             run.ctx, report, cost_after = found, alternative, alternative_cost
             if costlier(cost_after, cost_found):
                 report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > "
                                  f"{cost_found:.4g}): the phase's rewrites are undone")
-                run.ctx, cost_after = untouched, cost_found
+                run.ctx, found, cost_after = untouched, run.ctx, cost_found
+            _discard(untouched if run.ctx is not untouched else found)
+        else:
+            _discard(found)
         run.cost = cost_after
         return report
 
@@ -391,7 +399,9 @@ class Optimizer:
             last.undone = (f"its plan was estimated costlier ({run.cost:.4g} > {cost_found:.4g}): "
                            "the phase's rewrites are undone")
             last.cost_after = cost_found
-            run.ctx = found
+            run.ctx, found = found, run.ctx
+        run.before_with_next = None
+        _discard(found)
 
     def _optimize_subqueries(self, result: OptimizeResult) -> None:
         """Optimize each subquery the rules left in an expression as a plan of its own (the rules see its
@@ -423,6 +433,14 @@ class Optimizer:
     def _phase(self, ctx: PlanContext, phase: Phase, rules: list[Rule]) -> PhaseReport:
         return run_phase(ctx.g, phase.name, rules, ctx, self.config.max_iterations,
                          priced=phase.policy is Policy.PER_REWRITE)
+
+
+def _discard(ctx: PlanContext) -> None:
+    """Empty the DAG of a context the run no longer uses (a phase's saved plan, or the plan a phase left
+    when its rewrites are undone). A networkx graph refers to itself (through the views it caches), so
+    dropped, it and all it holds would wait for the garbage collector's next full pass, which walks
+    every object alive: emptied, its relations, estimates and schemas go at once."""
+    ctx.g.clear()
 
 
 def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:

@@ -231,41 +231,50 @@ def collect_region(g: nx.DiGraph, top: int, ctx: RuleContext) -> Region:
     inside the region only choose among those columns: they are followed, not kept (the rewritten
     region ends in one project that outputs what the top output).
     """
-    leaves: list[int] = []
-    widths: list[int] = []
-    predicates: list[Expression] = []
+    walk = _RegionWalk(g, ctx)
+    shape, output = walk.visit(top, True)
+    return Region(walk.leaves, walk.widths, walk.predicates, shape, output)
 
-    total = [0]  # columns of the leaves so far
 
-    def leaf(node: int):
-        leaves.append(node)
-        widths.append(len(ctx.schema(node).types))
-        first = total[0]
-        total[0] += widths[-1]
-        return len(leaves) - 1, list(range(first, first + widths[-1]))
+class _RegionWalk:
+    """:func:`collect_region`'s walk down the region. Methods, not nested functions: a nested function that
+    calls itself is a reference cycle, which would keep ``ctx`` (the plan's estimates and costs) after the
+    run until the garbage collector's next full pass instead of freeing it then."""
 
-    def visit(node: int, is_top: bool):
+    def __init__(self, g: nx.DiGraph, ctx: RuleContext) -> None:
+        self.g, self.ctx = g, ctx
+        self.leaves: list[int] = []
+        self.widths: list[int] = []
+        self.predicates: list[Expression] = []
+        self.total = 0  # columns of the leaves so far
+
+    def leaf(self, node: int):
+        self.leaves.append(node)
+        self.widths.append(len(self.ctx.schema(node).types))
+        first = self.total
+        self.total += self.widths[-1]
+        return len(self.leaves) - 1, list(range(first, first + self.widths[-1]))
+
+    def visit(self, node: int, is_top: bool):
+        g = self.g
         if not is_top and _single_use(g, node) and _below_projects(g, node) is not None and not _is_join(g, node):
             # A column-selecting project between joins: follow it.
-            shape, cols = visit(inputs(g, node)[0], False)
+            shape, cols = self.visit(inputs(g, node)[0], False)
             return shape, [cols[i] for i in _pruning_project(g, node)]
         if not _includable(g, node, is_top):
-            return leaf(node)
+            return self.leaf(node)
         left, right = inputs(g, node)
-        ls, lcols = visit(left, False)
-        rs, rcols = visit(right, False)
+        ls, lcols = self.visit(left, False)
+        rs, rcols = self.visit(right, False)
         cols = lcols + rcols
         data = g.nodes[node]
         if data["kind"] == "join" and data["rel"].join.HasField("expression"):
-            for c in conjuncts(data["rel"].join.expression, ctx.functions):
-                predicates.append(remap_fields(c, lambda i, cols=cols: cols[i]))
+            for c in conjuncts(data["rel"].join.expression, self.ctx.functions):
+                self.predicates.append(remap_fields(c, lambda i, cols=cols: cols[i]))
         body = getattr(data["rel"], data["kind"])
         if body.common.HasField("emit"):
             cols = [cols[j] for j in body.common.emit.output_mapping]
         return (ls, rs), cols
-
-    shape, output = visit(top, True)
-    return Region(leaves, widths, predicates, shape, output)
 
 
 def _bits(mask: int) -> Iterator[int]:

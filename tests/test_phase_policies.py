@@ -149,3 +149,29 @@ def test_for_a_target_that_reads_logical_relations_the_phase_is_judged_as_a_whol
     assert after.undone is not None and after.undone.startswith("its plan was estimated costlier")
     assert after.cost_before == after.cost_after == ordered.cost_after
     assert [e.rule for e in result.events] == ["drop_passing_project"]
+
+
+def test_the_saved_plans_a_run_no_longer_uses_are_emptied(monkeypatch):
+    """Each judged phase saves the plan it starts from (``PlanContext.snapshot``); a saved plan the run
+    does not go back to is emptied when the phase is judged, not left (a networkx graph refers to itself)
+    for the garbage collector's next full pass: after a run, only the plan it returns has relations."""
+    import json
+
+    from benchmarks.optimizer_latency import wide_plan
+    from optimizer.driver import PlanContext
+    from optimizer.plan_io import load_plan
+    from optimizer.spark.statistics import default_statistics
+
+    saved: list = []
+    snapshot = PlanContext.snapshot
+
+    def recorded(self):
+        copy = snapshot(self)
+        saved.append(copy)
+        return copy
+
+    monkeypatch.setattr(PlanContext, "snapshot", recorded)
+    result = Optimizer(statistics=default_statistics()).run(load_plan(json.dumps(wide_plan("chain", 20))))
+    assert len(saved) >= 3
+    assert all(len(copy.g) == 0 for copy in saved if copy.g is not result.graph)
+    assert len(result.graph) > 0

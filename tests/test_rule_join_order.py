@@ -224,3 +224,25 @@ def test_greedy_ordering_drops_the_estimates_of_pairs_it_can_no_longer_join(monk
     result = Optimizer(statistics=default_statistics()).run(plan)
     assert sizes and all(kept < priced for kept, priced in sizes), sizes
     assert any(e.rule == "join_order" for e in result.events)
+
+
+def test_collecting_a_region_leaves_no_reference_cycle():
+    """The walk that collects a region is no nested function calling itself (a reference cycle holding
+    the rule's context): once the region is dropped, nothing is left for the garbage collector."""
+    import gc
+    import json
+
+    from benchmarks.optimizer_latency import wide_plan
+    from optimizer.dag import annotate_schemas, to_dag
+    from optimizer.driver import PlanContext
+    from optimizer.plan_io import load_plan
+
+    g = to_dag(load_plan(json.dumps(wide_plan("chain", 12))))
+    annotate_schemas(g)
+    ctx = PlanContext(g)
+    top = next(n for n in g if g.nodes[n]["kind"] == "join")
+    gc.collect()
+    region = join_order.collect_region(g, top, ctx)
+    assert len(region.leaves) == 12
+    del region
+    assert gc.collect() == 0
