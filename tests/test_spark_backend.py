@@ -398,6 +398,25 @@ def test_project_with_window_function(backend):
     assert srt(run(backend, b.plan(rel, ["g", "x", "rn"]))) == [("a", 1, 1), ("a", 2, 2), ("b", 3, 1), ("b", None, 2)]
 
 
+def test_a_window_project_keeps_its_sorted_input_in_order(backend):
+    """A project keeps its input's order (the spec), window functions or not: over big_l sorted by k
+    descending, row_number() over k ascending comes out in k's descending order (Spark computes the
+    window in another; the fuzzer against DataFusion found the order lost), and a fetch of 3 above takes
+    the first three of that order."""
+    b = Builder()
+    wf = Expression()
+    w = wf.window_function
+    w.function_reference = b.anchor("row_number")
+    w.output_type.CopyFrom(ty("i64"))
+    w.sorts.add(expr=ref(0), direction=ASC_NL)
+    ordered = project(sort(read("big_l", [("k", "i64"), ("v", "string")]), (0, DESC_NL)), wf)
+    got = run(backend, b.plan(ordered, ["k", "v", "rn"]))
+    assert [r[0] for r in got] == list(range(1999, -1, -1)) and [r[2] for r in got[:2]] == [2000, 1999]
+    first = Rel(fetch=FetchRel(input=ordered))
+    first.fetch.count_expr.literal.i64 = 3
+    assert [r[0] for r in run(backend, b.plan(first, ["k", "v", "rn"]))] == [1999, 1998, 1997]
+
+
 @pytest.mark.parametrize(
     "direction,expected",
     [(ASC_NF, [None, 1, 2]), (ASC_NL, [1, 2, None]), (DESC_NF, [None, 2, 1]), (DESC_NL, [2, 1, None])],

@@ -44,7 +44,19 @@ class _SingleInputCompiler(_RelCompiler):
         for i, e in enumerate(body.expressions):
             has_window = has_window or has_window_function(e, enter_subqueries=False)
             exprs[self.fresh()] = self.expr(e, scope, f"{bpath}.expressions[{i}]")
-        ordered = inp.ordered and not has_window
+        # A project keeps its input's order (the spec); Spark computes window functions in an order of its
+        # own, so a sorted input's rows are numbered first and put back in that order after.
+        position = self.fresh() if has_window and inp.ordered else None
+        source = inp.df if position is None else inp.df.select(
+            *[_c(c) for c in inp.columns], F.monotonically_increasing_id().alias(position))
+        ordered = inp.ordered
+
+        def in_order(df, names: list[str]):
+            if position is None:
+                return df
+            return df.orderBy(_c(position)).select(*[_c(n) for n in names])
+
+        extra = [_c(position)] if position is not None else []
         columns = inp.columns + list(exprs)
         emit = body.common.emit.output_mapping if body.common.WhichOneof("emit_kind") == "emit" else None
         if emit is not None and all(  # a computed column emitted twice is computed once, below
@@ -57,9 +69,9 @@ class _SingleInputCompiler(_RelCompiler):
             )
             if names == inp.columns:
                 return replace(inp, ordered=ordered)
-            return Relation(inp.df.select(*cols), names, None, ordered=ordered)
-        df = inp.df.select(*[_c(c) for c in inp.columns], *[c.alias(n) for n, c in exprs.items()])
-        return self._emit(Relation(df, columns, None, ordered=ordered), body, bpath)
+            return Relation(in_order(source.select(*cols, *extra), names), names, None, ordered=ordered)
+        df = source.select(*[_c(c) for c in inp.columns], *[c.alias(n) for n, c in exprs.items()], *extra)
+        return self._emit(Relation(in_order(df, columns), columns, None, ordered=ordered), body, bpath)
 
     def _rel_sort(self, body, bpath: str, outer: Scope | None) -> Relation:
         inp = self.rel(body.input, f"{bpath}.input", outer)

@@ -37,8 +37,10 @@ optional; the defaults are the spec's reading)::
                    "enum_arguments": true,             # reads enum arguments (extract's 'YEAR')
                    "like_null_escape": "keep",         # keep | drop: like(a, p, NULL) means no escape
                                                        #   character; drop writes like(a, p)
-                   "extract": "enum"},                 # enum | date_part: extract(YEAR, x) is written
+                   "extract": "enum",                  # enum | date_part: extract(YEAR, x) is written
                                                        #   date_part('year', x) (DataFusion)
+                   "silent_overflow": false},          # true: arithmetic overflows its own way, so a call
+                                                       #   asking SATURATE or ERROR is refused
      "encoding": {"project": "spec",          # spec | expressions_only (DuckDB 1.1.3: a ProjectRel
                                               #   outputs only its expressions and its emit is ignored)
                   "aggregate_phase": "any",   # any | initial_to_result (Acero rejects the unspecified phase)
@@ -50,6 +52,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
                                               #   unset emit kind: 'Invalid emit case')
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
+                  "window_order": "kept",     # kept | lost: a project of window functions keeps its input's
+                                              #   order; lost: the sort below is repeated above it
                   "semi_join_emits": false,   # a semi / anti join gets the explicit emit of its left
                                               #   columns (Acero counts both inputs' otherwise)
                   "explicit_join_conditions": false,  # a JoinRel without expression gets the condition
@@ -136,12 +140,14 @@ class Target:
     enum_arguments: bool = True
     like_null_escape: str = "keep"
     extract_encoding: str = "enum"
+    silent_overflow: bool = False
     old_fields: bool = False
     switch_expressions: bool = True
     join_condition: str = "any"
     explicit_types: bool = False
     explicit_join_conditions: bool = False
     semi_join_emits: bool = False
+    window_order: str = "kept"
     anti_joins: str = "any"
     post_join_filters: str = "any"
     measure_filters: str = "any"
@@ -197,9 +203,10 @@ def _bool(data: dict, key: str, default: bool, where: str) -> bool:
 
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
-    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract"}),
+    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract",
+                            "silent_overflow"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "semi_join_emits", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "semi_join_emits", "window_order", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -318,6 +325,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
         extract_encoding=_choice(functions, "extract", ("enum", "date_part"), "enum", f"{where}functions"),
+        silent_overflow=_bool(functions, "silent_overflow", False, f"{where}functions"),
         engine=str(data.get("engine", "")),
         evidence=tuple(evidence),
         physical_relations=_bool(data, "physical_relations", True, where),
@@ -336,6 +344,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
         semi_join_emits=_bool(encoding, "semi_join_emits", False, f"{where}encoding"),
+        window_order=_choice(encoding, "window_order", ("kept", "lost"), "kept", f"{where}encoding"),
         anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
         post_join_filters=_choice(encoding, "post_join_filters", ("any", "filter_above"), "any", f"{where}encoding"),
         measure_filters=_choice(encoding, "measure_filters", ("any", "case"), "any", f"{where}encoding"),

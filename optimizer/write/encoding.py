@@ -323,3 +323,46 @@ def fill_measure_types(plan: Plan, functions: FunctionTable) -> int:
             agg.measures[j].measure.output_type.CopyFrom(out.types[n_keys + j])
             filled += 1
     return filled
+
+
+def sorts_after_window_projects(plan: Plan, functions: FunctionTable) -> int:
+    """A ``ProjectRel`` computing window functions over a sorted input (a ``SortRel`` below it, through
+    filters and projects without emit) gets a copy of that sort above it, its emit moved to a project
+    above the sort, so the rows come out in the order the plan says: the spec's project keeps its input's
+    order, and DataFusion 55 computes window functions in an order of its own (the fuzzer against Spark:
+    a sort, then rank() over another column, then the root or a fetch: rows in another order, another
+    first row). In place; the number changed. ``functions``: the plan's table."""
+    from optimizer.expr_utils import has_window_function
+    from optimizer.schema import plan_schemas
+
+    schemas = None
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
+        if rel.WhichOneof("rel_type") != "project" or not has_window_function(rel.project, enter_subqueries=False):
+            continue
+        below = rel.project.input
+        while below.WhichOneof("rel_type") in ("filter", "project"):
+            body = getattr(below, below.WhichOneof("rel_type"))
+            if body.common.WhichOneof("emit_kind") == "emit":
+                break
+            below = body.input
+        if below.WhichOneof("rel_type") != "sort" or below.sort.common.WhichOneof("emit_kind") == "emit":
+            continue
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        width = len(schemas[f"{path}.project.input"].types) + len(rel.project.expressions)
+        emit = (list(rel.project.common.emit.output_mapping) if rel.project.common.WhichOneof("emit_kind") == "emit"
+                else None)
+        rel.project.common.ClearField("emit_kind")
+        sort = Rel()
+        sort.sort.input.CopyFrom(rel)
+        sort.sort.sorts.extend(below.sort.sorts)
+        if emit is not None:
+            top = Rel()
+            top.project.input.CopyFrom(sort)
+            top.project.expressions.extend(field(m) for m in emit)
+            top.project.common.emit.output_mapping.extend(range(width, width + len(emit)))
+            sort = top
+        rel.CopyFrom(sort)
+        changed += 1
+    return changed

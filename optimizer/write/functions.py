@@ -48,7 +48,7 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
     """Refuse, rename and split the plan's function calls for ``target``, in place; ``functions``, the
     plan's table, is updated with the new names."""
     if not (target.unsupported_functions or target.renames or target.max_args or not target.enum_arguments
-            or target.like_null_escape == "drop" or target.extract_encoding != "enum"):
+            or target.like_null_escape == "drop" or target.extract_encoding != "enum" or target.silent_overflow):
         return
     if target.extract_encoding == "date_part":
         _extract_as_date_part(plan, functions)
@@ -57,6 +57,8 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
         for m in _messages(plan, _SCALAR):
             if names.get(m.function_reference) == "like" and len(m.arguments) == 3 and _is_null(m.arguments[2]):
                 del m.arguments[2]
+    if target.silent_overflow:
+        _refuse_overflow_options(plan, target, names)
     if target.unsupported_functions or target.max_args or not target.enum_arguments:
         for rel, path in rels_with_paths(plan):
             own = strip_inputs(rel)  # this relation's expressions (a subquery's relations come on their own)
@@ -115,6 +117,21 @@ def _extract_as_date_part(plan: Plan, functions: FunctionTable) -> int:
         m.function_reference = registrar.anchor("date_part", "functions_datetime", "date_part:str_any")
         changed += 1
     return changed
+
+
+def _refuse_overflow_options(plan: Plan, target: Target, names: dict[int, str]) -> None:
+    """A call whose ``overflow`` option allows only ``SATURATE`` or ``ERROR`` is refused for a target whose
+    arithmetic overflows its own way whatever the option says (DataFusion 55: ``add(i8 -128, i8 -128)``
+    with ``overflow: SATURATE`` did not give -128; found by the fuzzer against Spark)."""
+    for rel, path in rels_with_paths(plan):
+        for m in walk(strip_inputs(rel), enter_subqueries=False):
+            if m.DESCRIPTOR.full_name not in _CALLS:
+                continue
+            for option in m.options:
+                if option.name == "overflow" and option.preference and "SILENT" not in option.preference:
+                    raise UnsupportedError(f"function '{names.get(m.function_reference)}' with overflow "
+                                           f"{'/'.join(option.preference)}: target '{target.name}' ignores the "
+                                           "option", path)
 
 
 def _is_null(arg) -> bool:
