@@ -184,6 +184,18 @@ def _check_bound(value: Any, data_type: Any, name: str) -> Any:
 # --------------------------------------------------------------------------------------------------
 
 
+def _json_object(data: Mapping[str, Any] | str, what: str, fields: set[str], shape: str = "an object") -> Mapping:
+    """``data`` (or the JSON text of it) as a mapping of only ``fields``; ``ValueError`` naming ``what``."""
+    if isinstance(data, str):
+        data = json.loads(data)
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what} must be {shape}, not {type(data).__name__}")
+    unknown = set(data) - fields
+    if unknown:
+        raise ValueError(f"unknown {what} field(s): {', '.join(sorted(map(str, unknown)))}")
+    return data
+
+
 @dataclass
 class Histogram:
     """Spark's equi-height histogram: every bin holds ``height`` rows (non-null values).
@@ -218,13 +230,7 @@ class Histogram:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> Histogram:
-        if isinstance(data, str):
-            data = json.loads(data)
-        if not isinstance(data, Mapping):
-            raise ValueError(f"histogram must be an object with 'height' and 'bins', not {type(data).__name__}")
-        unknown = set(data) - {"height", "bins"}
-        if unknown:
-            raise ValueError(f"unknown histogram field(s): {', '.join(sorted(map(str, unknown)))}")
+        data = _json_object(data, "histogram", {"height", "bins"}, "an object with 'height' and 'bins'")
         height = _opt_count(data.get("height"), "histogram.height")
         if height is None:
             raise ValueError("histogram.height is missing")
@@ -291,13 +297,7 @@ class ColumnStatistics:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> ColumnStatistics:
-        if isinstance(data, str):
-            data = json.loads(data)
-        if not isinstance(data, Mapping):
-            raise ValueError(f"column statistics must be an object, not {type(data).__name__}")
-        unknown = set(data) - set(_COLUMN_FIELDS)
-        if unknown:
-            raise ValueError(f"unknown column statistics field(s): {', '.join(sorted(unknown))}")
+        data = _json_object(data, "column statistics", set(_COLUMN_FIELDS))
         hist = data.get("histogram")
         max_len = _opt_count(data.get("max_len"), "max_len")
         data_type = data.get("data_type")
@@ -379,13 +379,8 @@ class TableStatistics:
     def from_json(cls, data: Mapping[str, Any] | str) -> TableStatistics:
         """Read :meth:`to_json`'s dict (or its JSON text); the keys ``name`` and ``source`` of a stats
         file entry are ignored."""
-        if isinstance(data, str):
-            data = json.loads(data)
-        if not isinstance(data, Mapping):
-            raise ValueError(f"table statistics must be an object, not {type(data).__name__}")
-        unknown = set(data) - {"row_count", "size_bytes", "file_bytes", "columns", "name", "source"}
-        if unknown:
-            raise ValueError(f"unknown table statistics field(s): {', '.join(sorted(unknown))}")
+        data = _json_object(data, "table statistics", {"row_count", "size_bytes", "file_bytes", "columns", "name",
+                                                        "source"})
         columns = data.get("columns") or {}
         if not isinstance(columns, Mapping):
             raise ValueError("'columns' must be an object mapping column names to statistics")

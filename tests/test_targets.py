@@ -701,13 +701,17 @@ def test_optimized_for_duckdb_runs_right_on_duckdb(producer, q, tables, statisti
     _answer_right(run_duckdb(optimized, tables), tpch_query(q), duckdb_oracle)
 
 
-@pytest.mark.parametrize("sql", [
+#: A ROLLUP with GROUPING(), a CUBE, and grouping sets with an expression key, GROUPING() sums and ().
+GROUPING_SET_QUERIES = [
     "select l_returnflag, l_linestatus, sum(l_quantity) as q, grouping(l_linestatus) as g from lineitem "
     "group by rollup(l_returnflag, l_linestatus)",
     "select l_returnflag, l_linestatus, count(*) as c from lineitem group by cube(l_returnflag, l_linestatus)",
     "select n_regionkey, n_nationkey % 3 as m, count(*) as c, grouping(n_regionkey) + 2 * grouping(n_nationkey % 3) "
     "as g from nation group by grouping sets ((n_nationkey % 3), (n_regionkey, n_nationkey % 3), ())",
-])
+]
+
+
+@pytest.mark.parametrize("sql", GROUPING_SET_QUERIES)
 def test_grouping_sets_written_in_datafusions_numbering(sql, tables, duckdb_oracle):
     """The loader reads DataFusion's numbering of several grouping sets into the spec's (and a
     switch_expression, which DataFusion does not read); written for datafusion, both are DataFusion's again
@@ -720,13 +724,7 @@ def test_grouping_sets_written_in_datafusions_numbering(sql, tables, duckdb_orac
     _answer_right(run_datafusion(optimized, tables), sql, duckdb_oracle)
 
 
-@pytest.mark.parametrize("sql", [
-    "select l_returnflag, l_linestatus, sum(l_quantity) as q, grouping(l_linestatus) as g from lineitem "
-    "group by rollup(l_returnflag, l_linestatus)",
-    "select l_returnflag, l_linestatus, count(*) as c from lineitem group by cube(l_returnflag, l_linestatus)",
-    "select n_regionkey, n_nationkey % 3 as m, count(*) as c, grouping(n_regionkey) + 2 * grouping(n_nationkey % 3) "
-    "as g from nation group by grouping sets ((n_nationkey % 3), (n_regionkey, n_nationkey % 3), ())",
-])
+@pytest.mark.parametrize("sql", GROUPING_SET_QUERIES)
 def test_grouping_sets_written_as_a_union_for_duckdb(sql, tables, duckdb_oracle):
     """DuckDB 1.1.3 reads one grouping set per aggregate; written for duckdb, an aggregate with several is
     the UNION ALL of one aggregate per set (NULL for the expressions a set lacks, its index a constant),

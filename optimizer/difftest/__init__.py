@@ -14,24 +14,7 @@ See ``docs/difftest.md``.
 
 from __future__ import annotations
 
-from optimizer.difftest.harness import (
-    ColumnSpec,
-    Database,
-    DiffCase,
-    DiffResult,
-    TableSpec,
-    compare,
-    ignoring_best_effort,
-    ordered_by,
-)
+from optimizer.difftest import harness
+from optimizer.difftest.harness import *  # noqa: F403 - the package's names are the harness's public ones
 
-__all__ = [
-    "ColumnSpec",
-    "Database",
-    "DiffCase",
-    "DiffResult",
-    "TableSpec",
-    "compare",
-    "ignoring_best_effort",
-    "ordered_by",
-]
+__all__ = list(harness.__all__)

@@ -28,10 +28,10 @@ from optimizer.expr_utils import (
     function_name,
     has_subquery,
     is_deterministic,
-    rels_with_paths,
     walk,
 )
 from optimizer.load.functions import FunctionTable
+from optimizer.write.walk import LazySchemas, rels_of_kind
 
 _PASS_THROUGH = ("project", "filter", "sort", "fetch")
 
@@ -69,21 +69,15 @@ def _scalar_subqueries(rel: Rel) -> list[Expression]:
 def scalar_subqueries_as_left_joins(plan: Plan, functions: FunctionTable) -> int:
     """Rewrite, in place, every filter and project holding subqueries as the module docstring says; the
     number of subqueries turned into joins. ``functions``: the plan's table."""
-    from optimizer.schema import plan_schemas
-
-    schemas = None
+    schemas = LazySchemas(plan, functions)
     changed = 0
-    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
-        kind = rel.WhichOneof("rel_type")
-        if kind not in ("filter", "project"):
-            continue
+    for rel, path in rels_of_kind(plan, "filter", "project"):
         found = _scalar_subqueries(rel)
         if not found:
             continue
-        if schemas is None:
-            schemas = plan_schemas(plan, functions)
+        kind = rel.WhichOneof("rel_type")
         body = getattr(rel, kind)
-        n_in = len(schemas[f"{path}.{kind}.input"].types)
+        n_in = schemas.width(f"{path}.{kind}.input")
         current = Rel()
         current.CopyFrom(body.input)
         width = n_in
@@ -136,21 +130,15 @@ def in_predicates_as_joins(plan: Plan, functions: FunctionTable) -> int:
     empty, or ``x`` is not NULL, no ``s`` is NULL and none equals ``x`` (otherwise it is false or NULL):
     the rows the anti join keeps, as no ``s`` then meets its condition. In place; the number rewritten."""
     from optimizer.expr_utils import FunctionRegistrar, boolean_type, conjuncts, make_and
-    from optimizer.schema import plan_schemas
 
     registrar = FunctionRegistrar(plan, functions)
-    schemas = None
+    schemas = LazySchemas(plan, functions)
     changed = 0
-    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
-        if rel.WhichOneof("rel_type") != "filter":
-            continue
-        conds = conjuncts(rel.filter.condition, functions)
-        found = [(c, _in_predicate(c, functions)) for c in conds]
+    for rel, path in rels_of_kind(plan, "filter"):
+        found = [(c, _in_predicate(c, functions)) for c in conjuncts(rel.filter.condition, functions)]
         if not any(f is not None for _, f in found):
             continue
-        if schemas is None:
-            schemas = plan_schemas(plan, functions)
-        n_in = len(schemas[f"{path}.filter.input"].types)
+        n_in = schemas.width(f"{path}.filter.input")
         current = Rel()
         current.CopyFrom(rel.filter.input)
         rest = []
