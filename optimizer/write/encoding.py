@@ -177,25 +177,25 @@ def empty_virtual_tables_as_a_filtered_row(plan: Plan) -> int:
     """Every virtual table without rows becomes one row of NULLs (typed by its schema, made nullable)
     under a ``FilterRel`` that keeps none: the same (no) rows. DuckDB 1.1.3 fails to bind an empty VALUES
     (``SELECT list is empty after resolving * expressions``; the optimizer writes one for a filter that is
-    always false). In place; the number changed."""
+    always false). And a column of a virtual table holding a NULL is cast to its declared type by a
+    project above: DuckDB types a NULL literal as an integer whatever its type says (a boolean column of
+    NULL came back as int32; found by the fuzzer against Spark). In place; the number changed."""
     changed = 0
     for rel, _path in list(rels_with_paths(plan)):
         if rel.WhichOneof("rel_type") != "read" or not rel.read.HasField("virtual_table"):
             continue
         if rel.read.virtual_table.expressions:
+            changed += _cast_null_columns(rel)
             continue
         row = rel.read.virtual_table.expressions.add()
         for t in rel.read.base_schema.struct.types:
             null = row.fields.add().literal.null
             null.CopyFrom(t)
             getattr(null, t.WhichOneof("kind")).nullability = Type.NULLABILITY_NULLABLE
-        emit = list(rel.read.common.emit.output_mapping) if rel.read.common.WhichOneof("emit_kind") == "emit" else None
-        rel.read.common.ClearField("emit_kind")
+        _cast_null_columns(rel)  # the read's emit, if any, is the project's now
         top = Rel()
         top.filter.input.CopyFrom(rel)
         top.filter.condition.literal.boolean = False
-        if emit is not None:
-            top.filter.common.emit.output_mapping.extend(emit)
         rel.CopyFrom(top)
         changed += 1
     return changed
@@ -323,6 +323,32 @@ def fill_measure_types(plan: Plan, functions: FunctionTable) -> int:
             agg.measures[j].measure.output_type.CopyFrom(out.types[n_keys + j])
             filled += 1
     return filled
+
+
+def _cast_null_columns(rel: Rel) -> int:
+    """``rel`` (a virtual table) under a project casting each column that holds a NULL literal to its
+    declared type, in place; 1 if it did."""
+    types = list(rel.read.base_schema.struct.types)
+    nulls = {i for row in rel.read.virtual_table.expressions for i, e in enumerate(row.fields)
+             if e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"}
+    if not nulls:
+        return 0
+    emit = list(rel.read.common.emit.output_mapping) if rel.read.common.WhichOneof("emit_kind") == "emit" else None
+    rel.read.common.ClearField("emit_kind")
+    top = Rel()
+    top.project.input.CopyFrom(rel)
+    for i, t in enumerate(types):
+        e = top.project.expressions.add()
+        if i in nulls:
+            e.cast.type.CopyFrom(t)
+            e.cast.input.CopyFrom(field(i))
+            e.cast.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
+        else:
+            e.CopyFrom(field(i))
+    n = len(types)
+    top.project.common.emit.output_mapping.extend(n + m for m in (emit if emit is not None else range(n)))
+    rel.CopyFrom(top)
+    return 1
 
 
 def sorts_after_window_projects(plan: Plan, functions: FunctionTable) -> int:

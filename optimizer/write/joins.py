@@ -372,7 +372,7 @@ def set_ops_as_distinct(plan: Plan, target: Target, functions: FunctionTable) ->
         rel, path = min(todo, key=lambda item: len(item[1]))
         body = rel.set
         op = SetRel.SetOp.Name(body.op) if body.op in SetRel.SetOp.values() else str(body.op)
-        width = len(schemas[path].types)
+        width = len(schemas[f"{path}.set.inputs[0]"].types)  # the set's columns before its emit
         emit = list(body.common.emit.output_mapping) if body.common.WhichOneof("emit_kind") == "emit" else None
         if body.op == SetRel.SET_OP_UNION_DISTINCT:
             union = _binary_union(list(body.inputs))
