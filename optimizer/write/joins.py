@@ -166,8 +166,8 @@ _MIRRORED = {JoinRel.JOIN_TYPE_RIGHT_SEMI: JoinRel.JOIN_TYPE_LEFT_SEMI,
 
 def right_joins_mirrored(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Every ``RIGHT_SEMI`` / ``RIGHT_ANTI`` join the target does not read becomes the ``LEFT_SEMI`` /
-    ``LEFT_ANTI`` join with its inputs swapped, the column references of its condition (and
-    ``post_join_filter``) renumbered; in place, the number changed. The same rows in the same columns:
+    ``LEFT_ANTI`` join with its inputs swapped, the column references of its condition renumbered (its
+    ``post_join_filter`` reads the output, the same columns); in place, the number changed. The same rows in the same columns:
     both output the rows of the right input (the new left) that have (or have no) match. DuckDB 1.1.3
     reads neither right form ("Unsupported join type": DataFusion's TPC-DS Q54)."""
     from optimizer.schema import plan_schemas
@@ -202,8 +202,7 @@ def right_joins_mirrored(plan: Plan, target: Target, functions: FunctionTable) -
         join.type = mirror
         if join.HasField("expression"):
             join.expression.CopyFrom(remap_fields(join.expression, renumber))
-        if join.HasField("post_join_filter"):
-            join.post_join_filter.CopyFrom(remap_fields(join.post_join_filter, renumber))
+        # A post_join_filter reads the join's output, the same columns before and after: left as it is.
         changed += 1
     return changed
 
