@@ -54,6 +54,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "window_order": "kept",     # kept | lost: a project of window functions keeps its input's
                                               #   order; lost: the sort below is repeated above it
+                  "transitive_join_keys": false,  # a join's a = b also gets a = c where an inner join
+                                              #   directly below makes b = c (DataFusion keys on both then)
                   "semi_join_emits": false,   # a semi / anti join gets the explicit emit of its left
                                               #   columns (Acero counts both inputs' otherwise)
                   "explicit_join_conditions": false,  # a JoinRel without expression gets the condition
@@ -147,6 +149,7 @@ class Target:
     explicit_types: bool = False
     explicit_join_conditions: bool = False
     semi_join_emits: bool = False
+    transitive_join_keys: bool = False
     window_order: str = "kept"
     anti_joins: str = "any"
     post_join_filters: str = "any"
@@ -206,7 +209,7 @@ _SECTION_FIELDS = {
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract",
                             "silent_overflow"}),
     "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "semi_join_emits", "window_order", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
+                           "explicit_types", "explicit_join_conditions", "transitive_join_keys", "semi_join_emits", "window_order", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
                            "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
                            "computed_decimal_measures", "plan_version"}),
 }
@@ -344,6 +347,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
         explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
         semi_join_emits=_bool(encoding, "semi_join_emits", False, f"{where}encoding"),
+        transitive_join_keys=_bool(encoding, "transitive_join_keys", False, f"{where}encoding"),
         window_order=_choice(encoding, "window_order", ("kept", "lost"), "kept", f"{where}encoding"),
         anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
         post_join_filters=_choice(encoding, "post_join_filters", ("any", "filter_above"), "any", f"{where}encoding"),

@@ -78,6 +78,7 @@ from optimizer.write.joins import (
     semi_join_emits,
     set_ops_as_distinct,
     single_key_joins,
+    transitive_join_keys,
 )
 from optimizer.write.reads import adapt_reads
 from optimizer.write.references import inline_references
@@ -134,6 +135,8 @@ _STEPS: tuple[_Step, ...] = (
           lambda t: t.read_filter != "applied" or t.best_effort_filter == "unsupported" or not t.projection_mask,
           adapt_reads),
     _Step("joins on one key", lambda t: t.join_condition == "single_key", single_key_joins),
+    _Step("join keys implied by the joins below written out", lambda t: t.transitive_join_keys,
+          transitive_join_keys),
     _Step("join conditions written out", lambda t: t.explicit_join_conditions,
           lambda p, t, f: explicit_join_conditions(p)),
     _Step("semi and anti joins emit their left columns", lambda t: t.semi_join_emits,
