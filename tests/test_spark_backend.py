@@ -859,6 +859,18 @@ def test_consistent_partition_window(backend):
     assert got == srt([("a", 2, 1, 3), ("a", 1, 2, 3), ("b", 3, 1, 3), (None, 5, 1, 5)])
 
 
+def test_consistent_partition_window_keeps_its_sorted_input_in_order(backend):
+    """window_to_consistent_partition puts this relation where a project of window functions was, and a
+    project keeps its input's order: so does this relation (the fuzzer in CI found the optimized plan's
+    rows in another order than the original's once the project kept it)."""
+    b = Builder()
+    w = ConsistentPartitionWindowRel(input=sort(read("big_l", [("k", "i64"), ("v", "string")]), (0, DESC_NL)))
+    w.sorts.add(expr=ref(0), direction=ASC_NL)
+    w.window_functions.add(function_reference=b.anchor("row_number"), output_type=ty("i64"))
+    got = run(backend, b.plan(Rel(window=w), ["k", "v", "rn"]))
+    assert [r[0] for r in got] == list(range(1999, -1, -1)) and [r[2] for r in got[:2]] == [2000, 1999]
+
+
 def test_exchange_repartitions_without_changing_the_result(backend):
     b = Builder()
     scatter = ExchangeRel(input=G(), partition_count=3, scatter_by_fields=ExchangeRel.ScatterFields(fields=[fref(0)]))

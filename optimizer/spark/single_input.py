@@ -171,5 +171,12 @@ class _SingleInputCompiler(_RelCompiler):
             name = self.fresh()
             new.append(col.alias(name))
             names.append(name)
-        df = inp.df.select(*[_c(c) for c in inp.columns], *new)
-        return Relation(df, inp.columns + names)
+        columns = inp.columns + names
+        if not inp.ordered:
+            return Relation(inp.df.select(*[_c(c) for c in inp.columns], *new), columns)
+        # The window functions of a project this relation stands for keep the input's order (as a
+        # project does): the rows are numbered first and put back in that order after.
+        position = self.fresh()
+        numbered = inp.df.select(*[_c(c) for c in inp.columns], F.monotonically_increasing_id().alias(position))
+        df = numbered.select(*[_c(c) for c in inp.columns], *new, _c(position))
+        return Relation(df.orderBy(_c(position)).select(*[_c(c) for c in columns]), columns, ordered=True)
