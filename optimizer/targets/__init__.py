@@ -98,7 +98,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
@@ -204,15 +204,52 @@ def _bool(data: dict, key: str, default: bool, where: str) -> bool:
     return value
 
 
+#: The ``encoding`` section: each JSON field, the ``Target`` attribute it sets and the values it takes
+#: (``None``: true or false); the default is the attribute's.
+_ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "project": ("project_encoding", PROJECT_ENCODINGS),
+    "aggregate_phase": ("aggregate_phase", AGGREGATE_PHASES),
+    "grouping_sets": ("grouping_sets", GROUPING_SETS),
+    "old_fields": ("old_fields", None),
+    "explicit_direct": ("explicit_direct", None),
+    "explicit_types": ("explicit_types", None),
+    "explicit_join_conditions": ("explicit_join_conditions", None),
+    "semi_join_emits": ("semi_join_emits", None),
+    "transitive_join_keys": ("transitive_join_keys", None),
+    "window_order": ("window_order", ("kept", "lost")),
+    "anti_joins": ("anti_joins", ("any", "left_join")),
+    "post_join_filters": ("post_join_filters", ("any", "filter_above")),
+    "measure_filters": ("measure_filters", ("any", "case")),
+    "empty_virtual_tables": ("empty_virtual_tables", ("any", "filtered_row")),
+    "scalar_subqueries": ("scalar_subqueries", ("any", "left_join")),
+    "in_predicates": ("in_predicates", ("any", "joins")),
+    "cast_failure": ("cast_failure", ("any", "throw")),
+    "typed_nulls": ("typed_nulls", None),
+    "fixed_char_literals": ("fixed_char_literals", None),
+    "i16_literals": ("i16_literals", None),
+    "interval_literals": ("interval_literals", ("any", "days")),
+    "set_ops": ("set_op_reading", ("spec", "distinct")),
+    "aggregate_arguments": ("aggregate_arguments", ("any", "columns")),
+    "computed_decimal_measures": ("computed_decimal_measures", None),
+}
+
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract",
                             "silent_overflow"}),
-    "encoding": frozenset({"project", "aggregate_phase", "grouping_sets", "old_fields", "explicit_direct",
-                           "explicit_types", "explicit_join_conditions", "transitive_join_keys", "semi_join_emits", "window_order", "post_join_filters", "measure_filters", "empty_virtual_tables", "anti_joins", "scalar_subqueries", "in_predicates", "cast_failure", "typed_nulls",
-                           "fixed_char_literals", "i16_literals", "interval_literals", "set_ops", "aggregate_arguments",
-                           "computed_decimal_measures", "plan_version"}),
+    "encoding": frozenset(_ENCODING) | {"plan_version"},
 }
+
+
+def _encoding(encoding: dict, where: str) -> dict[str, Any]:
+    """The ``Target`` attributes the ``encoding`` section sets (a field it lacks: the default)."""
+    defaults = {f.name: f.default for f in fields(Target)}
+    out: dict[str, Any] = {}
+    for key, (attribute, choices) in _ENCODING.items():
+        default = defaults[attribute]
+        out[attribute] = (_bool(encoding, key, default, where) if choices is None
+                          else _choice(encoding, key, choices, default, where))
+    return out
 
 
 def _section(data: dict, key: str, where: str) -> dict:
@@ -339,31 +376,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         renames=dict(renames),
         max_args=dict(max_args),
         unsupported_functions=frozenset(_names(functions.get("unsupported", []), f"{where}functions.unsupported")),
-        project_encoding=_choice(encoding, "project", PROJECT_ENCODINGS, "spec", f"{where}encoding"),
-        aggregate_phase=_choice(encoding, "aggregate_phase", AGGREGATE_PHASES, "any", f"{where}encoding"),
-        grouping_sets=_choice(encoding, "grouping_sets", GROUPING_SETS, "spec", f"{where}encoding"),
-        old_fields=_bool(encoding, "old_fields", False, f"{where}encoding"),
-        explicit_direct=_bool(encoding, "explicit_direct", False, f"{where}encoding"),
-        explicit_types=_bool(encoding, "explicit_types", False, f"{where}encoding"),
-        explicit_join_conditions=_bool(encoding, "explicit_join_conditions", False, f"{where}encoding"),
-        semi_join_emits=_bool(encoding, "semi_join_emits", False, f"{where}encoding"),
-        transitive_join_keys=_bool(encoding, "transitive_join_keys", False, f"{where}encoding"),
-        window_order=_choice(encoding, "window_order", ("kept", "lost"), "kept", f"{where}encoding"),
-        anti_joins=_choice(encoding, "anti_joins", ("any", "left_join"), "any", f"{where}encoding"),
-        post_join_filters=_choice(encoding, "post_join_filters", ("any", "filter_above"), "any", f"{where}encoding"),
-        measure_filters=_choice(encoding, "measure_filters", ("any", "case"), "any", f"{where}encoding"),
-        empty_virtual_tables=_choice(encoding, "empty_virtual_tables", ("any", "filtered_row"), "any",
-                                     f"{where}encoding"),
-        scalar_subqueries=_choice(encoding, "scalar_subqueries", ("any", "left_join"), "any", f"{where}encoding"),
-        in_predicates=_choice(encoding, "in_predicates", ("any", "joins"), "any", f"{where}encoding"),
-        cast_failure=_choice(encoding, "cast_failure", ("any", "throw"), "any", f"{where}encoding"),
-        typed_nulls=_bool(encoding, "typed_nulls", False, f"{where}encoding"),
-        fixed_char_literals=_bool(encoding, "fixed_char_literals", True, f"{where}encoding"),
-        i16_literals=_bool(encoding, "i16_literals", True, f"{where}encoding"),
-        interval_literals=_choice(encoding, "interval_literals", ("any", "days"), "any", f"{where}encoding"),
-        set_op_reading=_choice(encoding, "set_ops", ("spec", "distinct"), "spec", f"{where}encoding"),
-        aggregate_arguments=_choice(encoding, "aggregate_arguments", ("any", "columns"), "any", f"{where}encoding"),
-        computed_decimal_measures=_bool(encoding, "computed_decimal_measures", True, f"{where}encoding"),
+        **_encoding(encoding, f"{where}encoding"),
         plan_version=version,
         capabilities=_capabilities(data.get("capabilities"), f"{where}capabilities"),
         source=source,
