@@ -36,6 +36,7 @@ from substrait.proto import Plan
 from optimizer.dag import from_dag, input_fields, inputs, to_dag
 from optimizer.errors import OptimizerError, spark_errors
 from optimizer.explain import WIDTH, human
+from optimizer.expr_utils import has_subquery
 
 # --------------------------------------------------------------------------------------------------
 # Subtrees and actual rows
@@ -278,13 +279,6 @@ def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, for
     return text + "\n"
 
 
-def has_subqueries(plan: Plan) -> bool:
-    """Does ``plan`` hold a subquery expression anywhere?"""
-    from optimizer.expr_utils import walk
-
-    return any(m.DESCRIPTOR.full_name == "substrait.Expression.Subquery" for m in walk(plan, enter_subqueries=True))
-
-
 def explain_before_after(plan: Plan, result: Any, statistics: Any = None, *, verbose: bool = False,
                          width: int | None = WIDTH) -> str:
     """The plan before and after optimization, each with estimates and total cost, then per phase what
@@ -299,7 +293,7 @@ def explain_before_after(plan: Plan, result: Any, statistics: Any = None, *, ver
         ann = _Annotator(g, statistics)
         total = sum((ann.cost(r["node"]) or 0.0) for r in g.graph["roots"])
         priced = f"estimated cost {human(total)}"
-        if has_subqueries(p):
+        if has_subquery(p):
             # The tree prices a subquery at nothing where it stands; the optimizer prices the plan with
             # its subqueries as the joins they become (the normalise phase), the figure "after" compares to.
             from optimizer.driver import estimated_cost

@@ -37,6 +37,7 @@ import networkx as nx
 from substrait.proto import Plan
 
 from optimizer.errors import OptimizerError
+from optimizer.expr_utils import has_subquery
 
 WORST = 3
 """How many relations, at most, the table marks as the worst estimates."""
@@ -243,7 +244,7 @@ def plans_html(parts: Sequence[PlanPart], statistics: Any = None, *, title: str 
         heading = html.escape(part.heading)
         svg = _svg(g, statistics, actual, f"plan{i}", new_nodes)
         priced = f"estimated cost {_num(cost)}"
-        if estimates.has_subqueries(part.plan):  # priced as the optimizer prices it (see explain_before_after)
+        if has_subquery(part.plan):  # priced as the optimizer prices it (see explain_before_after)
             from optimizer.driver import estimated_cost
 
             priced = (f"estimated cost {_num(estimated_cost(part.plan, statistics=statistics))} with its "
