@@ -152,7 +152,7 @@ _STEPS: tuple[_Step, ...] = (
           lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),
     _Step("measure types written out", lambda t: t.explicit_types, lambda p, t, f: fill_measure_types(p, f)),
     _Step("cast failures throw", lambda t: t.cast_failure == "throw", lambda p, t, f: cast_failures_throw(p)),
-    _Step("NULL literals typed", lambda t: t.typed_nulls, lambda p, t, f: type_null_literals(p, t)),
+    _Step("NULL literals typed", lambda t: t.typed_nulls, type_null_literals),
     _Step("fixed_char literals as strings", lambda t: not t.fixed_char_literals,
           lambda p, t, f: fixed_char_literals_as_strings(p)),
     _Step("i16 literals as casts", lambda t: not t.i16_literals, lambda p, t, f: i16_literals_as_casts(p, t)),

@@ -215,7 +215,7 @@ def cast_failures_throw(plan: Plan) -> int:
     return changed
 
 
-def type_null_literals(plan: Plan, target: Target) -> int:
+def type_null_literals(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """A NULL literal without a type (DuckDB writes ``CAST(NULL AS T)`` with an empty type on the NULL) gets
     the type of the cast around it, in place: the same NULL of ``T``. DataFusion 55 rejects an empty type
     ("This feature is not implemented: `None` Substrait kind is not supported"); a NULL without a type and
@@ -232,7 +232,7 @@ def type_null_literals(plan: Plan, target: Target) -> int:
                     and inner.literal.null.WhichOneof("kind") is None and m.cast.type.WhichOneof("kind")):
                 inner.literal.null.CopyFrom(with_nullability(m.cast.type, Type.NULLABILITY_NULLABLE))
                 typed += 1
-    typed += _type_union_nulls(plan)
+    typed += _type_union_nulls(plan, functions)
     for m in _messages(plan, _LITERAL):
         if m.WhichOneof("literal_type") == "null" and m.null.WhichOneof("kind") is None:
             raise UnsupportedError(f"a NULL literal without a type: target '{target.name}' needs the type of "
@@ -240,7 +240,7 @@ def type_null_literals(plan: Plan, target: Target) -> int:
     return typed
 
 
-def _type_union_nulls(plan: Plan) -> int:
+def _type_union_nulls(plan: Plan, functions: FunctionTable) -> int:
     """A NULL without a type that a project under a set operation outputs as a column (DuckDB's TPC-DS Q27:
     ``NULL AS i_item_id`` in a UNION ALL branch) gets the type another input gives that column: the set's
     column type, which every input's column has. Returns the number typed."""
@@ -252,7 +252,7 @@ def _type_union_nulls(plan: Plan) -> int:
     sets = [(rel, path) for rel, path in rels_with_paths(plan) if rel.WhichOneof("rel_type") == "set"]
     if not sets:
         return 0
-    schemas = plan_schemas(plan)
+    schemas = plan_schemas(plan, functions)
     typed = 0
     for rel, path in sets:
         branches = [schemas[f"{path}.set.inputs[{i}]"].types for i in range(len(rel.set.inputs))]
