@@ -37,7 +37,7 @@ install: java $(STAMP)
 # so its module fixtures (TPC-DS's plans, a Spark server) run once. Spark's JVM waits between the stages of
 # a small query: on 2 cores the two overlap.
 test: install
-	$(VENV)/bin/ruff check optimizer rules cost workloads tests benchmarks
+	$(VENV)/bin/ruff check optimizer rules cost workloads testing tests benchmarks
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile
 
 # Every Spark test of the suite on a Spark Connect session (a server the tests start on 127.0.0.1).
@@ -67,11 +67,11 @@ demo: demo-install
 	$(PY) -m workloads.demo
 
 fuzz: install fuzz-hostile
-	$(PY) -m optimizer.difftest.fuzz --long
+	$(PY) -m testing.fuzz --long
 
 # Mutation score of the fuzzer: 12 planted bugs, one campaign each; writes docs/benchmarks/mutation.json
 mutate: install
-	$(PY) -m optimizer.difftest.mutate $(ARGS)
+	$(PY) -m testing.mutate $(ARGS)
 
 # TPC-H SF 1 (three producers, ~21 min), then TPC-DS SF 1 (DataFusion's 99 plans, ~38 min); each writes
 # docs/benchmarks/. e.g. make bench ARGS='--scale 0.01 --queries 3,5' TPCDS_ARGS='--scale 0.1 --reps 5 --name tpcds_sf0.1'
@@ -93,4 +93,4 @@ clean:
 
 # Hostile plans (docs/security.md): 2,000 inputs, each a right answer or exit 2/3 with one line.
 fuzz-hostile: install
-	$(PY) -m optimizer.difftest.hostile --inputs 2000 --spark 40 --subprocess 60
+	$(PY) -m testing.hostile --inputs 2000 --spark 40 --subprocess 60

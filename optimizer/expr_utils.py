@@ -297,7 +297,7 @@ def rels_with_paths(msg: Message, path: str = "") -> Iterator[tuple[Rel, str]]:
     """Every ``Rel`` inside ``msg`` (subqueries included), children before parents, with its path
     (``relations[0].root.input.filter.input``).
 
-    >>> from optimizer.load.builder import Builder, filter_, lit, read
+    >>> from testing.builder import Builder, filter_, lit, read
     >>> plan = Builder().plan(filter_(read("t", [("a", "i64")]), lit(True)), ["a"])
     >>> [(rel.WhichOneof("rel_type"), path) for rel, path in rels_with_paths(plan)]
     [('read', 'relations[0].root.input.filter.input'), ('filter', 'relations[0].root.input')]

@@ -23,7 +23,7 @@ from optimizer.engine import Replacement, Rule, RuleContext
 def annotate_estimates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
     """Write the estimate of ``node`` into its ``hint.stats``; never a replacement.
 
-    >>> from optimizer.load.builder import Builder, filter_, ints, lit, ref, rewrite
+    >>> from testing.builder import Builder, filter_, ints, lit, ref, rewrite
     >>> b = Builder()
     >>> plan = b.plan(filter_(ints(1, 2, 3), b.call("gt", ref(0), lit(1))), ["x"])
     >>> after = rewrite(plan, RULE, annotate_estimates=True)

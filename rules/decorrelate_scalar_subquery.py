@@ -66,7 +66,7 @@ def decorrelate_scalar_subquery(g: nx.DiGraph, node: int, ctx: RuleContext) -> R
     Before (left) and after (right): ``q < (SELECT avg(l_q) FROM li WHERE l_k = p)``, for each part
     ``p``, becomes a join with the average per ``l_k``:
 
-    >>> from optimizer.load.builder import Builder, aggregate, before_after, filter_, outer, read, ref, scalar
+    >>> from testing.builder import Builder, aggregate, before_after, filter_, outer, read, ref, scalar
     >>> b, li, part = Builder(), read("li", [("l_k", "i64"), ("l_q", "fp64")]), read("part", [("p", "i64"), ("q", "fp64")])
     >>> avg = aggregate(filter_(li, b.call("equal", ref(0), outer(0))), [], b.agg("avg", ref(1), out="fp64"))
     >>> print(before_after(b.plan(filter_(part, b.call("lt", ref(1), scalar(avg))), ["p", "q"]), RULE))

@@ -43,7 +43,7 @@ def distinct_semi_join_to_inner(g: nx.DiGraph, node: int, ctx: RuleContext) -> R
     Before (left) and after (right): ``SELECT DISTINCT k FROM small WHERE k IN (SELECT k FROM big)``,
     written as a semi join:
 
-    >>> from optimizer.load.builder import SEMI, Builder, aggregate, before_after, join, read, ref
+    >>> from testing.builder import SEMI, Builder, aggregate, before_after, join, read, ref
     >>> b, small, big = Builder(), read("small", [("k", "i64")], rows=10), read("big", [("j", "i64")], rows=1e7)
     >>> semi = join(small, big, SEMI, b.call("equal", ref(0), ref(1)))
     >>> print(before_after(b.plan(aggregate(semi, [0]), ["k"]), RULE))

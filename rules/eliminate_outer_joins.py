@@ -71,7 +71,7 @@ def eliminate_outer_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replace
 
     Before (left) and after (right): ``a LEFT JOIN b ON a.k = b.k`` joined to ``c`` on ``b.v = c.v``:
 
-    >>> from optimizer.load.builder import INNER, LEFT, Builder, before_after, join, read, ref
+    >>> from testing.builder import INNER, LEFT, Builder, before_after, join, read, ref
     >>> b, a, c = Builder(), read("a", [("k", "i64")]), read("c", [("v", "i64")])
     >>> outer = join(a, read("b", [("k", "i64"), ("v", "i64")]), LEFT, b.call("equal", ref(0), ref(1)))
     >>> top = join(outer, c, INNER, b.call("equal", ref(2), ref(3)))

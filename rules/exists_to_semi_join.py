@@ -50,7 +50,7 @@ def exists_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replaceme
     Before (left) and after (right): orders with a late line item, ``EXISTS (SELECT * FROM li WHERE
     l_o = o AND l_late)``:
 
-    >>> from optimizer.load.builder import Builder, before_after, exists, filter_, outer, read, ref
+    >>> from testing.builder import Builder, before_after, exists, filter_, outer, read, ref
     >>> b = Builder()
     >>> li = read("li", [("l_o", "i64"), ("l_late", "bool")], rows=6e6)
     >>> late = filter_(li, b.call("and", b.call("equal", ref(0), outer(0)), ref(1)))

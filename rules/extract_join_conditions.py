@@ -35,7 +35,7 @@ def extract_join_conditions(g: nx.DiGraph, node: int, ctx: RuleContext) -> Repla
 
     Before (left) and after (right): ``a = b`` joins the cross product's inputs, ``b = 1`` stays:
 
-    >>> from optimizer.load.builder import Builder, before_after, cross, filter_, lit, read, ref
+    >>> from testing.builder import Builder, before_after, cross, filter_, lit, read, ref
     >>> b, ab = Builder(), cross(read("a", [("a", "i64")]), read("b", [("b", "i64")]))
     >>> cond = b.call("and", b.call("equal", ref(0), ref(1)), b.call("equal", ref(1), lit(1)))
     >>> print(before_after(b.plan(filter_(ab, cond), ["a", "b"]), RULE))

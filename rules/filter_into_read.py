@@ -56,7 +56,7 @@ def filter_into_read(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement 
     Before (left) and after (right), with the default profile (Spark's Parquet reader): the
     comparisons go into the read, ``upper(...)`` stays in the filter:
 
-    >>> from optimizer.load.builder import Builder, before_after, filter_, lit, read, ref
+    >>> from testing.builder import Builder, before_after, filter_, lit, read, ref
     >>> b, t = Builder(), read("t", [("i", "i32"), ("s", "string")])
     >>> upper_s = b.call("upper", ref(1), out="string")
     >>> cond = b.call("and", b.call("lt", ref(0), lit(10, "i32")), b.call("gt", upper_s, lit("B", "string")))

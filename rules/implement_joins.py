@@ -130,7 +130,7 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
     Before (left) and after (right), on ``orders JOIN customer ON o_custkey = c_custkey AND
     o_total > c_bal``: customer is small, so it is broadcast and built:
 
-    >>> from optimizer.load.builder import INNER, Builder, before_after, join, read, ref
+    >>> from testing.builder import INNER, Builder, before_after, join, read, ref
     >>> b, o = Builder(), read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64"), ("o_total", "fp64")], rows=1.5e6)
     >>> c = read("customer", [("c_custkey", "i64"), ("c_bal", "fp64")], rows=1e3)
     >>> on = b.call("and", b.call("equal", ref(1), ref(3)), b.call("gt", ref(2), ref(4)))

@@ -41,7 +41,7 @@ def in_subquery_to_semi_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Repl
 
     Before (left) and after (right):
 
-    >>> from optimizer.load.builder import Builder, before_after, filter_, in_subquery, read, ref
+    >>> from testing.builder import Builder, before_after, filter_, in_subquery, read, ref
     >>> b = Builder()
     >>> s = read("s", [("k", "i64")], rows=100)
     >>> plan = b.plan(filter_(read("t", [("x", "i64")], rows=1e4), in_subquery([ref(0)], s)), ["x"])

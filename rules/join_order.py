@@ -69,7 +69,7 @@ def order_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> NewRel | None:
     Before (left) and after (right), on ``lineitem x orders x customer`` written largest first
     (6M, 1.5M and 150k rows): orders meets customer first, and lineitem meets the smaller result.
 
-    >>> from optimizer.load.builder import INNER, Builder, before_after, join, read, ref
+    >>> from testing.builder import INNER, Builder, before_after, join, read, ref
     >>> b, li = Builder(), read("lineitem", [("l_orderkey", "i64")], rows=6e6)
     >>> lo = join(li, read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64")], rows=1.5e6), INNER, b.call("equal", ref(0), ref(1)))
     >>> loc = join(lo, read("customer", [("c_custkey", "i64")], rows=1.5e5), INNER, b.call("equal", ref(2), ref(3)))

@@ -55,7 +55,7 @@ def order_conjuncts(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     Before (left) and after (right), on ``WHERE name = 'x' AND day >= 9000``: comparing a string costs
     more than comparing an integer, and it is not selective enough to pay for that:
 
-    >>> from optimizer.load.builder import Builder, before_after, filter_, lit, read, ref
+    >>> from testing.builder import Builder, before_after, filter_, lit, read, ref
     >>> b, t = Builder(), read("t", [("name", "string"), ("day", "i64")], rows=1e6)
     >>> on = b.call("and", b.call("equal", ref(0), lit("x", "string")), b.call("gte", ref(1), lit(9000)))
     >>> print(before_after(b.plan(filter_(t, on), ["name", "day"]), RULE))

@@ -83,7 +83,7 @@ def push_filters(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | No
     Before (left) and after (right): ``b > 1`` reads the left side only and goes below the left join;
     ``c > b`` reads the null-supplying side and stays above it:
 
-    >>> from optimizer.load.builder import LEFT, Builder, before_after, filter_, join, lit, read, ref
+    >>> from testing.builder import LEFT, Builder, before_after, filter_, join, lit, read, ref
     >>> b = Builder()
     >>> lj = join(read("l", [("a", "i64"), ("b", "i64")]), read("r", [("c", "i64")]), LEFT, b.call("gt", ref(0), ref(2)))
     >>> cond = b.call("and", b.call("gt", ref(1), lit(1)), b.call("gt", ref(2), ref(1)))

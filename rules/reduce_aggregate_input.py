@@ -78,7 +78,7 @@ def reduce_aggregate_input(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replac
     are aggregated. ``part`` is then read by both joins (written out: a plan relation both read by
     ``ReferenceRel``).
 
-    >>> from optimizer.load.builder import INNER, Builder, aggregate, before_after, join, read, ref
+    >>> from testing.builder import INNER, Builder, aggregate, before_after, join, read, ref
     >>> b, part, li = Builder(), read("part", [("p", "i64")], rows=100), read("lineitem", [("l_partkey", "i64"), ("l_quantity", "fp64")], rows=6e6)
     >>> print(before_after(b.plan(join(part, aggregate(li, [0], b.agg("avg", ref(1), out="fp64")), INNER, b.call("equal", ref(0), ref(1))), ["p", "k", "q"]), RULE))
     Join(inner, (p#0 = l_partkey#1))                                  | Join(inner, (p#0 = l_partkey#1))

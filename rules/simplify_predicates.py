@@ -42,7 +42,7 @@ def simplify_predicates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replaceme
     with the filter's output schema. Returns None when the condition is already simple. Before (left)
     and after (right):
 
-    >>> from optimizer.load.builder import Builder, before_after, filter_, lit, read, ref
+    >>> from testing.builder import Builder, before_after, filter_, lit, read, ref
     >>> b, t = Builder(), read("t", [("a", "i64"), ("b", "i64")])
     >>> a_gt_5, b_gt_a = b.call("gt", ref(0), lit(5)), b.call("gt", ref(1), ref(0))
     >>> cond = b.call("and", b.call("and", lit(True, "bool"), a_gt_5), b_gt_a)

@@ -35,7 +35,7 @@ def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacemen
 
     Before (left) and after (right), on ``SELECT a, b, b + 1 FROM t ORDER BY b DESC LIMIT 5 OFFSET 2``:
 
-    >>> from optimizer.load.builder import DESC_NL, Builder, before_after, fetch, lit, project, read, ref, sort
+    >>> from testing.builder import DESC_NL, Builder, before_after, fetch, lit, project, read, ref, sort
     >>> b, t = Builder(), read("t", [("a", "i64"), ("b", "i64")])
     >>> b_plus_1 = b.call("add", ref(1), lit(1), out="i64")
     >>> print(before_after(b.plan(fetch(project(sort(t, (1, DESC_NL)), b_plus_1), 5, 2), ["a", "b", "b1"]), RULE))

@@ -53,7 +53,7 @@ def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx: RuleContext) -
     Before (left) and after (right), on ``SELECT a, rank() OVER (PARTITION BY b ORDER BY a),
     1 + sum(a) OVER (PARTITION BY b) FROM t``: one window relation per partitioning and order:
 
-    >>> from optimizer.load.builder import Builder, before_after, emit, lit, project, read, ref
+    >>> from testing.builder import Builder, before_after, emit, lit, project, read, ref
     >>> b, t = Builder(), read("t", [("a", "i64"), ("b", "i64")])
     >>> rank, total = b.window("rank", partition=[1], order=[0]), b.window("sum", ref(0), partition=[1])
     >>> p = project(t, rank, b.call("add", lit(1), total, out="i64"), common=emit(0, 2, 3))

@@ -171,7 +171,7 @@ def test_subtree_key_is_equal_for_copies_written_alike():
     """Two reads of a CTE that a producer inlined are two subtrees written alike: one key (hints aside);
     a different filter value makes another key."""
     from optimizer.dag import repeats_within, subtree_key
-    from optimizer.load.builder import INNER, Builder, aggregate, filter_, join, lit, read, ref
+    from testing.builder import INNER, Builder, aggregate, filter_, join, lit, read, ref
 
     b = Builder()
 
@@ -242,7 +242,7 @@ def test_kept_subtree_keys_match_keys_made_afresh_after_rewrites():
 
 
 def _joined_plan() -> Plan:
-    from optimizer.load.builder import INNER, Builder, filter_, join, lit, read, ref
+    from testing.builder import INNER, Builder, filter_, join, lit, read, ref
 
     b = Builder()
     t = read("t", [("a", "i64"), ("b", "i64")], rows=1000)

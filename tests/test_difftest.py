@@ -14,11 +14,11 @@ from substrait.proto import JoinRel, Plan, Rel
 from optimizer.dag import inputs
 from optimizer.difftest import DiffCase, compare, ordered_by
 from optimizer.difftest.harness import ColumnSpec, Database, TableSpec, decode_value, encode_value
-from optimizer.difftest.strategies import cases
 from optimizer.engine import NewRel, Rule
 from optimizer.expr_utils import referenced_fields, shift_fields
 from optimizer.plan_io import load_plan, save_plan
 from optimizer.schema.check import check_plan
+from testing.strategies import cases
 
 # ----------------------------------------------------------------------------------- plan helpers
 

@@ -10,10 +10,10 @@ import pytest
 from google.protobuf import json_format
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from optimizer.difftest.fuzz import Fuzzer, _OutOfTime
 from optimizer.difftest.harness import DiffResult
-from optimizer.difftest.mutate import MUTANTS, Mutant, MutantError, check_all
-from optimizer.difftest.strategies import _references, cases
+from testing.fuzz import Fuzzer, _OutOfTime
+from testing.mutate import MUTANTS, Mutant, MutantError, check_all
+from testing.strategies import _references, cases
 
 
 class _Recorder(Fuzzer):
@@ -150,7 +150,7 @@ def test_answer_cache_keys_on_plan_data_and_best_effort_mode(tmp_path):
     import pyarrow as pa
     from substrait.proto import Plan
 
-    from optimizer.difftest.fuzz import AnswerCache
+    from testing.fuzz import AnswerCache
 
     cache = AnswerCache(tmp_path)
     plan, other = Plan(), Plan()

@@ -1,14 +1,14 @@
-"""The row evaluator that aims the plan generator's filters and keys (optimizer/difftest/rows.py)."""
+"""The row evaluator that aims the plan generator's filters and keys (testing/rows.py)."""
 
 from __future__ import annotations
 
 from substrait.proto import Expression, JoinRel, Plan, Rel, SetRel, Type
 
 from optimizer.difftest.harness import ColumnSpec, Database, TableSpec
-from optimizer.difftest.rows import UNKNOWN, RowEvaluator, rows_share_value
-from optimizer.difftest.values import literal
 from optimizer.expr_utils import FunctionRegistrar, field
 from optimizer.load.functions import FunctionTable
+from testing.rows import UNKNOWN, RowEvaluator, rows_share_value
+from testing.values import literal
 
 _BOOL = Type(bool=Type.Boolean(nullability=Type.NULLABILITY_NULLABLE))
 
@@ -122,9 +122,9 @@ def test_rows_have_the_width_of_the_relation_on_generated_plans():
     row of another width would point the generator's conditions at the wrong values)."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
-    from optimizer.difftest.strategies import cases
     from optimizer.load.functions import function_table
     from optimizer.schema import rel_schema
+    from testing.strategies import cases
 
     told = []
 

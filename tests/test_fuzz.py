@@ -1,6 +1,6 @@
 """The short fuzzing profile: generated plans keep their answers when optimized (on Spark).
 
-The long profile is ``make fuzz`` (``python -m optimizer.difftest.fuzz --long``), which also saves the
+The long profile is ``make fuzz`` (``python -m testing.fuzz --long``), which also saves the
 shrunk failing cases under ``tests/regressions``. A failure here is shrunk by Hypothesis too: the
 minimal case is written to ``.cache/fuzz-failures/last-failure.json``; move it to ``tests/regressions/``.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from optimizer.difftest.strategies import cases
+from testing.strategies import cases
 
 EXAMPLES = int(os.environ.get("SUBSTRAIT_OPT_FUZZ_EXAMPLES", "30"))
 FAILURES = Path(__file__).resolve().parent.parent / ".cache" / "fuzz-failures"
@@ -21,7 +21,7 @@ FAILURES = Path(__file__).resolve().parent.parent / ".cache" / "fuzz-failures"
 
 @pytest.fixture(scope="module")
 def fuzzer(spark, tmp_path_factory):
-    from optimizer.difftest.fuzz import Fuzzer
+    from testing.fuzz import Fuzzer
 
     return Fuzzer(spark, workdir=tmp_path_factory.mktemp("fuzz"), progress=False)
 

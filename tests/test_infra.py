@@ -429,7 +429,7 @@ def test_plan_answers_run_a_plan_once_whatever_its_estimates():
     again; a plan with a best-effort filter runs once per backend mode; a failure is raised to each caller."""
     from plan_answers import MemoBackend, PlanAnswers
 
-    from optimizer.load.builder import Builder, lit, read
+    from testing.builder import Builder, lit, read
 
     class Counting:
         def __init__(self, ignore: bool = False) -> None:

@@ -267,7 +267,7 @@ def test_hostile_casts_class(spark, tmp_path):
     the file's values back, a lossy one is exit 2 with one line."""
     import random
 
-    from optimizer.difftest.hostile import _cast_cases, _casts, run_casts_on_spark
+    from testing.hostile import _cast_cases, _casts, run_casts_on_spark
 
     cases = _cast_cases()
     rng = random.Random(5)

@@ -128,7 +128,7 @@ def test_a_join_order_costlier_with_its_joins_bound_is_undone():
 
     from optimizer.engine import Rule
     from optimizer.explain import explain_plan
-    from optimizer.load.builder import INNER, Builder, join, read, ref
+    from testing.builder import INNER, Builder, join, read, ref
 
     b = Builder()
     orders = read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64")], rows=1.5e6)

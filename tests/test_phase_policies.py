@@ -15,7 +15,7 @@ from optimizer.dag import inputs
 from optimizer.driver import Optimizer
 from optimizer.engine import PHASE_POLICIES, PHASES, NewRel, Policy, Rule
 from optimizer.explain import explain_plan
-from optimizer.load.builder import INNER, Builder, join, project, read, ref
+from testing.builder import INNER, Builder, join, project, read, ref
 
 ROOT = Path(__file__).resolve().parents[1]
 

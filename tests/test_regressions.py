@@ -1,6 +1,6 @@
 """Replays every saved differential-testing case (``tests/regressions/*.json``) forever.
 
-The fuzzer (``python -m optimizer.difftest.fuzz``) saves each minimal failing case it finds here; a
+The fuzzer (``python -m testing.fuzz``) saves each minimal failing case it finds here; a
 case is a self-contained test (tables as JSON rows, the plan, the statistics, profile and
 configuration the optimizer was given). Each must now give the same answer optimized as not. A case
 with an ``"xfail"`` key documents a known bug that is not fixed yet (expected to fail, non-strict).

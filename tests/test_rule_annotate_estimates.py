@@ -6,7 +6,7 @@ from optimizer.rules import RULES, annotate_estimates
 
 from optimizer.dag import to_dag
 from optimizer.driver import Optimizer, OptimizerConfig
-from optimizer.load.builder import Builder, filter_, ints, join, lit, read, ref
+from testing.builder import Builder, filter_, ints, join, lit, read, ref
 
 
 def _plan():

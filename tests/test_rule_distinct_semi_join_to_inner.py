@@ -11,9 +11,9 @@ from substrait.proto import JoinRel, ReferenceRel, Rel, RelCommon
 
 from optimizer.dag import annotate_schemas, to_dag
 from optimizer.driver import Optimizer, OptimizerConfig
-from optimizer.load.builder import Builder, aggregate, emit, filter_, join, lit, project, read, ref
 from optimizer.plan_io import load_plan
 from optimizer.schema.check import check_plan
+from testing.builder import Builder, aggregate, emit, filter_, join, lit, project, read, ref
 
 SEMI, ANTI, INNER, LEFT = (JoinRel.JOIN_TYPE_LEFT_SEMI, JoinRel.JOIN_TYPE_LEFT_ANTI, JoinRel.JOIN_TYPE_INNER,
                            JoinRel.JOIN_TYPE_LEFT)

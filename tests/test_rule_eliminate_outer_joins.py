@@ -14,7 +14,9 @@ from substrait.proto import JoinRel, ReferenceRel, Rel, SetRel
 from optimizer.dag import to_dag
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.expr_utils import join_type_name
-from optimizer.load.builder import (
+from optimizer.plan_io import load_plan
+from optimizer.schema.check import check_plan
+from testing.builder import (
     Builder,
     aggregate,
     emit,
@@ -26,9 +28,7 @@ from optimizer.load.builder import (
     sort,
     values,
 )
-from optimizer.load.builder import ref as col
-from optimizer.plan_io import load_plan
-from optimizer.schema.check import check_plan
+from testing.builder import ref as col
 
 INNER, LEFT, RIGHT, FULL = (JoinRel.JOIN_TYPE_INNER, JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT,
                             JoinRel.JOIN_TYPE_OUTER)

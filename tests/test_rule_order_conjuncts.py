@@ -10,9 +10,9 @@ from substrait.proto import Expression, Type
 
 from optimizer.driver import Optimizer, OptimizerConfig
 from optimizer.expr_utils import conjuncts, referenced_fields
-from optimizer.load.builder import Builder, filter_, lit, read, ref
 from optimizer.load.functions import function_table
 from optimizer.plan_io import load_plan
+from testing.builder import Builder, filter_, lit, read, ref
 
 QUIET = OptimizerConfig(annotate_estimates=False)
 COLUMNS = [("name", "string"), ("day", "i64"), ("price", "fp64")]

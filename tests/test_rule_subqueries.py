@@ -12,7 +12,9 @@ from optimizer.rules.in_subquery_to_semi_join import RULE as SEMI_JOIN
 from physical_rule_plans import NO_FIXED_COSTS
 
 from optimizer.driver import Optimizer, OptimizerConfig
-from optimizer.load.builder import (
+from optimizer.plan_io import load_plan
+from optimizer.schema.check import check_plan
+from testing.builder import (
     Builder,
     aggregate,
     emit,
@@ -26,8 +28,6 @@ from optimizer.load.builder import (
     scalar,
     values,
 )
-from optimizer.plan_io import load_plan
-from optimizer.schema.check import check_plan
 
 QUIET = OptimizerConfig(annotate_estimates=False)
 
@@ -194,8 +194,8 @@ def test_isthmus_tpch_subqueries_on_spark(backend, tpch_statistics, query, rules
 def _uncorrelated_plan(b: Builder):
     """``SELECT * FROM outer WHERE v < (SELECT max(q) FROM inner JOIN inner2 ON ik = ik2)``: the
     subquery reads nothing of the enclosing query, and has a join to implement."""
-    from optimizer.load.builder import INNER as INNER_JOIN
-    from optimizer.load.builder import join
+    from testing.builder import INNER as INNER_JOIN
+    from testing.builder import join
 
     other = values([("ik2", "i64")], [(1,), (2,), (None,)])
     joined = join(values(INNER, INNER_ROWS), other, INNER_JOIN, b.call("equal", ref(0), ref(2)))

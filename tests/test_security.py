@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from optimizer.cli import main
-from optimizer.difftest.hostile import nested_filters
 from optimizer.plan_io import load_plan
+from testing.hostile import nested_filters
 
 SECRET = "${env:HOME} ${system:java.home} ${sparkconf:spark.app.name} $x \\ ' ${"
 _REQ = {"nullability": "NULLABILITY_REQUIRED"}
@@ -402,7 +402,7 @@ def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
 
 
 def test_hostile_profile_small():
-    from optimizer.difftest.hostile import fuzz, summary
+    from testing.hostile import fuzz, summary
 
     outcomes = fuzz(inputs=100, seed=7, subprocesses=4)
     failures = [o for o in outcomes if o.verdict.startswith("FAIL")]

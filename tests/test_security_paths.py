@@ -16,7 +16,7 @@ import urllib.parse
 import pytest
 
 from optimizer.cli import main
-from optimizer.difftest.hostile import write_escape_layout
+from testing.hostile import write_escape_layout
 
 _REQ = {"nullability": "NULLABILITY_REQUIRED"}
 _SECRET_ROWS = 12345

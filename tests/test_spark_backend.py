@@ -41,7 +41,7 @@ from substrait.proto import (
 )
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
-from optimizer.load.builder import (
+from testing.builder import (
     ASC_NF,
     ASC_NL,
     DESC_NF,

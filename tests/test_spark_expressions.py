@@ -23,12 +23,12 @@ from substrait.proto import (
 )
 
 from optimizer.errors import PlanError, UnsupportedError
-from optimizer.load.builder import lit as typed_lit
 from optimizer.load.functions import FunctionTable, resolve
 from optimizer.schema.types import make_type
 from optimizer.spark.sql import Context, Frame
 from optimizer.spark.sql_columns import Window
 from optimizer.spark.sql_columns import functions as F
+from testing.builder import lit as typed_lit
 
 pytestmark = pytest.mark.spark
 

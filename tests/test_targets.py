@@ -16,10 +16,10 @@ from optimizer.difftest.results import compare_tables
 from optimizer.driver import Optimizer, optimize
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.expr_utils import rels_with_paths, walk
-from optimizer.load.builder import Builder, aggregate, emit, filter_, lit, project, read, ref, sort
 from optimizer.plan_io import load_plan
 from optimizer.targets import TARGETS, load_target
 from optimizer.write import write_for_target
+from testing.builder import Builder, aggregate, emit, filter_, lit, project, read, ref, sort
 
 REGION = [("r_regionkey", "i32"), ("r_name", "string"), ("r_comment", "string")]
 

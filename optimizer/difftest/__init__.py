@@ -1,13 +1,12 @@
 """Differential testing of the optimizer: the original and the optimized plan must give the same answer.
 
 * :func:`compare` (:mod:`optimizer.difftest.harness`): optimize a plan, run both forms on Spark (the
-  optimized one with best-effort filters ignored), compare the results -> :class:`DiffResult`.
-* :mod:`optimizer.difftest.strategies`: Hypothesis strategies for valid plans over random tables
-  (:mod:`~optimizer.difftest.values`), with lying statistics and reader-capability profiles
-  (:mod:`~optimizer.difftest.profiles`) (needs ``hypothesis``).
-* :mod:`optimizer.difftest.fuzz`: ``python -m optimizer.difftest.fuzz [--long]`` generates plans, runs
-  :func:`compare` on each and saves shrunk failing cases as regressions.
+  optimized one with best-effort filters ignored), compare the results -> :class:`DiffResult`;
+  :mod:`optimizer.difftest.results` compares two answers.
 * ``substrait-opt diff`` (:mod:`optimizer.cli.diff`): the same comparison for plan files.
+
+The plan generators (Hypothesis strategies) and the fuzzer that drive :func:`compare` are test support, in
+the repository's ``testing/`` folder (not installed): ``python -m testing.fuzz [--long]`` from a checkout.
 
 See ``docs/difftest.md``.
 """

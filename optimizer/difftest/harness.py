@@ -22,7 +22,7 @@ Verdicts (:attr:`DiffResult.status`):
 
 :class:`DiffCase` is a self-contained differential test: small tables (kept as JSON rows, written to
 Parquet when run), a plan reading them by name, optionally the statistics and capability profile the
-optimizer is given and its configuration. The fuzzer (:mod:`optimizer.difftest.fuzz`) saves the
+optimizer is given and its configuration. The fuzzer (:mod:`testing.fuzz`) saves the
 minimal failing cases it finds in this form (``tests/regressions/*.json``) and
 ``tests/test_regressions.py`` replays them.
 

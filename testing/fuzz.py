@@ -1,13 +1,13 @@
-"""Fuzz the optimizer: generate plans (:mod:`optimizer.difftest.strategies`), compare each optimized
+"""Fuzz the optimizer: generate plans (:mod:`testing.strategies`), compare each optimized
 plan's answer with the original's on Spark (:func:`optimizer.difftest.compare`), shrink what fails.
 
 ::
 
-    python -m optimizer.difftest.fuzz            # short profile: 50 plans, at most 5 minutes
-    python -m optimizer.difftest.fuzz --long     # long profile (make fuzz): 5000 plans, at most 120 minutes
-    python -m optimizer.difftest.fuzz --plans 300 --minutes 10 --seed 7
-    python -m optimizer.difftest.fuzz --ignore 'a known bug'   # counted, not shrunk again
-    python -m optimizer.difftest.fuzz --engine duckdb   # plans optimized for DuckDB, run on DuckDB
+    python -m testing.fuzz            # short profile: 50 plans, at most 5 minutes
+    python -m testing.fuzz --long     # long profile (make fuzz): 5000 plans, at most 120 minutes
+    python -m testing.fuzz --plans 300 --minutes 10 --seed 7
+    python -m testing.fuzz --ignore 'a known bug'   # counted, not shrunk again
+    python -m testing.fuzz --engine duckdb   # plans optimized for DuckDB, run on DuckDB
 
 Every failure (a difference, or an error of the optimizer or of the optimized plan) is shrunk by
 Hypothesis to a minimal case -- small tables, a small plan, the statistics/profile/configuration that
@@ -303,7 +303,7 @@ class Fuzzer:
         from hypothesis import seed as hseed
         from hypothesis.errors import Flaky
 
-        from optimizer.difftest.strategies import cases
+        from testing.strategies import cases
 
         last: list[tuple[DiffCase, DiffResult]] = []
 
@@ -380,7 +380,7 @@ class Fuzzer:
                     continue
                 case, result, flaky = found
                 failure = Failure(case, result, flaky=flaky)
-                case.note = f"found by optimizer.difftest.fuzz (seed {round_seed - 1}): {result.verdict()}"
+                case.note = f"found by testing.fuzz (seed {round_seed - 1}): {result.verdict()}"
                 key = case.fingerprint()
                 if self.save_dir is not None and key not in seen:
                     failure.saved = case.save(self.save_dir)
@@ -396,12 +396,12 @@ class Fuzzer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m optimizer.difftest.fuzz", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m testing.fuzz", description=__doc__.split("\n\n")[0])
     p.add_argument("--long", action="store_true", help="the long profile (5000 plans, 120 minutes, bigger plans)")
     p.add_argument("--plans", type=int, help="how many plans to try (default: the profile's)")
     p.add_argument("--minutes", type=float, help="time limit in minutes (default: the profile's)")
     p.add_argument("--seed", type=int, default=int(time.time()) % 100_000, help="first Hypothesis seed")
-    p.add_argument("--save", default=str(Path(__file__).resolve().parents[2] / "tests" / "regressions"),
+    p.add_argument("--save", default=str(Path(__file__).resolve().parents[1] / "tests" / "regressions"),
                    help="where minimal failing cases are saved (default tests/regressions)")
     p.add_argument("--no-save", action="store_true", help="do not save failing cases")
     p.add_argument("--master", default="local[2]", help="Spark master URL (default local[2])")

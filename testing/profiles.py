@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from optimizer.difftest.harness import (
     Database,
 )
-from optimizer.difftest.values import _maybe, _pick, values
+from testing.values import _maybe, _pick, values
 
 # -------------------------------------------------------------------------------------- statistics
 

@@ -1,7 +1,7 @@
 """The plan generator's state and the expressions it draws over a relation's schema: predicates
 (aimed at keeping rows where it can tell which), scalar values, sort fields, window functions and
 aggregate measures, each a typed call of a function declared under its standard URN.
-:class:`optimizer.difftest.strategies._Gen` builds the relations around them.
+:class:`testing.strategies._Gen` builds the relations around them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,15 @@ from optimizer.difftest.harness import (
     spec_of_type,
     spec_type,
 )
-from optimizer.difftest.rows import RowEvaluator, rows_share_value
-from optimizer.difftest.values import (
+from optimizer.expr_utils import FunctionRegistrar, field
+from optimizer.load.functions import FunctionTable
+from optimizer.plan_io import mark_conformed
+from optimizer.schema import rel_schema
+from optimizer.schema.expressions import derive_output_type
+from optimizer.schema.record import Schema
+from optimizer.schema.types import is_nullable, make_type, type_name, with_nullability
+from testing.rows import RowEvaluator, rows_share_value
+from testing.values import (
     _FLOATS,
     _INTS,
     _bool_literal,
@@ -41,13 +48,6 @@ from optimizer.difftest.values import (
     pool_values,
     values,
 )
-from optimizer.expr_utils import FunctionRegistrar, field
-from optimizer.load.functions import FunctionTable
-from optimizer.plan_io import mark_conformed
-from optimizer.schema import rel_schema
-from optimizer.schema.expressions import derive_output_type
-from optimizer.schema.record import Schema
-from optimizer.schema.types import is_nullable, make_type, type_name, with_nullability
 
 # ------------------------------------------------------------------------------------ plan builder
 

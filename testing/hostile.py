@@ -40,7 +40,7 @@ crash (a signal) or a hang would show. ``make fuzz-hostile`` runs 2,000 inputs.
 
 ::
 
-    python -m optimizer.difftest.hostile --inputs 2000 --spark 40 --subprocess 60
+    python -m testing.hostile --inputs 2000 --spark 40 --subprocess 60
 """
 
 from __future__ import annotations
@@ -1046,7 +1046,7 @@ def summary(outcomes: list[Outcome], seconds: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m optimizer.difftest.hostile", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m testing.hostile", description=__doc__.split("\n\n")[0])
     p.add_argument("--inputs", type=int, default=2000, help="hostile inputs to generate (default 2000)")
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--spark", type=int, default=0, metavar="N", help="also run N of them on Spark (run)")

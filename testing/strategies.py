@@ -4,17 +4,17 @@ may lie, reader-capability profiles and optimizer configurations.
 Reusable on their own::
 
     from hypothesis import given
-    from optimizer.difftest.strategies import cases
+    from testing.strategies import cases
 
     @given(cases())
     def test_optimizer_keeps_answers(case):
         result = case.run(lambda tables: SparkBackend(spark, tables=tables), tmp_dir)
         assert not result.failed, result
 
-* :func:`~optimizer.difftest.values.values` -- non-null values of a column type (small shared pools
+* :func:`~testing.values.values` -- non-null values of a column type (small shared pools
   first, so that joins and filters match rows; then the extremes: NaN, +-inf, -0.0, the integer limits,
   the widest decimals, the first and last dates; then anything).
-* :func:`~optimizer.difftest.values.tables`, :func:`~optimizer.difftest.values.databases` -- small tables
+* :func:`~testing.values.tables`, :func:`~testing.values.databases` -- small tables
   (0..N rows, duplicates, nulls in nullable columns) of the types the Spark backend supports:
   ``i8``..``i64``, ``fp32``/``fp64``, ``decimal(p,s)``, ``string`` (empty and non-ASCII included),
   ``bool``, ``date``, ``timestamp`` (``precision_timestamp<6>``).
@@ -27,12 +27,12 @@ Reusable on their own::
   grouping sets and measure filters; sorts; fetches; every join type; cross products; regions of 3..4
   inputs under inner joins or comma joins (cross products under a filter of equalities); every set
   operation; shared subtrees (``ReferenceRel``); random ``emit``\\ s and random (lying) ``hint.stats``.
-  The expressions are drawn by :mod:`optimizer.difftest.gen_expressions`.
+  The expressions are drawn by :mod:`testing.gen_expressions`.
   Functions are declared under the standard URNs with :class:`optimizer.expr_utils.FunctionRegistrar`.
-* :func:`~optimizer.difftest.profiles.statistics` -- ``{table: TableStatistics}`` with row counts, NDVs,
+* :func:`~testing.profiles.statistics` -- ``{table: TableStatistics}`` with row counts, NDVs,
   null counts and min/max that may be true or lies;
-  :func:`~optimizer.difftest.profiles.capability_profiles` -- random reader profiles (JSON objects);
-  :func:`~optimizer.difftest.profiles.optimizer_configs` -- random ``OptimizerConfig`` keyword arguments.
+  :func:`~testing.profiles.capability_profiles` -- random reader profiles (JSON objects);
+  :func:`~testing.profiles.optimizer_configs` -- random ``OptimizerConfig`` keyword arguments.
 * :func:`cases` -- all of it together: a :class:`~optimizer.difftest.harness.DiffCase`.
 
 Generated plans have one answer (as a multiset of rows): nothing depends on the order of ties or
@@ -63,14 +63,6 @@ from substrait.proto import (
     Type,
 )
 
-from optimizer.difftest.gen_expressions import (
-    _NULLABLE_BOOL,
-    _REQUIRED_BOOL,
-    _URN,
-    _class,
-    _ExpressionGen,
-    _Skip,
-)
 from optimizer.difftest.harness import (
     TYPE_SPECS,
     ColumnSpec,
@@ -78,9 +70,21 @@ from optimizer.difftest.harness import (
     DiffCase,
     TableSpec,
 )
-from optimizer.difftest.profiles import capability_profiles, optimizer_configs, statistics
-from optimizer.difftest.rows import RowEvaluator, rows_share_value
-from optimizer.difftest.values import (
+from optimizer.expr_utils import field, referenced_fields, remap_fields, shift_fields
+from optimizer.schema.check import check_plan
+from optimizer.schema.record import Schema
+from optimizer.schema.types import make_type, with_nullability
+from testing.gen_expressions import (
+    _NULLABLE_BOOL,
+    _REQUIRED_BOOL,
+    _URN,
+    _class,
+    _ExpressionGen,
+    _Skip,
+)
+from testing.profiles import capability_profiles, optimizer_configs, statistics
+from testing.rows import RowEvaluator, rows_share_value
+from testing.values import (
     _bool_literal,
     _column_values,
     _maybe,
@@ -89,10 +93,6 @@ from optimizer.difftest.values import (
     databases,
     literal,
 )
-from optimizer.expr_utils import field, referenced_fields, remap_fields, shift_fields
-from optimizer.schema.check import check_plan
-from optimizer.schema.record import Schema
-from optimizer.schema.types import make_type, with_nullability
 
 __all__ = ["cases", "plans"]
 

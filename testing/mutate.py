@@ -3,18 +3,18 @@ campaign finds it.
 
 ::
 
-    python -m optimizer.difftest.mutate                      # make mutate: every mutant, 500 plans, seed 7
-    python -m optimizer.difftest.mutate --plans 200 --only topn_ignores_offset,window_loses_partition
-    python -m optimizer.difftest.mutate --list               # the mutants and what each breaks
+    python -m testing.mutate                      # make mutate: every mutant, 500 plans, seed 7
+    python -m testing.mutate --plans 200 --only topn_ignores_offset,window_loses_partition
+    python -m testing.mutate --list               # the mutants and what each breaks
 
 Each mutant (:data:`MUTANTS`) is a small patch -- a file, an exact snippet of it and its replacement --
 of a rule (``rules/*.py``, or ``optimizer/expr_utils.py``'s boolean simplification they apply) or of the
-Spark backend (``optimizer/spark/*.py``). The production code has
-no switch: the harness copies the packages (``optimizer``, ``rules``, ``cost``, laid out as installed) to a temporary
-directory, applies ONE patch there, and runs the fuzz campaign (``python -m optimizer.difftest.fuzz
+Spark backend (``optimizer/spark/*.py``). The production code has no switch: the harness copies the
+packages (``optimizer``, ``rules``, ``cost``, laid out as installed, and ``testing``, which holds the
+fuzzer) to a temporary directory, applies ONE patch there, and runs the fuzz campaign (``python -m testing.fuzz
 --stop-at-failure``) in a subprocess whose ``PYTHONPATH`` is the copy, with its own SparkSession. The
 campaigns of the mutants outside the backend (and the unmutated one) share an answer cache
-(:class:`~optimizer.difftest.fuzz.AnswerCache`): the backend is the same in all of them, so a plan's
+(:class:`~testing.fuzz.AnswerCache`): the backend is the same in all of them, so a plan's
 answer is computed on Spark once; such a mutant only runs the plans it changed. A
 snippet that is not found exactly once fails loudly, naming the mutant (the code it patches changed:
 update the mutant). After the mutants, the same campaign runs on an unmutated copy: it must find no
@@ -42,11 +42,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: The packages copied for a mutant (everything the fuzz campaign imports from the project).
 #: The repository's package folders and where each is in the installed package (pyproject's package-dir):
-#: the copy is laid out as installed, so ``optimizer.rules`` imports the mutated copy, not the checkout.
-PACKAGES = {"optimizer": "optimizer", "rules": "optimizer/rules", "cost": "optimizer/cost"}
+#: the copy is laid out as installed, so ``optimizer.rules`` imports the mutated copy, not the checkout;
+#: ``testing`` (the fuzzer the campaign runs) is not installed and keeps its place.
+PACKAGES = {"optimizer": "optimizer", "rules": "optimizer/rules", "cost": "optimizer/cost", "testing": "testing"}
 
 
 def installed_path(file: str) -> str:
@@ -189,9 +190,9 @@ def check_all(mutants=MUTANTS, root: Path = ROOT) -> None:
 
 def run_campaign(tree: Path, plans: int, seed: int, minutes: float, report: Path, quiet: bool = True,
                  answer_cache: Path | None = None) -> dict:
-    """Run ``python -m optimizer.difftest.fuzz --stop-at-failure`` with the packages of ``tree``."""
+    """Run ``python -m testing.fuzz --stop-at-failure`` with the packages of ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
-    cmd = [sys.executable, "-m", "optimizer.difftest.fuzz", "--plans", str(plans), "--seed", str(seed),
+    cmd = [sys.executable, "-m", "testing.fuzz", "--plans", str(plans), "--seed", str(seed),
            "--minutes", str(minutes), "--no-save", "--stop-at-failure", "--json", str(report)]
     if quiet:
         cmd.append("--quiet")
@@ -217,7 +218,7 @@ def _commit() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m optimizer.difftest.mutate", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m testing.mutate", description=__doc__.split("\n\n")[0])
     p.add_argument("--plans", type=int, default=500, help="plans per campaign (default 500)")
     p.add_argument("--seed", type=int, default=7, help="the campaign's seed (default 7)")
     p.add_argument("--minutes", type=float, default=10.0, help="time limit of each mutant's campaign (default 10)")
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         "campaign": {"plans": args.plans, "seed": args.seed, "minutes_per_campaign": args.minutes,
                      "nonempty_share": None if baseline is None else baseline["nonempty_share"],
                      "rule_fired_share": None if baseline is None else baseline["rule_fired_share"],
-                     "command": "python -m optimizer.difftest.fuzz "
+                     "command": "python -m testing.fuzz "
                      f"--plans {args.plans} --seed {args.seed} --stop-at-failure"},
         "unmutated": None if baseline is None else {
             k: baseline[k] for k in ("plans", "seconds", "wall_seconds", "equal", "different", "errors", "skipped",

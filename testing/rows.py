@@ -1,6 +1,6 @@
 """The rows a generated relation outputs, as far as a small evaluator can tell: it steers generation.
 
-The plan generator (:mod:`optimizer.difftest.strategies`) asks, for a relation it has built over the
+The plan generator (:mod:`testing.strategies`) asks, for a relation it has built over the
 case's tables, which rows come out, so that a filter, a read's filter or a fetch's offset it draws
 next keeps some rows instead of emptying the answer (an empty answer hides most wrong plans). The
 evaluator knows the expressions and relations the generator writes; anything else (window functions,
