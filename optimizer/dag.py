@@ -15,8 +15,8 @@ self-join of a common table expression) has one edge with two slots. ``slot`` is
 A ``ReferenceRel`` becomes an edge to the shared node, so a subtree used twice is one node with two
 parents. :func:`from_dag` writes such a node once, as a ``PlanRel.rel``, and each use as a
 ``ReferenceRel``. ``g.graph["plan"]`` keeps the plan's other fields, ``g.graph["roots"]`` its
-relations in order, ``g.graph["functions"]`` its function table (built once here; a rule that declares
-a function declares it there too: :class:`optimizer.expr_utils.FunctionRegistrar`).
+relations in order, ``g.graph["functions"]`` its function table (a copy of the loaded plan's: a rule
+that declares a function declares it there too, :class:`optimizer.expr_utils.FunctionRegistrar`).
 
 >>> from substrait.proto import Plan
 >>> from optimizer.plan_io import load_plan
@@ -44,8 +44,9 @@ from google.protobuf.descriptor import FieldDescriptor
 from substrait.proto import Plan, PlanRel, Rel
 
 from optimizer.errors import PlanError
-from optimizer.load.functions import function_table
+from optimizer.load.functions import FunctionTable
 from optimizer.load.protobuf_depth import deep_messages
+from optimizer.schema.derivation import plan_functions
 
 _REL = Rel.DESCRIPTOR.full_name
 
@@ -111,14 +112,16 @@ def strip_inputs(rel: Rel) -> Rel:
     return out
 
 
-def to_dag(plan: Plan) -> nx.DiGraph:
-    """Convert a plan into a DAG (see the module docstring)."""
+def to_dag(plan: Plan, functions: FunctionTable | None = None) -> nx.DiGraph:
+    """Convert a plan into a DAG (see the module docstring). ``functions``: the plan's function table
+    where the caller has it (a loaded plan's, :class:`optimizer.load.pipeline.LoadedPlan`): the DAG
+    takes a copy, which its rules' declarations change, not the plan's; built from the plan if None."""
     g = nx.DiGraph()
     header = Plan()
     header.CopyFrom(plan)
     header.ClearField("relations")
     g.graph["plan"] = header
-    g.graph["functions"] = function_table(header)
+    g.graph["functions"] = functions.copy() if functions is not None else plan_functions(header)
     g.graph["roots"] = []
     counter = iter(range(1 << 62))
     # plan.relations index -> node, filled as ReferenceRels are followed (and for every PlanRel).

@@ -37,7 +37,8 @@ from optimizer.engine import (  # noqa: F401  (COST_TOLERANCE: the tests' and be
     run_phase,
 )
 from optimizer.expr_utils import FunctionRegistrar
-from optimizer.plan_io import deep_messages, load_plan
+from optimizer.load.pipeline import LoadedPlan, load
+from optimizer.plan_io import deep_messages
 
 if TYPE_CHECKING:
     from optimizer.cost.cardinality import CardinalityEstimator
@@ -261,24 +262,27 @@ class Optimizer:
         return rule.name in LOGICAL_IN_PHYSICAL
 
     @deep_messages()
-    def run(self, plan: Plan | Any) -> OptimizeResult:
-        """Optimize ``plan`` and write it for the target (:func:`optimizer.write.write_for_target`)."""
+    def run(self, plan: Plan | LoadedPlan | Any) -> OptimizeResult:
+        """Optimize ``plan`` (anything :func:`optimizer.load.pipeline.load` reads, or what it returned) and
+        write it for the target (:func:`optimizer.write.write_for_target`)."""
         from optimizer.write import write_for_target
 
         start = time.perf_counter()
-        result = self._run(plan)
+        result, functions = self._run(plan)
         written = time.perf_counter()
-        result.plan = write_for_target(result.plan, self.target)
+        result.plan = write_for_target(LoadedPlan(result.plan, functions), self.target)
         result.seconds = time.perf_counter() - start
         result.timings["write"] = result.timings.get("write", 0.0) + time.perf_counter() - written
         return result
 
-    def _run(self, plan: Plan | Any) -> OptimizeResult:
+    def _run(self, plan: Plan | LoadedPlan | Any) -> tuple[OptimizeResult, FunctionTable]:
+        """The plan optimized (not yet written for the target) and its function table, which the rules kept
+        (the loaded plan's, with what they declared)."""
         start = time.perf_counter()
-        plan = load_plan(plan)
-        g = to_dag(plan)
+        loaded = load(plan)
+        g = to_dag(loaded.plan, loaded.functions)
         annotate_schemas(g)
-        run = _Run(PlanContext(g, self.statistics, self.capabilities, self.config), OptimizeResult(plan))
+        run = _Run(PlanContext(g, self.statistics, self.capabilities, self.config), OptimizeResult(loaded.plan))
         result = run.result
         result.timings["load"] = time.perf_counter() - start
         phases_start = time.perf_counter()
@@ -294,9 +298,9 @@ class Optimizer:
         result.plan = from_dag(run.ctx.g)
         result.timings["write"] = time.perf_counter() - written
         result.graph = run.ctx.g
-        self._optimize_subqueries(result)
+        functions = self._optimize_subqueries(result, run.ctx.functions)
         result.seconds = time.perf_counter() - start
-        return result
+        return result, functions
 
     def _policy(self, phase: Phase) -> Policy:
         """The phase's policy for this target: :attr:`Policy.WITH_NEXT` only where the next phase runs as
@@ -403,19 +407,21 @@ class Optimizer:
         run.before_with_next = None
         _discard(found)
 
-    def _optimize_subqueries(self, result: OptimizeResult) -> None:
+    def _optimize_subqueries(self, result: OptimizeResult, functions: FunctionTable) -> FunctionTable:
         """Optimize each subquery the rules left in an expression as a plan of its own (the rules see its
         relations only as part of the expression). Only a subquery that reads nothing from outside
         itself, no outer reference and no ``ReferenceRel``, is one; a correlated one stays as it is.
         The functions the optimized subquery declares are added to the plan's own (the registrar keeps
-        every anchor the plan had, so both can share them). Its phases' reports follow the plan's."""
+        every anchor the plan had, so both can share them). Its phases' reports follow the plan's.
+        ``functions``: the table of ``result.plan``; returned as the subqueries' runs left it."""
         plan = result.plan
         for i, rel in enumerate(uncorrelated_subqueries(plan)):
             sub = Plan()
             sub.CopyFrom(plan)
             sub.ClearField("relations")
             sub.relations.add().root.input.CopyFrom(rel)
-            done = self._run(sub)
+            # Loaded already, as part of the plan: its header and table are the plan's as they stand.
+            done, functions = self._run(LoadedPlan(sub, functions))
             rel.CopyFrom(done.plan.relations[0].root.input)
             for name in ("extension_urns", "extensions", "type_aliases"):
                 plan.ClearField(name)
@@ -423,6 +429,7 @@ class Optimizer:
             for report in done.phases:
                 report.phase = f"subquery {i}: {report.phase}"
                 result.phases.append(report)
+        return functions
 
     def _keep_plan(self, report: PhaseReport, g: nx.DiGraph) -> None:
         if self.keep_plans:
@@ -456,12 +463,13 @@ def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:
     return sum(ctx.cost_model.node_cost(ctx.g, n, ctx.estimator, bindable=bindable).total for n in priced)
 
 
-def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:
+def estimated_cost(plan: Plan | LoadedPlan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:
     """The cost model's estimate for a whole plan, as the driver prices it: normalised (the phases whose
     policy is :attr:`Policy.PRICED_AFTER`, with the standard rules), then :func:`plan_cost`."""
     from optimizer.rules import RULES
 
-    g = to_dag(load_plan(plan))
+    loaded = load(plan)
+    g = to_dag(loaded.plan, loaded.functions)
     annotate_schemas(g)
     ctx = PlanContext(g, statistics, config=config)
     for phase in PHASE_POLICIES:
@@ -470,7 +478,7 @@ def estimated_cost(plan: Plan | Any, *, statistics: Any = None, config: Optimize
     return plan_cost(ctx)
 
 
-def optimize(plan: Plan | Any, *, target: Any = "spark", statistics: Any = None, capabilities: Any = None,
+def optimize(plan: Plan | LoadedPlan | Any, *, target: Any = "spark", statistics: Any = None, capabilities: Any = None,
              config: OptimizerConfig | None = None) -> Plan:
     """Rewrite a logical plan into a cheaper one that gives the same answer, written for ``target`` (a
     name of :data:`optimizer.targets.TARGETS`, a profile path or a :class:`~optimizer.targets.Target`):

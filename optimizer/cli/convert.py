@@ -9,14 +9,15 @@ from optimizer.cli.args import add_plan_command
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from optimizer.cli.args import output_format
-    from optimizer.plan_io import check_output, load_plan, save_plan
+    from optimizer.load.pipeline import load
+    from optimizer.plan_io import check_output, save_plan
     from optimizer.schema.check import raise_for_problems
 
     check_output(args.output)
     fmt = output_format(args.output, args.format)  # the name and --format agree; no binary to a terminal
-    plan = load_plan(args.input)
-    raise_for_problems(plan)
-    save_plan(plan, args.output, format=fmt)
+    loaded = load(args.input)
+    raise_for_problems(loaded.plan, loaded.declared)
+    save_plan(loaded.plan, args.output, format=fmt)
     return 0
 
 

@@ -29,13 +29,15 @@ def explain_format(args: argparse.Namespace) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.cli.args import statistics_from_args
-    from optimizer.plan_io import check_output, load_plan
+    from optimizer.load.pipeline import load
+    from optimizer.plan_io import check_output
     from optimizer.schema.check import raise_for_problems
 
     check_output(args.output)
     fmt = explain_format(args)
-    plan = load_plan(args.input)
-    raise_for_problems(plan)
+    loaded = load(args.input)
+    plan = loaded.plan
+    raise_for_problems(plan, loaded.declared)
     if args.analyze:  # what needs no Spark is checked before it starts
         from optimizer.cli.spark import check_reads_before_spark, check_tables_arg
 

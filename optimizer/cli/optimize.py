@@ -106,7 +106,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
     from optimizer.cli.args import output_format
     from optimizer.driver import Optimizer
-    from optimizer.plan_io import check_output, load_plan, save_plan
+    from optimizer.load.pipeline import load
+    from optimizer.plan_io import check_output, save_plan
     from optimizer.schema.check import raise_for_problems
     from optimizer.targets import load_target
 
@@ -115,8 +116,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     fmt = output_format(args.output, args.format)
     target = load_target(args.target)  # a bad name or profile is exit 2 before any work
     started = time.perf_counter()
-    plan = load_plan(args.input)
-    raise_for_problems(plan)
+    loaded = load(args.input)
+    plan = loaded.plan
+    raise_for_problems(plan, loaded.declared)
     read_seconds = time.perf_counter() - started
     statistics = statistics_from_args(args)
     warn_unknown_tables(plan, statistics)
@@ -125,7 +127,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if capabilities is None and target.capabilities is None and target.physical_relations:
         capabilities = default_capabilities()
     result = Optimizer(statistics=statistics, capabilities=capabilities, target=target,
-                       keep_plans=args.verbose).run(plan)
+                       keep_plans=args.verbose).run(loaded)
     started = time.perf_counter()
     save_plan(result.plan, args.output, format=fmt)
     file_seconds = read_seconds + time.perf_counter() - started

@@ -21,20 +21,22 @@ from substrait.proto import Expression, Plan
 
 from optimizer.errors import PlanError, UnsupportedError
 from optimizer.expr_utils import FunctionRegistrar, boolean_type, is_deterministic
+from optimizer.load.functions import FunctionTable
 from optimizer.schema.check import checked_tree_schema, legacy_project_producer, legacy_projects
 from optimizer.schema.derivation import plan_functions
 
 _IF_THEN = Expression.IfThen.DESCRIPTOR.full_name
 
 
-def conform_simple_case(plan: Plan) -> int:
+def conform_simple_case(plan: Plan, functions: FunctionTable | None = None) -> int:
     """Rewrite every ``IfThen`` whose first clause has no ``then`` (DataFusion's simple CASE) into the
-    searched CASE the spec defines, in place. Returns the number rewritten."""
+    searched CASE the spec defines, in place. Returns the number rewritten. ``functions``: the plan's
+    table (the ``equal`` declared for the rewrite is declared there too); built from the plan if None."""
     found: list[tuple[Message, str]] = []
     _find(plan, "", found)
     if not found:
         return 0
-    registrar = FunctionRegistrar(plan, plan_functions(plan))
+    registrar = FunctionRegistrar(plan, functions if functions is not None else plan_functions(plan))
     for if_then, path in found:  # innermost first: an operand holding a simple CASE is already rewritten
         clauses = list(if_then.ifs)
         if len(clauses) < 2:
@@ -73,17 +75,20 @@ def _find(msg: Message, path: str, out: list[tuple[Message, str]]) -> None:
         out.append((msg, path))
 
 
-def conform_legacy_projects(plan: Plan) -> int:
+def conform_legacy_projects(plan: Plan, functions: FunctionTable | None = None) -> int:
     """Make the projects of a DuckDB / older DataFusion plan say what their producer meant, in place.
 
     Those producers write a ``ProjectRel`` without ``emit`` meaning "only the expressions"; Substrait reads
     it as "input columns, then the expressions". This gives each such project the explicit
     ``emit = [n_in .. n_in + n_expr - 1]`` (children first, so the widths are right). Plans of other
-    producers are left alone. Returns the number of projects changed.
+    producers are left alone. Returns the number of projects changed. ``functions``: the plan's table;
+    if None, built from the plan (a declaration naming an undeclared URN: the functions unknown, as
+    :func:`~optimizer.schema.check.check_plan` has them).
     """
     if legacy_project_producer(plan) is None:
         return 0
-    functions = plan_functions(plan, problems=[])  # undeclared URNs: the functions unknown, as check_plan
+    if functions is None:
+        functions = plan_functions(plan, problems=[])
     changed = 0
     for rel, path in list(legacy_projects(plan)):
         width, problems = checked_tree_schema(

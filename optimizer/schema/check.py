@@ -54,13 +54,15 @@ def checked_tree_schema(
     return tree_output(rel, ctx, path), problems
 
 
-def check_plan(plan: Plan) -> list[Problem]:
+def check_plan(plan: Plan, functions: FunctionTable | None = None) -> list[Problem]:
     """Every problem found cheaply in ``plan`` (empty when none), children before parents.
 
     Relations whose schema cannot be known (opaque extensions) and everything above them are skipped.
+    ``functions``: the plan's table where the caller has it (a loaded plan's); built from the plan if None.
     """
     problems: list[Problem] = []
-    functions = plan_functions(plan, problems)
+    if functions is None:
+        functions = plan_functions(plan, problems)
     if not plan.relations:
         problems.append(Problem("relations", "plan has no relations"))
         return problems
@@ -83,10 +85,10 @@ def check_plan(plan: Plan) -> list[Problem]:
     return problems
 
 
-def raise_for_problems(plan: Plan) -> None:
+def raise_for_problems(plan: Plan, functions: FunctionTable | None = None) -> None:
     """Raise a one-line :class:`~optimizer.errors.PlanError` for the first problem of ``plan`` that is not a
-    producer quirk, if any."""
-    problems = [p for p in check_plan(plan) if not p.quirk]
+    producer quirk, if any (``functions``: as for :func:`check_plan`)."""
+    problems = [p for p in check_plan(plan, functions) if not p.quirk]
     if not problems:
         return
     first = problems[0]

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from substrait.proto import AggregationPhase, Plan
 
 from optimizer.errors import UnsupportedError
-from optimizer.load.functions import FunctionTable, function_table
-from optimizer.plan_io import PRODUCER
+from optimizer.load.functions import FunctionTable
+from optimizer.load.pipeline import PRODUCER, LoadedPlan, load
 from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
 from optimizer.write.encoding import (
     aggregate_arguments_as_columns,
@@ -176,15 +176,18 @@ _STEPS: tuple[_Step, ...] = (
 )
 
 
-def write_for_target(plan: Plan, target: Target | str | None) -> Plan:
-    """``plan`` as ``target`` reads it (a copy; ``plan`` itself when nothing needs to change)."""
+def write_for_target(plan: Plan | LoadedPlan, target: Target | str | None) -> Plan:
+    """``plan`` as ``target`` reads it (a copy; ``plan`` itself when nothing needs to change). ``plan``: a
+    loaded plan (:func:`optimizer.load.pipeline.load`; the driver's, with the table its rules kept), or a
+    ``Plan`` message, which is loaded first."""
     target = as_target(target)
     if _reads_everything(target):
-        return plan
+        return plan.plan if isinstance(plan, LoadedPlan) else plan
+    loaded = load(plan)
     out = Plan()
-    out.CopyFrom(plan)
-    # The copy's function table, built once: the steps that declare or rename a function update it.
-    functions = function_table(out)
+    out.CopyFrom(loaded.plan)
+    # The copy's table, a copy of the plan's: the steps that declare or rename a function update it.
+    functions = loaded.functions.copy()
     for step in _STEPS:
         if step.applies(target):
             step.run(out, target, functions)
