@@ -3,10 +3,12 @@
 :class:`CardinalityEstimator` ``(g, statistics, functions)`` walks the DAG of :mod:`optimizer.dag`
 children first and gives each node a :class:`RelEstimate`: ``rows``, ``width`` (bytes per row) and
 one :class:`ColumnEstimate` per output column (``ndv``, ``min``, ``max``, ``null_fraction``,
-``avg_len``, ``histogram``) carried through every operator. Estimates are memoised per node;
-:meth:`~CardinalityEstimator.invalidate` forgets them (the engine calls it after each rewrite). Joins and
-set operations are estimated by its part :class:`~cost.join_estimates.JoinEstimates`, predicates by
-:class:`~cost.selectivity.PredicateSelectivity`.
+``avg_len``, ``histogram``) carried through every operator. The estimator is the handler of rows and
+columns, tables, selectivities, schemas and row sizes of a :class:`~cost.metadata.MetadataQuery`
+(``metadata``), which keeps every relation's values in one cache;
+:meth:`~CardinalityEstimator.invalidate` forgets those a rewrite made stale (the engine calls it after each
+rewrite). Joins and set operations are estimated by its part :class:`~cost.join_estimates.JoinEstimates`,
+predicates by :class:`~cost.selectivity.PredicateSelectivity`.
 
 The formulas, their assumptions (uniformity within a histogram bin, independence of predicates,
 containment of join keys) and the default selectivities used when nothing is known are listed in
@@ -63,7 +65,16 @@ from optimizer.cost.estimates import (
     type_width,
 )
 from optimizer.cost.join_estimates import JoinEstimates
-from optimizer.cost.needed_columns import Readers, RefCache, add_candidate, needed_columns, update_needed
+from optimizer.cost.metadata import (
+    DISTRIBUTION,
+    FILTER_STEPS,
+    ROW_SIZE,
+    ROWS,
+    SCHEMA,
+    SELECTIVITY,
+    TABLE,
+    MetadataQuery,
+)
 from optimizer.cost.parquet_footers import local_files_statistics
 from optimizer.cost.providers import StatisticsProvider, read_hint
 from optimizer.cost.selectivity import (
@@ -73,7 +84,7 @@ from optimizer.cost.selectivity import (
 from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 from substrait.proto import Expression, Rel, SetRel, Type
 
-from optimizer.dag import ChangeMark, change_mark, inputs, removed_since
+from optimizer.dag import inputs
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.expr_utils import (
     call_args,
@@ -109,126 +120,58 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
     """
 
     def __init__(self, g: nx.DiGraph, statistics: StatisticsProvider | None = None,
-                 functions: FunctionTable | None = None) -> None:
-        self.g = g
-        self.statistics = statistics
-        if functions is None:
-            functions = g.graph.get("functions", FunctionTable([]))
-        self.functions = functions
-        self._memo: dict[int, RelEstimate] = {}
-        #: :func:`cost.properties.distribution` of the relations, kept and forgotten as their estimates are
-        self.distributions: dict[int, Any] = {}
-        self._filtering: dict[int, tuple[list[Expression], list[float], list[Type] | None]] = {}
-        self._tables: dict[int, RelEstimate] = {}
-        self._marginals: dict[int, list[float]] = {}
-        self._schemas: dict[int, Any] = {}
-        self._row_sizes: dict[int, float] = {}
-        self._origin_ids: dict[tuple[int, int], int] = {}
-        self._narrowed: set[int] = set()
-        self._fingerprints = None
-        self._needed: dict[int, set[int]] | None = None
-        #: each node's readers when its needs were computed, and the relations put in place since
-        self._readers = Readers()
-        self._needs_changed: set[int] = set()
-        #: The DAG's nodes when the needs were last brought up to date (:func:`optimizer.dag.change_mark`;
-        #: None: unknown), and the nodes removed before that the needs still list.
-        self._needs_mark: ChangeMark | None = None
-        self._removed_before: list[int] = []
-        self._refs: RefCache = {}
+                 functions: FunctionTable | None = None, metadata: MetadataQuery | None = None) -> None:
+        #: the query object that keeps every relation's metadata (:mod:`cost.metadata`): this estimator
+        #: is its handler of rows and columns, tables, selectivities, schemas and row sizes
+        self.metadata = metadata if metadata is not None else MetadataQuery(g, statistics, functions)
+        self.g = self.metadata.g
+        self.statistics = self.metadata.statistics
+        self._rows = self.metadata.entries(ROWS)
+        self.metadata.handle(ROWS, self.estimate)
+        self.metadata.handle(TABLE, self._table_estimate)
+        self.metadata.handle(SELECTIVITY, self._marginal_selectivities)
+        self.metadata.handle(SCHEMA, self._derive_schema)
+        self.metadata.handle(ROW_SIZE, self._derive_row_size)
 
     # -- public ---------------------------------------------------------------------------------------
 
-    #: What is kept per relation and forgotten when something below it changes.
-    _PER_NODE = ("_memo", "distributions", "_filtering", "_tables", "_marginals", "_schemas", "_row_sizes")
+    @property
+    def functions(self) -> FunctionTable:
+        """The plan's function table (the query's)."""
+        return self.metadata.functions
+
+    @functions.setter
+    def functions(self, table: FunctionTable) -> None:
+        self.metadata.functions = table
+
+    @property
+    def distributions(self) -> dict[int, Any]:
+        """:func:`cost.properties.distribution` of the relations, kept and forgotten as their estimates are."""
+        return self.metadata.entries(DISTRIBUTION)
 
     def fork(self, g: nx.DiGraph) -> CardinalityEstimator:
-        """An estimator for ``g``, a copy of this one's DAG as it is now (:func:`optimizer.dag.copy_dag`:
-        the same node ids and relation messages), that starts with the estimates known so far: each
-        depends only on the subtree below, the same in the copy. Entries of relations the copy lacks
-        (a rewrite's discarded candidates) are left behind: nothing will ask for them."""
-        out = CardinalityEstimator(g, self.statistics, self.functions)
-        for name in (*self._PER_NODE, "_refs"):
-            setattr(out, name, {n: v for n, v in getattr(self, name).items() if n in g})
-        if self._needed is not None:
-            # A relation's set of needed columns is replaced, never changed (update_needed): shared.
-            out._needed = {n: cols for n, cols in self._needed.items() if n in g}
-            out._readers = Readers({n: ps for n, ps in self._readers.items() if n in g})
-            out._needs_changed = set(self._needs_changed)
-            removed = removed_since(self.g, self._needs_mark) if self._needs_mark is not None else None
-            if removed is not None:
-                out._needs_mark = change_mark(g)
-                out._removed_before = [*self._removed_before, *removed]
-        out._origin_ids = dict(self._origin_ids)
-        if self._fingerprints is not None:
-            out._fingerprints = (self._fingerprints[0], dict(self._fingerprints[1]))
-        return out
+        """An estimator for ``g``, a copy of this one's DAG as it is now (:func:`optimizer.dag.copy_dag`),
+        that starts with the estimates known so far (:meth:`cost.metadata.MetadataQuery.fork`)."""
+        return CardinalityEstimator(g, metadata=self.metadata.fork(g))
 
     def invalidate(self, changed: int | None = None, replaced: int | None = None) -> None:
-        """Forget every estimate (the DAG changed), or, with ``changed`` (a relation put in the place of
-        another), those of the relations that read it: an estimate depends only on the relation's
-        inputs, so the others hold, ``changed``'s own too (a new relation's was made for its inputs as
-        they are; if it is now read for other columns, :meth:`_renew_needs` forgets it). ``replaced``:
-        the relation ``changed`` took the place of, with the same schema and partitioning (the caller's
-        to compare); where the two are estimated alike too (a logical join and the physical join bound
-        for it), the readers' estimates hold."""
-        per_node = [getattr(self, name) for name in self._PER_NODE]
-        if changed is None or changed not in self.g:
-            for cache in per_node:
-                cache.clear()
-            self._needed = None
-            self._needs_changed = set()
-            return
-        if replaced is not None and self._estimated_alike(changed, replaced):
-            if self._needed is not None:
-                self._needs_changed.add(changed)
-            return
-        for n in nx.ancestors(self.g, changed):
-            for cache in per_node:
-                cache.pop(n, None)
-        # The needed columns are brought up to date when next read (several rewrites may come first).
-        if self._needed is not None:
-            self._needs_changed.add(changed)
-
-    def _estimated_alike(self, changed: int, replaced: int) -> bool:
-        """Whether ``changed`` has the estimate ``replaced`` had (equal values, field by field). A reader's
-        estimate depends on its inputs only through their estimates, schemas and partitionings (the
-        cost model re-prices the direct readers: their inputs' estimates are other objects)."""
-        old, new = self._memo.get(replaced), self._memo.get(changed)
-        return old is not None and new is not None and old == new
+        """Forget every estimate, or those of the relations that read ``changed``, the relation put in
+        the place of ``replaced`` (:meth:`cost.metadata.MetadataQuery.invalidate`)."""
+        self.metadata.invalidate(changed, replaced)
 
     def needed(self, node: int) -> set[int] | None:
         """The output columns of ``node`` something above reads (:mod:`cost.needed_columns`; None:
         unknown, all count)."""
-        self._renew_needs()
-        if self._needed is None:
-            self._needed = needed_columns(self.g, cache=self._refs, readers=self._readers)
-            self._needs_mark, self._removed_before = change_mark(self.g), []
-        return self._needed.get(node)
+        return self.metadata.needed(node)
 
     def same_needs(self, candidate: int, replaced: int) -> None:
         """Price ``candidate`` (a new relation nothing reads yet) as read like ``replaced``."""
-        self._renew_needs()
-        if self._needed is None:
-            return
-        add_candidate(self.g, self._needed, candidate, replaced, self._refs)
-
-    def _renew_needs(self) -> None:
-        """Update the needed columns if the plan changed since, and forget the estimates of the
-        relations whose needs changed (a width changed: their estimates, not those above them)."""
-        if not self._needs_changed or self._needed is None:
-            return
-        changed, self._needs_changed = self._needs_changed, set()
-        removed = removed_since(self.g, self._needs_mark) if self._needs_mark is not None else None
-        if removed is not None and self._removed_before:
-            removed = [*self._removed_before, *removed]
-        self._needs_mark, self._removed_before = change_mark(self.g), []
-        for n in update_needed(self.g, self._needed, self._readers, changed, self._refs, removed):
-            self._memo.pop(n, None)
+        self.metadata.same_needs(candidate, replaced)
 
     def estimate(self, node: int) -> RelEstimate:
-        """The estimate of ``node`` (computed children first, memoised)."""
-        self._renew_needs()
-        memo = self._memo
+        """The estimate of ``node`` (computed children first, kept)."""
+        self.metadata.renew_needs()
+        memo = self._rows
         found = memo.get(node)
         if found is not None:
             return found
@@ -258,7 +201,8 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         data = self.g.nodes[node]
         kind = data.get("kind")
         rel: Rel = data.get("rel")
-        children = [self._memo[c] if c in self._memo else self.estimate(c) for c in inputs(self.g, node)]
+        memo = self._rows
+        children = [memo[c] if c in memo else self.estimate(c) for c in inputs(self.g, node)]
         try:
             handler = getattr(self, f"_rel_{kind}", None)
             est = handler(node, getattr(rel, kind), children) if handler is not None else self._default(node, children)
@@ -314,11 +258,11 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         return sizes[0] * self._row_size(node) / self._row_size(child)
 
     def _row_size(self, node: int) -> float:
-        """:func:`cost.spark_size.row_size` of ``node``'s output (whose schema is known), kept like its schema."""
-        found = self._row_sizes.get(node)
-        if found is None:
-            found = self._row_sizes[node] = spark_size.row_size(self._schemas[node].types)
-        return found
+        """:func:`cost.spark_size.row_size` of ``node``'s output (whose schema is known)."""
+        return self.metadata.get(ROW_SIZE, node)
+
+    def _derive_row_size(self, node: int) -> float:
+        return spark_size.row_size(self._schema_of(node).types)
 
     def _emit(self, rel: Rel, kind: str, est: RelEstimate) -> RelEstimate:
         body = getattr(rel, kind)
@@ -372,57 +316,55 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         """A ``FilterRel``'s conjuncts (a ``ReadRel``'s: those of its ``filter`` and
         ``best_effort_filter``) in their order, each one's selectivity on the rows the ones before it
         let through, and the types of the columns they read (kept until the node or an input changes)."""
-        if node not in self._filtering:
+        recorded = self.metadata.entries(FILTER_STEPS)
+        if node not in recorded:
             self.estimate(node)  # records them as it applies the conditions
-        if node not in self._filtering:  # a relation the estimator could not follow: every row tested
+        if node not in recorded:  # a relation the estimator could not follow: every row tested
             data = self.g.nodes[node]
             conditions = filter_conditions(data["kind"], getattr(data["rel"], data["kind"])).values()
             parts = [c for e in conditions for c in conjuncts(e, self.functions)]
             return parts, [1.0] * len(parts), None
-        return self._filtering[node]
+        return recorded[node]
 
     def marginal_selectivities(self, node: int) -> list[float]:
         """Each conjunct of :meth:`filter_steps` on its own: its selectivity on all the rows the filter
         sees (the read's table, the filter's input), whatever its place (kept like those)."""
-        found = self._marginals.get(node)
-        if found is None:
-            parts, _, _ = self.filter_steps(node)
-            if self.g.nodes[node]["kind"] == "read":
-                est = self.table_estimate(node)
-            else:
-                (child,) = inputs(self.g, node)
-                est = self.estimate(child)
-            found = self._marginals[node] = [self.conjunct_selectivities([p], est)[0] for p in parts]
-        return found
+        return self.metadata.get(SELECTIVITY, node)
+
+    def _marginal_selectivities(self, node: int) -> list[float]:
+        parts, _, _ = self.filter_steps(node)
+        if self.g.nodes[node]["kind"] == "read":
+            est = self.table_estimate(node)
+        else:
+            (child,) = inputs(self.g, node)
+            est = self.estimate(child)
+        return [self.conjunct_selectivities([p], est)[0] for p in parts]
 
     def types_of(self, node: int) -> list[Type] | None:
         """The column types of ``node``'s output (None where they cannot be derived)."""
         return self._types(node)
 
     def _types(self, node: int) -> list[Type] | None:
-        if node in self._schemas:
-            schema = self._schemas[node]
-        else:
-            schema = self.g.nodes[node].get("schema")
-            if schema is None:
-                try:
-                    from optimizer.schema import rel_schema
-
-                    child_schemas = [self._schema_of(c) for c in inputs(self.g, node)]
-                    if any(s is None for s in child_schemas):
-                        schema = None
-                    else:
-                        data = self.g.nodes[node]
-                        schema = rel_schema(data["rel"], child_schemas, self.functions)
-                except OptimizerError:  # a relation whose type cannot be derived: types unknown
-                    schema = None
-            self._schemas[node] = schema
+        schema = self._schema_of(node)
         return list(schema.types) if schema is not None else None
 
     def _schema_of(self, node: int):
-        if node not in self._schemas:
-            self._types(node)
-        return self._schemas.get(node)
+        return self.metadata.get(SCHEMA, node)
+
+    def _derive_schema(self, node: int):
+        schema = self.g.nodes[node].get("schema")
+        if schema is None:
+            try:
+                from optimizer.schema import rel_schema
+
+                child_schemas = [self._schema_of(c) for c in inputs(self.g, node)]
+                if any(s is None for s in child_schemas):
+                    return None
+                data = self.g.nodes[node]
+                schema = rel_schema(data["rel"], child_schemas, self.functions)
+            except OptimizerError:  # a relation whose type cannot be derived: types unknown
+                return None
+        return schema
 
     def _default(self, node: int, children: list[RelEstimate]) -> RelEstimate:
         rows = max((c.rows for c in children), default=DEFAULT_TABLE_ROWS)
@@ -441,7 +383,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         for condition in filter_conditions("read", body).values():
             parts += conjuncts(condition, self.functions)
             est = self.apply_filter(condition, est, sels)
-        self._filtering[node] = (parts, sels, list(body.base_schema.struct.types))
+        self.metadata.entries(FILTER_STEPS)[node] = (parts, sels, list(body.base_schema.struct.types))
         if body.HasField("projection"):
             picked = [item.field for item in body.projection.select.struct_items]
             est = evolve(est, columns=[est.columns[i] if 0 <= i < len(est.columns) else None for i in picked])
@@ -450,10 +392,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
     def table_estimate(self, node: int) -> RelEstimate:
         """The estimate of a read's table before its filters and projection (its ``base_schema``'s
         columns): what ``ReadRel.filter`` is applied to (a virtual table: its rows as written)."""
-        found = self._tables.get(node)
-        if found is None:
-            found = self._tables[node] = self._table_estimate(node)
-        return found
+        return self.metadata.get(TABLE, node)
 
     def _table_estimate(self, node: int) -> RelEstimate:
         body = self.g.nodes[node]["rel"].read
@@ -554,7 +493,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         sels: list[float] = []
         est = self.apply_filter(body.condition, children[0], sels)
         (child,) = inputs(self.g, node)
-        self._filtering[node] = (conjuncts(body.condition, self.functions), sels, self._types(child))
+        self.metadata.entries(FILTER_STEPS)[node] = (conjuncts(body.condition, self.functions), sels, self._types(child))
         return est
 
     def _rel_sort(self, node, body, children) -> RelEstimate:
@@ -838,7 +777,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
             return None
         rel = e.subquery.scalar.input
         key = rel.SerializeToString(deterministic=True)
-        cache = self.__dict__.setdefault("_scalar_cache", {})
+        cache = self.metadata.scalar_values
         if key in cache:
             return cache[key]
         value = None

@@ -39,27 +39,24 @@ from optimizer.cost.estimates import (
     literal_value,
     scale_column,
 )
+from optimizer.cost.metadata import MetadataQuery
 from optimizer.cost.statistics import Histogram, to_numeric
 from substrait.proto import Expression
 
 from optimizer.errors import PlanError
 from optimizer.expr_utils import call_args, conjuncts, disjuncts, remap_fields
-from optimizer.load.functions import FunctionTable
 
 
 class PredicateSelectivity:
     """Selectivity of predicates over a relation estimate.
 
-    The class that mixes it in provides ``functions`` (the plan's function table), the
-    ``_origin_ids``/``_narrowed`` bookkeeping of narrowed columns, ``_fingerprints`` (None at first),
-    :meth:`expression_column` and :meth:`scalar_value`.
+    The class that mixes it in provides ``metadata``, the plan's
+    :class:`~cost.metadata.MetadataQuery` (its function table, the numbers of column origins and the
+    predicate fingerprints), and the estimates of expressions, :meth:`expression_column` and
+    :meth:`scalar_value`.
     """
 
-    functions: FunctionTable
-    _origin_ids: dict[tuple[int, int], int]
-    _narrowed: set[int]
-    #: conjunct fingerprints by (conjunct, column origins), for the function table they were made with
-    _fingerprints: tuple[FunctionTable, dict[tuple[bytes, tuple], bytes | None]] | None
+    metadata: MetadataQuery
 
     def expression_column(self, e: Expression, child: RelEstimate) -> ColumnEstimate | None:
         raise NotImplementedError
@@ -71,15 +68,16 @@ class PredicateSelectivity:
         if e.WhichOneof("rex_type") != "scalar_function":
             return None
         anchor = e.scalar_function.function_reference
-        if anchor not in self.functions:
+        functions = self.metadata.functions
+        if anchor not in functions:
             return None
-        return self.functions.get(anchor).name
+        return functions.get(anchor).name
 
     def apply_filter(self, condition: Expression, est: RelEstimate, record: list[float] | None = None) -> RelEstimate:
         """``est`` filtered by ``condition``: rows times its selectivity, columns updated (bounds of
         compared columns narrowed, NDVs of the others thinned out). ``record``: each conjunct's
         selectivity, in order, is appended to it (see :meth:`conjunct_selectivities`)."""
-        sel, cols, applied, exprs = self._conjunction(conjuncts(condition, self.functions), est, record)
+        sel, cols, applied, exprs = self._conjunction(conjuncts(condition, self.metadata.functions), est, record)
         rows = est.rows * sel
         if est.rows >= 1:  # floor at one row: statistics may be stale, and 0 would zero everything above
             rows = max(rows, 1.0)
@@ -88,7 +86,7 @@ class PredicateSelectivity:
 
     def selectivity(self, condition: Expression, est: RelEstimate) -> float:
         """The fraction of ``est``'s rows for which ``condition`` holds."""
-        return self._conjunction(conjuncts(condition, self.functions), est)[0]
+        return self._conjunction(conjuncts(condition, self.metadata.functions), est)[0]
 
     def _fingerprint(self, e: Expression, cols: Sequence[ColumnEstimate | None]) -> bytes | None:
         from optimizer.expr_utils import has_unresolvable_refs, referenced_fields
@@ -97,19 +95,18 @@ class PredicateSelectivity:
         if not refs or has_unresolvable_refs(e):
             return None
         mapping: dict[int, int] = {}
+        ids = self.metadata.origin_ids
         for r in refs:
             c = cols[r] if 0 <= r < len(cols) else None
             if c is None or c.origin is None:
                 return None
-            mapping[r] = self._origin_ids.setdefault(c.origin, len(self._origin_ids) + 1_000_000)
+            mapping[r] = ids.setdefault(c.origin, len(ids) + 1_000_000)
         # The same conjunct over the same columns is fingerprinted again at every estimate above it.
-        memo = self._fingerprints
-        if memo is None or memo[0] is not self.functions:
-            memo = self._fingerprints = (self.functions, {})
+        memo = self.metadata.fingerprints()
         key = (e.SerializeToString(deterministic=True), tuple(sorted(mapping.items())))
-        if key not in memo[1]:
-            memo[1][key] = self._fold_print(remap_fields(e, mapping))
-        return memo[1][key]
+        if key not in memo:
+            memo[key] = self._fold_print(remap_fields(e, mapping))
+        return memo[key]
 
     def _fold_print(self, e: Expression) -> bytes | None:
         from optimizer.expr_utils import fold
@@ -117,7 +114,7 @@ class PredicateSelectivity:
         try:
             # AND/OR nesting does not make two predicates different (simplify_predicates flattens a
             # FilterRel's copy of what DataFusion also wrote, nested, into the ReadRel's filter).
-            return fold(e, self.functions).SerializeToString(deterministic=True)
+            return fold(e, self.metadata.functions).SerializeToString(deterministic=True)
         except PlanError:  # an undeclared function anchor: no fingerprint
             return None
 
@@ -128,14 +125,19 @@ class PredicateSelectivity:
         self._conjunction(parts, est, record)
         return record
 
-    def _conjunction(self, parts: Iterable[Expression], est: RelEstimate, record: list[float] | None = None
-                     ) -> tuple[float, list[ColumnEstimate | None], frozenset, dict]:
+    def _conjunction(self, parts: Iterable[Expression], est: RelEstimate, record: list[float] | None = None,
+                     narrowed: set[int] | None = None) -> tuple[float, list[ColumnEstimate | None], frozenset, dict]:
+        """The selectivity of the conjunction of ``parts`` on ``est``, the columns after it, the
+        fingerprints of the conjuncts applied and the computed columns' estimates. ``record``: each
+        conjunct's selectivity is appended to it; ``narrowed``: the columns the conjuncts narrow are
+        added to it."""
         cols = list(est.columns)
         n = len(cols)
         rows = est.rows
         applied = set(est.applied)
         exprs = dict(est.exprs)
-        narrowed: set[int] = set()
+        if narrowed is None:
+            narrowed = set()
         total = 1.0
         # The columns a conjunct rescales: scale_column leaves one of unknown NDV as it is, so a wide
         # relation with few known NDVs costs each conjunct those few, not every column.
@@ -183,7 +185,6 @@ class PredicateSelectivity:
             total *= sel
             if fp is not None:
                 applied.add(fp)
-        self._narrowed = narrowed
         return total, cols, frozenset(applied), exprs
 
     def _predicate(self, e: Expression, cols: list[ColumnEstimate | None], rows: float
@@ -211,10 +212,11 @@ class PredicateSelectivity:
             return DEFAULT_SEL, {}
         if name == "and":
             est = RelEstimate(rows, 0.0, cols)
-            sel, new_cols, _, _ = self._conjunction(args, est)
-            return sel, {k: new_cols[k] for k in self._narrowed if 0 <= k < len(new_cols) and new_cols[k] is not None}
+            narrowed: set[int] = set()
+            sel, new_cols, _, _ = self._conjunction(args, est, narrowed=narrowed)
+            return sel, {k: new_cols[k] for k in narrowed if 0 <= k < len(new_cols) and new_cols[k] is not None}
         if name == "or":
-            parts = disjuncts(e, self.functions)
+            parts = disjuncts(e, self.metadata.functions)
             miss = 1.0
             branches: list[dict] = []
             for p in parts:

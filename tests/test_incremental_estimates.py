@@ -8,7 +8,7 @@ statistics, both are checked at every use against a fresh computation.
 
 from __future__ import annotations
 
-import optimizer.cost.cardinality as cardinality
+import optimizer.cost.metadata as metadata
 from optimizer.cost.cardinality import CardinalityEstimator
 from optimizer.cost.needed_columns import needed_columns
 
@@ -24,7 +24,7 @@ def _plans(corpus_plans):
 
 
 def test_needed_columns_brought_up_to_date_equal_a_full_computation(corpus_plans, tpch_statistics, monkeypatch):
-    update = cardinality.update_needed
+    update = metadata.update_needed
     checked: list[int] = []
     told_removed = 0
 
@@ -42,7 +42,7 @@ def test_needed_columns_brought_up_to_date_equal_a_full_computation(corpus_plans
         checked.append(len(changed))
         return out
 
-    monkeypatch.setattr(cardinality, "update_needed", checked_update)
+    monkeypatch.setattr(metadata, "update_needed", checked_update)
     for p in _plans(corpus_plans):
         Optimizer(statistics=tpch_statistics).run(load_plan(p.path.read_bytes()))
     assert len(checked) > 300, len(checked)

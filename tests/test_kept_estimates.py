@@ -2,7 +2,7 @@
 
 ``implement_joins`` puts a physical join in the place of each logical one, top down: the join it binds is
 estimated and partitioned as the logical one was, so the relations above keep their estimates
-(``CardinalityEstimator.invalidate`` with ``replaced``) instead of being estimated again at each of the
+(``MetadataQuery.invalidate`` with ``replaced``) instead of being estimated again at each of the
 joins below them and once more when the driver prices the plan. Kept estimates equal fresh ones: checked
 at every such rewrite of the corpus plans, and ``benchmarks/plan_identity.py`` checks the plans.
 """
@@ -14,6 +14,7 @@ import json
 import networkx as nx
 from optimizer.cost import properties
 from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.metadata import ROWS
 
 from optimizer.driver import Optimizer
 from optimizer.plan_io import load_plan
@@ -54,18 +55,19 @@ def test_kept_estimates_equal_fresh_ones(corpus_plans, tpch_statistics, monkeypa
     compared: list[int] = []
 
     def checked(self, changed=None, replaced=None):
-        kept = replaced is not None and changed in self.g and self._estimated_alike(changed, replaced)
+        kept = replaced is not None and changed in self.g and self.metadata.estimated_alike(changed, replaced)
         invalidate(self, changed, replaced)
         if not kept:
             return
-        self._renew_needs()
+        self.metadata.renew_needs()
         fresh = CardinalityEstimator(self.g, self.statistics, self.functions)
         # Narrowed columns are numbered as first seen: the fresh estimator numbers them as this one does
         # (as a fork does), so that the fingerprints of the predicates applied compare.
-        fresh._origin_ids = dict(self._origin_ids)
+        fresh.metadata.origin_ids = dict(self.metadata.origin_ids)
+        rows = self.metadata.entries(ROWS)
         for n in nx.ancestors(self.g, changed):
-            if n in self._memo:
-                assert self._memo[n] == fresh.estimate(n), n
+            if n in rows:
+                assert rows[n] == fresh.estimate(n), n
                 compared.append(n)
             if n in self.distributions:
                 assert self.distributions[n] == properties.distribution(self.g, n, fresh.distributions,

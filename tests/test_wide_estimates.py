@@ -93,7 +93,7 @@ def test_readers_index_is_the_inverse_of_the_readers_after_every_update(monkeypa
     """While a 60-way chain join is optimized (999 joins implemented for 1,000 tables; 59 here), the
     reverse index the needed columns are updated from stays the exact inverse of the recorded readers,
     and the needs equal a full computation."""
-    import optimizer.cost.cardinality as cardinality
+    import optimizer.cost.metadata as metadata
 
     checked: list[int] = []
 
@@ -109,7 +109,7 @@ def test_readers_index_is_the_inverse_of_the_readers_after_every_update(monkeypa
         checked.append(len(changed))
         return out
 
-    monkeypatch.setattr(cardinality, "update_needed", checked_update)
+    monkeypatch.setattr(metadata, "update_needed", checked_update)
     Optimizer().run(_wide(60))
     assert len(checked) > 50, len(checked)
 
@@ -118,7 +118,7 @@ def test_update_needed_looks_up_only_the_readers_that_are_gone(monkeypatch):
     """Each rewrite removes a relation or two: the relations that lost a reader are found from those, so
     the readers recorded for the other relations are not read while the needs are brought up to date
     (with a plain dict, every one is at every rewrite)."""
-    import optimizer.cost.cardinality as cardinality
+    import optimizer.cost.metadata as metadata
 
     updating = [False]
     looked: list[int] = []
@@ -136,8 +136,8 @@ def test_update_needed_looks_up_only_the_readers_that_are_gone(monkeypatch):
         finally:
             updating[0] = False
 
-    monkeypatch.setattr(cardinality, "Readers", Counted)
-    monkeypatch.setattr(cardinality, "update_needed", counted_update)
+    monkeypatch.setattr(metadata, "Readers", Counted)
+    monkeypatch.setattr(metadata, "update_needed", counted_update)
     result = Optimizer().run(_wide(60))
     assert sum(1 for e in result.events if e.rule == "implement_joins") > 50
     assert looked == []
