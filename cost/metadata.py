@@ -8,24 +8,24 @@ ancestors) and no others, and :meth:`MetadataQuery.invalidate` forgets those. Th
 the other way, from the roots down: the query brings them up to date when they are next read, and
 forgets the row estimates of the relations whose needs (so whose widths) changed.
 
-================  =====================================================  ==============================================
-kind              value of a relation                                    handler
-================  =====================================================  ==============================================
-``ROWS``          :class:`~cost.estimates.RelEstimate`: rows, width,     ``CardinalityEstimator.estimate`` (children
-                  columns, Spark's size (``spark_bytes``)                first; per relation kind its ``_rel_<kind>``)
-``TABLE``         a read's table before its filters and projection       ``CardinalityEstimator.table_estimate``
-``FILTER_STEPS``  the conjuncts a filter or read applies, in order,      recorded by the ``ROWS`` handler as it
-                  each one's selectivity after those before, the types   applies them
-``SELECTIVITY``   each of those conjuncts' selectivity on its own        ``CardinalityEstimator.marginal_selectivities``
-``DISTRIBUTION``  :class:`~cost.properties.Distribution`                 :func:`cost.properties.distribution`, which
-                                                                         reads and fills :meth:`entries`
-``SCHEMA``        the output schema (None where it cannot be derived)    ``CardinalityEstimator.types_of``
-``ROW_SIZE``      Spark's bytes per row (:func:`cost.spark_size.row_size`)  ``CardinalityEstimator``'s row size
-``NEEDED``        the output columns something above reads               :mod:`cost.needed_columns`, whole DAG at once,
-                                                                         then only what rewrites changed
-``REFS``          the columns a relation's own expressions read          :mod:`cost.needed_columns`; valid while the
-                                                                         relation keeps its ``Rel``, never forgotten
-================  =====================================================  ==============================================
+================  ===================================================  ============================================
+kind              value of a relation                                  handler
+================  ===================================================  ============================================
+``ROWS``          :class:`~cost.estimates.RelEstimate`: rows, width,   ``CardinalityEstimator.estimate`` (children
+                  columns, Spark's size (``spark_bytes``)              first; per relation kind its ``_rel_<kind>``)
+``TABLE``         a read's table before its filters and projection     ``CardinalityEstimator.table_estimate``
+``FILTER_STEPS``  the conjuncts a filter or read applies, in order,    recorded by the ``ROWS`` handler as it
+                  each one's selectivity after those before, the types applies them
+``SELECTIVITY``   each of those conjuncts' selectivity on its own      ``CardinalityEstimator.marginal_selectivities``
+``DISTRIBUTION``  :class:`~cost.properties.Distribution`               :func:`cost.properties.distribution`, which
+                                                                       reads and fills :meth:`entries`
+``SCHEMA``        the output schema (None where it cannot be derived)  the estimator's, read by ``types_of``
+``ROW_SIZE``      Spark's bytes per row                                :func:`cost.spark_size.row_size`
+``NEEDED``        the output columns something above reads             :mod:`cost.needed_columns`, the whole DAG
+                                                                       once, then what rewrites changed
+``REFS``          the columns a relation's own expressions read        :mod:`cost.needed_columns`; valid while the
+                                                                       relation keeps its ``Rel``: never forgotten
+================  ===================================================  ============================================
 
 Besides, plan-wide and not per relation: the numbers given to column origins in predicate fingerprints
 (:attr:`MetadataQuery.origin_ids`), the fingerprints by function table (:meth:`fingerprints`) and the
