@@ -85,6 +85,18 @@ def test_physical_relations_are_refused_naming_them(engines, datafusion_tpch_pla
     assert engines["duckdb"].execute(plan_of(read("nation", "n_nationkey"), ["k"])).num_rows == 25
 
 
+def test_datafusion_shows_the_physical_plan_it_makes_and_the_others_say_they_do_not(engines, datafusion_tpch_plans):
+    engine = engines["datafusion"]
+    original = load_plan(datafusion_tpch_plans[3])
+    shown = engine.engine_plan(original)
+    assert "HashJoinExec" in shown and "DataSourceExec" in shown
+    assert engine.engine_plan(original.SerializeToString()) == shown  # the same plan: the same text
+    assert engine.engine_plan(load_plan(datafusion_tpch_plans[6])) != shown  # another query: another text
+    for name in ("duckdb", "acero"):
+        with pytest.raises(UnsupportedError, match=f"^the {name} engine does not show its physical plan$"):
+            engines[name].engine_plan(load_plan(datafusion_tpch_plans[6]))
+
+
 def test_a_table_found_nowhere_is_a_plan_error(engines):
     with pytest.raises(PlanError, match=r"table 'no_such_table' not found \(looked in .*sf0\.01\)") as info:
         engines["duckdb"].execute(plan_of(read("no_such_table", "a"), ["a"]))
@@ -358,6 +370,8 @@ def test_the_engines_benchmark_writes_its_matrix_and_timings(tmp_path):
     assert cell["datafusion"]["original"]["right"] == 1 and cell["datafusion"]["optimized"]["right"] == 1
     assert cell["duckdb"]["optimized"]["right"] == 1  # DuckDB 1.1.3 reads DataFusion's Q6 written for it
     assert [(r["target"], r["ratio"] > 0) for r in report["speed"]] == [("datafusion", True), ("duckdb", True)]
+    # DataFusion shows its physical plan: Q6's two forms are compared (DuckDB's is not shown: no key)
+    assert [("same_engine_plan" in r) for r in report["speed"]] == [True, False]
     text = (tmp_path / "engines.md").read_text()
     assert f"at commit {report['machine']['commit']}" in text and "| tpch | datafusion | duckdb | 1 |" in text
 

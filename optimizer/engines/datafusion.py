@@ -76,7 +76,8 @@ class DataFusionRunner(EngineRunner):
                 ctx.register_view(quoted, df)
         self._registered[name] = (table.location, renames)
 
-    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+    def _frame(self, data: bytes, tables: dict[tuple[str, ...], BoundTable], act):
+        """``act(frame)`` of the DataFusion DataFrame the consumer makes of the plan, its errors named."""
         from datafusion.substrait import Consumer, Serde
 
         for table in tables.values():
@@ -92,7 +93,13 @@ class DataFusionRunner(EngineRunner):
         with plain_exceptions_as(failure):
             plan = Serde.deserialize_bytes(data)
             logical = Consumer.from_substrait_plan(ctx, plan)
-            return ctx.create_dataframe_from_logical_plan(logical).to_arrow_table()
+            return act(ctx.create_dataframe_from_logical_plan(logical))
+
+    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+        return self._frame(data, tables, lambda frame: frame.to_arrow_table())
+
+    def _engine_plan(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]) -> str:
+        return self._frame(data, tables, lambda frame: str(frame.execution_plan().display_indent()))
 
     def close(self) -> None:
         self._ctx = None

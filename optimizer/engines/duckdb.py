@@ -92,7 +92,8 @@ class DuckDBRunner(EngineRunner):
             raise engine_failure("duckdb", exc, unsupported=False) from None
         self._views[key] = (table.name, table.location)
 
-    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+    def _relation(self, data: bytes, tables: dict[tuple[str, ...], BoundTable], act):
+        """``act(relation)`` of the DuckDB relation ``from_substrait`` makes of the plan, its errors named."""
         import duckdb
 
         names = {}
@@ -103,7 +104,7 @@ class DuckDBRunner(EngineRunner):
             self._register(table)
         con = self._connection().cursor()
         try:
-            return con.from_substrait(data).fetch_arrow_table()
+            return act(con.from_substrait(data))
         except duckdb.NotImplementedException as exc:
             raise engine_failure("duckdb", exc, unsupported=True) from None
         except (duckdb.InternalException, duckdb.FatalException) as exc:
@@ -116,6 +117,9 @@ class DuckDBRunner(EngineRunner):
             raise engine_failure("duckdb", _without_boilerplate(exc)) from None
         finally:
             con.close()
+
+    def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
+        return self._relation(data, tables, lambda relation: relation.fetch_arrow_table())
 
     def close(self) -> None:
         if self._con is not None:
