@@ -76,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_tables_arg,
         starts_empty_catalog,
     )
-    from optimizer.plan_io import load_plan
+    from optimizer.load.pipeline import load
     from optimizer.schema.check import raise_for_problems
 
     engine = getattr(args, "engine", "spark")
@@ -111,15 +111,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
                 plans.append((source, name, plan_as_given(source)))
                 continue
-            plan = load_plan(source)
-            raise_for_problems(plan)
+            loaded = load(source)
+            raise_for_problems(loaded.plan, loaded.declared)
             if empty_catalog is None:
                 empty_catalog = starts_empty_catalog(args)
-            check_reads_before_spark(plan, args, empty_catalog)
+            check_reads_before_spark(loaded.plan, args, empty_catalog)
         except OptimizerError as exc:
             fail(source, exc)
             continue
-        plans.append((source, name, plan))
+        plans.append((source, name, loaded))
     out_dir = _check_out_dir(args.out)
     if plans and engine != "spark":
         from optimizer.engines import runner

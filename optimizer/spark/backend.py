@@ -39,10 +39,10 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
-from substrait.proto import Plan
 
 from optimizer.errors import ExecutionError, PlanError, spark_errors
-from optimizer.plan_io import check_expanded_size, deep_messages
+from optimizer.load.pipeline import check_expanded_size, load
+from optimizer.load.protobuf_depth import deep_messages
 from optimizer.spark.aggregate import _AggregateCompiler
 from optimizer.spark.failures import _execution_error, _first_line
 from optimizer.spark.physical import _PhysicalCompiler
@@ -122,7 +122,8 @@ class SparkBackend:
     def _compile(self, plan, root: int) -> tuple[str, dict[str, DataFrame], list[str], int]:
         """The query text, its bound tables, the root names still to apply on the DataFrame (none when the
         text names the columns itself) and the number of columns."""
-        plan = _as_plan(plan)
+        loaded = load(plan)
+        plan = loaded.plan
         check_expanded_size(plan)  # Spark works on the tree with every reference expanded
         roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
         if not roots:
@@ -130,7 +131,7 @@ class SparkBackend:
         if not 0 <= root < len(roots):
             raise PlanError(f"root {root} requested but the plan has {len(roots)} root relation(s)", "relations")
         index = roots[root]
-        compiler = _PlanCompiler(self, plan)
+        compiler = _PlanCompiler(self, loaded)
         rel_root = plan.relations[index].root
         out = compiler.rel(rel_root.input, f"relations[{index}].root.input", None)
         names = list(rel_root.names)
@@ -147,7 +148,9 @@ class SparkBackend:
         """The lazy DataFrame of the ``root``-th ``RelRoot`` of ``plan`` (``plan.relations`` entries that
         are plain ``rel``s, i.e. shared subtrees, are not counted), columns named by ``RelRoot.names``.
 
-        ``plan``: a ``substrait.proto.Plan`` or anything :func:`optimizer.plan_io.load_plan` reads.
+        ``plan``: a loaded plan (:class:`~optimizer.load.pipeline.LoadedPlan`, whose function table and
+        schemas the compilation reads) or anything :func:`optimizer.load.pipeline.load` reads: a
+        ``substrait.proto.Plan`` (conformed like a file, on a copy, unless this tool loaded it), a path...
         One ``spark.sql`` call; a query Spark refuses is an :class:`~optimizer.errors.ExecutionError`.
         """
         text, tables, names, width = self._compile(plan, root)
@@ -168,14 +171,6 @@ class SparkBackend:
         except (*spark_errors(), pa.ArrowException) as exc:  # the job failed, or its rows do not convert
             raise _execution_error(exc) from None
         return table.rename_columns(names)
-
-
-def _as_plan(plan) -> Plan:
-    if isinstance(plan, Plan):
-        return plan
-    from optimizer.plan_io import load_plan
-
-    return load_plan(plan)
 
 
 class _PlanCompiler(_ReadCompiler, _SingleInputCompiler, _AggregateCompiler, _PhysicalCompiler, _SetCompiler):

@@ -43,11 +43,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pyspark.errors import PySparkException
-from substrait.proto import Expression, Plan, Rel, Type
+from substrait.proto import Expression, Rel, Type
 
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
 from optimizer.load.functions import FunctionTable
-from optimizer.schema.derivation import plan_functions
+from optimizer.load.pipeline import LoadedPlan
 from optimizer.spark.expressions import ExpressionCompiler, Scope, quote
 from optimizer.spark.failures import _first_line
 from optimizer.spark.sql import Context, Frame, render
@@ -100,20 +100,18 @@ class _RelCompiler:
     """One plan's compilation (keeps the plan's function table and shared subtrees): :meth:`rel`
     dispatches each relation to its ``_rel_<kind>`` method, which the subclasses define."""
 
-    def __init__(self, backend: _Backend, plan: Plan) -> None:
+    def __init__(self, backend: _Backend, loaded: LoadedPlan) -> None:
         self.backend = backend
         self.spark = backend.spark
         self.ctx = Context(backend.spark)
         self._counter = itertools.count()
-        self.plan = plan
-        self.functions: FunctionTable = plan_functions(plan)
+        self.plan = loaded.plan
+        self.functions: FunctionTable = loaded.functions
         self.references: dict[int, Relation] = {}
         self._in_progress: set[int] = set()
         self.schemas: dict = {}
         try:  # Substrait types for the scopes; the backend works without them
-            from optimizer.schema import plan_schemas
-
-            self.schemas = plan_schemas(plan, self.functions)
+            self.schemas = loaded.schemas
         except OptimizerError:  # a plan whose types cannot be derived: types unknown
             self.schemas = {}
         self.exprs = ExpressionCompiler(self.functions, self.subquery, self.schemas, ansi=backend.ansi_mode())
