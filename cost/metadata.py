@@ -19,6 +19,7 @@ kind              value of a relation                                  handler
 ``SELECTIVITY``   each of those conjuncts' selectivity on its own      ``CardinalityEstimator.marginal_selectivities``
 ``DISTRIBUTION``  :class:`~cost.properties.Distribution`               :func:`cost.properties.distribution`, which
                                                                        reads and fills :meth:`entries`
+``ORDERING``      the columns the output is sorted on (not ``strict``) :func:`cost.properties.ordering`, likewise
 ``SCHEMA``        the output schema (None where it cannot be derived)  the estimator's, read by ``types_of``
 ``ROW_SIZE``      Spark's bytes per row                                :func:`cost.spark_size.row_size`
 ``NEEDED``        the output columns something above reads             :mod:`cost.needed_columns`, the whole DAG
@@ -64,6 +65,7 @@ TABLE = "table"
 FILTER_STEPS = "filter_steps"
 SELECTIVITY = "selectivity"
 DISTRIBUTION = "distribution"
+ORDERING = "ordering"
 SCHEMA = "schema"
 ROW_SIZE = "row_size"
 NEEDED = "needed"
@@ -71,7 +73,7 @@ REFS = "refs"
 
 #: The kinds whose value depends on the subtree below the relation: forgotten for the readers of a
 #: relation put in place of another.
-BELOW = (ROWS, DISTRIBUTION, FILTER_STEPS, TABLE, SELECTIVITY, SCHEMA, ROW_SIZE)
+BELOW = (ROWS, DISTRIBUTION, ORDERING, FILTER_STEPS, TABLE, SELECTIVITY, SCHEMA, ROW_SIZE)
 KINDS = (*BELOW, NEEDED, REFS)
 
 _UNKNOWN = object()
@@ -130,7 +132,7 @@ class MetadataQuery:
 
     def entries(self, kind: str) -> dict[int, Any]:
         """The values of ``kind`` known now, by relation: for the handlers that compute a relation's
-        children first and keep each as they go (``ROWS``, ``DISTRIBUTION``), and that record a value
+        children first and keep each as they go (``ROWS``, ``DISTRIBUTION``, ``ORDERING``), and that record a value
         while computing another's (``FILTER_STEPS``)."""
         return self._cache[kind]
 
@@ -236,5 +238,5 @@ class MetadataQuery:
             rows.pop(n, None)
 
 
-__all__ = ["BELOW", "DISTRIBUTION", "FILTER_STEPS", "KINDS", "NEEDED", "REFS", "ROWS", "ROW_SIZE", "SCHEMA",
-           "SELECTIVITY", "TABLE", "MetadataQuery"]
+__all__ = ["BELOW", "DISTRIBUTION", "FILTER_STEPS", "KINDS", "NEEDED", "ORDERING", "REFS", "ROWS", "ROW_SIZE",
+           "SCHEMA", "SELECTIVITY", "TABLE", "MetadataQuery"]

@@ -52,6 +52,7 @@ import networkx as nx
 from optimizer.cost import properties
 from optimizer.cost.cardinality import CardinalityEstimator
 from optimizer.cost.estimates import RelEstimate
+from optimizer.cost.metadata import ORDERING
 from optimizer.cost.spark_joins import LEFT, PRESERVED_BUILD_PENALTY, RIGHT, builds_preserved, choose_build
 
 from optimizer.dag import inputs
@@ -468,7 +469,7 @@ class CostModel:
         cpu = (left.rows + right.rows) * k.cpu_row + out.rows * k.cpu_row
         memory = 0.0
         for child, est, cols in ((children[0], left, [lk for lk, _ in keys]), (children[1], right, [r for _, r in keys])):
-            have = properties.ordering(g, child)
+            have = properties.ordering(g, child, memo=estimator.metadata.entries(ORDERING))
             if not _ordered_on(have, cols):
                 cpu += self.sort_cpu(est.rows, est.width)
                 memory += self._memory(est.bytes)
@@ -587,7 +588,7 @@ class CostModel:
         network = 0.0
         memory = 0.0
         need = properties.window_requirement(g, node)
-        have = properties.ordering(g, child)
+        have = properties.ordering(g, child, memo=estimator.metadata.entries(ORDERING))
         if need is None or not properties.satisfies(have, need):
             cpu += self.sort_cpu(src.rows, src.width)
             memory += self._memory(src.bytes)

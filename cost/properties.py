@@ -219,12 +219,25 @@ def join_keys(g: nx.DiGraph, node: int, functions: Any = None) -> list[tuple[int
 # --------------------------------------------------------------------------------------------------
 
 
-def ordering(g: nx.DiGraph, node: int, *, strict: bool = False) -> Ordering:
+def ordering(g: nx.DiGraph, node: int, *, strict: bool = False, memo: dict[int, Ordering] | None = None) -> Ordering:
     """The ``(output column, direction)`` list the relation's output is sorted on (see the module
-    docstring); ``strict=True`` claims only what the Substrait specification guarantees."""
-    memo: dict[int, Ordering] = {}
-    for n in nx.dfs_postorder_nodes(g, node):
-        memo[n] = _ordering(g, n, memo, strict)
+    docstring); ``strict=True`` claims only what the Substrait specification guarantees. ``memo``: the
+    orderings of relations known already for this ``strict`` (a relation's depends only on the subtree
+    below it), filled in with those computed here."""
+    memo = {} if memo is None else memo
+    found = memo.get(node)
+    if found is not None:
+        return found
+    stack = [node]
+    while stack:  # children first, not below a relation whose ordering is known
+        n = stack[-1]
+        missing = [c for c in g.successors(n) if c not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if n not in memo:
+            memo[n] = _ordering(g, n, memo, strict)
     return memo[node]
 
 

@@ -14,7 +14,17 @@ import networkx as nx
 import pytest
 from optimizer.cost import properties
 from optimizer.cost.cardinality import CardinalityEstimator
-from optimizer.cost.metadata import BELOW, DISTRIBUTION, FILTER_STEPS, REFS, ROWS, SCHEMA, SELECTIVITY, TABLE
+from optimizer.cost.metadata import (
+    BELOW,
+    DISTRIBUTION,
+    FILTER_STEPS,
+    ORDERING,
+    REFS,
+    ROWS,
+    SCHEMA,
+    SELECTIVITY,
+    TABLE,
+)
 
 from optimizer.dag import annotate_schemas, copy_dag, inputs, to_dag
 from optimizer.engine import NewRel, add_subgraph, replace_node
@@ -43,6 +53,7 @@ def _everything_known(est: CardinalityEstimator) -> None:
         est.estimate(root["node"])
     for n in g:
         properties.distribution(g, n, est.distributions, est.functions)
+        properties.ordering(g, n, memo=est.metadata.entries(ORDERING))
         est.types_of(n)
         if g.nodes[n]["kind"] in ("filter", "read"):
             est.marginal_selectivities(n)
@@ -69,7 +80,7 @@ def test_a_rewrite_forgets_the_values_of_the_relations_above_and_keeps_the_other
     new = _same_filter(g, old)
     est.estimate(new)  # a candidate is priced before it replaces the relation
     before = _snapshot(est)
-    for kind in (ROWS, DISTRIBUTION, SCHEMA, FILTER_STEPS, SELECTIVITY, TABLE):
+    for kind in (ROWS, DISTRIBUTION, ORDERING, SCHEMA, FILTER_STEPS, SELECTIVITY, TABLE):
         assert before[kind], (plan_id, kind)  # each kind has values to keep or forget
     replace_node(g, old, new, clean=True)
     est.invalidate(new)
