@@ -85,25 +85,45 @@ def fastest_kind(chosen: str, fastest: str) -> str:
     return f"another producer's {label}"
 
 
-def chosen_rows(report: dict) -> list[dict]:
-    """Per query and producer with a timed optimized plan: the chosen and the fastest variant, their ratio."""
+def comparable(a: str, b: str, query: int, other_sql: set[tuple[str, int]]) -> bool:
+    """Whether variants ``a`` and ``b`` of ``query`` answer the same SQL: a plan made from another text than
+    the benchmark's (Isthmus' corpus plans of TPC-H Q1 and Q11 have their own substitution parameters) is
+    compared only with its own producer's other plan.
+
+    >>> comparable("isthmus/original", "duckdb/optimized", 11, {("isthmus", 11)})
+    False
+    >>> comparable("isthmus/original", "isthmus/optimized", 11, {("isthmus", 11)})
+    True
+    """
+    def text(v: str) -> str | None:
+        producer = v.split("/")[0]
+        return producer if (producer, query) in other_sql else None
+
+    return text(a) == text(b)
+
+
+def chosen_rows(report: dict, other_sql: set[tuple[str, int]] = frozenset()) -> list[dict]:
+    """Per query and producer with a timed optimized plan: the chosen and the fastest variant that answers
+    the same SQL, their ratio, and the confirmation runs' ratio to Spark CBO where the report has one."""
     rows = []
     for entry in report["queries"]:
         medians = variant_medians(entry)
-        if not medians:
-            continue
-        fastest = min(medians, key=lambda k: medians[k])
         cbo = medians.get("spark_cbo")
-        for producer in entry.get("plans", {}):
+        for producer, info in entry.get("plans", {}).items():
             chosen = f"{producer}/optimized"
             if chosen not in medians:
                 continue
+            candidates = {k: v for k, v in medians.items() if comparable(chosen, k, entry["query"], other_sql)}
+            fastest = min(candidates, key=lambda k: candidates[k])
             rows.append({
                 "query": entry["query"], "producer": producer, "chosen_s": medians[chosen],
                 "fastest": fastest, "fastest_s": medians[fastest], "fastest_kind": fastest_kind(chosen, fastest),
                 "chosen_vs_fastest": medians[chosen] / medians[fastest],
                 "chosen_vs_spark_cbo": common.ratio(medians[chosen], cbo),
                 "fastest_vs_spark_cbo": common.ratio(medians[fastest], cbo),
+                "confirmed_chosen_vs_spark_cbo": info.get("confirmed_optimized_vs_spark_cbo"),
+                "rules_fired": info.get("rules_fired", {}),
+                "other_sql": (producer, entry["query"]) in other_sql,
             })
     return rows
 
@@ -153,20 +173,23 @@ def priced_variants(entry: dict) -> dict[str, tuple[float, float, dict]]:
     return out
 
 
-def ranking(report: dict, noise: float = NOISE) -> dict:
+def ranking(report: dict, noise: float = NOISE, other_sql: set[tuple[str, int]] = frozenset()) -> dict:
     """Pairwise concordance of the model's price and the measured time within each query.
 
     A pair counts when the slower median exceeds the faster by more than ``noise``; it is ranked right when
     the cheaper by the model is the faster, wrong when it is the slower, and ``tied`` when the model prices
     both the same (often the same plan: the optimizer changed nothing, and the time difference is noise).
     """
-    right = wrong = tied = within_noise = 0
+    right = wrong = tied = within_noise = not_comparable = 0
     wrong_pairs, tied_pairs = [], []
     by_kind: dict[str, Counter] = {}
     for entry in report["queries"]:
         priced = sorted(priced_variants(entry).items())
         for i, (a, (cost_a, t_a, rules_a)) in enumerate(priced):
             for b, (cost_b, t_b, rules_b) in priced[i + 1:]:
+                if not comparable(a, b, entry["query"], other_sql):
+                    not_comparable += 1
+                    continue
                 if max(t_a, t_b) <= min(t_a, t_b) * (1 + noise):
                     within_noise += 1
                     continue
@@ -198,9 +221,11 @@ def ranking(report: dict, noise: float = NOISE) -> dict:
         if p["slower"].endswith("/optimized"):
             rules_in_wrong.update(p["rules_fired_in_slower"].keys())
     ranked = right + wrong
+    # a wrong pair priced within the noise threshold of each other: the model all but calls them equal
+    near_tie = sum(1 for p in wrong_pairs if p["cost_ratio"] is not None and 1 / (1 + noise) <= p["cost_ratio"])
     return {"noise": noise, "pairs_right": right, "pairs_wrong": wrong, "pairs_tied": tied,
-            "pairs_within_noise": within_noise,
-            "share_right": right / ranked if ranked else None,
+            "pairs_within_noise": within_noise, "pairs_of_other_sql": not_comparable,
+            "share_right": right / ranked if ranked else None, "wrong_priced_within_noise": near_tie,
             "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
             "rules_fired_in_wrongly_cheaper_optimized": dict(rules_in_wrong.most_common()),
             "wrong": wrong_pairs, "tied": tied_pairs}
@@ -272,12 +297,16 @@ def _scan_table(node: Node) -> str:
 def _join_tree(node: Node, by_id: dict[int, Node], ordered: bool = True) -> str:
     """The tables under ``node`` as nested joins, ``(a ⋈ b)``; a join other than inner names its type.
     ``ordered=False`` sorts each join's two sides (the same tree whatever side each input is on)."""
-    if node.name.endswith("Join"):
+    if node.name.endswith("Join") or node.name == "CartesianProduct":
         sides = [_join_tree(c, by_id, ordered) for c in node.children]
         if not ordered:
             sides.sort()
         join_type = node.details.get("Join type", node.args.split(" ")[0] if node.args else "")
-        op = "⋈" if join_type in ("Inner", "") else f"⋈[{join_type}]"
+        if join_type in ("Inner", "Cross", ""):  # a Cross join Spark plans on equality keys is an inner join
+            keyed = node.name in ("BroadcastHashJoin", "ShuffledHashJoin", "SortMergeJoin")
+            op = "⋈" if keyed else "×"
+        else:
+            op = f"⋈[{join_type}]"
         return "(" + f" {op} ".join(sides) + ")"
     if node.name.startswith("Scan") or node.name in ("FileScan", "BatchScan"):
         return _scan_table(node)
@@ -410,6 +439,37 @@ def explain_text(df: Any) -> str:
     return buf.getvalue()
 
 
+def explain_tree(text: str) -> str:
+    """The operator trees of an explain text (main plan and subqueries), without the per-operator details
+    (the parsed plan keeps what the report uses of them)."""
+    return "\n".join(line for line in text.splitlines()
+                     if line.startswith(("==", "Subquery:")) or _TREE_LINE.match(line) and not _DETAIL_HEAD.match(line))
+
+
+#: Above this confirmed chosen / Spark CBO a plan is slower than Spark CBO beyond noise.
+CONFIRMED_NOISE = 1.1
+
+
+def reason(item: dict) -> str:
+    """The main difference of an explained pair, in a few words (what the findings group by)."""
+    diffs = item.get("differences")
+    if diffs is None:
+        return "not explained"
+    confirmed = item.get("confirmed_chosen_vs_spark_cbo")
+    # the confirmation runs time the chosen plan against Spark CBO: they speak for a Spark SQL fastest only
+    held = confirmed is None or not item["fastest"].startswith("spark_") or confirmed > CONFIRMED_NOISE
+    if not diffs:
+        return "same physical plan (noise)"
+    kinds = [d.split(":")[0].split(" on ")[0] for d in diffs]
+    if all(k == "pushed filters" for k in kinds):
+        return "only the form of pushed filters" + ("" if held else " (noise)")
+    if "join strategies" in kinds:
+        return "join strategy" + ("" if held else " (did not hold up when confirmed)")
+    if "join order" in kinds:
+        return "join order" + ("" if held else " (did not hold up when confirmed)")
+    return "build side / exchanges" + ("" if held else " (did not hold up when confirmed)")
+
+
 def explain_targets(rows: list[dict], above: float, limit: int) -> list[dict]:
     return sorted((r for r in rows if r["chosen_vs_fastest"] > above), key=lambda r: -r["chosen_vs_fastest"])[:limit]
 
@@ -449,11 +509,15 @@ def explain_suite(suite_name: str, report: dict, targets: list[dict], spark: Any
     optimized: dict[tuple[str, int], Any] = {}
 
     def dataframe(q: int, variant: str):
+        """The variant's DataFrame, made under the confs it runs with (Spark parses the SQL at once)."""
         sql = texts[q]
         if variant == "spark_default":
-            return spark.sql(sql), dict(suite.sql_conf), spark
+            with common.conf_set(spark, dict(suite.sql_conf)):
+                return spark.sql(sql), dict(suite.sql_conf), spark
         if variant == "spark_cbo":
-            return cbo.sql(sql), {**common.CBO_CONF, **dict(suite.sql_conf)}, cbo
+            conf = {**common.CBO_CONF, **dict(suite.sql_conf)}
+            with common.conf_set(cbo, conf):
+                return cbo.sql(sql), conf, cbo
         producer, label = variant.split("/")
         plan = plans[(producer, q)]
         if label == "optimized":
@@ -473,7 +537,8 @@ def explain_suite(suite_name: str, report: dict, targets: list[dict], spark: Any
     for t in targets:
         q = t["query"]
         item: dict[str, Any] = {k: t[k] for k in ("query", "producer", "chosen_vs_fastest", "fastest",
-                                                  "fastest_kind", "chosen_s", "fastest_s")}
+                                                  "fastest_kind", "chosen_s", "fastest_s",
+                                                  "confirmed_chosen_vs_spark_cbo", "rules_fired")}
         item["chosen"] = f"{t['producer']}/optimized"
         entry = next(e for e in report["queries"] if e["query"] == q)
         for role, variant in (("chosen", item["chosen"]), ("fastest", t["fastest"])):
@@ -487,7 +552,7 @@ def explain_suite(suite_name: str, report: dict, targets: list[dict], spark: Any
                 item[f"{role}_error"] = common.one_line(exc)
                 continue
             item[f"{role}_plan"] = parse_physical_plan(text)
-            item[f"{role}_explain"] = text
+            item[f"{role}_explain_tree"] = explain_tree(text)
             if "/" in variant:
                 producer, label = variant.split("/")
                 reported = entry["plans"][producer].get(f"estimated_cost_{label}")
@@ -498,6 +563,7 @@ def explain_suite(suite_name: str, report: dict, targets: list[dict], spark: Any
                     None if now is None or reported is None else abs(now - reported) > 1e-6 * max(1.0, reported))
         if "chosen_plan" in item and "fastest_plan" in item:
             item["differences"] = plan_differences(item["chosen_plan"], item["fastest_plan"])
+        item["reason"] = reason(item)
         out.append(item)
     timings["explain_s"] = time.perf_counter() - t0
     return {"scale_factor": scale, "data_dir": str(data_dir),
@@ -522,7 +588,13 @@ def explain_findings(explained: list[dict]) -> dict:
         s = a["join_strategies"].get("SortMergeJoin", 0) - b["join_strategies"].get("SortMergeJoin", 0)
         more_smj += s > 0
         fewer_smj += s < 0
-    return {"explained": len(both), "difference_kinds": dict(counts.most_common()),
+    reasons: dict[str, list[str]] = {}
+    for e in explained:
+        reasons.setdefault(e["reason"], []).append(f"Q{e['query']} {e['producer']}")
+    return {"explained": len(both), "difference_kinds": dict(counts.most_common()), "reasons": reasons,
+            "confirmed_within_noise": sum(1 for e in explained if e.get("confirmed_chosen_vs_spark_cbo") is not None
+                                          and e["confirmed_chosen_vs_spark_cbo"] <= CONFIRMED_NOISE),
+            "confirmed": sum(1 for e in explained if e.get("confirmed_chosen_vs_spark_cbo") is not None),
             "chosen_more_shuffles": more_shuffles, "chosen_fewer_shuffles": fewer_shuffles,
             "chosen_more_sort_merge_joins": more_smj, "chosen_fewer_sort_merge_joins": fewer_smj,
             "identical_physical_plans": sum(1 for e in both if not e["differences"])}
@@ -546,6 +618,10 @@ def findings(suites: dict) -> list[str]:
                           for k, v in r["by_kind"].items())
         line = (f"**{title}: the model orders {r['pairs_right']} of {r['pairs_right'] + r['pairs_wrong']} pairs "
                 f"right** (times apart by more than {r['noise']:.0%}; {kinds}). ")
+        if r["pairs_wrong"]:
+            line += (f"Of the {r['pairs_wrong']} wrong, {r['wrong_priced_within_noise']} are priced within "
+                     f"{r['noise']:.0%} of each other (the model all but calls them equal); the others it prices "
+                     "apart and in the wrong order. ")
         same_tied = r["by_kind"].get("same producer", {}).get("tied", 0)
         if same_tied:
             line += (f"{same_tied} pairs of a producer's original and optimized plan the model prices equal "
@@ -564,11 +640,22 @@ def findings(suites: dict) -> list[str]:
                 f"(identical physical plans: {f['identical_physical_plans']}: their time difference is the run's "
                 f"noise, not the plan). The chosen plan has more shuffle exchanges in {f['chosen_more_shuffles']}, "
                 f"fewer in {f['chosen_fewer_shuffles']}; more sort-merge joins in "
-                f"{f['chosen_more_sort_merge_joins']}, fewer in {f['chosen_fewer_sort_merge_joins']}.")
+                f"{f['chosen_more_sort_merge_joins']}, fewer in {f['chosen_fewer_sort_merge_joins']}. "
+                f"Of the {f['confirmed']} with confirmation runs in `make bench`, {f['confirmed_within_noise']} "
+                f"read chosen / Spark CBO <= {CONFIRMED_NOISE:g} there: the gap of the main runs did not hold up. "
+                "By main difference: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in f["reasons"].items()) + ".")
     return lines
 
 
 # ------------------------------------------------------------------------------------------ report
+
+
+def _other_sql(report: dict) -> set[tuple[str, int]]:
+    """The ``(producer, query)`` plans of the report made from another text than the benchmark's query."""
+    from benchmarks import tpch
+
+    keys = {(p, e["query"]): None for e in report["queries"] for p in e.get("plans", {})}
+    return set(tpch._own_sql(keys, tpch.suite_texts(tpch.TPCH)))
 
 
 def build_report(reports: dict[str, dict], *, noise: float = NOISE, above: float = EXPLAIN_ABOVE,
@@ -577,12 +664,14 @@ def build_report(reports: dict[str, dict], *, noise: float = NOISE, above: float
     started = time.time()
     suites: dict[str, dict] = {}
     for name, report in reports.items():
-        rows = chosen_rows(report)
+        other_sql = _other_sql(report) if name == "tpch" else set()
+        rows = chosen_rows(report, other_sql)
         suites[name] = {
             "source": (paths or {}).get(name), "source_commit": report["config"]["machine"].get("commit"),
             "source_date": report["config"]["machine"].get("date"),
             "scale_factor": report["config"]["scale_factor"],
-            "chosen": chosen_summary(report, rows, above), "ranking": ranking(report, noise), "rows": rows,
+            "chosen": chosen_summary(report, rows, above), "ranking": ranking(report, noise, other_sql), "rows": rows,
+            "other_sql": sorted(other_sql),
             "explain_targets": [(t["query"], t["producer"]) for t in explain_targets(rows, above, limit)],
         }
     if explain:
@@ -633,12 +722,20 @@ def markdown(report: dict) -> str:
                   "", "### Per plan (worst first)", ""]
         rows = sorted(s["rows"], key=lambda r: -r["chosen_vs_fastest"])
         lines.append(common.markdown_table(
-            ["query", "producer", "chosen s", "fastest", "fastest s", "chosen / fastest", "chosen / CBO"],
-            [[f"Q{r['query']}", r["producer"], common.fmt(r["chosen_s"]), f"`{r['fastest']}`",
-              common.fmt(r["fastest_s"]), common.fmt(r["chosen_vs_fastest"]), common.fmt(r["chosen_vs_spark_cbo"])]
+            ["query", "producer", "chosen s", "fastest", "fastest s", "chosen / fastest", "chosen / CBO",
+             "confirmed chosen / CBO"],
+            [[f"Q{r['query']}", r["producer"] + (" (other SQL)" if r.get("other_sql") else ""),
+              common.fmt(r["chosen_s"]), f"`{r['fastest']}`", common.fmt(r["fastest_s"]),
+              common.fmt(r["chosen_vs_fastest"]), common.fmt(r["chosen_vs_spark_cbo"]),
+              common.fmt(r.get("confirmed_chosen_vs_spark_cbo"))]
              for r in rows if r["chosen_vs_fastest"] > 1.0]))
         n_equal = sum(1 for r in rows if r["chosen_vs_fastest"] == 1.0)
-        lines += ["", f"({n_equal} plans where the chosen is the fastest are not listed.)", ""]
+        lines += ["", f"({n_equal} plans where the chosen is the fastest are not listed. Confirmed: the ratio of "
+                      "the medians of `make bench`'s 9 more alternating runs against Spark CBO, for plans over "
+                      "1.1 in the main runs."
+                  + (" Other SQL: " + ", ".join(f"{p} Q{q}" for p, q in s["other_sql"]) + " are plans of the "
+                     "corpus' own text (other substitution parameters), compared only with their own "
+                     "producer's other plan." if s.get("other_sql") else "") + ")", ""]
         r = s["ranking"]
         lines += [f"### Does the model rank them right? {r['pairs_right']} right, {r['pairs_wrong']} wrong, "
                   f"{r['pairs_tied']} priced equal ({r['pairs_within_noise']} pairs within {r['noise']:.0%})", ""]
@@ -658,9 +755,13 @@ def markdown(report: dict) -> str:
             lines += ["", f"### Spark's physical plans (SF {e['scale_factor']:g}; "
                           + ", ".join(f"{k} {v:g}" for k, v in e["seconds"].items()) + ")", ""]
             for item in e["plans"]:
+                confirmed = item.get("confirmed_chosen_vs_spark_cbo")
                 lines.append(f"**Q{item['query']} {item['producer']}**: chosen `{item['chosen']}` "
                              f"{common.fmt(item['chosen_s'])} s, fastest `{item['fastest']}` "
-                             f"{common.fmt(item['fastest_s'])} s ({common.fmt(item['chosen_vs_fastest'])}x).")
+                             f"{common.fmt(item['fastest_s'])} s ({common.fmt(item['chosen_vs_fastest'])}x"
+                             + (f"; confirmed chosen / CBO {common.fmt(confirmed)}" if confirmed else "")
+                             + "); rules fired in the chosen: "
+                             + (", ".join(f"{k} {v}" for k, v in item["rules_fired"].items()) or "none") + ".")
                 for role in ("chosen", "fastest"):
                     if f"{role}_error" in item:
                         lines.append(f"- {role}: not explained: {item[f'{role}_error']}")
@@ -677,6 +778,7 @@ def markdown(report: dict) -> str:
                     lines.append(f"- {role}: {p['join_tree']}; joins {', '.join(p['build_sides']) or 'none'}; "
                                  f"exchanges {ex['Exchange']} shuffle, {ex['BroadcastExchange']} broadcast, "
                                  f"{ex['ReusedExchange']} reused{cost}")
+                lines.append(f"- main difference: {item['reason']}")
                 if item.get("differences"):
                     lines.append("- differs: " + "; ".join(item["differences"]))
                 elif "differences" in item:
@@ -709,7 +811,7 @@ def main(argv=None, spark: Any = None) -> dict:
         try:
             reports[name] = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise SystemExit(f"chosen_vs_fastest: cannot read the {name} report {path}: {common.one_line(exc)}")
+            raise SystemExit(f"chosen_vs_fastest: cannot read the {name} report {path}: {common.one_line(exc)}") from None
         if reports[name].get("config", {}).get("suite", "tpch") != name:
             raise SystemExit(f"chosen_vs_fastest: {path} is a report of suite "
                              f"{reports[name]['config'].get('suite')!r}, not {name!r}")
