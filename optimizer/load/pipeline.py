@@ -10,8 +10,9 @@ or in the module that owns it:
 3. **upgrade** older encodings (:mod:`optimizer.load.upgrade`: JSON on the document, while parsing; binary
    from the unknown fields protobuf kept);
 4. **shape checks** of the parsed plan: relations present, the expanded size (:func:`check_expanded_size`);
-5. the **function table** built, once: every later step and every consumer (the DAG, the cost model, the
-   write stage, the backend) is handed this one, and updates it when it declares a function;
+5. the **function table** built, once: the later steps are handed this one (and declare what they add in
+   it), and so is every consumer: the backend and the checker read it, the DAG (whose table the rules and
+   the cost model read) and the write stage, which declare functions, take a copy;
 6. **producer quirks** (DataFusion's simple CASE, grouping-set numbering: :mod:`optimizer.load.producer_quirks`,
    :mod:`optimizer.load.grouping_sets`) and **legacy conversions** (the projects without emit of DuckDB
    and older DataFusion) made explicit;
