@@ -153,7 +153,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
     from optimizer.cli.args import check_engine_args, plan_name, statistics_from_args
     from optimizer.difftest.harness import compare
-    from optimizer.plan_io import load_plan
+    from optimizer.load.pipeline import load
     from optimizer.schema.check import raise_for_problems
 
     # Bad input is reported before Spark starts.
@@ -166,8 +166,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
         empty_catalog = starts_empty_catalog(args)
     for source in args.inputs:
-        plan = load_plan(source)
-        raise_for_problems(plan)
+        loaded = load(source)
+        plan = loaded.plan
+        raise_for_problems(plan, loaded.declared)
         if engine == "spark":
             check_reads_before_spark(plan, args, empty_catalog)
         plans.append((plan_name(source), plan))
