@@ -178,9 +178,9 @@ class MetadataQuery:
         copy. Entries of relations the copy lacks (a rewrite's discarded candidates) are left behind.
         Handlers are not carried over: they belong to the fork's owner."""
         out = MetadataQuery(g, self.statistics, self.functions)
-        # A relation's set of needed columns is replaced, never changed (update_needed): shared.
-        for kind, entries in self._cache.items():
-            out._cache[kind].update((n, v) for n, v in entries.items() if n in g)
+        # Nothing holds the fork's dicts yet: made here. A relation's set of needed columns is replaced,
+        # never changed (update_needed): shared.
+        out._cache = {kind: {n: v for n, v in entries.items() if n in g} for kind, entries in self._cache.items()}
         if self._needs_known:
             out._needs_known = True
             out._readers = Readers({n: ps for n, ps in self._readers.items() if n in g})
