@@ -185,3 +185,60 @@ def test_confirmation_runs_alternate_and_time_both():
     times = tpch._confirm(lambda: calls.append("b"), lambda: calls.append("d"), 3)
     assert calls == ["b", "d", "d", "b", "b", "d"]
     assert [len(v) for v in times.values()] == [3, 3]
+
+
+@pytest.mark.spark
+def test_chosen_vs_fastest_reads_a_report_and_explains_the_worst_plan(spark, tmp_path):
+    """Two TPC-H queries of a synthetic report (SF 0.01): chosen / fastest, the model's pairwise ranking
+    beyond 10 % noise, and Spark's physical plans of Q3's chosen plan and of Spark CBO, its fastest."""
+    from benchmarks import chosen_vs_fastest
+
+    def plan(cost_original: float, cost_optimized: float) -> dict:
+        return {"estimated_cost_original": cost_original, "estimated_cost_optimized": cost_optimized,
+                "original_equal": True, "optimized_equal": True, "rules_fired": {"join_order": 1}}
+
+    def runs(**medians: float) -> dict:  # three runs whose median is the value
+        return {k.replace("__", "/"): [v * 1.01, v, v * 0.99] for k, v in medians.items()}
+
+    report = {"config": {"suite": "tpch", "scale_factor": 0.01, "machine": {"commit": "abc1234", "date": "x"}},
+              "queries": [
+                  {"query": 3, "plans": {"datafusion": plan(100, 50)}, "spark_cbo_equal": True,
+                   "times_s": runs(spark_default=1.0, spark_cbo=0.8, datafusion__original=1.2,
+                                   datafusion__optimized=1.0)},
+                  {"query": 6, "plans": {"datafusion": plan(10, 8), "duckdb": plan(12, 9)}, "spark_cbo_equal": True,
+                   "times_s": runs(spark_default=0.5, spark_cbo=0.45, datafusion__original=0.52,
+                                   datafusion__optimized=0.5, duckdb__original=0.6, duckdb__optimized=0.4)}]}
+    source = tmp_path / "tpch.json"
+    source.write_text(json.dumps(report))
+    out = chosen_vs_fastest.main(["--tpch", str(source), "--tpcds", "", "--explain-max", "1", "--out",
+                                  str(tmp_path)], spark=spark)
+    s = out["suites"]["tpch"]
+    rows = {(r["query"], r["producer"]): r for r in s["rows"]}
+    assert rows[(3, "datafusion")]["fastest"] == "spark_cbo"
+    assert rows[(3, "datafusion")]["chosen_vs_fastest"] == pytest.approx(1.25)
+    assert rows[(6, "datafusion")]["fastest"] == "duckdb/optimized"
+    assert rows[(6, "datafusion")]["chosen_vs_fastest"] == pytest.approx(1.25)
+    assert rows[(6, "duckdb")]["fastest_kind"] == "chosen"
+    assert s["chosen"]["by_producer"]["datafusion"]["geomean_chosen_vs_fastest"] == pytest.approx(1.25)
+    assert s["chosen"]["geomean_chosen_vs_fastest"] == pytest.approx(1.25 ** (2 / 3))
+    assert s["chosen"]["room_fastest_vs_spark_cbo"] == pytest.approx((1.0 * 0.4 / 0.45) ** 0.5)
+    # Q3: optimized cheaper and faster (right); Q6: five pairs beyond noise, one wrong (DataFusion's
+    # optimized plan is priced 8 against DuckDB's 9 but runs 0.5 s against 0.4 s), 0.52 / 0.5 within noise.
+    r = s["ranking"]
+    assert (r["pairs_right"], r["pairs_wrong"], r["pairs_within_noise"]) == (5, 1, 1)
+    assert [(p["query"], p["faster"], p["slower"]) for p in r["wrong"]] == [
+        (6, "duckdb/optimized", "datafusion/optimized")]
+    assert r["wrong"][0]["cost_ratio"] == pytest.approx(8 / 9)
+    # The worst plan (Q3, the first of the two at 1.25) explained without running: three tables, two joins each.
+    [item] = s["explain"]["plans"]
+    assert (item["query"], item["chosen"], item["fastest"]) == (3, "datafusion/optimized", "spark_cbo")
+    for role in ("chosen", "fastest"):
+        p = item[f"{role}_plan"]
+        assert sorted(x["table"] for x in p["scans"]) == ["customer", "lineitem", "orders"], p["scans"]
+        assert sum(p["join_strategies"].values()) == 2 and len(p["build_sides"]) == 2, p
+        assert all(t in p["join_tree"] for t in ("customer", "lineitem", "orders")), p["join_tree"]
+        assert "GreaterThan(l_shipdate,1995-03-15)" in str(p["scans"])
+    assert isinstance(item["differences"], list)
+    assert item["chosen_estimated_cost"] > 0
+    assert spark.conf.get("spark.sql.cbo.enabled", "false") == "false", "CBO confs are restored"
+    assert "Ranked wrong" in (tmp_path / "chosen_vs_fastest.md").read_text()
