@@ -54,6 +54,8 @@ EXPLAIN_ABOVE = 1.15
 EXPLAIN_MAX = 12
 SUITE_REPORTS = {"tpch": common.REPORT_DIR / "tpch.json", "tpcds": common.REPORT_DIR / "tpcds_sf1.json"}
 COMMAND = "python benchmarks/chosen_vs_fastest.py"
+#: Where the reading of this report (causes, fix candidates) is written up.
+DOC_SECTION = ("docs/benchmarks.md", "../benchmarks.md#why-the-chosen-plan-is-not-the-fastest-one-we-know")
 
 
 # ------------------------------------------------------------------------------------------ chosen / fastest
@@ -625,7 +627,7 @@ def findings(suites: dict) -> list[str]:
                 f"**{title}: part of the gap is noise picked as the slowest.** The {k['plans']} plans `make bench` "
                 f"timed again (chosen / Spark CBO over 1.1 in the main runs) read {common.fmt(k['geomean_main_chosen_vs_spark_cbo'])} "
                 f"in the main runs and {common.fmt(k['geomean_confirmed_chosen_vs_spark_cbo'])} in 9 more alternating "
-                "runs (geomean); the fastest of 4-8 noisy medians is likewise lower than the fastest plan is.")
+                "runs (geomean). The fastest of 4 to 8 noisy medians is biased low the same way.")
         r = s["ranking"]
         kinds = "; ".join(f"{k}: {v.get('right', 0)} right, {v.get('wrong', 0)} wrong, {v.get('tied', 0)} tied"
                           for k, v in r["by_kind"].items())
@@ -649,9 +651,10 @@ def findings(suites: dict) -> list[str]:
         if f and f["explained"]:
             kinds = ", ".join(f"{k} {n}" for k, n in f["difference_kinds"].items())
             lines.append(
-                f"**{title}: Spark's physical plans of the {f['explained']} worst pairs** differ in: {kinds} "
-                f"({f['identical_physical_plans']} pairs have the same physical plan: their time difference is "
-                "the runs' noise, not the plan). The chosen plan has more shuffle exchanges in {f['chosen_more_shuffles']}, "
+                f"**{title}: Spark's physical plans of the {f['explained']} worst pairs** differ in: {kinds}. "
+                + (f"{f['identical_physical_plans']} pairs have the same physical plan: their time difference is "
+                   "the runs' noise, not the plan. " if f["identical_physical_plans"] else "")
+                + f"The chosen plan has more shuffle exchanges in {f['chosen_more_shuffles']}, "
                 f"fewer in {f['chosen_fewer_shuffles']}; more sort-merge joins in "
                 f"{f['chosen_more_sort_merge_joins']}, fewer in {f['chosen_fewer_sort_merge_joins']}. "
                 f"Of the {f['confirmed']} with confirmation runs in `make bench`, {f['confirmed_within_noise']} "
@@ -719,6 +722,8 @@ def markdown(report: dict) -> str:
         "",
     ]
     lines += [f"- {f}" for f in report["findings"]]
+    lines += ["", "What the differences come from, read from the optimizer's estimates of these plans, and the fix "
+              f"candidates they point to: [{DOC_SECTION[0]}]({DOC_SECTION[1]})."]
     for name, s in report["suites"].items():
         title = "TPC-H" if name == "tpch" else "TPC-DS"
         c = s["chosen"]
