@@ -821,6 +821,40 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def report_problem(report: Any, suite: str) -> str | None:
+    """What makes ``report`` unusable as ``benchmarks/tpch.py``'s report of ``suite`` (None: usable).
+
+    >>> report_problem({"config": {"suite": "tpch", "scale_factor": 1}, "queries": [{"query": 1}]}, "tpch")
+    'queries[0] has no times_s object'
+    """
+    if not isinstance(report, dict) or not isinstance(report.get("config"), dict):
+        return "not a benchmarks/tpch.py report (no config object)"
+    config = report["config"]
+    if config.get("suite", "tpch") != suite:
+        return f"a report of suite {config.get('suite')!r}, not {suite!r}"
+    if not isinstance(config.get("scale_factor"), (int, float)) or config["scale_factor"] <= 0:
+        return "config.scale_factor is not a positive number"
+    if not isinstance(report.get("queries"), list):
+        return "no queries list"
+    for i, entry in enumerate(report["queries"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("query"), int):
+            return f"queries[{i}] has no query number"
+        if not isinstance(entry.get("times_s"), dict):
+            return f"queries[{i}] has no times_s object"
+        for key, runs in entry["times_s"].items():
+            if not isinstance(runs, list) or not all(isinstance(t, (int, float)) and t > 0 for t in runs):
+                return f"queries[{i}].times_s[{key!r}] is not a list of positive seconds"
+        plans = entry.get("plans", {})
+        if not isinstance(plans, dict) or not all(isinstance(v, dict) for v in plans.values()):
+            return f"queries[{i}].plans is not an object of objects"
+        for producer, info in plans.items():
+            for label in ("original", "optimized"):
+                cost = info.get(f"estimated_cost_{label}")
+                if cost is not None and (not isinstance(cost, (int, float)) or cost < 0):
+                    return f"queries[{i}].plans[{producer!r}].estimated_cost_{label} is not a cost"
+    return None
+
+
 def main(argv=None, spark: Any = None) -> dict:
     args = parse_args(argv)
     paths = {name: path for name, path in (("tpch", args.tpch), ("tpcds", args.tpcds)) if path}
@@ -829,10 +863,10 @@ def main(argv=None, spark: Any = None) -> dict:
         try:
             reports[name] = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise SystemExit(f"chosen_vs_fastest: cannot read the {name} report {path}: {common.one_line(exc)}") from None
-        if reports[name].get("config", {}).get("suite", "tpch") != name:
-            raise SystemExit(f"chosen_vs_fastest: {path} is a report of suite "
-                             f"{reports[name]['config'].get('suite')!r}, not {name!r}")
+            _fail(f"cannot read the {name} report {path}: {common.one_line(exc)}")
+        problem = report_problem(reports[name], name)
+        if problem:
+            _fail(f"{path}: {problem}")
     report = build_report(reports, noise=args.noise, above=args.explain_above, limit=args.explain_max,
                           explain=not args.no_explain, spark=spark,
                           paths={k: _relative(v) for k, v in paths.items()})
@@ -840,6 +874,12 @@ def main(argv=None, spark: Any = None) -> dict:
     common.write_report(args.out, args.name, report, markdown)
     print(f"wrote {Path(args.out) / args.name}.json and .md in {report['config']['wall_seconds']:g} s")
     return report
+
+
+def _fail(message: str) -> None:
+    """A bad input: one line on stderr naming it, exit status 2."""
+    print(f"chosen_vs_fastest: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _relative(path: str) -> str:

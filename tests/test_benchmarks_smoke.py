@@ -188,7 +188,7 @@ def test_confirmation_runs_alternate_and_time_both():
 
 
 @pytest.mark.spark
-def test_chosen_vs_fastest_reads_a_report_and_explains_the_worst_plan(spark, tmp_path):
+def test_chosen_vs_fastest_reads_a_report_and_explains_the_worst_plan(spark, tmp_path, capsys):
     """Two TPC-H queries of a synthetic report (SF 0.01): chosen / fastest, the model's pairwise ranking
     beyond 10 % noise, and Spark's physical plans of Q3's chosen plan and of Spark CBO, its fastest."""
     from benchmarks import chosen_vs_fastest
@@ -242,3 +242,11 @@ def test_chosen_vs_fastest_reads_a_report_and_explains_the_worst_plan(spark, tmp
     assert item["chosen_estimated_cost"] > 0
     assert spark.conf.get("spark.sql.cbo.enabled", "false") == "false", "CBO confs are restored"
     assert "Ranked wrong" in (tmp_path / "chosen_vs_fastest.md").read_text()
+    # a report without timings is refused in one line, exit status 2
+    del report["queries"][1]["times_s"]
+    source.write_text(json.dumps(report))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        chosen_vs_fastest.main(["--tpch", str(source), "--tpcds", "", "--no-explain", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"chosen_vs_fastest: {source}: queries[1] has no times_s object\n"
