@@ -127,11 +127,11 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         self.g = self.metadata.g
         self.statistics = self.metadata.statistics
         self._rows = self.metadata.entries(ROWS)
-        self.metadata.handle(ROWS, self.estimate)
-        self.metadata.handle(TABLE, self._table_estimate)
-        self.metadata.handle(SELECTIVITY, self._marginal_selectivities)
-        self.metadata.handle(SCHEMA, self._derive_schema)
-        self.metadata.handle(ROW_SIZE, self._derive_row_size)
+        self.metadata.serve(self, self._HANDLERS)
+
+    #: the kinds of :mod:`cost.metadata` this estimator computes, by method
+    _HANDLERS = {ROWS: "estimate", TABLE: "_table_estimate", SELECTIVITY: "_marginal_selectivities",
+                 SCHEMA: "_derive_schema", ROW_SIZE: "_derive_row_size"}
 
     # -- public ---------------------------------------------------------------------------------------
 
@@ -307,7 +307,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         if est.source == "hint" and est.width > 0:
             width = est.width
         else:
-            needed = self.needed(node)
+            needed = self.metadata.needed(node)
             width = sum((c.avg_len if c is not None and c.avg_len is not None else 8.0)
                         for i, c in enumerate(cols) if needed is None or i in needed)
         return evolve(est, rows=rows, width=max(width, 1.0), columns=cols)

@@ -51,7 +51,7 @@ True
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import networkx as nx
@@ -79,6 +79,10 @@ KINDS = (*BELOW, NEEDED, REFS)
 _UNKNOWN = object()
 
 
+def _nobody() -> None:
+    return None
+
+
 class MetadataQuery:
     """The metadata of the relations of ``g`` (see the module docstring): the one cache, the handlers
     that fill it, and what invalidates it. ``statistics``: a :class:`~cost.providers.StatisticsProvider`
@@ -95,9 +99,11 @@ class MetadataQuery:
         self._cache: dict[str, dict[int, Any]] = {kind: {} for kind in KINDS}
         #: whether the ``NEEDED`` entries are those of the DAG (computed, and brought up to date since)
         self._needs_known = False
-        #: kind -> the handler, held weakly where it is a method: its object (the estimator) holds this
-        #: query, and a cycle would keep both alive after their last use, until the garbage collector runs
-        self._handlers: dict[str, Callable[[], Callable[[int], Any] | None]] = {}
+        #: the object whose methods compute the kinds (:meth:`serve`), held weakly: it holds this query,
+        #: and a cycle would keep both alive after their last use, until the garbage collector runs
+        self._server: Callable[[], Any] = _nobody
+        #: kind -> the name of the server's method that computes it
+        self._handlers: Mapping[str, str] = {}
         #: each node's readers when its needs were computed, and the relations put in place since
         self._readers = Readers()
         self._needs_changed: set[int] = set()
@@ -115,19 +121,18 @@ class MetadataQuery:
 
     # -- the cache ------------------------------------------------------------------------------------
 
-    def handle(self, kind: str, handler: Callable[[int], Any]) -> None:
-        """Make ``handler(node)`` the computation of ``kind`` for :meth:`get`."""
-        if hasattr(handler, "__self__"):
-            self._handlers[kind] = weakref.WeakMethod(handler)  # type: ignore[arg-type]
-        else:
-            self._handlers[kind] = lambda: handler
+    def serve(self, server: object, handlers: Mapping[str, str]) -> None:
+        """Make ``server``'s methods, by name per kind in ``handlers``, the computations of the kinds for
+        :meth:`get`: ``getattr(server, handlers[kind])(node)``."""
+        self._server = weakref.ref(server)
+        self._handlers = handlers
 
     def get(self, kind: str, node: int) -> Any:
         """The value of ``kind`` for ``node``: kept, or computed by the kind's handler and kept."""
         entries = self._cache[kind]
         found = entries.get(node, _UNKNOWN)
         if found is _UNKNOWN:
-            found = entries[node] = self._handlers[kind]()(node)
+            found = entries[node] = getattr(self._server(), self._handlers[kind])(node)
         return found
 
     def entries(self, kind: str) -> dict[int, Any]:
@@ -176,7 +181,7 @@ class MetadataQuery:
         same node ids and relation messages), that starts with the values known so far for the
         relations ``g`` has: each depends only on the relation and the subtree below, the same in the
         copy. Entries of relations the copy lacks (a rewrite's discarded candidates) are left behind.
-        Handlers are not carried over: they belong to the fork's owner."""
+        Handlers are not carried over: the fork's owner serves them."""
         out = MetadataQuery(g, self.statistics, self.functions)
         # Nothing holds the fork's dicts yet: made here. A relation's set of needed columns is replaced,
         # never changed (update_needed): shared.
