@@ -63,10 +63,8 @@ def push_semi_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     vip`` on ``c_custkey``, a column of ``customer``:
 
     >>> from testing.builder import INNER, SEMI, Builder, before_after, join, read, ref
-    >>> b = Builder()
-    >>> c = read("customer", [("c_custkey", "i64")], rows=1.5e5)
-    >>> o = read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64")], rows=1.5e6)
-    >>> co = join(c, o, INNER, b.call("equal", ref(0), ref(2)))
+    >>> b, o = Builder(), read("orders", [("o_orderkey", "i64"), ("o_custkey", "i64")], rows=1.5e6)
+    >>> co = join(read("customer", [("c_custkey", "i64")], rows=1.5e5), o, INNER, b.call("equal", ref(0), ref(2)))
     >>> semi = join(co, read("vip", [("v_custkey", "i64")], rows=1e3), SEMI, b.call("equal", ref(0), ref(3)))
     >>> print(before_after(b.plan(semi, ["c", "o", "oc"]), RULE))
     Join(left_semi, (c_custkey#0 = v_custkey#3)) | Join(inner, (c_custkey#0 = o_custkey#2))
