@@ -791,7 +791,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
                 plan.CopyFrom(self.g.graph["plan"])
                 plan.ClearField("relations")
                 plan.relations.add().root.input.CopyFrom(rel)
-                sub = to_dag(plan)
+                sub = to_dag(plan, self.functions)  # the plan's table: not built again per subquery
                 est = CardinalityEstimator(sub, self.statistics, self.functions).estimate(sub.graph["roots"][0]["node"])
                 col = est.columns[0] if est.columns else None
                 if col is not None:

@@ -177,6 +177,22 @@ def test_an_uncorrelated_subquery_shares_the_plans_table(monkeypatch):
     assert len(built) == 1
 
 
+def test_a_scalar_subquery_the_estimator_evaluates_shares_the_plans_table(monkeypatch):
+    """``... WHERE a > (SELECT b FROM t WHERE a > 1 LIMIT 1)``: the cost model estimates the subquery's value
+    (:meth:`CardinalityEstimator.scalar_value`, a DAG of its own) with the plan's table, not one built again."""
+    doc = _filter_plan()
+    sub = {"fetch": {"input": json.loads(json.dumps(doc["relations"][0]["root"]["input"])),
+                     "countExpr": {"literal": {"i64": "1"}}}}
+    condition = doc["relations"][0]["root"]["input"]["project"]["input"]["filter"]["condition"]
+    condition["scalarFunction"]["arguments"][1] = {"value": {"subquery": {"scalar": {"input": sub}}}}
+    from optimizer.driver import estimated_cost
+
+    loaded = load(_text(doc))
+    built = _count_tables(monkeypatch)
+    assert estimated_cost(loaded) > 0
+    assert len(built) == 0
+
+
 def test_the_dag_and_the_writer_copy_the_loaded_table_and_leave_it_alone(monkeypatch):
     copied: list[FunctionTable] = []
     original = FunctionTable.copy
