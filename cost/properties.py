@@ -59,6 +59,7 @@ set, expand, extensions     none                                            any 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,6 +215,26 @@ def join_keys(g: nx.DiGraph, node: int, functions: Any = None) -> list[tuple[int
     return []
 
 
+def _children_first(g: nx.DiGraph, node: int, memo: dict[int, Any], compute: Callable[[int], Any]) -> Any:
+    """``memo[node]``, computed with ``compute`` for it and for every relation below it not in ``memo`` yet,
+    children first (a relation's value reads its inputs' from ``memo``); a loop, not recursion: plans nest
+    deeper than Python's stack."""
+    found = memo.get(node)
+    if found is not None:
+        return found
+    stack = [node]
+    while stack:  # not below a relation whose value is known
+        n = stack[-1]
+        missing = [c for c in g.successors(n) if c not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if n not in memo:
+            memo[n] = compute(n)
+    return memo[node]
+
+
 # --------------------------------------------------------------------------------------------------
 # Ordering
 # --------------------------------------------------------------------------------------------------
@@ -225,20 +246,7 @@ def ordering(g: nx.DiGraph, node: int, *, strict: bool = False, memo: dict[int, 
     orderings of relations known already for this ``strict`` (a relation's depends only on the subtree
     below it), filled in with those computed here."""
     memo = {} if memo is None else memo
-    found = memo.get(node)
-    if found is not None:
-        return found
-    stack = [node]
-    while stack:  # children first, not below a relation whose ordering is known
-        n = stack[-1]
-        missing = [c for c in g.successors(n) if c not in memo]
-        if missing:
-            stack.extend(missing)
-            continue
-        stack.pop()
-        if n not in memo:
-            memo[n] = _ordering(g, n, memo, strict)
-    return memo[node]
+    return _children_first(g, node, memo, lambda n: _ordering(g, n, memo, strict))
 
 
 def _ordering(g: nx.DiGraph, node: int, memo: dict[int, Ordering], strict: bool) -> Ordering:
@@ -358,20 +366,7 @@ def distribution(g: nx.DiGraph, node: int, memo: dict[int, Distribution] | None 
     distributions of relations known already (a relation's depends only on the subtree below it),
     filled in with those computed here; ``functions``: the plan's function table."""
     memo = {} if memo is None else memo
-    found = memo.get(node)
-    if found is not None:
-        return found
-    stack = [node]
-    while stack:  # children first, not below a relation whose distribution is known
-        n = stack[-1]
-        missing = [c for c in g.successors(n) if c not in memo]
-        if missing:
-            stack.extend(missing)
-            continue
-        stack.pop()
-        if n not in memo:
-            memo[n] = _distribution(g, n, memo, functions)
-    return memo[node]
+    return _children_first(g, node, memo, lambda n: _distribution(g, n, memo, functions))
 
 
 def _remap_distribution(d: Distribution, mapping: dict[int, list[int]] | None) -> Distribution:
