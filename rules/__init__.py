@@ -22,6 +22,7 @@ from optimizer.rules import (
     join_order,
     order_conjuncts,
     push_filters,
+    push_semi_joins,
     reduce_aggregate_input,
     simplify_predicates,
     sort_fetch_to_topn,
@@ -49,6 +50,10 @@ RULES: list[Rule] = [
     # logical
     # Filters go down to the reads and into the joins, so the join order sees the filtered sizes.
     push_filters.RULE,
+    # A semi join goes below the inner joins to the input its condition reads, as a filter would: before
+    # join_order, which then orders the joins over the filtered input, and before implement_joins, which
+    # sizes them by it. Priced rewrite by rewrite (the whole plan), so the phase is not undone for it.
+    push_semi_joins.RULE,
     # join_order
     # Before join_order: a semi join under a DISTINCT becomes an inner join, which join_order may move.
     distinct_semi_join_to_inner.RULE,
