@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 from substrait.proto import Plan
 
-from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, reused_broadcasts, to_dag
+from optimizer.dag import annotate_schemas, copy_dag, from_dag, inputs, to_dag
 from optimizer.engine import (  # noqa: F401  (COST_TOLERANCE: the tests' and benchmarks' name)
     COST_TOLERANCE,
     PHASE_POLICIES,
@@ -34,6 +34,7 @@ from optimizer.engine import (  # noqa: F401  (COST_TOLERANCE: the tests' and be
     Policy,
     Rule,
     costlier,
+    plan_price,
     run_phase,
 )
 from optimizer.expr_utils import FunctionRegistrar
@@ -451,16 +452,8 @@ def _discard(ctx: PlanContext) -> None:
 
 
 def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:
-    """The estimated cost of the whole plan in ``ctx.g``: every relation reachable from a root, once (a
-    subtree shared by several parents, or written as a plan relation of its own for ``ReferenceRel``s to
-    read, is computed once). ``bindable``: each logical join priced as the cheaper of what Spark would
-    run and what ``implement_joins`` can bind (:meth:`cost.model.CostModel.node_cost`)."""
-    nodes: set[int] = set()
-    for root in ctx.g.graph["roots"]:
-        nodes.add(root["node"])
-        nodes |= nx.descendants(ctx.g, root["node"])
-    priced = nodes - reused_broadcasts(ctx.g, nodes)  # a broadcast Spark reuses costs nothing again
-    return sum(ctx.cost_model.node_cost(ctx.g, n, ctx.estimator, bindable=bindable).total for n in priced)
+    """The estimated cost of the whole plan in ``ctx.g`` (:func:`optimizer.engine.plan_price`)."""
+    return plan_price(ctx.g, ctx.estimator, ctx.cost_model, bindable)
 
 
 def estimated_cost(plan: Plan | LoadedPlan | Any, *, statistics: Any = None, config: OptimizerConfig | None = None) -> float:

@@ -96,6 +96,19 @@ PHASES = tuple(p.name for p in PHASE_POLICIES)
 COST_TOLERANCE = 1e-9
 
 
+def plan_price(g: nx.DiGraph, estimator: CardinalityEstimator, cost_model: CostModel, bindable: bool = False) -> float:
+    """The estimated cost of the whole plan in ``g``: every relation reachable from a root, once (a
+    subtree shared by several parents, or written as a plan relation of its own for ``ReferenceRel``s to
+    read, is computed once). ``bindable``: each logical join priced as the cheaper of what Spark would
+    run and what ``implement_joins`` can bind (:meth:`cost.model.CostModel.node_cost`)."""
+    nodes: set[int] = set()
+    for root in g.graph["roots"]:
+        nodes.add(root["node"])
+        nodes |= nx.descendants(g, root["node"])
+    priced = nodes - reused_broadcasts(g, nodes)  # a broadcast Spark reuses costs nothing again
+    return sum(cost_model.node_cost(g, n, estimator, bindable=bindable).total for n in priced)
+
+
 def costlier(after: float, before: float) -> bool:
     """Whether cost ``after`` is above cost ``before`` by more than :data:`COST_TOLERANCE`."""
     return after > before * (1 + COST_TOLERANCE)

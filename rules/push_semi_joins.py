@@ -42,8 +42,17 @@ from __future__ import annotations
 import networkx as nx
 from substrait.proto import JoinRel, Rel
 
-from optimizer.dag import copy_dag, inputs, reused_broadcasts, subtree_key, uses
-from optimizer.engine import NewRel, Replacement, Rule, RuleContext, add_subgraph, costlier, replace_node
+from optimizer.dag import copy_dag, inputs, subtree_key, uses
+from optimizer.engine import (
+    NewRel,
+    Replacement,
+    Rule,
+    RuleContext,
+    add_subgraph,
+    costlier,
+    plan_price,
+    replace_node,
+)
 from optimizer.expr_utils import (
     field_index,
     has_subquery,
@@ -173,19 +182,10 @@ def _not_costlier(g: nx.DiGraph, node: int, replacement: NewRel, ctx: RuleContex
     new_root = add_subgraph(scratch, replacement, _schema_deriver(scratch, ctx))
     replace_node(scratch, node, new_root)
     estimator.invalidate(new_root)
-    if costlier(_plan_price(scratch, estimator, ctx), _plan_price(g, ctx.estimator, ctx)):
+    if costlier(plan_price(scratch, estimator, ctx.cost_model), plan_price(g, ctx.estimator, ctx.cost_model)):
         declined.add(key)
         return False
     return True
-
-
-def _plan_price(g: nx.DiGraph, estimator, ctx: RuleContext) -> float:
-    """The whole plan's price, every relation reached from a root once (a broadcast Spark reuses is free)."""
-    nodes: set[int] = set()
-    for root in g.graph["roots"]:
-        nodes |= {root["node"]} | nx.descendants(g, root["node"])
-    priced = nodes - reused_broadcasts(g, nodes)
-    return sum(ctx.cost_model.node_cost(g, n, estimator).total for n in priced)
 
 
 def _schema_deriver(g: nx.DiGraph, ctx: RuleContext):
