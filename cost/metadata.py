@@ -26,6 +26,7 @@ kind              value of a relation                                  handler
                                                                        once, then what rewrites changed
 ``REFS``          the columns a relation's own expressions read        :mod:`cost.needed_columns`; valid while the
                                                                        relation keeps its ``Rel``: never forgotten
+``UNIQUE_KEYS``   the sets of output columns no two rows agree on      :mod:`cost.uniqueness`, inputs first
 ================  ===================================================  ============================================
 
 Besides, plan-wide and not per relation: the numbers given to column origins in predicate fingerprints
@@ -56,6 +57,7 @@ from typing import Any
 
 import networkx as nx
 from optimizer.cost.needed_columns import Readers, add_candidate, needed_columns, update_needed
+from optimizer.cost.uniqueness import Keys, unique_keys
 
 from optimizer.dag import ChangeMark, change_mark, removed_since
 from optimizer.load.functions import FunctionTable
@@ -70,10 +72,11 @@ SCHEMA = "schema"
 ROW_SIZE = "row_size"
 NEEDED = "needed"
 REFS = "refs"
+UNIQUE_KEYS = "unique_keys"
 
 #: The kinds whose value depends on the subtree below the relation: forgotten for the readers of a
 #: relation put in place of another.
-BELOW = (ROWS, DISTRIBUTION, ORDERING, FILTER_STEPS, TABLE, SELECTIVITY, SCHEMA, ROW_SIZE)
+BELOW = (ROWS, DISTRIBUTION, ORDERING, FILTER_STEPS, TABLE, SELECTIVITY, SCHEMA, ROW_SIZE, UNIQUE_KEYS)
 KINDS = (*BELOW, NEEDED, REFS)
 
 _UNKNOWN = object()
@@ -209,6 +212,10 @@ class MetadataQuery:
             memo = self._fingerprints = (self.functions, {})
         return memo[1]
 
+    def unique_keys(self, node: int) -> Keys:
+        """The unique keys of ``node``'s output (:mod:`cost.uniqueness`), its inputs' kept as they are found."""
+        return unique_keys(self.g, node, self._cache[UNIQUE_KEYS])
+
     # -- needed columns ---------------------------------------------------------------------------------
 
     def needed(self, node: int) -> set[int] | None:
@@ -244,4 +251,4 @@ class MetadataQuery:
 
 
 __all__ = ["BELOW", "DISTRIBUTION", "FILTER_STEPS", "KINDS", "NEEDED", "ORDERING", "REFS", "ROWS", "ROW_SIZE",
-           "SCHEMA", "SELECTIVITY", "TABLE", "MetadataQuery"]
+           "SCHEMA", "SELECTIVITY", "TABLE", "UNIQUE_KEYS", "MetadataQuery"]
