@@ -73,7 +73,7 @@ fuzz: install fuzz-hostile
 mutate: install
 	$(PY) -m testing.mutate $(ARGS)
 
-# TPC-H SF 1 (three producers, ~21 min), then TPC-DS SF 1 (DataFusion's 99 plans, ~38 min); each writes
+# TPC-H SF 1 (three producers, ~21 min), then TPC-DS SF 1 (DataFusion's 99 plans and DuckDB's ~47, ~45 min); each writes
 # docs/benchmarks/. e.g. make bench ARGS='--scale 0.01 --queries 3,5' TPCDS_ARGS='--scale 0.1 --reps 5 --name tpcds_sf0.1'
 TPCDS_ARGS ?=
 bench: install

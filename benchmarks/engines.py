@@ -48,7 +48,6 @@ TARGETS = ("datafusion", "duckdb", "acero")
 SUITE_PRODUCERS = {"tpch": ("datafusion", "duckdb", "isthmus"), "tpcds": ("datafusion", "duckdb")}
 VERDICTS = ("right", "refused", "error", "wrong")
 FORMS = ("original", "optimized")
-_ROLLUP = re.compile(r"\brollup\s*\(", re.IGNORECASE)
 #: No optimized plan may take longer than SPEED_LIMIT times its baseline (issue 43).
 SPEED_LIMIT = 1.1
 #: A ratio above CONFIRM_ABOVE in the main runs is timed CONFIRM_REPS more times, both forms alternating
@@ -119,8 +118,7 @@ def tpch_plans(data_dir: Path, tables: dict[str, Path], producers: list[str], qu
 
 
 def tpcds_plans(data_dir: Path, producers: list[str], queries: list[int]) -> Plans:
-    from workloads.producers import DUCKDB_TPCDS_WRONG
-    from workloads.tpcds import datafusion_tpcds_plans, duckdb_tpcds_plans, tpcds_queries
+    from workloads.tpcds import datafusion_tpcds_plans, duckdb_tpcds_plans, producer_bug, tpcds_queries
 
     texts = tpcds_queries()
     out = Plans()
@@ -131,11 +129,8 @@ def tpcds_plans(data_dir: Path, producers: list[str], queries: list[int]) -> Pla
         for q, plan in makers[producer](data_dir, tuple(queries)).items():
             if not isinstance(plan, bytes):
                 out.excluded[f"{producer} Q{q}"] = f"not produced: {common.one_line(plan)}"
-            elif producer == "duckdb" and q in DUCKDB_TPCDS_WRONG:
-                out.excluded[f"{producer} Q{q}"] = DUCKDB_TPCDS_WRONG[q]
-            elif producer == "duckdb" and _ROLLUP.search(texts[q]):
-                out.excluded[f"{producer} Q{q}"] = ("wrong plan: DuckDB 1.1.3 writes ROLLUP as its full "
-                                                    "grouping set only (docs/semantics.md)")
+            elif bug := producer_bug(q, producer):
+                out.excluded[f"{producer} Q{q}"] = bug
             else:
                 out.raw[(producer, q)] = plan
                 out.sql[(producer, q)] = texts[q]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import re
 import subprocess
 import sys
 import time
@@ -30,8 +29,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import get_session, parse_queries  # noqa: E402
-from workloads.producers import DUCKDB_TPCDS_WRONG  # noqa: E402
-from workloads.tpcds import PRODUCERS, Outcome, generate_tpcds, run_tpcds, tpcds_queries  # noqa: E402
+from workloads.tpcds import PRODUCERS, Outcome, generate_tpcds, producer_bug, run_tpcds  # noqa: E402
 
 
 def _commit() -> str:
@@ -43,20 +41,6 @@ def _commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return out.stdout.strip()
-
-
-_ROLLUP = re.compile(r"\brollup\s*\(", re.IGNORECASE)
-
-
-def producer_bug(query: int, producer: str) -> str | None:
-    """Why ``producer``'s plan of ``query`` means another query, if it does."""
-    if producer != "duckdb":
-        return None
-    if query in DUCKDB_TPCDS_WRONG:
-        return DUCKDB_TPCDS_WRONG[query]
-    if _ROLLUP.search(tpcds_queries()[query]):
-        return "ROLLUP written as its full grouping set only (the plan means GROUP BY all keys)"
-    return None
 
 
 def _cell(outcome: Outcome, bug: str | None) -> str:

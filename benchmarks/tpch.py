@@ -73,11 +73,12 @@ class Suite:
 
 
 TPCH = Suite("tpch", "TPC-H", tuple(range(1, 23)), tuple(common.PRODUCERS), TARGET_GEOMEAN_VS_CBO, JOIN_HEAVY)
-#: TPC-DS: DataFusion writes all 99 plans (DuckDB about half, without correlated subqueries). Spark SQL
+#: TPC-DS: DataFusion writes all 99 plans, DuckDB about half (no correlated subqueries; those that mean
+#: another query, :func:`workloads.tpcds.producer_bug`, are not timed). Spark SQL
 #: runs DuckDB's query texts; DuckDB's answer to the text is the expected one (as in tests/test_tpcds.py).
 #: DuckDB's texts name columns with double quotes (``AS "order count"``): identifiers, as in ANSI SQL
 #: (Spark reads them so only with ANSI mode and ``doubleQuotedIdentifiers``, set for Spark SQL's runs).
-TPCDS = Suite("tpcds", "TPC-DS", tuple(range(1, 100)), ("datafusion",), 0.95, duckdb_oracle=True,
+TPCDS = Suite("tpcds", "TPC-DS", tuple(range(1, 100)), ("datafusion", "duckdb"), 0.85, duckdb_oracle=True,
               sql_conf=(("spark.sql.ansi.enabled", "true"), ("spark.sql.ansi.doubleQuotedIdentifiers", "true")))
 SUITES = {s.name: s for s in (TPCH, TPCDS)}
 
@@ -106,7 +107,7 @@ def suite_plans(suite: Suite, data_dir: Path, tables: dict[str, Path], producers
     if suite is not TPCDS:
         return common.tpch_plans(tables, producers, queries, errors)
     from optimizer.plan_io import load_plan
-    from workloads.tpcds import datafusion_tpcds_plans, duckdb_tpcds_plans
+    from workloads.tpcds import datafusion_tpcds_plans, duckdb_tpcds_plans, producer_bug
 
     makers = {"datafusion": datafusion_tpcds_plans, "duckdb": duckdb_tpcds_plans}
     plans: dict[tuple[str, int], Any] = {}
@@ -115,17 +116,19 @@ def suite_plans(suite: Suite, data_dir: Path, tables: dict[str, Path], producers
             errors.update({(producer, q): f"no {producer} plans of TPC-DS" for q in queries})
             continue
         for q, plan in makers[producer](data_dir, tuple(queries)).items():
-            if isinstance(plan, bytes):
-                plans[(producer, q)] = load_plan(plan)
-            else:
+            if not isinstance(plan, bytes):
                 errors[(producer, q)] = common.one_line(plan)
+            elif bug := producer_bug(q, producer):  # the plan means another query: not timed
+                errors[(producer, q)] = bug
+            else:
+                plans[(producer, q)] = load_plan(plan)
     return plans
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = common.report_parser(__doc__, "tpch", queries=True)
     p.add_argument("--suite", choices=sorted(SUITES), default="tpch",
-                   help="tpch (default) or tpcds (DataFusion's 99 plans; answers checked against DuckDB)")
+                   help="tpch (default) or tpcds (DataFusion's 99 plans and DuckDB's; answers checked against DuckDB)")
     p.add_argument("--producers", default=None,
                    help="comma-separated: datafusion,duckdb,isthmus (default: the suite's producers)")
     p.add_argument("--optimize-reps", type=int, default=5, help="optimizer runs per plan (median; default 5)")

@@ -14,19 +14,16 @@ fixture (two plans at a time); the tests then read the verdicts. With ``SUBSTRAI
 from __future__ import annotations
 
 import os
-import re
 import time
 from pathlib import Path
 
 import pytest
 
-from workloads.producers import DUCKDB_TPCDS_WRONG
-from workloads.tpcds import PRODUCERS, generate_tpcds, run_tpcds, tpcds_queries
+from workloads.tpcds import PRODUCERS, generate_tpcds, producer_bug, run_tpcds, tpcds_queries
 
 pytestmark = pytest.mark.spark
 
 QUERIES = tuple(range(1, 100))
-_ROLLUP = re.compile(r"\brollup\s*\(", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +44,7 @@ def tpcds_results(spark):
 
 def _duckdb_not_compared() -> dict[int, str]:
     """DuckDB's plans whose answers are not DuckDB's answer to the SQL: not run, the tests skip them."""
-    texts = tpcds_queries()
-    skipped = {n: "DuckDB 1.1.3 writes ROLLUP as its full grouping set only: the plan means another query"
-               for n in QUERIES if _ROLLUP.search(texts[n])}
-    skipped.update({n: f"DuckDB 1.1.3's plan: {why}" for n, why in DUCKDB_TPCDS_WRONG.items()})
-    return skipped
+    return {n: f"DuckDB 1.1.3's plan: {bug}" for n in QUERIES if (bug := producer_bug(n, "duckdb"))}
 
 
 def _check(outcomes) -> None:
