@@ -13,6 +13,7 @@ from optimizer.rules import (
     annotate_estimates,
     decorrelate_scalar_subquery,
     distinct_semi_join_to_inner,
+    eliminate_joins,
     eliminate_outer_joins,
     exists_to_semi_join,
     extract_join_conditions,
@@ -50,6 +51,10 @@ RULES: list[Rule] = [
     # logical
     # Filters go down to the reads and into the joins, so the join order sees the filtered sizes.
     push_filters.RULE,
+    # After push_filters (a join's condition holds every conjunct it can): a join to an input unique on
+    # the join columns that nothing above reads goes (outer) or becomes a semi join (inner); before
+    # push_semi_joins, which moves that semi join, and join_order, which has one input fewer to order.
+    eliminate_joins.RULE,
     # A semi join goes below the inner joins to the input its condition reads, as a filter would: before
     # join_order, which then orders the joins over the filtered input, and before implement_joins, which
     # sizes them by it. Priced rewrite by rewrite (the whole plan), so the phase is not undone for it.
