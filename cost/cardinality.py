@@ -68,6 +68,7 @@ from optimizer.cost.join_estimates import JoinEstimates
 from optimizer.cost.metadata import (
     DISTRIBUTION,
     FILTER_STEPS,
+    LEARNED,
     ROW_SIZE,
     ROWS,
     SCHEMA,
@@ -131,7 +132,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
 
     #: the kinds of :mod:`cost.metadata` this estimator computes, by method
     _HANDLERS = {ROWS: "estimate", TABLE: "_table_estimate", SELECTIVITY: "_marginal_selectivities",
-                 SCHEMA: "_derive_schema", ROW_SIZE: "_derive_row_size"}
+                 SCHEMA: "_derive_schema", ROW_SIZE: "_derive_row_size", LEARNED: "_learned_key"}
 
     # -- public ---------------------------------------------------------------------------------------
 
@@ -211,6 +212,8 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
             log.debug("cardinality: default estimate for node %s (%s): %s", node, kind, e, exc_info=True)
             est = self._default(node, children)
         est = self._hinted(rel, est)
+        if self.metadata.learned is not None:
+            est = self._learned(node, est)
         est = self._finish(node, est)
         return evolve(est, spark_bytes=self._spark_bytes(node, kind, rel, est, children))
 
@@ -286,6 +289,24 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         fraction = rows / est.rows if est.rows > 0 else 1.0
         cols = [scale_column(c, est.rows, min(fraction, 1.0), rows) for c in est.columns]
         return evolve(est, rows=float(rows), width=float(size) if size else est.width, columns=cols, source="hint")
+
+    def _learned(self, node: int, est: RelEstimate) -> RelEstimate:
+        """``est`` with the rows the subtree at ``node`` produced when it ran, where the learned rows
+        (:mod:`cost.learned`) know them: they win over the plan's hint and the estimate, and the
+        relations above build on them (its columns' NDVs scaled as a hint's are)."""
+        rows = self.metadata.learned.rows(self.metadata.get(LEARNED, node))
+        if rows is None:
+            return est
+        fraction = rows / est.rows if est.rows > 0 else 1.0
+        cols = [scale_column(c, est.rows, min(fraction, 1.0), rows) for c in est.columns]
+        return evolve(est, rows=rows, columns=cols)
+
+    def _learned_key(self, node: int):
+        """The key of the subtree at ``node`` in the learned rows (None: it has none)."""
+        below = [self.metadata.get(LEARNED, c) for c in inputs(self.g, node)]
+        if any(k is None for k in below):
+            return None
+        return self.metadata.learned.relation_key(self.g.nodes[node]["rel"], below, self.functions)
 
     def _finish(self, node: int, est: RelEstimate) -> RelEstimate:
         rows = max(float(est.rows), 0.0)

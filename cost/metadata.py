@@ -27,7 +27,13 @@ kind              value of a relation                                  handler
 ``REFS``          the columns a relation's own expressions read        :mod:`cost.needed_columns`; valid while the
                                                                        relation keeps its ``Rel``: never forgotten
 ``UNIQUE_KEYS``   the sets of output columns no two rows agree on      :mod:`cost.uniqueness`, inputs first
+``LEARNED``       the key of the subtree in the learned rows           ``CardinalityEstimator`` with a store
+                  (:meth:`cost.learned.LearnedRows.relation_key`)      (:attr:`MetadataQuery.learned`) only
 ================  ===================================================  ============================================
+
+The learned rows (:mod:`cost.learned`) come with the statistics (a
+:class:`~cost.learned.LearnedStatistics`' ``learned``, :attr:`MetadataQuery.learned`); without them the
+``ROWS`` handler never asks for a ``LEARNED`` key.
 
 Besides, plan-wide and not per relation: the numbers given to column origins in predicate fingerprints
 (:attr:`MetadataQuery.origin_ids`), the fingerprints by function table (:meth:`fingerprints`) and the
@@ -73,10 +79,11 @@ ROW_SIZE = "row_size"
 NEEDED = "needed"
 REFS = "refs"
 UNIQUE_KEYS = "unique_keys"
+LEARNED = "learned"
 
 #: The kinds whose value depends on the subtree below the relation: forgotten for the readers of a
 #: relation put in place of another.
-BELOW = (ROWS, DISTRIBUTION, ORDERING, FILTER_STEPS, TABLE, SELECTIVITY, SCHEMA, ROW_SIZE, UNIQUE_KEYS)
+BELOW = (ROWS, DISTRIBUTION, ORDERING, FILTER_STEPS, TABLE, SELECTIVITY, SCHEMA, ROW_SIZE, LEARNED, UNIQUE_KEYS)
 KINDS = (*BELOW, NEEDED, REFS)
 
 _UNKNOWN = object()
@@ -97,6 +104,8 @@ class MetadataQuery:
         if functions is None:
             functions = g.graph.get("functions", FunctionTable([]))
         self.functions = functions
+        #: The learned rows of subtrees (:class:`cost.learned.LearnedRows`) the statistics carry, or None.
+        self.learned = getattr(statistics, "learned", None)
         #: kind -> relation -> value. A kind's dict is never replaced (only cleared), so a handler may
         #: hold it (the ``ROWS`` handler does, on the estimator's hot path).
         self._cache: dict[str, dict[int, Any]] = {kind: {} for kind in KINDS}
@@ -250,5 +259,5 @@ class MetadataQuery:
             rows.pop(n, None)
 
 
-__all__ = ["BELOW", "DISTRIBUTION", "FILTER_STEPS", "KINDS", "NEEDED", "ORDERING", "REFS", "ROWS", "ROW_SIZE",
+__all__ = ["BELOW", "DISTRIBUTION", "FILTER_STEPS", "KINDS", "LEARNED", "NEEDED", "ORDERING", "REFS", "ROWS", "ROW_SIZE",
            "SCHEMA", "SELECTIVITY", "TABLE", "UNIQUE_KEYS", "MetadataQuery"]

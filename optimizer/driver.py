@@ -186,7 +186,10 @@ class OptimizeResult:
                                  f"({_delta(before, after)})")
             if p.declined:
                 lines.append(f"  {'':<10} {'':>10}    declined (costlier): {len(p.declined)}")
-        for key, what in (("pricing", "the plan priced between phases (statistics read on first use)"), ("write", "the plan written back")):
+        for key, what in (("pricing", "the plan priced between phases (statistics read on first use)"),
+                          ("learned", "the plan optimized the other way, with or without the learned rows, "
+                                      "not kept (priced higher with them)"),
+                          ("write", "the plan written back")):
             if key in self.timings:
                 lines.append(f"  {key:<10} {self.timings[key] * 1000:7.1f} ms  {what}")
         if self.timings:
@@ -269,7 +272,10 @@ class Optimizer:
         from optimizer.write import write_for_target
 
         start = time.perf_counter()
-        result, functions = self._run(plan)
+        if getattr(self.statistics, "learned", None) is not None:
+            result, functions = self._learned_or_not(load(plan))
+        else:
+            result, functions = self._run(plan)
         written = time.perf_counter()
         result.plan = write_for_target(LoadedPlan(result.plan, functions), self.target)
         result.seconds = time.perf_counter() - start
@@ -302,6 +308,29 @@ class Optimizer:
         functions = self._optimize_subqueries(result, run.ctx.functions)
         result.seconds = time.perf_counter() - start
         return result, functions
+
+    def _learned_or_not(self, loaded: LoadedPlan) -> tuple[OptimizeResult, FunctionTable]:
+        """With learned rows (:class:`cost.learned.LearnedStatistics`): the plan optimized with them and the
+        plan optimized without them, whichever the model prices lower with them (a tie keeps the
+        learned one). The search is not exhaustive: each phase is judged on its own, and the learned rows
+        correct only the subtrees that ran, so other numbers may lead it to a plan that, priced over the
+        better numbers, is dearer than the one it finds without them. Priced by the same model, the
+        plan kept is never costlier than the plan the optimizer gives without the learned rows. Each is
+        priced without the row counts in its hints (:func:`_without_row_hints`): those are the estimates
+        its own run wrote (the annotate phase), which would stand in for the learned model's."""
+        learned, functions = self._run(loaded)
+        plain_optimizer = Optimizer(self.statistics.without_learned, self.capabilities, self.config,
+                                    self.rules, self.target, keep_plans=self.keep_plans)
+        plain, plain_functions = plain_optimizer._run(loaded)
+        learned_cost, plain_cost = (
+            estimated_cost(LoadedPlan(_without_row_hints(r.plan), table), statistics=self.statistics,
+                           config=self.config)
+            for r, table in ((learned, functions), (plain, plain_functions)))
+        if learned_cost > plain_cost:
+            plain.timings["learned"] = learned.seconds
+            return plain, plain_functions
+        learned.timings["learned"] = plain.seconds
+        return learned, functions
 
     def _policy(self, phase: Phase) -> Policy:
         """The phase's policy for this target: :attr:`Policy.WITH_NEXT` only where the next phase runs as
@@ -449,6 +478,23 @@ def _discard(ctx: PlanContext) -> None:
     dropped, it and all it holds would wait for the garbage collector's next full pass, which walks
     every object alive: emptied, its relations, estimates and schemas go at once."""
     ctx.g.clear()
+
+
+def _without_row_hints(plan: Plan) -> Plan:
+    """A copy of ``plan`` without ``hint.stats`` in any relation (each ``RelCommon`` of the plan)."""
+    out = Plan()
+    out.CopyFrom(plan)
+    stack: list[Any] = [out]
+    while stack:
+        message = stack.pop()
+        if message.DESCRIPTOR.full_name == "substrait.RelCommon":
+            if message.HasField("hint"):
+                message.hint.ClearField("stats")
+            continue
+        for fd, value in message.ListFields():
+            if fd.type == fd.TYPE_MESSAGE and not fd.message_type.GetOptions().map_entry:
+                stack.extend(value if fd.label == fd.LABEL_REPEATED else (value,))
+    return out
 
 
 def plan_cost(ctx: PlanContext, bindable: bool = False) -> float:

@@ -92,9 +92,50 @@ def statistics_from_args(args: argparse.Namespace, spark: Any = None):
         spark = None
     elif spark is None:
         spark = lazy_spark_from_args(args)
-    return default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
-                              catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
-                              files=file_access(args))
+    statistics = default_statistics(spark=spark, tables=tables or None, stats_file=stats_file or None,
+                                    catalog=catalog, analyze_tables=getattr(args, "analyze_tables", False),
+                                    files=file_access(args))
+    learned = learned_rows_from_args(args)
+    if learned is None:
+        return statistics
+    from optimizer.cost.learned import LearnedStatistics
+
+    return LearnedStatistics(statistics, learned)
+
+
+def add_learn_argument(p: argparse.ArgumentParser, *, reads: bool, records: str | None) -> None:
+    """``--learn``: learn from execution. ``reads``: the command's estimates take the rows subtrees produced
+    when they ran; ``records``: when the command records them (None: never)."""
+    store = ("kept in the statistics cache ($XDG_CACHE_HOME/substrait-optimizer/learned-rows.json; only "
+             "subtrees reading tables under --tables)")
+    parts = []
+    if reads:
+        parts.append("estimate each subtree that ran before (the same relations over the same tables, their "
+                     "files unchanged) at the rows it produced")
+    if records:
+        parts.append(f"{records}, record each relation's actual rows")
+    p.add_argument("--learn", action="store_true",
+                   help="learn from execution: " + "; ".join(parts) + f"; {store}; see docs/statistics.md")
+
+
+def learned_rows_from_args(args: argparse.Namespace):
+    """The learned rows (:class:`optimizer.cost.learned.LearnedRows`) of ``--learn`` for the tables of
+    ``--tables``, in the statistics cache beside Spark's statistics; None without ``--learn``."""
+    if not getattr(args, "learn", False):
+        return None
+    from optimizer.cost.learned import LearnedRows, learned_path
+    from optimizer.spark.statistics import default_cache_path
+
+    tables = getattr(args, "tables", None) or None
+    return LearnedRows(learned_path(default_cache_path()), tables)
+
+
+def save_learned(learned) -> None:
+    """Write what ``learned`` recorded into its file; a file that cannot be written is exit 2 naming it."""
+    try:
+        learned.save()
+    except OSError as e:
+        raise PlanError(f"cannot write the learned rows: {e.strerror or e}", str(learned.path)) from None
 
 
 #: What an output file's name says it holds. A plan is read back from JSON or binary only: ``.txt`` is

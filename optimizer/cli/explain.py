@@ -1,5 +1,6 @@
 """``substrait-opt explain``: the plan as a tree (text), a JSON list, or a picture (dot/svg/html), with
-estimates when statistics are given and actual rows with ``--analyze``.
+estimates when statistics are given and actual rows with ``--analyze``; ``--learn`` reads the learned rows
+(:mod:`optimizer.cost.learned`) and, with ``--analyze``, records the actual rows of every relation.
 
 Every format reads the same statistics (:func:`optimizer.cli.args.statistics_from_args`, the stack
 ``optimize`` and ``diff`` read), so a plan's estimated cost is the same in each."""
@@ -35,6 +36,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     check_output(args.output)
     fmt = explain_format(args)
+    if args.learn and args.analyze and fmt not in ("text", "json"):
+        from optimizer.errors import PlanError
+
+        raise PlanError(f"--analyze --learn records actual rows with --format text or json, not {fmt} "
+                        "(--learn alone reads them in every format)", "--learn")
     loaded = load(args.input)
     plan = loaded.plan
     raise_for_problems(plan, loaded.declared)
@@ -43,7 +49,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         check_tables_arg(args.tables)
         check_reads_before_spark(plan, args)
-    estimates = bool(args.tables or args.stats or args.analyze or getattr(args, "catalog", None))
+    estimates = bool(args.tables or args.stats or args.analyze or args.learn or getattr(args, "catalog", None))
     spark = backend = None
     if args.analyze:
         from optimizer.cli.spark import spark_from_args
@@ -70,6 +76,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from optimizer.explain.estimates import explain_with_estimates
 
         write_text(args.output, explain_with_estimates(plan, statistics, backend, fmt, width=width))
+        if args.learn and backend is not None:
+            from optimizer.cli.args import save_learned
+
+            save_learned(statistics.learned)
     else:
         from optimizer.explain import explain_plan
 
@@ -95,6 +105,9 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--stats", help="statistics JSON file (see docs/statistics.md); wins over --tables")
     add_no_spark_stats_argument(p)
     p.add_argument("--analyze", action="store_true", help="also run every subtree on Spark and show actual rows")
+    from optimizer.cli.args import add_learn_argument
+
+    add_learn_argument(p, reads=True, records="with --analyze (--format text or json)")
     p.add_argument("--wide", action="store_true",
                    help=f"print tree lines whole (default: held to {WIDTH} characters, long expression and "
                         "column lists elided with '...')")

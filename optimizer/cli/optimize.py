@@ -165,6 +165,9 @@ def register(sub, name: str, help_text: str) -> None:
                                      ".binpb binary; JSON on stdout; text, the explain tree, only when asked "
                                      "for); the pictures of the optimization: --explain-out")
     add_statistics_args(p)
+    from optimizer.cli.args import add_learn_argument
+
+    add_learn_argument(p, reads=True, records=None)
     add_target_argument(p)
     p.add_argument("--capabilities", help="reader-capability profile JSON (default: the target's; Spark's Parquet "
                                           "reader for --target spark)")

@@ -83,8 +83,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if engine != "spark":
         from optimizer.cli.args import check_engine_args
 
+        if args.learn:
+            raise PlanError(f"--learn counts rows on Spark; --engine {engine} does not", "--learn")
         check_engine_args(args, engine)
     check_tables_arg(args.tables)
+    from optimizer.cli.args import learned_rows_from_args
+
+    learned = learned_rows_from_args(args)
     names = result_names(args.inputs)
     fmt = _check_format(args)
     # With csv or json on stdout the rows are the output: the tool's own lines go to stderr.
@@ -145,6 +150,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         print(f"{name}: {table.num_rows} rows in {seconds_text(median(runs))} ({how(len(runs))})", file=report,
               flush=True)
+        if learned is not None:
+            _learn(plan, backend, learned, name, report)
         if fmt == "table" and args.show:
             print(format_rows(table, args.show), flush=True)
         if fmt in ("csv", "json") and not out_dir:
@@ -154,6 +161,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{len(args.inputs) - failed} ok, {failed} failed", file=report)
     report.flush()
     return worst
+
+
+def _learn(loaded, backend, learned, name: str, report) -> None:
+    """``--learn``: the rows of every relation of the plan that ran, counted subtree by subtree as
+    ``explain --analyze`` counts them (:func:`optimizer.explain.estimates.learn_from_run`), saved with the
+    learned rows; one line on ``report`` says how many."""
+    from optimizer.cli.args import save_learned
+    from optimizer.cli.interrupt import check_interrupted
+    from optimizer.explain.estimates import learn_from_run
+
+    recorded = learn_from_run(loaded.plan, backend, learned)
+    check_interrupted()  # a count cancelled by SIGINT/SIGTERM is not learned
+    save_learned(learned)
+    print(f"{name}: learned the rows of {recorded} relations", file=report, flush=True)
 
 
 #: The file each --format writes into --out (table: the rows as Parquet, as --format parquet).
@@ -269,6 +290,10 @@ def register(sub, name: str, help_text: str) -> None:
                         "whole result on stdout (one plan; with --out, OUT/<plan name>.csv|json), the tool's "
                         "lines on stderr; parquet: OUT/<plan name>.parquet (needs --out)")
     add_repeat_argument(p, 1, "each plan")
+    from optimizer.cli.args import add_learn_argument
+
+    add_learn_argument(p, reads=False, records="after each plan ran (every subtree counted on Spark as explain "
+                                               "--analyze counts it)")
     from optimizer.cli.spark import add_cast_argument, add_spark_args
 
     add_cast_argument(p)

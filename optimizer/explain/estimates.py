@@ -18,7 +18,9 @@ tables give Spark ANALYZE statistics (cached; not with ``--no-spark-stats``) and
 hints in the plan override both for their relation.
 
 ``--analyze`` runs every subtree as a plan of its own (:func:`subtree_plan`) on Spark
-(:class:`optimizer.spark.SparkBackend`) and counts its rows.
+(:class:`optimizer.spark.SparkBackend`) and counts its rows; with ``--learn`` those counts are learned
+(:mod:`optimizer.cost.learned`), and ``run --learn`` counts the subtrees of the plans it ran the same way
+(:func:`learn_from_run`).
 
 :func:`explain_before_after` is what ``optimize --explain`` and the demo print.
 """
@@ -114,6 +116,16 @@ def actual_rows(g: nx.DiGraph, backend, nodes: list[int] | None = None,
             if on_error is not None:
                 on_error(node, exc)
     return out
+
+
+def learn_from_run(plan: Plan, backend, learned) -> int:
+    """Learn (into ``learned``, a :class:`~optimizer.cost.learned.LearnedRows`) the rows of every
+    relation of ``plan``, each subtree counted on Spark as ``explain --analyze`` counts it
+    (:func:`actual_rows`); returns how many were recorded. ``run --learn`` calls it after a plan ran:
+    the backend compiles a whole plan into one Spark SQL query, so no DataFrame per relation exists to
+    count its rows with ``DataFrame.observe`` during that run."""
+    g = prepared_dag(plan)
+    return learned.record(g, actual_rows(g, backend))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -261,22 +273,30 @@ def relation_records(g: nx.DiGraph, statistics: Any,
 def explain_with_estimates(plan: Plan, statistics: Any, backend: Any = None, format: str = "text",
                            width: int | None = WIDTH) -> str:
     """``explain`` with estimates over ``statistics``, and with a ``backend`` the actual rows of every
-    subtree; ``format`` ``text`` (the tree, lines held to ``width``, ``None``: whole) or ``json`` (one record per relation)."""
+    subtree; ``format`` ``text`` (the tree, lines held to ``width``, ``None``: whole) or ``json`` (one record per relation).
+    Statistics with learned rows (:class:`~optimizer.cost.learned.LearnedStatistics`) correct the
+    estimates of the subtrees that ran before, and learn the actual rows counted here (after the
+    estimates shown are made: they are the ones the plan had before this run); the caller saves them."""
     g = prepared_dag(plan)
     ann = _Annotator(g, statistics)
     if backend is not None:
         ann.actual = actual_rows(g, backend)
     if format == "json":
-        return json.dumps(_finite(ann.records()), indent=1, allow_nan=False) + "\n"
-    from optimizer.explain import explain_dag
+        out = json.dumps(_finite(ann.records()), indent=1, allow_nan=False) + "\n"
+    else:
+        from optimizer.explain import explain_dag
 
-    text = explain_dag(g, ann, width)
-    if ann.actual:
-        qs = sorted(q for q in (ann.q(n) for n in ann.actual) if q is not None)
-        if qs:
-            text += (f"\n\nq-error over {len(qs)} relations: median {qs[len(qs) // 2]:.2f}, "
-                     f"max {qs[-1]:.2f}")
-    return text + "\n"
+        out = explain_dag(g, ann, width)
+        if ann.actual:
+            qs = sorted(q for q in (ann.q(n) for n in ann.actual) if q is not None)
+            if qs:
+                out += (f"\n\nq-error over {len(qs)} relations: median {qs[len(qs) // 2]:.2f}, "
+                        f"max {qs[-1]:.2f}")
+        out += "\n"
+    learned = getattr(statistics, "learned", None)
+    if learned is not None and ann.actual:
+        learned.record(g, ann.actual)
+    return out
 
 
 def explain_before_after(plan: Plan, result: Any, statistics: Any = None, *, verbose: bool = False,
@@ -318,6 +338,7 @@ __all__ = [
     "explain_with_estimates",
     "human",
     "join_depth",
+    "learn_from_run",
     "prepared_dag",
     "relation_records",
     "relation_paths",

@@ -1,0 +1,234 @@
+"""Estimates that learn from execution (``--learn``, :mod:`optimizer.cost.learned`): the actual rows that
+``explain --analyze`` and ``run`` count on Spark are recorded in the statistics cache, and a later estimate
+of the same subtree (in the same plan or another) is those rows; a changed table forgets them, a corrupt
+store is ignored, the learned rows never leave a plan the model prices above the plan optimized without
+them, and nothing is written without ``--learn``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from optimizer.cost.cardinality import CardinalityEstimator
+from optimizer.cost.learned import FILE_NAME, LearnedRows, LearnedStatistics
+
+from optimizer.cli import main
+from optimizer.dag import to_dag
+from optimizer.driver import Optimizer, _without_row_hints, estimated_cost
+from optimizer.explain.estimates import prepared_dag, subtree_plan, tree_order
+from optimizer.plan_io import load_plan
+from optimizer.spark.statistics import default_statistics
+from workloads.corpus import corpus_root
+
+TPCH = corpus_root() / "substrait_consumer/snapshots/producer/integration/tpch"
+Q3 = TPCH / "q03-duckdb_plan.json"  # three tables, two joins: 13 relations
+Q6 = TPCH / "q06-duckdb_plan.json"
+
+pytestmark = pytest.mark.spark
+
+
+def _tables(tpch_dir: Path, into: Path) -> Path:
+    """A copy of the TPC-H tables a test may touch (never the session's shared ones)."""
+    into.mkdir(parents=True)
+    for name in ("customer", "orders", "lineitem"):
+        shutil.copy2(Path(tpch_dir) / f"{name}.parquet", into / f"{name}.parquet")
+    return into
+
+
+def _records(code_out: tuple[int, str, str]) -> list[dict]:
+    code, out, err = code_out
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _explain(capsys, plan: Path, tables: Path, session_args: list[str], *extra: str) -> tuple[int, str, str]:
+    code = main(["explain", str(plan), "--tables", str(tables), "--no-spark-stats", "--format", "json",
+                 *extra, *session_args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def learned_q3(spark, tpch_dir, tmp_path_factory):
+    """Q3's actual rows learned by ``explain --analyze --learn`` over copied tables, in a cache of its own:
+    ``(tables, cache, records of that run)``."""
+    root = tmp_path_factory.mktemp("learned")
+    tables = _tables(tpch_dir, root / "tables")
+    cache = root / "cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(cache))
+        code = main(["explain", str(Q3), "--tables", str(tables), "--no-spark-stats", "--format", "json",
+                     "--analyze", "--learn", "-o", str(root / "analyzed.json")])
+    assert code == 0
+    records = json.loads((root / "analyzed.json").read_text())
+    return tables, cache, records
+
+
+def _store_file(cache: Path) -> Path:
+    return cache / "substrait-optimizer" / FILE_NAME
+
+
+def test_learned_rows_are_recorded_and_estimated_as_they_ran(learned_q3, capsys, monkeypatch, session_args):
+    tables, cache, analyzed = learned_q3
+    assert _store_file(cache).exists()
+    assert all(r["actual_rows"] is not None for r in analyzed)
+    assert any(r["q_error"] > 1.2 for r in analyzed), "the plan's estimates were all right already: nothing to learn"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    learned = _records(_explain(capsys, Q3, tables, session_args, "--learn"))
+    assert [r["path"] for r in learned] == [r["path"] for r in analyzed]
+    for before, after in zip(analyzed, learned, strict=True):
+        assert after["estimated_rows"] == before["actual_rows"], after["path"]
+    plain = _records(_explain(capsys, Q3, tables, session_args))  # without --learn: the estimates as before
+    assert [r["estimated_rows"] for r in plain] == [r["estimated_rows"] for r in analyzed]
+
+
+def test_a_subtree_repeated_in_another_plan_is_estimated_as_it_ran(learned_q3):
+    from google.protobuf import json_format
+
+    tables, cache, analyzed = learned_q3
+    g = prepared_dag(load_plan(Q3))
+    records = dict(zip(tree_order(g), analyzed, strict=True))
+    # The join the plan's estimate missed most.
+    join = max((n for n in g if g.nodes[n]["kind"] == "join"), key=lambda n: records[n]["q_error"])
+    assert records[join]["q_error"] > 1.05
+    # Another plan: that join alone, under a root of its own, its functions declared under other anchors
+    # (a plan's numbering is its own; the functions are what count).
+    doc = _shift_anchors(json.loads(json_format.MessageToJson(subtree_plan(g, join))), 100)
+    other = load_plan(json.dumps(doc))
+    store = LearnedRows(_store_file(cache), tables)
+    sub = to_dag(other)
+    root = sub.graph["roots"][0]["node"]
+    estimated = CardinalityEstimator(sub, LearnedStatistics(default_statistics(tables=tables), store)).estimate(root)
+    assert estimated.rows == records[join]["actual_rows"]
+    plain = CardinalityEstimator(to_dag(other), default_statistics(tables=tables))
+    assert plain.estimate(root).rows == records[join]["estimated_rows"]
+
+
+def _shift_anchors(value, by: int):
+    """Every function anchor and reference in a plan's JSON moved by ``by``."""
+    if isinstance(value, dict):
+        return {k: (v + by if k in ("functionAnchor", "functionReference") else _shift_anchors(v, by))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shift_anchors(v, by) for v in value]
+    return value
+
+
+def test_optimize_reads_the_learned_rows_and_is_never_priced_above_the_plain_plan(learned_q3):
+    tables, cache, _ = learned_q3
+    base = default_statistics(tables=tables)
+    store = LearnedRows(cache / "substrait-optimizer" / FILE_NAME, tables)
+    statistics = LearnedStatistics(base, store)
+    plan = load_plan(Q3)
+    with_learned = Optimizer(statistics).run(plan)
+    assert store.hits > 0, "the optimizer never used a learned row count"
+    assert "learned" in with_learned.timings  # both plans were made and priced
+    without = Optimizer(base).run(plan)
+    priced = [estimated_cost(_without_row_hints(r.plan), statistics=statistics) for r in (with_learned, without)]
+    assert priced[0] <= priced[1]
+
+
+def test_learned_rows_far_from_the_estimates_never_leave_a_dearer_plan(learned_q3):
+    """Whatever the learned rows say (here: every read learned at a billion rows, far from its estimate),
+    the plan kept is priced by the model with them at most as the plan optimized without them."""
+    tables, _, _ = learned_q3
+    base = default_statistics(tables=tables)
+    store = LearnedRows(None, tables)
+    statistics = LearnedStatistics(base, store)
+    plan = load_plan(Q3)
+    g = prepared_dag(plan)
+    assert store.record(g, {n: 10.0 ** 9 for n in g if g.nodes[n]["kind"] == "read"}) == 3
+    kept = Optimizer(statistics).run(plan)
+    without = Optimizer(base).run(plan)
+    priced = [estimated_cost(_without_row_hints(r.plan), statistics=statistics) for r in (kept, without)]
+    assert priced[0] <= priced[1]
+
+
+def test_a_changed_table_forgets_its_entries(learned_q3, tmp_path, tpch_dir):
+    _, _, analyzed = learned_q3
+    # Tables of this test's own, which it touches: the rows Spark counted for Q3 learned over them.
+    moved = _tables(tpch_dir, tmp_path / "tables")
+    store_path = tmp_path / FILE_NAME
+    g = prepared_dag(load_plan(Q3))
+    actual = dict(zip(tree_order(g), (r["actual_rows"] for r in analyzed), strict=True))
+    store = LearnedRows(store_path, moved)
+    assert store.record(g, actual) == len(actual)
+    store.save()
+    reads = {g.nodes[n]["rel"].read.named_table.names[-1].lower(): n for n in g if g.nodes[n]["kind"] == "read"}
+
+    def estimates() -> dict[int, float]:
+        statistics = LearnedStatistics(default_statistics(tables=moved), LearnedRows(store_path, moved))
+        est = CardinalityEstimator(g, statistics)
+        return {n: est.estimate(n).rows for n in g}
+
+    # The files as they were learned: the entries hold.
+    assert estimates()[reads["orders"]] == actual[reads["orders"]]
+    st = os.stat(moved / "lineitem.parquet")
+    os.utime(moved / "lineitem.parquet", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched, same size
+    after = estimates()
+    assert after[reads["orders"]] == actual[reads["orders"]]  # orders did not change
+    plain = CardinalityEstimator(g, default_statistics(tables=moved))
+    assert after[reads["lineitem"]] == plain.estimate(reads["lineitem"]).rows != actual[reads["lineitem"]]
+    root = g.graph["roots"][0]["node"]
+    assert after[root] == plain.estimate(root).rows  # the root reads lineitem: forgotten too
+    # Recording again for the touched table drops its old entries from the file.
+    store = LearnedRows(store_path, moved)
+    store.record(g, {reads["customer"]: actual[reads["customer"]]})
+    with (moved / "lineitem.parquet").open("ab") as f:
+        f.write(b"\0")  # another size
+    store.record(g, {reads["lineitem"]: 7})
+    store.save()
+    document = json.loads(store_path.read_text())
+    lineitem = str(moved / "lineitem.parquet")
+    holding = [e for e in document["entries"].values() if lineitem in e["tables"]]
+    assert [e["rows"] for e in holding] == [7]
+
+
+@pytest.mark.parametrize("content", [
+    b"{not json", b"\xff\xfe", b"[]", b'{"version": 1, "kind": "learned-rows", "tables": [], "entries": {}}',
+    b'{"version": 1, "kind": "learned-rows", "tables": {"/x": 5}, "entries": {"k": {"rows": "many"}}}',
+    b"[" * 100000,
+])
+def test_a_corrupt_store_is_ignored_without_a_traceback(learned_q3, content, tmp_path, capsys, monkeypatch,
+                                                        session_args):
+    tables, _, analyzed = learned_q3
+    cache = tmp_path / "cache"
+    (cache / "substrait-optimizer").mkdir(parents=True)
+    _store_file(cache).write_bytes(content)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    code, out, err = _explain(capsys, Q3, tables, session_args, "--learn")
+    assert code == 0 and "Traceback" not in err
+    assert [r["estimated_rows"] for r in json.loads(out)] == [r["estimated_rows"] for r in analyzed]
+    code = main(["optimize", str(Q3), "--tables", str(tables), "--no-spark-stats", "--learn",
+                 "-o", str(tmp_path / "q3.binpb")])
+    assert code == 0 and "Traceback" not in capsys.readouterr().err
+
+
+def test_run_learn_records_and_nothing_is_written_without_it(spark, tpch_dir, tmp_path, capsys, monkeypatch,
+                                                            session_args):
+    tables = _tables(tpch_dir, tmp_path / "tables")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    assert main(["run", str(Q6), "--tables", str(tables), *session_args]) == 0
+    assert _explain(capsys, Q6, tables, session_args, "--analyze")[0] == 0
+    assert not _store_file(cache).exists()
+    assert main(["run", str(Q6), "--tables", str(tables), "--learn", *session_args]) == 0
+    out = capsys.readouterr().out
+    assert "learned the rows of" in out
+    assert _store_file(cache).exists()
+    analyzed = _records(_explain(capsys, Q6, tables, session_args, "--analyze"))
+    learned = _records(_explain(capsys, Q6, tables, session_args, "--learn"))
+    assert [r["estimated_rows"] for r in learned] == [r["actual_rows"] for r in analyzed]
+    assert [r["estimated_rows"] for r in analyzed] != [r["actual_rows"] for r in analyzed]
+
+
+def test_learn_is_refused_where_it_cannot_record(tmp_path, capsys):
+    assert main(["run", str(Q6), "--engine", "duckdb", "--learn"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--learn" in err
+    assert main(["explain", str(Q6), "--analyze", "--learn", "--format", "dot", "-o", str(tmp_path / "x.dot")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--learn" in err
