@@ -131,20 +131,30 @@ def test_optimize_reads_the_learned_rows_and_is_never_priced_above_the_plain_pla
     assert priced[0] <= priced[1]
 
 
-def test_learned_rows_far_from_the_estimates_never_leave_a_dearer_plan(learned_q3):
-    """Whatever the learned rows say (here: every read learned at a billion rows, far from its estimate),
-    the plan kept is priced by the model with them at most as the plan optimized without them."""
+def test_learned_rows_that_lead_the_search_astray_never_leave_a_dearer_plan(learned_q3):
+    """Learned rows for some subtrees and estimates for the others (here: rows far from the estimates,
+    drawn at random for half the relations) can lead the optimizer to a plan that the model with those
+    rows prices above the plan it finds without them; the driver keeps the cheaper of the two."""
+    import random
+
     tables, _, _ = learned_q3
     base = default_statistics(tables=tables)
-    store = LearnedRows(None, tables)
-    statistics = LearnedStatistics(base, store)
     plan = load_plan(Q3)
     g = prepared_dag(plan)
-    assert store.record(g, {n: 10.0 ** 9 for n in g if g.nodes[n]["kind"] == "read"}) == 3
-    kept = Optimizer(statistics).run(plan)
-    without = Optimizer(base).run(plan)
-    priced = [estimated_cost(_without_row_hints(r.plan), statistics=statistics) for r in (kept, without)]
-    assert priced[0] <= priced[1]
+    astray = 0
+    for seed in range(6):
+        rnd = random.Random(seed)
+        store = LearnedRows(None, tables)
+        statistics = LearnedStatistics(base, store)
+        store.record(g, {n: rnd.choice([1, 10, 1000, 10**6, 10**8]) for n in g if rnd.random() < 0.5})
+        learned_only, functions = Optimizer(statistics)._run(plan)  # the search with the learned rows alone
+        without = Optimizer(base).run(plan)
+        kept = Optimizer(statistics).run(plan)
+        priced = [estimated_cost(_without_row_hints(p), statistics=statistics)
+                  for p in (learned_only.plan, without.plan, kept.plan)]
+        astray += priced[0] > priced[1]
+        assert priced[2] <= priced[1], seed
+    assert astray, "no draw led the search astray: the test shows nothing"
 
 
 def test_a_changed_table_forgets_its_entries(learned_q3, tmp_path, tpch_dir):
