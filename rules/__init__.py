@@ -13,6 +13,7 @@ from optimizer.rules import (
     annotate_estimates,
     decorrelate_scalar_subquery,
     distinct_semi_join_to_inner,
+    eager_aggregation,
     eliminate_joins,
     eliminate_outer_joins,
     exists_to_semi_join,
@@ -59,6 +60,10 @@ RULES: list[Rule] = [
     # join_order, which then orders the joins over the filtered input, and before implement_joins, which
     # sizes them by it. Priced rewrite by rewrite (the whole plan), so the phase is not undone for it.
     push_semi_joins.RULE,
+    # After push_filters and push_semi_joins (the inputs it pre-aggregates are filtered), before join_order
+    # (which orders the joins below and above the new aggregate) and implement_joins (which sizes the join
+    # by its groups). Priced rewrite by rewrite (the whole plan), so the phase is not undone for it.
+    eager_aggregation.RULE,
     # join_order
     # Before join_order: a semi join under a DISTINCT becomes an inner join, which join_order may move.
     distinct_semi_join_to_inner.RULE,
