@@ -51,6 +51,15 @@ def dropped_rows():
     return values([("k", "i64"), ("v", "i64")], DROPPED_ROWS)
 
 
+def join_names(plan) -> list[str]:
+    """The types of the plan's joins, logical and physical, by name, sorted."""
+    from optimizer.expr_utils import join_type_name
+
+    g = to_dag(plan)
+    return sorted(join_type_name(getattr(g.nodes[n]["rel"], g.nodes[n]["kind"])) for n in g
+                  if g.nodes[n]["kind"] in ("join", "hash_join", "merge_join", "nested_loop_join"))
+
+
 def optimized(plan, rules=None):
     return Optimizer(config=QUIET, rules=rules or [RULE]).run(plan)
 
@@ -289,3 +298,54 @@ def test_answers_with_null_keys_on_spark(backend):
         assert fired(result) == 1, name
         answer = same_answer(backend, plan, result.plan)
         assert answer.num_rows == rows, name
+
+
+# -- plans the producers write -----------------------------------------------------------------------------
+
+#: A view joined for a column the query does not read: DuckDB keeps the join (a RIGHT join, the
+#: aggregate on its left), DataFusion's own optimizer removes it before writing the plan.
+VIEW_SQL = """select c_name, c_acctbal from customer
+    left join (select o_custkey, count(*) as n from orders group by o_custkey) t on c_custkey = t.o_custkey
+    where c_acctbal > 9000"""
+#: TPC-H Q18's IN written as a join with the subquery: both producers keep the inner join.
+IN_AS_JOIN_SQL = """select o_orderkey, o_totalprice, t.l_orderkey from orders join
+    (select l_orderkey from lineitem group by l_orderkey having sum(l_quantity) > 250) t on o_orderkey = t.l_orderkey"""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("producer", "sql", "before", "after"), [
+    ("duckdb", VIEW_SQL, ["RIGHT"], []),
+    ("duckdb", IN_AS_JOIN_SQL, ["INNER"], ["LEFT_SEMI"]),
+    ("datafusion", IN_AS_JOIN_SQL, ["INNER"], ["LEFT_SEMI"]),
+], ids=["duckdb-view", "duckdb-in", "datafusion-in"])
+def test_producer_plans_on_spark(backend, tpch_tables, tpch_statistics, producer, sql, before, after):
+    """The producers' plans of the two SQL shapes: the join goes (or becomes a semi join) with all the
+    rules and statistics, and Spark gives the original's rows."""
+    from filter_rule_plans import same_answer
+
+    from optimizer.plan_io import load_plan
+    from workloads.producers import datafusion_plan, duckdb_plan
+
+    produce = datafusion_plan if producer == "datafusion" else duckdb_plan
+    plan = load_plan(produce(sql, tpch_tables))
+    assert join_names(plan) == before
+    result = Optimizer(statistics=tpch_statistics, config=QUIET).run(plan)
+    assert fired(result) == 1
+    assert join_names(result.plan) == after
+    assert check_plan(result.plan) == []
+    assert same_answer(backend, plan, result.plan).num_rows > 0
+
+
+@pytest.mark.spark
+def test_duckdb_tpch_q15_on_spark(backend, tpch_statistics, duckdb_tpch_plans):
+    """DuckDB writes Q15's ``total_revenue = (SELECT max(total_revenue) ...)`` as an inner join with the
+    one-row aggregate: it becomes a semi join (the maximum read as its partner), the same supplier."""
+    from filter_rule_plans import same_answer
+
+    from optimizer.plan_io import load_plan
+
+    plan = load_plan(duckdb_tpch_plans[15])
+    result = Optimizer(statistics=tpch_statistics, config=QUIET).run(plan)
+    assert fired(result) == 1
+    assert "LEFT_SEMI" in join_names(result.plan) and "LEFT_SEMI" not in join_names(plan)
+    assert same_answer(backend, plan, result.plan).num_rows == 1
