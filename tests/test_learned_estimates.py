@@ -242,3 +242,19 @@ def test_learn_is_refused_where_it_cannot_record(tmp_path, capsys):
     assert main(["explain", str(Q6), "--analyze", "--learn", "--format", "dot", "-o", str(tmp_path / "x.dot")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--learn" in err
+
+
+def test_the_documented_store_file_reads_and_names_no_file_to_stat(tmp_path):
+    """docs/statistics.md's example is a store as the code reads it; a table it names that is not under the
+    given tables is never listed (its entries are unusable, not an error)."""
+    import re
+
+    docs = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
+    (example,) = [b for b in re.findall(r"```json\n(.*?)```", docs.read_text(), re.S) if "learned-rows" in b]
+    path = tmp_path / FILE_NAME
+    path.write_text(example)
+    store = LearnedRows(path, {"lineitem": str(tmp_path / "lineitem.parquet")})
+    assert list(store.document["entries"].values()) == [
+        {"rows": 59986.0, "tables": ["/data/tpch/lineitem.parquet"]}]
+    assert store.rows(("<key>", frozenset())) is None  # /data/tpch is not a given table: not stat'ed, not used
+    assert store._files == {}
