@@ -1,6 +1,8 @@
-"""Cardinality benchmark: q-error of every relation of the 22 DataFusion TPC-H plans against Spark.
+"""Cardinality benchmark: q-error of every relation of the 22 DataFusion TPC-H plans (or the 99 TPC-DS
+ones) against Spark.
 
-    .venv/bin/python benchmarks/cardinality.py [--scale 1] [--queries 1,3,5] [--out docs/benchmarks]
+    .venv/bin/python benchmarks/cardinality.py [--suite tpch|tpcds] [--scale 1] [--queries 1,3,5]
+        [--learn] [--out docs/benchmarks]
 
 TPC-H data comes from ``tpchgen-cli`` (:func:`workloads.tpch.generate_tpch`, generated once per scale);
 the plans from DataFusion (:func:`workloads.producers.datafusion_plan`); statistics from Spark
@@ -13,6 +15,15 @@ Reports the q-error (``max(est/act, act/est)``, both floored at 1) median, 90th 
 maximum, overall, by relation kind and by join depth (joins on the path from the relation down to a
 leaf), as a markdown table (``<out>/cardinality.md``) and a plot (``<out>/cardinality.png``).
 Target at SF 1: median <= 1.5 and 95th percentile <= 10.
+
+``--suite tpcds``: DataFusion's plans of the TPC-DS queries over DuckDB's ``dsdgen`` data
+(:func:`workloads.tpcds.generate_tpcds`); the report is ``<out>/cardinality-tpcds.md`` (and ``.png``).
+
+``--learn``: learned cardinalities (:mod:`optimizer.cost.learned`). A first pass estimates every relation
+and records the rows Spark counted for it into a learned store in a temporary directory; a second pass
+reads that store from its file and estimates every relation again with it. The report
+(``<out>/cardinality[-tpcds]-learned.md``) gives both passes' median and 95th percentile overall, at
+joins, by relation kind and by join depth, and how many relations had a learned entry.
 """
 
 from __future__ import annotations
@@ -26,6 +37,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, "") and str(ROOT) not in sys.path:  # `python benchmarks/cardinality.py`: workloads/
+    sys.path.insert(0, str(ROOT))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -61,9 +74,40 @@ def _save_cache(path: Path, cache: dict[str, int]) -> None:
     tmp.replace(path)
 
 
+SUITES = ("tpch", "tpcds")
+_JOINS = {"join", "hash_join", "merge_join", "nested_loop_join", "cross", "lateral_join"}
+
+
+def suite_data(suite: str, scale: float, queries: list[int], log=print) -> tuple[Path, dict[str, str], dict[int, bytes]]:
+    """``(data dir, {table: path}, {query: DataFusion's plan})`` of ``suite`` at ``scale`` (a query DataFusion
+    cannot write is logged and left out)."""
+    if suite == "tpch":
+        from workloads.producers import datafusion_plan
+        from workloads.tpch import generate_tpch, table_paths, tpch_query
+
+        data_dir = generate_tpch(scale)
+        tables = {k: str(v) for k, v in table_paths(data_dir, include_t=False).items()}
+        return data_dir, tables, {q: datafusion_plan(tpch_query(q), tables) for q in queries}
+    from workloads.producers import ProducerError
+    from workloads.tpcds import datafusion_tpcds_plans, generate_tpcds, tpcds_table_paths
+
+    data_dir = generate_tpcds(scale)
+    tables = {k: str(v) for k, v in tpcds_table_paths(data_dir).items()}
+    plans = {}
+    for q, plan in datafusion_tpcds_plans(data_dir, tuple(queries)).items():
+        if isinstance(plan, ProducerError):
+            log(f"Q{q:02d}: no plan: {plan}")
+        else:
+            plans[q] = plan
+    return data_dir, tables, plans
+
+
 def collect(scale: float, queries: list[int], master: str | None = None, use_cache: bool = True,
-            log=print, spark=None) -> list[dict]:
-    """One record per relation of each query's plan: estimate, actual rows, q-error."""
+            log=print, spark=None, *, suite: str = "tpch", learned=None, record_into=None,
+            actuals: dict[str, int] | None = None) -> list[dict]:
+    """One record per relation of each query's plan: estimate, actual rows, q-error. ``learned``: a
+    :class:`~optimizer.cost.learned.LearnedRows` the estimates read; ``record_into``: one the actual rows
+    are recorded into; ``actuals``: the counts already known (the cache; filled as subtrees are counted)."""
     from optimizer.cost.cardinality import CardinalityEstimator
     from optimizer.cost.estimates import q_error
 
@@ -74,24 +118,26 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
     from optimizer.spark import SparkBackend
     from optimizer.spark.session import get_spark
     from optimizer.spark.statistics import default_statistics
-    from workloads.producers import datafusion_plan
-    from workloads.tpch import generate_tpch, table_paths, tpch_query
 
-    data_dir = generate_tpch(scale)
-    tables = {k: str(v) for k, v in table_paths(data_dir, include_t=False).items()}
+    data_dir, tables, plans = suite_data(suite, scale, queries, log)
     spark = spark if spark is not None else get_spark(master)
     statistics = default_statistics(spark=spark, tables=tables)
+    if learned is not None:
+        from optimizer.cost.learned import LearnedStatistics
+
+        statistics = LearnedStatistics(statistics, learned)
     backend = SparkBackend(spark, tables=tables)
     cache_path = Path(data_dir) / "_cardinality_actuals.json"
-    cache = _load_cache(cache_path) if use_cache else {}
+    cache = actuals if actuals is not None else _load_cache(cache_path) if use_cache else {}
     records: list[dict] = []
-    for q in queries:
+    for q, plan_bytes in plans.items():
         t0 = time.perf_counter()
-        plan = load_plan(datafusion_plan(tpch_query(q), tables))
+        plan = load_plan(plan_bytes)
         g = to_dag(plan)
         annotate_schemas(g)
         estimator = CardinalityEstimator(g, statistics, function_table(g.graph["plan"]))
         depths: dict[int, int] = {}
+        counts: dict[int, int] = {}
         ran = 0
         for node, path in relation_paths(g).items():
             # DataFusion's plan bytes vary between runs (anchor order): key by query, path and relation
@@ -102,17 +148,48 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
                 actual = count_rows(backend, subtree_plan(g, node))
                 cache[key] = actual
                 ran += 1
+            counts[node] = actual
             est = estimator.estimate(node)
             records.append({
                 "query": q, "path": path, "kind": g.nodes[node]["kind"], "join_depth": join_depth(g, node, depths),
                 "estimated": est.rows, "actual": actual, "q_error": q_error(est.rows, actual), "counted": counted,
             })
+        if record_into is not None:
+            record_into.record(g, counts)
         if ran and use_cache:
             _save_cache(cache_path, cache)
         worst = max((r for r in records if r["query"] == q), key=lambda r: r["q_error"])
         log(f"Q{q:02d}: {sum(1 for r in records if r['query'] == q)} relations, {ran} counted on Spark, "
             f"{time.perf_counter() - t0:.1f} s; worst q={worst['q_error']:.2f} at {worst['kind']} ({worst['path']})")
     return records
+
+
+def learn_passes(scale: float, queries: list[int], master: str | None = None, use_cache: bool = True,
+                 log=print, spark=None, *, suite: str = "tpch") -> tuple[list[dict], list[dict], int]:
+    """``--learn``: the records of a first pass, which records every relation's actual rows into a learned
+    store (a file in a temporary directory), and of a second pass estimating with that store read back
+    from its file; and how many of the second pass's relations found a learned entry."""
+    import tempfile
+
+    from optimizer.cost.learned import FILE_NAME, LearnedRows
+
+    from workloads.tpcds import generate_tpcds
+    from workloads.tpch import generate_tpch
+
+    data_dir = generate_tpch(scale) if suite == "tpch" else generate_tpcds(scale)
+    actuals = _load_cache(Path(data_dir) / "_cardinality_actuals.json") if use_cache else {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / FILE_NAME
+        tables = data_dir  # the store locates the plans' tables under the data directory
+        store = LearnedRows(path, tables)
+        first = collect(scale, queries, master, use_cache, log, spark, suite=suite, record_into=store,
+                        actuals=actuals)
+        store.save()
+        log(f"learned: {len(store.document['entries'])} subtrees in {path.stat().st_size} bytes")
+        reread = LearnedRows(path, tables)
+        second = collect(scale, queries, master, use_cache, log, spark, suite=suite, learned=reread,
+                         actuals=actuals)
+    return first, second, reread.hits
 
 
 def _describe(g, node: int) -> str:
@@ -126,13 +203,19 @@ def _row(label: str, s: dict[str, float]) -> str:
     return f"| {label} | {s['n']} | {s['median']:.2f} | {s['p90']:.2f} | {s['p95']:.2f} | {s['max']:.2f} |"
 
 
-def markdown(records: list[dict], scale: float, seconds: float | None = None) -> str:
+_LABELS = {"tpch": ("TPC-H", "22 TPC-H plans"), "tpcds": ("TPC-DS", "TPC-DS plans")}
+
+
+def markdown(records: list[dict], scale: float, seconds: float | None = None, suite: str = "tpch") -> str:
     head = "| | relations | median | p90 | p95 | max |\n|---|---:|---:|---:|---:|---:|"
     overall = summarize([r["q_error"] for r in records])
+    name, plans = _LABELS[suite]
+    if suite != "tpch":
+        plans = f"{len({r['query'] for r in records})} {plans}"
     lines = [
-        f"# Cardinality estimates: q-error on TPC-H SF {scale:g}",
+        f"# Cardinality estimates: q-error on {name} SF {scale:g}",
         "",
-        "Every relation of the 22 TPC-H plans produced by DataFusion, estimated by `cost.cardinality` with "
+        f"Every relation of the {plans} produced by DataFusion, estimated by `cost.cardinality` with "
         "Spark ANALYZE statistics (histograms on) and compared with the rows Spark produces for that subtree. "
         "q-error = max(est/act, act/est), both floored at 1 row. Generated by `benchmarks/cardinality.py`"
         + (f" in {seconds:.0f} s" if seconds else "")
@@ -175,7 +258,51 @@ def markdown(records: list[dict], scale: float, seconds: float | None = None) ->
     return "\n".join(lines) + "\n"
 
 
-def plot(records: list[dict], scale: float, path: Path) -> None:
+def learned_markdown(first: list[dict], second: list[dict], hits: int, scale: float, suite: str = "tpch",
+                     seconds: float | None = None) -> str:
+    """Both passes of ``--learn``: the estimates before any learning and with the rows the first pass
+    learned, side by side."""
+    name = _LABELS[suite][0]
+    head = ("| | relations | median before | p95 before | median learned | p95 learned |\n"
+            "|---|---:|---:|---:|---:|---:|")
+
+    def row(label: str, keep) -> str:
+        a = summarize([r["q_error"] for r in first if keep(r)])
+        b = summarize([r["q_error"] for r in second if keep(r)])
+        return f"| {label} | {a['n']} | {a['median']:.2f} | {a['p95']:.2f} | {b['median']:.2f} | {b['p95']:.2f} |"
+
+    lines = [
+        f"# Learned cardinalities: q-error on {name} SF {scale:g}, before and after one run",
+        "",
+        f"Every relation of {len({r['query'] for r in first})} {name} plans produced by DataFusion. First pass: "
+        "estimated with Spark ANALYZE statistics, the rows Spark counted for each subtree recorded into a "
+        "learned store (`optimizer.cost.learned`); second pass: the same plans estimated with that store, read "
+        f"back from its file. {hits} of {len(second)} relations found a learned entry in the second pass "
+        "(a subtree with a subquery in an expression has none). Generated by `benchmarks/cardinality.py --learn`"
+        + (f" in {seconds:.0f} s" if seconds else "") + ".",
+        "",
+        "## Overall",
+        "",
+        head,
+        row("all", lambda r: True),
+        row("joins", lambda r: r["kind"] in _JOINS),
+        "",
+        "## By relation kind",
+        "",
+        head,
+    ]
+    kinds: dict[str, int] = defaultdict(int)
+    depths: set[int] = set()
+    for r in first:
+        kinds[r["kind"]] += 1
+        depths.add(r["join_depth"])
+    lines += [row(kind, lambda r, kind=kind: r["kind"] == kind) for kind in sorted(kinds, key=lambda k: -kinds[k])]
+    lines += ["", "## By join depth (joins from the relation down to a leaf)", "", head]
+    lines += [row(str(d), lambda r, d=d: r["join_depth"] == d) for d in sorted(depths)]
+    return "\n".join(lines) + "\n"
+
+
+def plot(records: list[dict], scale: float, path: Path, suite: str = "tpch") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,7 +326,7 @@ def plot(records: list[dict], scale: float, path: Path) -> None:
     ax1.set_ylim(lo, hi)
     ax1.set_xlabel("actual rows (Spark)")
     ax1.set_ylabel("estimated rows")
-    ax1.set_title(f"TPC-H SF {scale:g}: estimated vs actual rows per relation")
+    ax1.set_title(f"{_LABELS[suite][0]} SF {scale:g}: estimated vs actual rows per relation")
     ax1.legend(fontsize=7, loc="upper left")
     qs = sorted(r["q_error"] for r in records)
     ax2.plot(qs, [(i + 1) / len(qs) for i in range(len(qs))], drawstyle="steps-post")
@@ -220,33 +347,57 @@ def plot(records: list[dict], scale: float, path: Path) -> None:
 def main(argv: list[str] | None = None, spark=None) -> dict:
     parser = argparse.ArgumentParser(prog="benchmarks/cardinality.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    parser.add_argument("--queries", default="1-22", help="query numbers, e.g. 1,3,5 or 1-22 (default all)")
+    parser.add_argument("--suite", choices=SUITES, default="tpch", help="TPC-H (default) or TPC-DS plans")
+    parser.add_argument("--scale", type=float, default=1.0, help="scale factor (default 1)")
+    parser.add_argument("--queries", default=None,
+                        help="query numbers, e.g. 1,3,5 or 1-22 (default all: 1-22, TPC-DS 1-99)")
+    parser.add_argument("--learn", action="store_true",
+                        help="two passes: record every relation's actual rows into a learned store, then "
+                             "estimate with it (report <out>/cardinality[-tpcds]-learned.md)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"), help="directory of the report")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     parser.add_argument("--no-cache", action="store_true", help="count every subtree again")
     parser.add_argument("--json", help="also write every record to this JSON file")
     args = parser.parse_args(argv)
     queries: list[int] = []
-    for part in args.queries.split(","):
+    for part in (args.queries or ("1-22" if args.suite == "tpch" else "1-99")).split(","):
         if "-" in part:
             a, b = part.split("-")
             queries.extend(range(int(a), int(b) + 1))
         elif part.strip():
             queries.append(int(part))
-    start = time.perf_counter()
-    records = collect(args.scale, queries, args.master, use_cache=not args.no_cache, spark=spark)
-    seconds = time.perf_counter() - start
+    stem = "cardinality" if args.suite == "tpch" else f"cardinality-{args.suite}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    text = markdown(records, args.scale, seconds)
-    (out / "cardinality.md").write_text(text)
-    plot(records, args.scale, out / "cardinality.png")
+    start = time.perf_counter()
+    if args.learn:
+        first, second, hits = learn_passes(args.scale, queries, args.master, use_cache=not args.no_cache,
+                                           spark=spark, suite=args.suite)
+        seconds = time.perf_counter() - start
+        (out / f"{stem}-learned.md").write_text(learned_markdown(first, second, hits, args.scale, args.suite,
+                                                                 seconds))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"first": first, "second": second}, indent=1))
+        summaries = {}
+        for label, records in (("before", first), ("learned", second)):
+            overall = summarize([r["q_error"] for r in records])
+            joins = summarize([r["q_error"] for r in records if r["kind"] in _JOINS])
+            summaries[label] = {"all": overall, "joins": joins}
+            print(f"{label}: {len(records)} relations: median q-error {overall['median']:.2f}, "
+                  f"p95 {overall['p95']:.2f}; joins p95 {joins['p95']:.2f}")
+        print(f"{hits} of {len(second)} relations learned -> {out / f'{stem}-learned.md'}")
+        return {"scale": args.scale, "suite": args.suite, "summary": summaries, "first": first, "second": second,
+                "hits": hits}
+    records = collect(args.scale, queries, args.master, use_cache=not args.no_cache, spark=spark, suite=args.suite)
+    seconds = time.perf_counter() - start
+    text = markdown(records, args.scale, seconds, args.suite)
+    (out / f"{stem}.md").write_text(text)
+    plot(records, args.scale, out / f"{stem}.png", args.suite)
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
     overall = summarize([r["q_error"] for r in records])
     print(f"\n{len(records)} relations: median q-error {overall['median']:.2f}, p90 {overall['p90']:.2f}, "
-          f"p95 {overall['p95']:.2f}, max {overall['max']:.2f} -> {out / 'cardinality.md'}")
+          f"p95 {overall['p95']:.2f}, max {overall['max']:.2f} -> {out / f'{stem}.md'}")
     return {"scale": args.scale, "summary": overall, "records": records}
 
 

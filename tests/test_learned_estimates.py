@@ -258,3 +258,19 @@ def test_the_documented_store_file_reads_and_names_no_file_to_stat(tmp_path):
         {"rows": 59986.0, "tables": ["/data/tpch/lineitem.parquet"]}]
     assert store.rows(("<key>", frozenset())) is None  # /data/tpch is not a given table: not stat'ed, not used
     assert store._files == {}
+
+
+def test_the_cardinality_benchmark_learns_in_two_passes(spark, tpch_dir, tmp_path, monkeypatch):
+    """``benchmarks/cardinality.py --learn`` at SF 0.01 on Q6: the second pass estimates every relation at the
+    rows the first counted, read back from the store's file."""
+    from benchmarks import cardinality
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    result = cardinality.main(["--scale", "0.01", "--queries", "6", "--learn", "--no-cache",
+                               "--out", str(tmp_path)], spark=spark)
+    first, second = result["first"], result["second"]
+    assert result["hits"] == len(second) == len(first)
+    assert all(r["q_error"] == 1.0 for r in second)
+    assert [r["actual"] for r in second] == [r["actual"] for r in first]
+    report = (tmp_path / "cardinality-learned.md").read_text()
+    assert "| joins |" in report and f"{len(second)} of {len(second)} relations found a learned entry" in report
