@@ -60,16 +60,17 @@ RULES: list[Rule] = [
     # join_order, which then orders the joins over the filtered input, and before implement_joins, which
     # sizes them by it. Priced rewrite by rewrite (the whole plan), so the phase is not undone for it.
     push_semi_joins.RULE,
-    # After push_filters and push_semi_joins (the inputs it pre-aggregates are filtered), before join_order
-    # (which orders the joins below and above the new aggregate) and implement_joins (which sizes the join
-    # by its groups). Priced rewrite by rewrite (the whole plan), so the phase is not undone for it.
-    eager_aggregation.RULE,
     # join_order
     # Before join_order: a semi join under a DISTINCT becomes an inner join, which join_order may move.
     distinct_semi_join_to_inner.RULE,
     # The order of inner joins is chosen on logical joins, before any is given an implementation.
     join_order.RULE,
     # physical
+    # After join_order (in the logical phase a pre-aggregation splits the join region before the order is
+    # chosen, and the plan join_order then makes can be costlier), before implement_joins: it needs the
+    # join below logical (parents first: the aggregate is tried before its joins are implemented), and
+    # implement_joins then sizes the new join by the groups. Priced on the whole plan too.
+    eager_aggregation.RULE,
     # Before implement_joins: both match a JoinRel, and this one needs it logical.
     reduce_aggregate_input.RULE,
     # Filters over reads: no other physical rule matches a FilterRel, so its place among them is free.
