@@ -2,7 +2,7 @@
 ones) against Spark.
 
     .venv/bin/python benchmarks/cardinality.py [--suite tpch|tpcds] [--scale 1] [--queries 1,3,5]
-        [--learn] [--out docs/benchmarks]
+        [--learn [--learn-from 3,7]] [--out docs/benchmarks]
 
 TPC-H data comes from ``tpchgen-cli`` (:func:`workloads.tpch.generate_tpch`, generated once per scale);
 the plans from DataFusion (:func:`workloads.producers.datafusion_plan`); statistics from Spark
@@ -23,7 +23,9 @@ Target at SF 1: median <= 1.5 and 95th percentile <= 10.
 and records the rows Spark counted for it into a learned store in a temporary directory; a second pass
 reads that store from its file and estimates every relation again with it. The report
 (``<out>/cardinality[-tpcds]-learned.md``) gives both passes' median and 95th percentile overall, at
-joins, by relation kind and by join depth, and how many relations had a learned entry.
+joins, by relation kind and by join depth, and how many relations had a learned entry. With
+``--learn-from QUERIES`` the store learns from those queries' plans instead, and the passes estimate
+``--queries`` without and with it: what subtrees learned from some plans do for others that share them.
 """
 
 from __future__ import annotations
@@ -165,10 +167,13 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
 
 
 def learn_passes(scale: float, queries: list[int], master: str | None = None, use_cache: bool = True,
-                 log=print, spark=None, *, suite: str = "tpch") -> tuple[list[dict], list[dict], int]:
+                 log=print, spark=None, *, suite: str = "tpch",
+                 learn_from: list[int] | None = None) -> tuple[list[dict], list[dict], int]:
     """``--learn``: the records of a first pass, which records every relation's actual rows into a learned
     store (a file in a temporary directory), and of a second pass estimating with that store read back
-    from its file; and how many of the second pass's relations found a learned entry."""
+    from its file; and how many of the second pass's relations found a learned entry. ``learn_from``:
+    the queries whose rows are learned (default ``queries``); the first pass then estimates ``queries``
+    without learning, and the second estimates them with what ``learn_from`` taught."""
     import tempfile
 
     from optimizer.cost.learned import FILE_NAME, LearnedRows
@@ -182,8 +187,13 @@ def learn_passes(scale: float, queries: list[int], master: str | None = None, us
         path = Path(tmp) / FILE_NAME
         tables = data_dir  # the store locates the plans' tables under the data directory
         store = LearnedRows(path, tables)
-        first = collect(scale, queries, master, use_cache, log, spark, suite=suite, record_into=store,
-                        actuals=actuals)
+        if learn_from is None:
+            first = collect(scale, queries, master, use_cache, log, spark, suite=suite, record_into=store,
+                            actuals=actuals)
+        else:
+            collect(scale, learn_from, master, use_cache, log, spark, suite=suite, record_into=store,
+                    actuals=actuals)
+            first = collect(scale, queries, master, use_cache, log, spark, suite=suite, actuals=actuals)
         store.save()
         log(f"learned: {len(store.document['entries'])} subtrees in {path.stat().st_size} bytes")
         reread = LearnedRows(path, tables)
@@ -259,7 +269,7 @@ def markdown(records: list[dict], scale: float, seconds: float | None = None, su
 
 
 def learned_markdown(first: list[dict], second: list[dict], hits: int, scale: float, suite: str = "tpch",
-                     seconds: float | None = None) -> str:
+                     seconds: float | None = None, learn_from: list[int] | None = None) -> str:
     """Both passes of ``--learn``: the estimates before any learning and with the rows the first pass
     learned, side by side."""
     name = _LABELS[suite][0]
@@ -275,10 +285,15 @@ def learned_markdown(first: list[dict], second: list[dict], hits: int, scale: fl
         f"# Learned cardinalities: q-error on {name} SF {scale:g}, before and after one run",
         "",
         f"Every relation of {len({r['query'] for r in first})} {name} plans produced by DataFusion. First pass: "
-        "estimated with Spark ANALYZE statistics, the rows Spark counted for each subtree recorded into a "
-        "learned store (`optimizer.cost.learned`); second pass: the same plans estimated with that store, read "
+        "estimated with Spark ANALYZE statistics, "
+        + ("the rows Spark counted for each subtree recorded into a learned store (`optimizer.cost.learned`); "
+           if learn_from is None else
+           f"and the rows Spark counted for each subtree of queries {', '.join(map(str, learn_from))} (other "
+           "plans) recorded into a learned store (`optimizer.cost.learned`); ")
+        + "second pass: the same plans estimated with that store, read "
         f"back from its file. {hits} of {len(second)} relations found a learned entry in the second pass "
-        "(a subtree with a subquery in an expression has none). Generated by `benchmarks/cardinality.py --learn`"
+        "(one whose subtree ran, relation for relation, in the learning pass; a subtree with a subquery in an "
+        "expression never has one). Generated by `benchmarks/cardinality.py --learn`"
         + (f" in {seconds:.0f} s" if seconds else "") + ".",
         "",
         "## Overall",
@@ -344,6 +359,18 @@ def plot(records: list[dict], scale: float, path: Path, suite: str = "tpch") -> 
     plt.close(fig)
 
 
+def _numbers(text: str) -> list[int]:
+    """``1,3,5-7`` -> ``[1, 3, 5, 6, 7]``."""
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.append(int(part))
+    return out
+
+
 def main(argv: list[str] | None = None, spark=None) -> dict:
     parser = argparse.ArgumentParser(prog="benchmarks/cardinality.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -354,28 +381,28 @@ def main(argv: list[str] | None = None, spark=None) -> dict:
     parser.add_argument("--learn", action="store_true",
                         help="two passes: record every relation's actual rows into a learned store, then "
                              "estimate with it (report <out>/cardinality[-tpcds]-learned.md)")
+    parser.add_argument("--learn-from", default=None, metavar="QUERIES",
+                        help="with --learn: learn from these queries' plans instead (e.g. 42,52), and estimate "
+                             "--queries before and after: what a learned subtree does for other plans")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"), help="directory of the report")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     parser.add_argument("--no-cache", action="store_true", help="count every subtree again")
     parser.add_argument("--json", help="also write every record to this JSON file")
     args = parser.parse_args(argv)
-    queries: list[int] = []
-    for part in (args.queries or ("1-22" if args.suite == "tpch" else "1-99")).split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            queries.extend(range(int(a), int(b) + 1))
-        elif part.strip():
-            queries.append(int(part))
+    queries = _numbers(args.queries or ("1-22" if args.suite == "tpch" else "1-99"))
+    learn_from = _numbers(args.learn_from) if args.learn_from else None
+    if learn_from is not None and not args.learn:
+        parser.error("--learn-from needs --learn")
     stem = "cardinality" if args.suite == "tpch" else f"cardinality-{args.suite}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if args.learn:
         first, second, hits = learn_passes(args.scale, queries, args.master, use_cache=not args.no_cache,
-                                           spark=spark, suite=args.suite)
+                                           spark=spark, suite=args.suite, learn_from=learn_from)
         seconds = time.perf_counter() - start
         (out / f"{stem}-learned.md").write_text(learned_markdown(first, second, hits, args.scale, args.suite,
-                                                                 seconds))
+                                                                 seconds, learn_from))
         if args.json:
             Path(args.json).write_text(json.dumps({"first": first, "second": second}, indent=1))
         summaries = {}

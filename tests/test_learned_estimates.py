@@ -215,6 +215,12 @@ def test_a_corrupt_store_is_ignored_without_a_traceback(learned_q3, content, tmp
     code = main(["optimize", str(Q3), "--tables", str(tables), "--no-spark-stats", "--learn",
                  "-o", str(tmp_path / "q3.binpb")])
     assert code == 0 and "Traceback" not in capsys.readouterr().err
+    # The next record writes a good file in its place.
+    g = prepared_dag(load_plan(Q3))
+    store = LearnedRows(_store_file(cache), tables)
+    store.record(g, dict(zip(tree_order(g), (r["actual_rows"] for r in analyzed), strict=True)))
+    store.save()
+    assert len(LearnedRows(_store_file(cache), tables).document["entries"]) == len(analyzed)
 
 
 def test_run_learn_records_and_nothing_is_written_without_it(spark, tpch_dir, tmp_path, capsys, monkeypatch,
