@@ -199,15 +199,24 @@ def test_a_changed_table_forgets_its_entries(learned_q3, tmp_path, tpch_dir):
 
 @pytest.mark.parametrize("content", [
     b"{not json", b"\xff\xfe", b"[]", b'{"version": 1, "kind": "learned-rows", "tables": [], "entries": {}}',
+    b'{"version": 2, "kind": "learned-rows", "tables": {}, "entries": {}}',
     b'{"version": 1, "kind": "learned-rows", "tables": {"/x": 5}, "entries": {"k": {"rows": "many"}}}',
+    b'{"version": 1, "kind": "learned-rows", "tables": {}, "entries": {"k": {"rows": 1e999, "tables": []}}}',
+    b'{"version": 1, "kind": "learned-rows", "tables": {}, "entries": {"k": {"rows": 1' + b"0" * 5000 + b'}}}',
     b"[" * 100000,
 ])
-def test_a_corrupt_store_is_ignored_without_a_traceback(learned_q3, content, tmp_path, capsys, monkeypatch,
-                                                        session_args):
+def test_a_corrupt_store_reads_as_empty(content, tmp_path):
+    path = tmp_path / FILE_NAME
+    path.write_bytes(content)
+    store = LearnedRows(path, {})
+    assert store.document["entries"] == {}
+
+
+def test_a_corrupt_store_is_ignored_without_a_traceback(learned_q3, tmp_path, capsys, monkeypatch, session_args):
     tables, _, analyzed = learned_q3
     cache = tmp_path / "cache"
     (cache / "substrait-optimizer").mkdir(parents=True)
-    _store_file(cache).write_bytes(content)
+    _store_file(cache).write_bytes(b'{"version": 1, "kind": "learned-rows", "tables": {"/x": 5}, "entries": [')
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     code, out, err = _explain(capsys, Q3, tables, session_args, "--learn")
     assert code == 0 and "Traceback" not in err
@@ -221,6 +230,13 @@ def test_a_corrupt_store_is_ignored_without_a_traceback(learned_q3, content, tmp
     store.record(g, dict(zip(tree_order(g), (r["actual_rows"] for r in analyzed), strict=True)))
     store.save()
     assert len(LearnedRows(_store_file(cache), tables).document["entries"]) == len(analyzed)
+    # A store that cannot be written is one line naming it, exit 2.
+    _store_file(cache).unlink()
+    _store_file(cache).mkdir()
+    code = main(["explain", str(Q3), "--tables", str(tables), "--no-spark-stats", "--analyze", "--learn",
+                 "--format", "json", "-o", str(tmp_path / "x.json"), *session_args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and FILE_NAME in err, err
 
 
 def test_run_learn_records_and_nothing_is_written_without_it(spark, tpch_dir, tmp_path, capsys, monkeypatch,
