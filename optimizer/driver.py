@@ -317,8 +317,13 @@ class Optimizer:
         better numbers, is dearer than the one it finds without them. Priced by the same model, the
         plan kept is never costlier than the plan the optimizer gives without the learned rows. Each is
         priced without the row counts in its hints (:func:`_without_row_hints`): those are the estimates
-        its own run wrote (the annotate phase), which would stand in for the learned model's."""
+        its own run wrote (the annotate phase), which would stand in for the learned model's. A run that
+        found no learned subtree estimated as the other would: its plan is the other's, made once."""
+        store = self.statistics.learned
+        hits = store.hits
         learned, functions = self._run(loaded)
+        if store.hits == hits:
+            return learned, functions
         plain_optimizer = Optimizer(self.statistics.without_learned, self.capabilities, self.config,
                                     self.rules, self.target, keep_plans=self.keep_plans)
         plain, plain_functions = plain_optimizer._run(loaded)
