@@ -349,3 +349,30 @@ def test_duckdb_tpch_q15_on_spark(backend, tpch_statistics, duckdb_tpch_plans):
     assert fired(result) == 1
     assert "LEFT_SEMI" in join_names(result.plan) and "LEFT_SEMI" not in join_names(plan)
     assert same_answer(backend, plan, result.plan).num_rows == 1
+
+
+@pytest.mark.spark
+def test_duckdb_tpcds_q58_week_on_spark(spark):
+    """TPC-DS Q58's ``d_date IN (... d_week_seq = (SELECT d_week_seq ... WHERE d_date = ...))``, which
+    DuckDB writes as an inner join to the one-row aggregate (``any_value``), in a query that keeps rows at
+    SF 0.01 (Q58 itself keeps none): the join becomes a semi join, the same rows on Spark."""
+    from optimizer.difftest.results import compare_tables
+    from optimizer.plan_io import load_plan
+    from optimizer.spark import SparkBackend
+    from optimizer.spark.statistics import default_statistics
+    from workloads.producers import duckdb_plan
+    from workloads.tpcds import generate_tpcds, tpcds_table_paths
+
+    sql = """select i_item_id, sum(ss_ext_sales_price) as rev from store_sales, item, date_dim
+        where ss_item_sk = i_item_sk and ss_sold_date_sk = d_date_sk and d_date in (select d_date from date_dim
+            where d_week_seq = (select d_week_seq from date_dim where d_date = '2000-01-03'))
+        group by i_item_id"""
+    paths = tpcds_table_paths(generate_tpcds(0.01))
+    plan = load_plan(duckdb_plan(sql, paths))
+    result = Optimizer(statistics=default_statistics(tables=paths), config=QUIET).run(plan)
+    assert fired(result) == 1
+    backend = SparkBackend(spark, tables={n: spark.read.parquet(str(p)) for n, p in paths.items()})
+    original = backend.execute(plan)
+    assert original.num_rows > 0
+    comparison = compare_tables(backend.execute(result.plan), original)
+    assert comparison, comparison
