@@ -303,10 +303,13 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
 
     def _learned_key(self, node: int):
         """The key of the subtree at ``node`` in the learned rows (None: it has none)."""
-        below = [self.metadata.get(LEARNED, c) for c in inputs(self.g, node)]
+        children = inputs(self.g, node)
+        below = [self.metadata.get(LEARNED, c) for c in children]
         if any(k is None for k in below):
             return None
-        return self.metadata.learned.relation_key(self.g.nodes[node]["rel"], below, self.functions)
+        left = self._schema_of(children[0]) if children else None
+        return self.metadata.learned.relation_key(self.g.nodes[node]["rel"], below, self.functions,
+                                                  len(left.types) if left is not None else None)
 
     def _finish(self, node: int, est: RelEstimate) -> RelEstimate:
         rows = max(float(est.rows), 0.0)

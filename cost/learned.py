@@ -60,9 +60,10 @@ import networkx as nx
 from optimizer.cost.providers import StatisticsProvider
 from optimizer.cost.statistics import TableName, TableStatistics, table_key
 from optimizer.cost.statistics_io import fingerprint, is_uri, resolve_tables, write_json_atomic
-from substrait.proto import Rel
+from substrait.proto import Expression, Rel
 
 from optimizer.dag import inputs
+from optimizer.expr_utils import call_args, conjuncts, field_index, join_type_name, reference_field
 from optimizer.load.functions import FunctionTable
 from optimizer.paths import local_path
 
@@ -169,12 +170,26 @@ class LearnedRows:
         return None
 
     def relation_key(self, rel: Rel, child_keys: Iterable[tuple[str, frozenset[str]]],
-                     functions: FunctionTable) -> tuple[str, frozenset[str]] | None:
+                     functions: FunctionTable, left_width: int | None = None) -> tuple[str, frozenset[str]] | None:
         """``(key, tables read)`` of the subtree whose top relation is ``rel`` (inputs cleared, as a
-        DAG node holds it) over inputs whose subtrees have ``child_keys``; None when it has no key."""
+        DAG node holds it) over inputs whose subtrees have ``child_keys``; None when it has no key.
+        ``left_width``: the columns of a join's left input, when known: a join is then keyed by what it
+        matches (:func:`_join_form`), so a logical join and the physical join bound for it share a key;
+        an exchange has its input's key (it moves rows, it neither adds nor drops one)."""
         kind = rel.WhichOneof("rel_type")
         if kind is None:
             return None
+        child_keys = list(child_keys)
+        if kind == "exchange" and len(child_keys) == 1:
+            return child_keys[0]
+        if kind in _JOINS and left_width is not None and len(child_keys) == 2:
+            form = _join_form(getattr(rel, kind), left_width, functions)
+            if form is not None:
+                digest = hashlib.sha256(b"join")
+                digest.update(json.dumps(form).encode())
+                for key, _ in child_keys:
+                    digest.update(key.encode())
+                return digest.hexdigest(), child_keys[0][1] | child_keys[1][1]
         out = Rel()
         out.CopyFrom(rel)
         body = getattr(out, kind)
@@ -222,16 +237,20 @@ class LearnedRows:
         return digest.hexdigest(), frozenset(tables)
 
     def subtree_keys(self, g: nx.DiGraph) -> dict[int, tuple[str, frozenset[str]] | None]:
-        """The key of every relation of the DAG ``g`` (children first; None: no key)."""
+        """The key of every relation of the DAG ``g`` (children first; None: no key). A join's left
+        input's width is read from its schema (``schema`` of the DAG's nodes, where annotated)."""
         functions = g.graph["functions"]
         keys: dict[int, tuple[str, frozenset[str]] | None] = {}
         for root in g.graph["roots"]:
             for node in nx.dfs_postorder_nodes(g, root["node"]):
                 if node in keys:
                     continue
-                below = [keys[c] for c in inputs(g, node)]
+                children = inputs(g, node)
+                below = [keys[c] for c in children]
+                schema = g.nodes[children[0]].get("schema") if children else None
                 keys[node] = (None if any(k is None for k in below)
-                              else self.relation_key(g.nodes[node]["rel"], below, functions))
+                              else self.relation_key(g.nodes[node]["rel"], below, functions,
+                                                     len(schema.types) if schema is not None else None))
         return keys
 
     # -- lookups and records ----------------------------------------------------------------------
@@ -291,6 +310,68 @@ class LearnedRows:
         write_json_atomic(self.path, document)
         self.document = document
         self._recorded = {}
+
+
+_JOINS = ("join", "hash_join", "merge_join", "nested_loop_join")
+#: The comparisons a join key makes, by ``ComparisonJoinKey.SimpleComparisonType`` and by function name.
+_KEY_COMPARISONS = {1: "equal", 2: "is_not_distinct_from"}
+
+
+def _join_form(body: Any, left_width: int, functions: FunctionTable) -> dict[str, Any] | None:
+    """What a join matches, whichever relation writes it: its type, the set of its match conditions (a
+    key or an ``equal``/``is_not_distinct_from`` conjunct of one column of each input as ``[name, left
+    column, right column]`` over the concatenated columns; any other conjunct by its canonical bytes),
+    its post-join filter's likewise, and its output mapping. A ``JoinRel``'s ``expression``, a hash or
+    merge join's ``keys`` (columns relative to each input) and ``residual_expression``, a nested-loop
+    join's ``expression``: the same join, one form. None when a part has no such form (a key by a
+    custom function, a subquery)."""
+    kind = body.DESCRIPTOR.name
+    type_name = join_type_name(body)
+    if type_name is None:
+        return None
+    on: list[Any] = []
+    if kind in ("HashJoinRel", "MergeJoinRel"):
+        for key in body.keys:
+            name = _KEY_COMPARISONS.get(key.comparison.simple) if key.comparison.HasField("simple") else None
+            left, right = reference_field(key.left), reference_field(key.right)
+            if name is None or left is None or right is None:
+                return None
+            on.append([name, left, left_width + right])
+        condition = body.residual_expression if body.HasField("residual_expression") else None
+    else:
+        condition = body.expression if body.HasField("expression") else None
+    post = body.post_join_filter if "post_join_filter" in body.DESCRIPTOR.fields_by_name \
+        and body.HasField("post_join_filter") else None
+    on_atoms = _atoms(condition, left_width, functions) if condition is not None else []
+    post_atoms = _atoms(post, left_width, functions) if post is not None else []
+    if on_atoms is None or post_atoms is None:
+        return None
+    emit = (list(body.common.emit.output_mapping)
+            if body.HasField("common") and body.common.WhichOneof("emit_kind") == "emit" else None)
+    return {"type": type_name, "on": sorted(json.dumps(a) for a in [*on, *on_atoms]),
+            "post": sorted(json.dumps(a) for a in post_atoms), "emit": emit}
+
+
+def _atoms(e: Expression, left_width: int, functions: FunctionTable) -> list[Any] | None:
+    """The conjuncts of a join condition in :func:`_join_form`'s terms (None: one has none)."""
+    out: list[Any] = []
+    for part in conjuncts(e, functions):
+        args = call_args(part)
+        reference = part.scalar_function.function_reference if part.WhichOneof("rex_type") == "scalar_function" \
+            else None
+        name = functions.get(reference).name if reference is not None and reference in functions else None
+        if name in ("equal", "is_not_distinct_from") and args is not None and len(args) == 2:
+            columns = sorted(field_index(a) if field_index(a) is not None else -1 for a in args)
+            if columns[0] >= 0 and columns[0] < left_width <= columns[1]:
+                out.append([name, *columns])
+                continue
+        copy = Expression()
+        copy.CopyFrom(part)
+        names = _canonical_functions(copy, functions)
+        if names is None:
+            return None
+        out.append([hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest(), names])
+    return out
 
 
 def _canonical_functions(message: Any, functions: FunctionTable) -> list[list[Any]] | None:

@@ -304,3 +304,22 @@ def test_a_plan_with_nothing_learned_is_optimized_once_as_without(tpch_dir):
     result = Optimizer(LearnedStatistics(base, LearnedRows(None, tpch_dir))).run(plan)
     assert "learned" not in result.timings  # no second run
     assert result.plan == Optimizer(base).run(plan).plan
+
+
+def test_a_physical_join_finds_the_rows_learned_for_its_logical_join(learned_q3):
+    """A hash join is keyed by what it matches, as the logical join it was bound for, and an exchange by its
+    input: the optimized plan's joins (filters left where they were) are estimated at the rows the logical
+    plan's joins produced."""
+    from optimizer.engine import OptimizerConfig
+
+    tables, cache, analyzed = learned_q3
+    statistics = LearnedStatistics(default_statistics(tables=tables), LearnedRows(_store_file(cache), tables))
+    joins = [r["actual_rows"] for r in analyzed if r["kind"] == "join"]
+    config = OptimizerConfig(disabled_rules=frozenset({"filter_into_read"}))
+    optimized = Optimizer(default_statistics(tables=tables), config=config).run(load_plan(Q3)).plan
+    g = prepared_dag(optimized)
+    estimator = CardinalityEstimator(g, statistics)
+    physical = {g.nodes[n]["kind"]: n for n in g if g.nodes[n]["kind"] in ("hash_join", "merge_join", "exchange")}
+    assert "hash_join" in physical or "merge_join" in physical
+    bound = sorted(estimator.estimate(n).rows for n in tree_order(g) if g.nodes[n]["kind"].endswith("_join"))
+    assert bound == sorted(float(j) for j in joins)
