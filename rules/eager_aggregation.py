@@ -42,9 +42,9 @@ itself, one per partition: a decimal of precision ``p <= 19`` (TPC-H's, TPC-DS')
 2^63 rows stays below ``10^(38-s)`` whatever the grouping. A floating-point sum would round differently:
 not rewritten; nor ``avg`` (its rounding is the engine's), DISTINCT, ordered or other measures.
 
-**Why it pays**: the join then reads one row per group of ``K`` instead of every row of ``S`` (TPC-H Q10:
-``orders ⋈ lineitem`` summed per customer before joining ``nation``); Spark's partial aggregation cannot
-move below the join on its own. Not always: a pre-aggregation that keeps most rows adds a hash and a
+**Why it pays**: the join then reads one row per group of ``K`` instead of every row of ``S`` (TPC-DS Q43:
+a year of ``date_dim ⋈ store_sales`` summed per store before the join with ``store``); Spark's partial
+aggregation does not move below a join on its own. Not always: a pre-aggregation that keeps most rows adds a hash and a
 shuffle for nothing, and one below a join that filters away most groups aggregates rows the original
 dropped: the estimates' threshold and the price of the whole plan decline those.
 
