@@ -7,8 +7,9 @@ rows, relation by relation from its leaves up: each relation's message with its 
 ``RelCommon`` reduced to the output mapping (hints and statistics say nothing of the rows it gives),
 its functions named by name and extension instead of by the plan's anchors, and each table it reads
 by its resolved location (a named table by the path ``--tables`` gives it, a local file by its
-absolute path); then the keys of its inputs in order. Two plans that share a subtree share its key,
-whoever wrote them. A subtree with a read the store cannot locate (a catalog table, a file under no
+absolute path); then the keys of its inputs in order. A join is keyed by what it matches
+(:func:`_join_form`), whether a ``JoinRel`` or the physical join bound for it, and an exchange by its
+input's key. Two plans that share a subtree share its key, whoever wrote them. A subtree with a read the store cannot locate (a catalog table, a file under no
 given table, a remote URI) or a subquery in an expression has no key: it is neither recorded nor
 looked up.
 
