@@ -39,8 +39,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.learn and args.analyze and fmt not in ("text", "json"):
         from optimizer.errors import PlanError
 
-        raise PlanError(f"--analyze --learn records actual rows with --format text or json, not {fmt} "
-                        "(--learn alone reads them in every format)", "--learn")
+        raise PlanError(f"with --analyze it records the actual rows in --format text or json, not {fmt} "
+                        "(without --analyze it reads them in every format)", "--learn")
     loaded = load(args.input)
     plan = loaded.plan
     raise_for_problems(plan, loaded.declared)

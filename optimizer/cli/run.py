@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from optimizer.cli.args import check_engine_args
 
         if args.learn:
-            raise PlanError(f"--learn counts rows on Spark; --engine {engine} does not", "--learn")
+            raise PlanError(f"counts each relation's rows on Spark, not on --engine {engine}", "--learn")
         check_engine_args(args, engine)
     check_tables_arg(args.tables)
     from optimizer.cli.args import learned_rows_from_args
