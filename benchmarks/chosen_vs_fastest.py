@@ -25,7 +25,13 @@ Writes ``docs/benchmarks/chosen_vs_fastest.json`` and ``.md``.
 
 Usage: ``python benchmarks/chosen_vs_fastest.py [--tpch docs/benchmarks/tpch.json]
 [--tpcds docs/benchmarks/tpcds_sf1.json] [--explain-above 1.15] [--explain-max 12] [--no-explain]
-[--out docs/benchmarks] [--name chosen_vs_fastest]``.
+[--reprice PLANS_DIR] [--out docs/benchmarks] [--name chosen_vs_fastest]``.
+
+``--reprice PLANS_DIR`` ranks by today's cost model instead of the prices the reports recorded: each
+producer's original and optimized plan is priced again (``driver.estimated_cost`` with the report's
+statistics). The plans priced are the ones timed: read from ``PLANS_DIR`` where a run before wrote them,
+else built (the original by its producer, the optimized plan by today's optimizer) and written there. Run
+it once at the report's commit, and a change of the model is then measured on the same plans.
 """
 
 from __future__ import annotations
@@ -167,6 +173,67 @@ def chosen_summary(report: dict, rows: list[dict], above: float) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ ranking
+
+
+def reprice(suite_name: str, report: dict, plans_dir: Path, spark: Any) -> tuple[dict, dict]:
+    """``report`` with each producer's ``estimated_cost_original`` and ``_optimized`` priced by today's
+    model, and what was done: ``{"priced": n, "plans_built": n, "plans_read": n, "errors": {...}}``.
+    The plans are read from ``plans_dir/<suite>/`` (``<producer>_q<N>_<label>.binpb``) when there, else
+    built as ``benchmarks/tpch.py`` builds them and written there (see the module doc)."""
+    import copy
+
+    from substrait.proto import Plan
+
+    from benchmarks import tpch
+    from optimizer.capabilities import default_capabilities
+    from optimizer.driver import Optimizer
+    from optimizer.plan_io import load_plan
+    from optimizer.spark.statistics import default_statistics
+
+    suite = tpch.SUITES[suite_name]
+    data_dir, tables = tpch.suite_data(suite, report["config"]["scale_factor"])
+    statistics = default_statistics(spark=spark, tables=tables)
+    capabilities = default_capabilities()
+    folder = Path(plans_dir) / suite_name
+    folder.mkdir(parents=True, exist_ok=True)
+    out = copy.deepcopy(report)
+    done = {"priced": 0, "plans_built": 0, "plans_read": 0, "errors": {}}
+    wanted = [(e["query"], p) for e in out["queries"] for p, info in e.get("plans", {}).items()
+              if "estimated_cost_original" in info]
+    missing = sorted({p for q, p in wanted
+                      if not all((folder / f"{p}_q{q}_{label}.binpb").exists() for label in ("original", "optimized"))})
+    built: dict = {}
+    if missing:
+        errors: dict = {}
+        built = tpch.suite_plans(suite, data_dir, tables, missing, sorted({q for q, _ in wanted}), errors)
+    for entry in out["queries"]:
+        q = entry["query"]
+        for producer, info in entry.get("plans", {}).items():
+            if "estimated_cost_original" not in info:
+                continue
+            plans = {}
+            for label in ("original", "optimized"):
+                path = folder / f"{producer}_q{q}_{label}.binpb"
+                if path.exists():
+                    plans[label] = Plan.FromString(path.read_bytes())
+                    done["plans_read"] += 1
+                    continue
+                if (producer, q) not in built:
+                    break
+                plan = built[(producer, q)]
+                if label == "optimized":
+                    plan = Optimizer(statistics=statistics, capabilities=capabilities).run(plan).plan
+                plan = load_plan(plan) if not isinstance(plan, Plan) else plan
+                path.write_bytes(plan.SerializeToString(deterministic=True))
+                plans[label] = plan
+                done["plans_built"] += 1
+            if len(plans) < 2:
+                done["errors"][f"{producer} Q{q}"] = "no plan"
+                continue
+            for label, plan in plans.items():
+                info[f"estimated_cost_{label}"] = tpch._plan_cost(plan, statistics)
+                done["priced"] += 1
+    return out, done
 
 
 def priced_variants(entry: dict) -> dict[str, tuple[float, float, dict]]:
@@ -676,9 +743,14 @@ def _other_sql(report: dict) -> set[tuple[str, int]]:
 
 def build_report(reports: dict[str, dict], *, noise: float = NOISE, above: float = EXPLAIN_ABOVE,
                  limit: int = EXPLAIN_MAX, explain: bool = True, spark: Any = None,
-                 paths: dict[str, str] | None = None) -> dict:
+                 paths: dict[str, str] | None = None, reprice_dir: str | None = None) -> dict:
     started = time.time()
     suites: dict[str, dict] = {}
+    repriced: dict[str, dict] = {}
+    if reprice_dir:
+        spark = common.get_session(spark)
+        for name in list(reports):
+            reports[name], repriced[name] = reprice(name, reports[name], Path(reprice_dir), spark)
     for name, report in reports.items():
         other_sql = _other_sql(report) if name == "tpch" else set()
         rows = chosen_rows(report, other_sql)
@@ -687,7 +759,7 @@ def build_report(reports: dict[str, dict], *, noise: float = NOISE, above: float
             "source_date": report["config"]["machine"].get("date"),
             "scale_factor": report["config"]["scale_factor"],
             "chosen": chosen_summary(report, rows, above), "ranking": ranking(report, noise, other_sql), "rows": rows,
-            "other_sql": sorted(other_sql),
+            "other_sql": sorted(other_sql), "repriced": repriced.get(name),
             "explain_targets": [(t["query"], t["producer"]) for t in explain_targets(rows, above, limit)],
         }
     if explain:
@@ -816,6 +888,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--explain-max", type=int, default=EXPLAIN_MAX,
                    help=f"at most this many explained plans per suite (default {EXPLAIN_MAX})")
     p.add_argument("--no-explain", action="store_true", help="read the reports only (no Spark)")
+    p.add_argument("--reprice", metavar="PLANS_DIR", help="rank by today's cost model, the plans read from (or "
+                   "written to) PLANS_DIR (see the module doc)")
     p.add_argument("--out", default=str(common.REPORT_DIR), help="report directory (default docs/benchmarks)")
     p.add_argument("--name", default="chosen_vs_fastest", help="report file stem")
     return p.parse_args(argv)
@@ -869,7 +943,7 @@ def main(argv=None, spark: Any = None) -> dict:
             _fail(f"{path}: {problem}")
     report = build_report(reports, noise=args.noise, above=args.explain_above, limit=args.explain_max,
                           explain=not args.no_explain, spark=spark,
-                          paths={k: _relative(v) for k, v in paths.items()})
+                          paths={k: _relative(v) for k, v in paths.items()}, reprice_dir=args.reprice)
     report["config"]["command"] = " ".join([COMMAND, *(argv if argv is not None else sys.argv[1:])])
     common.write_report(args.out, args.name, report, markdown)
     print(f"wrote {Path(args.out) / args.name}.json and .md in {report['config']['wall_seconds']:g} s")
