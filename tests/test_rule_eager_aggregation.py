@@ -66,10 +66,14 @@ def aggregate(input_: dict, keys: list[dict], *measures: dict, **extra) -> dict:
     return {"aggregate": body}
 
 
-def plan_of(rel: dict, names: list[str], extra_relations: list[dict] | None = None):
+def plan_of(rel: dict, names: list[str], extra_relations: list[dict] | None = None,
+            declared: dict[str, str] | None = None):
+    """``declared``: the functions the plan declares, by name, with the name it declares (default: all of
+    ``FN`` by bare name)."""
+    declared = declared if declared is not None else {n: n for n in FN}
     return load_plan(json.dumps({
-        "extensions": [{"extensionFunction": {"functionAnchor": fn(n), "name": n, "extensionUrnReference": 4294967295}}
-                       for n in FN],
+        "extensions": [{"extensionFunction": {"functionAnchor": fn(n), "name": d, "extensionUrnReference": 4294967295}}
+                       for n, d in declared.items()],
         "relations": (extra_relations or []) + [{"root": {"input": rel, "names": names}}]}))
 
 
@@ -251,3 +255,27 @@ def test_with_all_rules_the_plan_is_priced_lower():
     assert fired(on) == 1
     assert plans.shape(on.plan).startswith("aggregate(hash_join(aggregate(read),")
     assert on.phases[-1].cost_after < off.phases[-1].cost_after
+
+
+@pytest.mark.spark
+def test_a_count_in_a_plan_without_sum_declares_one(backend):
+    """The final sum of the partial counts: the plan declares ``count`` and ``equal`` only, so the rewrite
+    declares the standard ``sum:i64``; the output stays the count's ``i64`` (not NULL)."""
+    before = plan_of(_by_nation(measure("count")), ["nation", "rows"], declared={"equal": "equal", "count": "count"})
+    after = rewritten(before)
+    declared = {e.extension_function.name for e in after.extensions}
+    assert declared == {"equal", "count", "sum:i64"}
+    answer = plans.same_answer(backend, before, after)
+    assert sum(answer.column("rows").to_pylist()) == 60175
+    # declined (no distinct counts known): priced on a copy, the plan declares nothing more
+    untouched = run(before, statistics=None)
+    assert fired(untouched) == 0
+    assert {e.extension_function.name for e in untouched.plan.extensions} == {"equal", "count"}
+
+
+def test_a_count_is_not_summed_by_a_sum_declared_for_decimals():
+    """The plan declares ``sum:dec`` only: the final sum of i64 counts would call it with an i64."""
+    declared = {"equal": "equal", "count": "count", "sum": "sum:dec"}
+    _not_fired(plan_of(_by_nation(measure("count")), ["nation", "rows"], declared=declared))
+    fires = plan_of(_by_nation(measure("sum", col(5))), ["nation", "s"], declared=declared)
+    assert fired(run(fires)) == 1  # a decimal sum uses it
