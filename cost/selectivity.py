@@ -130,7 +130,10 @@ class PredicateSelectivity:
         """The selectivity of the conjunction of ``parts`` on ``est``, the columns after it, the
         fingerprints of the conjuncts applied and the computed columns' estimates. ``record``: each
         conjunct's selectivity is appended to it; ``narrowed``: the columns the conjuncts narrow are
-        added to it."""
+        added to it. A conjunct another one implies (:func:`implied_conjuncts`) selects nothing more:
+        its selectivity is 1."""
+        parts = list(parts)
+        implied = implied_conjuncts(parts, self.metadata.functions)
         cols = list(est.columns)
         n = len(cols)
         rows = est.rows
@@ -142,9 +145,9 @@ class PredicateSelectivity:
         # The columns a conjunct rescales: scale_column leaves one of unknown NDV as it is, so a wide
         # relation with few known NDVs costs each conjunct those few, not every column.
         known = {i for i, col in enumerate(cols) if col is not None and col.ndv is not None}
-        for c in parts:
+        for j, c in enumerate(parts):
             fp = self._fingerprint(c, cols)
-            if fp is not None and fp in applied:
+            if j in implied or (fp is not None and fp in applied):
                 if record is not None:
                     record.append(1.0)
                 continue
@@ -538,6 +541,44 @@ class PredicateSelectivity:
         if col is not None and col.ndv:
             sel = max(sel, 1.0 / max(col.ndv, 1.0))
         return sel * nonnull, ({i: evolve(col, null_fraction=0.0)} if col is not None else {})
+
+
+def implied_conjuncts(parts: Sequence[Expression], functions: Any) -> set[int]:
+    """The positions of the conjuncts of ``parts`` that another conjunct implies: a disjunction ``W``
+    is implied by a disjunction ``S`` when every branch of ``S`` has, among its conjuncts, all the
+    conjuncts of some branch of ``W`` (a conjunct that is no disjunction is a disjunction of one
+    branch). ``P(W AND S) = P(S)``: applying ``W``'s selectivity as well would count it twice.
+    Producers write such pairs: DataFusion keeps, next to TPC-DS Q13's
+    ``(cd = 'M' AND price 100-150 AND hd = 3) OR (...)``, the disjunction it derived from it over the
+    tables its join reads (``(cd = 'M' AND price 100-150) OR (...)``). Of two equivalent conjuncts the
+    first is kept.
+
+    >>> from optimizer.load.functions import function_table
+    >>> from testing.builder import Builder, lit, read, ref
+    >>> b = Builder()
+    >>> x, y, z = (b.call("equal", ref(i), lit(i)) for i in range(3))
+    >>> full = b.call("or", b.call("and", x, y), b.call("and", z, y))
+    >>> functions = function_table(b.plan(read("t", [("a", "i64"), ("b", "i64"), ("c", "i64")]), ["a", "b", "c"]))
+    >>> sorted(implied_conjuncts([b.call("or", x, z), full, y], functions))  # x OR z, and y: full implies both
+    [0, 2]
+    """
+    if len(parts) < 2:
+        return set()
+    branches = [[frozenset(c.SerializeToString(deterministic=True) for c in conjuncts(d, functions))
+                 for d in disjuncts(p, functions)] for p in parts]
+    if all(len(b) == 1 for b in branches):
+        return set()  # no disjunction: a plain conjunct is implied only by another disjunction
+
+    def implies(s: list[frozenset], w: list[frozenset]) -> bool:
+        return all(any(wb <= sb for wb in w) for sb in s)
+
+    out = set()
+    for i, w in enumerate(branches):
+        for j, s in enumerate(branches):
+            if i != j and j not in out and implies(s, w) and (j < i or not implies(w, s)):
+                out.add(i)
+                break
+    return out
 
 
 def matched_fraction(s: float, m: float) -> float:
