@@ -43,6 +43,14 @@ def test_the_architecture_doc_lists_every_rule_of_each_phase_with_its_policy_and
         assert why == phase.reason, f"phase {name}"
 
 
+def test_the_python_api_doc_lists_the_rules_in_their_order():
+    doc = (ROOT / "docs" / "python-api.md").read_text()
+    start = doc.index("`rules.RULES` is the standard list")
+    paragraph = doc[start:doc.index("\n\n", start)]
+    listed = re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", paragraph))
+    assert listed == [r.name for r in RULES] + ["rules", "annotate_estimates"]
+
+
 def test_every_rule_runs_in_a_declared_phase_and_the_unjudged_phases_come_first():
     assert {r.phase for r in RULES} <= set(PHASES)
     policies = [p.policy for p in PHASE_POLICIES]
