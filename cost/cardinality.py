@@ -309,7 +309,8 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
             return None
         left = self._schema_of(children[0]) if children else None
         return self.metadata.learned.relation_key(self.g.nodes[node]["rel"], below, self.functions,
-                                                  len(left.types) if left is not None else None)
+                                                  len(left.types) if left is not None else None,
+                                                  [self.g.nodes[c]["rel"] for c in children])
 
     def _finish(self, node: int, est: RelEstimate) -> RelEstimate:
         rows = max(float(est.rows), 0.0)

@@ -8,8 +8,9 @@ rows, relation by relation from its leaves up: each relation's message with its 
 its functions named by name and extension instead of by the plan's anchors, and each table it reads
 by its resolved location (a named table by the path ``--tables`` gives it, a local file by its
 absolute path); then the keys of its inputs in order. A join is keyed by what it matches
-(:func:`_join_form`), whether a ``JoinRel`` or the physical join bound for it, and an exchange by its
-input's key. Two plans that share a subtree share its key, whoever wrote them. A subtree with a read the store cannot locate (a catalog table, a file under no
+(:func:`_join_form`), whether a ``JoinRel`` or the physical join bound for it, an exchange by its
+input's key, a read's filter as a set of conjuncts, and a filter over a read as the read with the
+filter in it (:func:`_into_read`). Two plans that share a subtree share its key, whoever wrote them. A subtree with a read the store cannot locate (a catalog table, a file under no
 given table, a remote URI) or a subquery in an expression has no key: it is neither recorded nor
 looked up.
 
@@ -64,7 +65,15 @@ from optimizer.cost.statistics_io import fingerprint, is_uri, resolve_tables, wr
 from substrait.proto import Expression, Rel
 
 from optimizer.dag import inputs
-from optimizer.expr_utils import call_args, conjuncts, field_index, join_type_name, reference_field
+from optimizer.expr_utils import (
+    call_args,
+    conjuncts,
+    field_index,
+    join_type_name,
+    reference_field,
+    referenced_fields,
+    remap_fields,
+)
 from optimizer.load.functions import FunctionTable
 from optimizer.paths import local_path
 
@@ -171,12 +180,15 @@ class LearnedRows:
         return None
 
     def relation_key(self, rel: Rel, child_keys: Iterable[tuple[str, frozenset[str]]],
-                     functions: FunctionTable, left_width: int | None = None) -> tuple[str, frozenset[str]] | None:
+                     functions: FunctionTable, left_width: int | None = None,
+                     child_rels: list[Rel] | None = None) -> tuple[str, frozenset[str]] | None:
         """``(key, tables read)`` of the subtree whose top relation is ``rel`` (inputs cleared, as a
         DAG node holds it) over inputs whose subtrees have ``child_keys``; None when it has no key.
         ``left_width``: the columns of a join's left input, when known: a join is then keyed by what it
         matches (:func:`_join_form`), so a logical join and the physical join bound for it share a key;
-        an exchange has its input's key (it moves rows, it neither adds nor drops one)."""
+        an exchange has its input's key (it moves rows, it neither adds nor drops one). ``child_rels``:
+        the inputs' relations, when known: a filter over a read is then keyed as the read with the
+        filter's conjuncts among its own (what ``filter_into_read`` writes)."""
         kind = rel.WhichOneof("rel_type")
         if kind is None:
             return None
@@ -191,42 +203,19 @@ class LearnedRows:
                 for key, _ in child_keys:
                     digest.update(key.encode())
                 return digest.hexdigest(), child_keys[0][1] | child_keys[1][1]
+        if kind == "read":
+            return self._read_key(rel, functions, [])
+        if kind == "filter" and child_rels is not None and len(child_rels) == 1:
+            merged = _into_read(rel.filter, child_rels[0], functions)
+            if merged is not None:
+                return self._read_key(child_rels[0], functions, merged)
         out = Rel()
         out.CopyFrom(rel)
         body = getattr(out, kind)
         tables: set[str] = set()
         for _, read in child_keys:
             tables |= read
-        fields = body.DESCRIPTOR.fields_by_name
-        if "common" in fields and body.HasField("common"):
-            if body.common.WhichOneof("emit_kind") == "emit":
-                mapping = list(body.common.emit.output_mapping)
-                body.ClearField("common")
-                body.common.emit.output_mapping.extend(mapping)
-            else:
-                body.ClearField("common")
-        if "advanced_extension" in fields:
-            body.ClearField("advanced_extension")
-        if kind == "read":
-            which = body.WhichOneof("read_type")
-            if which == "named_table":
-                table = self._tables.get(table_key(list(body.named_table.names)))
-                if table is None:
-                    return None
-                body.ClearField("named_table")
-                body.local_files.items.add().uri_path = table  # the table by its location
-                tables.add(table)
-            elif which == "local_files":
-                body.local_files.ClearField("advanced_extension")
-                for item in body.local_files.items:
-                    path_type = item.WhichOneof("path_type")
-                    found = self._table_of_file(getattr(item, path_type)) if path_type is not None else None
-                    if found is None:
-                        return None
-                    setattr(item, path_type, found[0])
-                    tables.add(found[1])
-            elif which != "virtual_table":
-                return None
+        _strip(body)
         names = _canonical_functions(body, functions)
         if names is None:
             return None
@@ -235,6 +224,54 @@ class LearnedRows:
         digest.update(json.dumps(names).encode())
         for key, _ in child_keys:
             digest.update(key.encode())
+        return digest.hexdigest(), frozenset(tables)
+
+    def _read_key(self, rel: Rel, functions: FunctionTable,
+                  more: list[Expression]) -> tuple[str, frozenset[str]] | None:
+        """The key of the read ``rel`` with the conjuncts ``more`` (over its base schema) added to its
+        ``filter``: its table by location, and its filter as a set of conjuncts (the order they are
+        written in, or a conjunct written twice, does not change the rows; a read with a
+        ``best_effort_filter``, which a reader may skip, keeps its filters as written)."""
+        out = Rel()
+        out.CopyFrom(rel)
+        body = out.read
+        _strip(body)
+        tables: set[str] = set()
+        which = body.WhichOneof("read_type")
+        if which == "named_table":
+            table = self._tables.get(table_key(list(body.named_table.names)))
+            if table is None:
+                return None
+            body.ClearField("named_table")
+            body.local_files.items.add().uri_path = table  # the table by its location
+            tables.add(table)
+        elif which == "local_files":
+            body.local_files.ClearField("advanced_extension")
+            for item in body.local_files.items:
+                path_type = item.WhichOneof("path_type")
+                found = self._table_of_file(getattr(item, path_type)) if path_type is not None else None
+                if found is None:
+                    return None
+                setattr(item, path_type, found[0])
+                tables.add(found[1])
+        elif which != "virtual_table":
+            return None
+        atoms: list[str] | None = None
+        if not body.HasField("best_effort_filter"):
+            parts = [*(conjuncts(body.filter, functions) if body.HasField("filter") else []), *more]
+            found_atoms = [_expression_atom(part, functions) for part in parts]
+            if any(a is None for a in found_atoms):
+                return None
+            atoms = sorted({json.dumps(a) for a in found_atoms})
+            body.ClearField("filter")
+        elif more:
+            return None
+        names = _canonical_functions(body, functions)
+        if names is None:
+            return None
+        digest = hashlib.sha256(b"read")
+        digest.update(out.SerializeToString(deterministic=True))
+        digest.update(json.dumps([names, atoms]).encode())
         return digest.hexdigest(), frozenset(tables)
 
     def subtree_keys(self, g: nx.DiGraph) -> dict[int, tuple[str, frozenset[str]] | None]:
@@ -251,7 +288,8 @@ class LearnedRows:
                 schema = g.nodes[children[0]].get("schema") if children else None
                 keys[node] = (None if any(k is None for k in below)
                               else self.relation_key(g.nodes[node]["rel"], below, functions,
-                                                     len(schema.types) if schema is not None else None))
+                                                     len(schema.types) if schema is not None else None,
+                                                     [g.nodes[c]["rel"] for c in children]))
         return keys
 
     # -- lookups and records ----------------------------------------------------------------------
@@ -366,12 +404,66 @@ def _atoms(e: Expression, left_width: int, functions: FunctionTable) -> list[Any
             if columns[0] >= 0 and columns[0] < left_width <= columns[1]:
                 out.append([name, *columns])
                 continue
-        copy = Expression()
-        copy.CopyFrom(part)
-        names = _canonical_functions(copy, functions)
-        if names is None:
+        atom = _expression_atom(part, functions)
+        if atom is None:
             return None
-        out.append([hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest(), names])
+        out.append(atom)
+    return out
+
+
+def _expression_atom(e: Expression, functions: FunctionTable) -> list[Any] | None:
+    """``[digest of the expression, its functions]`` with its anchors replaced (:func:`_canonical_functions`);
+    None if it holds a subquery."""
+    copy = Expression()
+    copy.CopyFrom(e)
+    names = _canonical_functions(copy, functions)
+    if names is None:
+        return None
+    return [hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest(), names]
+
+
+def _strip(body: Any) -> None:
+    """Clear, in place, what in a relation's body says nothing of its rows: ``RelCommon`` but its output
+    mapping (hints, statistics), the ``advanced_extension``."""
+    fields = body.DESCRIPTOR.fields_by_name
+    if "common" in fields and body.HasField("common"):
+        if body.common.WhichOneof("emit_kind") == "emit":
+            mapping = list(body.common.emit.output_mapping)
+            body.ClearField("common")
+            body.common.emit.output_mapping.extend(mapping)
+        else:
+            body.ClearField("common")
+    if "advanced_extension" in fields:
+        body.ClearField("advanced_extension")
+
+
+def _into_read(body: Any, read: Rel, functions: FunctionTable) -> list[Expression] | None:
+    """The conjuncts of the filter ``body`` over the read ``read``, over the read's base schema (mapped
+    back through its projection mask), when the filter is one the read could apply as its own: neither
+    has an output mapping, the read has no ``best_effort_filter``, the mask selects whole columns and the
+    filter reads only those. Else None."""
+    if read.WhichOneof("rel_type") != "read" or not body.HasField("condition"):
+        return None
+    scan = read.read
+    for message in (body, scan):
+        if message.HasField("common") and message.common.WhichOneof("emit_kind") == "emit":
+            return None
+    if scan.HasField("best_effort_filter"):
+        return None
+    mask: list[int] | None = None
+    if scan.HasField("projection"):
+        items = scan.projection.select.struct_items
+        if any(item.HasField("child") for item in items):
+            return None
+        mask = [item.field for item in items]
+    out = []
+    for part in conjuncts(body.condition, functions):
+        if mask is not None:
+            read_columns = referenced_fields(part)
+            if not all(0 <= i < len(mask) for i in read_columns):
+                return None
+            part = remap_fields(part, mask.__getitem__)
+        out.append(part)
     return out
 
 
