@@ -22,7 +22,9 @@ How relations are priced (``n``: input rows, ``b``: input bytes, ``k``: output r
   ``config.broadcast_threshold_bytes`` (broadcast = bytes x executors), else a shuffled hash join.
 * merge join: one pass over each input, plus a sort (``n log n``) of each input not already ordered
   on the keys (:mod:`cost.properties`), plus the shuffles.
-* nested loop join, cross: ``|L| x |R|`` comparisons; the right side is broadcast.
+* nested loop join, cross: ``|L| x |R|`` comparisons; the right side is broadcast. A whole plan
+  (:meth:`~CostModel.price`) prices a region of inner joins written with a cross product in the order
+  Spark's ``ReorderJoin`` joins it (:func:`cost.spark_joins.spark_join_region`).
 * sort: ``n log2 n`` comparisons, memory for the rows, a range shuffle; top-N: ``n log2 k`` and only
   ``k`` rows held; fetch: the rows it reads.
 * aggregate: hashing every input row (per measure too), holding the groups, shuffling the partial
@@ -51,13 +53,22 @@ from typing import Any
 import networkx as nx
 from optimizer.cost import properties
 from optimizer.cost.cardinality import CardinalityEstimator
-from optimizer.cost.estimates import RelEstimate
+from optimizer.cost.estimates import RelEstimate, evolve
 from optimizer.cost.metadata import ORDERING
-from optimizer.cost.spark_joins import LEFT, PRESERVED_BUILD_PENALTY, RIGHT, builds_preserved, choose_build
+from optimizer.cost.spark_joins import (
+    LEFT,
+    PRESERVED_BUILD_PENALTY,
+    RIGHT,
+    JoinRegion,
+    builds_preserved,
+    choose_build,
+    spark_join_region,
+)
+from optimizer.cost.spark_size import join_size
 
 from optimizer.dag import inputs
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import conjuncts, field_index, join_type_name
+from optimizer.expr_utils import conjuncts, field_index, join_type_name, remap_fields
 
 
 @dataclass(frozen=True)
@@ -187,6 +198,83 @@ class CostModel:
         out = Cost(constants=self.k)
         for n in {node} | nx.descendants(g, node):
             out = out + self.node_cost(g, n, estimator)
+        return out
+
+    def price(self, g: nx.DiGraph, nodes: set[int], estimator: CardinalityEstimator, bindable: bool = False) -> float:
+        """The cost of the relations ``nodes`` (a whole plan's), each by :meth:`node_cost`, except a region
+        of inner joins written with a cross product that Spark joins in another order
+        (:func:`cost.spark_joins.spark_join_region`): its joins are priced in Spark's order
+        (:meth:`spark_order_cost`). Only a whole plan is priced so: whether Spark reorders a join depends
+        on the joins and filters above it."""
+        total = 0.0
+        regions: list[JoinRegion] = []
+        for n in nodes:
+            if g.nodes[n]["kind"] in ("join", "cross", "filter"):
+                region = spark_join_region(g, n, estimator.functions)
+                if region is not None and nodes.issuperset(region.nodes):
+                    regions.append(region)
+        replaced = {n for region in regions for n in region.nodes}
+        for n in nodes - replaced:
+            total += self.node_cost(g, n, estimator, bindable=bindable).total
+        for region in regions:
+            total += self.spark_order_cost(g, region, estimator, bindable).total
+        return saturate_cost(total)
+
+    def spark_order_cost(self, g: nx.DiGraph, region: JoinRegion, estimator: CardinalityEstimator,
+                         bindable: bool = False) -> Cost:
+        """The joins of ``region`` as Spark runs them: each conjunct that reads one input filters that input,
+        the inputs are joined left-deep in ``region.order``, each join on the conditions between its two
+        sides (priced as a logical join: :meth:`logical_join`, by Spark's sizes; ``bindable``: the cheaper
+        of that and the join :mod:`rules.implement_joins` can bind), and the conjuncts that cannot move
+        filter the result."""
+        k = self.k
+        out = Cost(constants=k)
+        widths = [len(g.nodes[leaf]["schema"].types) for leaf in region.leaves]
+        starts = [sum(widths[:i]) for i in range(len(widths))]
+        ests: list[RelEstimate] = []
+        for i, leaf in enumerate(region.leaves):
+            est = estimator.estimate(leaf)
+            local = [c for c, m in region.conditions if m == 1 << i]
+            if local:
+                out = out + self._cost(cpu=est.rows * (k.cpu_row + len(local) * k.cpu_expr))
+                for c in local:
+                    est = estimator.apply_filter(remap_fields(c, lambda f, s=starts[i]: f - s), est)
+            ests.append(est)
+        first = region.order[0]
+        current, size = ests[first], ests[first].spark_bytes
+        columns = list(range(starts[first], starts[first] + widths[first]))
+        joined = 1 << first
+        for i in region.order[1:]:
+            both = joined | 1 << i
+            here = [c for c, m in region.conditions if m & ~both == 0 and m & joined and m & 1 << i]
+            position = {col: j for j, col in enumerate(columns + list(range(starts[i], starts[i] + widths[i])))}
+            keys: list[tuple[int, int]] = []
+            residual: list = []
+            for c in here:
+                kk, rr = estimator.join_keys(remap_fields(c, position), len(columns))
+                keys += kk
+                residual += rr
+            right = ests[i]
+            joined_est = estimator.join("INNER", current, right, keys, residual)
+            joined_est = evolve(joined_est, rows=max(joined_est.rows, 1.0), width=current.width + right.width)
+            planned = (size, right.spark_bytes) if size is not None and right.spark_bytes is not None else None
+
+            def priced(sizes, left=current, right=right, result=joined_est, keys=keys, residual=residual) -> Cost:
+                return self.logical_join("INNER", left, right, result, has_keys=bool(keys), residual=bool(residual),
+                                         has_condition=bool(keys or residual), planned=sizes)
+
+            step = priced(planned)
+            if bindable and planned is not None:
+                bound = priced(None)
+                if bound.total < step.total:
+                    step = bound
+            out = out + step
+            current, joined = joined_est, both
+            size = join_size("INNER", size, right.spark_bytes) if planned is not None else None
+            columns += list(range(starts[i], starts[i] + widths[i]))
+        rest = region.fixed + [c for c, m in region.conditions if m == 0]
+        if rest:
+            out = out + self._cost(cpu=current.rows * (k.cpu_row + len(rest) * k.cpu_expr))
         return out
 
     def node_cost(self, g: nx.DiGraph, node: int, estimator: CardinalityEstimator, *,

@@ -100,13 +100,14 @@ def plan_price(g: nx.DiGraph, estimator: CardinalityEstimator, cost_model: CostM
     """The estimated cost of the whole plan in ``g``: every relation reachable from a root, once (a
     subtree shared by several parents, or written as a plan relation of its own for ``ReferenceRel``s to
     read, is computed once). ``bindable``: each logical join priced as the cheaper of what Spark would
-    run and what ``implement_joins`` can bind (:meth:`cost.model.CostModel.node_cost`)."""
+    run and what ``implement_joins`` can bind (:meth:`cost.model.CostModel.node_cost`); a region of inner
+    joins written with a cross product is priced in the order Spark joins it (:meth:`cost.model.CostModel.price`)."""
     nodes: set[int] = set()
     for root in g.graph["roots"]:
         nodes.add(root["node"])
         nodes |= nx.descendants(g, root["node"])
     priced = nodes - reused_broadcasts(g, nodes)  # a broadcast Spark reuses costs nothing again
-    return sum(cost_model.node_cost(g, n, estimator, bindable=bindable).total for n in priced)
+    return cost_model.price(g, priced, estimator, bindable=bindable)
 
 
 def costlier(after: float, before: float) -> bool:
