@@ -30,6 +30,7 @@ from optimizer.cost.cardinality import CardinalityEstimator
 from optimizer.cost.estimates import RelEstimate
 from optimizer.cost.model import CostModel
 from optimizer.dag import (
+    copy_dag,
     drop_subtree_keys,
     forget_subtree_keys,
     inputs,
@@ -44,6 +45,7 @@ from optimizer.dag import (
 from optimizer.errors import OptimizerError
 from optimizer.expr_utils import FunctionRegistrar
 from optimizer.load.functions import FunctionTable
+from optimizer.schema import rel_schema
 from optimizer.schema.record import Schema
 
 
@@ -295,6 +297,55 @@ def replace_node(g: nx.DiGraph, old: int, new_root: int, *, clean: bool = False)
             root["node"] = new_root
             root["via"] = None
     collect_garbage(g, [old] if clean else None)
+
+
+@dataclass
+class Trial:
+    """A replacement applied to a copy of the DAG (:func:`trial`): what a rule prices before it rewrites."""
+
+    g: nx.DiGraph
+    estimator: CardinalityEstimator
+    root: int
+    #: The nodes the replacement added, children first.
+    added: list[int]
+
+    def price(self, cost_model: CostModel, bindable: bool = False) -> float:
+        return plan_price(self.g, self.estimator, cost_model, bindable=bindable)
+
+
+def trial(g: nx.DiGraph, node: int, replacement: Replacement, ctx: RuleContext, *,
+          scratch: nx.DiGraph | None = None, functions: FunctionTable | None = None) -> Trial:
+    """``replacement`` in the place of ``node`` in a copy of ``g`` (``scratch``: the copy, when the caller
+    made it to declare a function in it; ``functions``: then its table), estimated by a fork of the rule
+    context's estimator: every estimate known is kept but those above the rewrite, which change with it
+    (not only those of the relations it replaces)."""
+    scratch = copy_dag(g) if scratch is None else scratch
+    table = ctx.functions if functions is None else functions
+    estimator = ctx.estimator.fork(scratch)
+    ctx.cost_model.adopt(ctx.estimator, estimator)
+
+    def derive(n: int):
+        return rel_schema(scratch.nodes[n]["rel"], [scratch.nodes[c]["schema"] for c in inputs(scratch, n)], table)
+
+    added: list[int] = []
+    root = add_subgraph(scratch, replacement, derive, added)
+    replace_node(scratch, node, root)
+    estimator.invalidate(root)
+    return Trial(scratch, estimator, root, added)
+
+
+def not_costlier(g: nx.DiGraph, node: int, replacement: Replacement, ctx: RuleContext, rule: str) -> bool:
+    """Whether the whole plan with ``replacement`` in the place of ``node`` is priced at most as high as
+    the plan as it is (:func:`costlier`; the rewrite priced on a :func:`trial`). A rewrite found costlier
+    is remembered by the subtree's digest, per ``rule``: the phase's next passes do not price it again."""
+    declined = g.graph.setdefault(f"{rule}_declined", set())
+    key = subtree_key(g, node)
+    if key in declined:
+        return False
+    if costlier(trial(g, node, replacement, ctx).price(ctx.cost_model), plan_price(g, ctx.estimator, ctx.cost_model)):
+        declined.add(key)
+        return False
+    return True
 
 
 def collect_garbage(g: nx.DiGraph, among: list[int] | None = None) -> None:

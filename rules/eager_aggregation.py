@@ -73,10 +73,9 @@ from optimizer.engine import (
     Replacement,
     Rule,
     RuleContext,
-    add_subgraph,
     costlier,
     plan_price,
-    replace_node,
+    trial,
 )
 from optimizer.expr_utils import (
     FunctionRegistrar,
@@ -94,7 +93,7 @@ from optimizer.expr_utils import (
     remap_fields,
 )
 from optimizer.relations import emit_of, width
-from optimizer.schema import expression_type, measure_type, rel_schema
+from optimizer.schema import expression_type, measure_type
 from optimizer.schema.types import type_kind
 
 #: The pre-aggregation must leave at most this fraction of its input's rows (by the estimates).
@@ -422,23 +421,14 @@ def _price(g: nx.DiGraph, node: int, side: int, build, ctx: RuleContext) -> floa
 
 
 def _priced(g: nx.DiGraph, node: int, scratch: nx.DiGraph, rewrite: _Rewrite, functions, ctx: RuleContext) -> float | None:
-    estimator = ctx.estimator.fork(scratch)
-    ctx.cost_model.adopt(ctx.estimator, estimator)
-
-    def derive(n: int):
-        return rel_schema(scratch.nodes[n]["rel"], [scratch.nodes[c]["schema"] for c in inputs(scratch, n)], functions)
-
-    added: list[int] = []
-    new_root = add_subgraph(scratch, rewrite.replacement, derive, added)
-    (pre,) = [n for n in added if scratch.nodes[n]["kind"] == "aggregate" and inputs(scratch, n) == [rewrite.pre_input]]
-    replace_node(scratch, node, new_root)
-    estimator.invalidate(new_root)
+    t = trial(g, node, rewrite.replacement, ctx, scratch=scratch, functions=functions)
+    (pre,) = [n for n in t.added if t.g.nodes[n]["kind"] == "aggregate" and inputs(t.g, n) == [rewrite.pre_input]]
     source = ctx.estimate(rewrite.pre_input)
-    grouped = [field_index(e) for e in scratch.nodes[pre]["rel"].aggregate.grouping_expressions]
+    grouped = [field_index(e) for e in t.g.nodes[pre]["rel"].aggregate.grouping_expressions]
     if not all(c is not None and c < len(source.columns) and source.columns[c] is not None
                and source.columns[c].ndv is not None for c in grouped):
         return None  # the keys' distinct values unknown: the number of groups is a guess
-    if estimator.estimate(pre).rows > MAX_GROUP_FRACTION * source.rows:
+    if t.estimator.estimate(pre).rows > MAX_GROUP_FRACTION * source.rows:
         return None
-    after = plan_price(scratch, estimator, ctx.cost_model, bindable=True)
+    after = t.price(ctx.cost_model, bindable=True)
     return None if costlier(after, plan_price(g, ctx.estimator, ctx.cost_model, bindable=True)) else after

@@ -53,20 +53,16 @@ import networkx as nx
 from optimizer.cost.uniqueness import equi_columns, exact_equality, is_unique
 from substrait.proto import Expression, JoinRel, Rel, Type
 
-from optimizer.dag import copy_dag, inputs, subtree_key, uses
+from optimizer.dag import inputs, uses
 from optimizer.engine import (
     NewRel,
     Replacement,
     Rule,
     RuleContext,
-    add_subgraph,
-    costlier,
-    plan_price,
-    replace_node,
+    not_costlier,
 )
 from optimizer.expr_utils import has_subquery, has_unresolvable_refs, remap_fields
 from optimizer.relations import apply_emit, emit_of
-from optimizer.schema import rel_schema
 
 _INNER, _LEFT, _RIGHT = JoinRel.JOIN_TYPE_INNER, JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT
 
@@ -180,7 +176,7 @@ def _without(g: nx.DiGraph, node: int, ctx: RuleContext, drop_right: bool, pairs
         project.project.expressions.extend(nulls)
         project.project.common.emit.output_mapping.extend(columns)
         replacement = NewRel(project, [base])
-    return replacement if _not_costlier(g, node, replacement, ctx) else None
+    return replacement if not_costlier(g, node, replacement, ctx, "eliminate_joins") else None
 
 
 def _null_of(t: Type) -> Expression:
@@ -195,27 +191,3 @@ def _null_of(t: Type) -> Expression:
     return e
 
 
-def _not_costlier(g: nx.DiGraph, node: int, replacement: Replacement, ctx: RuleContext) -> bool:
-    """Whether the cost model prices the whole plan with ``replacement`` in the place of ``node`` at most
-    as high as the plan as it is (on a copy of the DAG, the estimates of every relation above the
-    rewrite forgotten). A rewrite found costlier is remembered by the subtree's digest: the phase's
-    next passes do not price it again."""
-    declined = g.graph.setdefault("eliminate_joins_declined", set())
-    key = subtree_key(g, node)
-    if key in declined:
-        return False
-    scratch = copy_dag(g)
-    estimator = ctx.estimator.fork(scratch)
-    ctx.cost_model.adopt(ctx.estimator, estimator)
-
-    def derive(n: int):
-        return rel_schema(scratch.nodes[n]["rel"], [scratch.nodes[c]["schema"] for c in inputs(scratch, n)],
-                          ctx.functions)
-
-    new_root = add_subgraph(scratch, replacement, derive)
-    replace_node(scratch, node, new_root)
-    estimator.invalidate(new_root)
-    if costlier(plan_price(scratch, estimator, ctx.cost_model), plan_price(g, ctx.estimator, ctx.cost_model)):
-        declined.add(key)
-        return False
-    return True

@@ -42,16 +42,13 @@ from __future__ import annotations
 import networkx as nx
 from substrait.proto import JoinRel, Rel
 
-from optimizer.dag import copy_dag, inputs, subtree_key, uses
+from optimizer.dag import inputs, uses
 from optimizer.engine import (
     NewRel,
     Replacement,
     Rule,
     RuleContext,
-    add_subgraph,
-    costlier,
-    plan_price,
-    replace_node,
+    not_costlier,
 )
 from optimizer.expr_utils import (
     field_index,
@@ -62,7 +59,6 @@ from optimizer.expr_utils import (
     remap_fields,
 )
 from optimizer.relations import apply_emit, emit_of, rel_copy, width
-from optimizer.schema import rel_schema
 
 
 def push_semi_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -141,7 +137,7 @@ def push_semi_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     for project in reversed(chain):
         top = NewRel(_without_stats(g, project), [top])
     replacement = apply_emit(g, top, emit_of(rel))
-    return replacement if _not_costlier(g, node, replacement, ctx) else None
+    return replacement if not_costlier(g, node, replacement, ctx, "push_semi_joins") else None
 
 
 RULE = Rule(name="push_semi_joins", phase="logical", kinds=frozenset({"join"}), apply=push_semi_joins,
@@ -166,35 +162,6 @@ def _selected_columns(g: nx.DiGraph, node: int) -> list[int] | None:
     return cols if mapping is None else [cols[m] for m in mapping]
 
 
-def _not_costlier(g: nx.DiGraph, node: int, replacement: NewRel, ctx: RuleContext) -> bool:
-    """Whether the cost model prices the whole plan with ``replacement`` in the place of ``node`` at most
-    as high as the plan as it is: the rewrite applied to a copy of the DAG whose estimator starts from
-    the estimates known (those of every relation above the rewrite forgotten: they change with it, not
-    only those of the relations it replaces). A rewrite found costlier is remembered by the subtree's
-    digest: the phase's next passes do not price it again."""
-    declined = g.graph.setdefault("push_semi_joins_declined", set())
-    key = subtree_key(g, node)
-    if key in declined:
-        return False
-    scratch = copy_dag(g)
-    estimator = ctx.estimator.fork(scratch)
-    ctx.cost_model.adopt(ctx.estimator, estimator)
-    new_root = add_subgraph(scratch, replacement, _schema_deriver(scratch, ctx))
-    replace_node(scratch, node, new_root)
-    estimator.invalidate(new_root)
-    if costlier(plan_price(scratch, estimator, ctx.cost_model), plan_price(g, ctx.estimator, ctx.cost_model)):
-        declined.add(key)
-        return False
-    return True
-
-
-def _schema_deriver(g: nx.DiGraph, ctx: RuleContext):
-    """The output schema of a node added to ``g`` (from its relation and its inputs' schemas)."""
-
-    def derive(node: int):
-        return rel_schema(g.nodes[node]["rel"], [g.nodes[c]["schema"] for c in inputs(g, node)], ctx.functions)
-
-    return derive
 
 
 def _without_stats(g: nx.DiGraph, node: int) -> Rel:
