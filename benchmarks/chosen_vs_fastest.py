@@ -829,6 +829,9 @@ def markdown(report: dict) -> str:
         r = s["ranking"]
         lines += [f"### Does the model rank them right? {r['pairs_right']} right, {r['pairs_wrong']} wrong, "
                   f"{r['pairs_tied']} priced equal ({r['pairs_within_noise']} pairs within {r['noise']:.0%})", ""]
+        if s.get("repriced"):
+            lines += [f"Prices: today's cost model (`--reprice`), {s['repriced']['priced']} plans priced again "
+                      f"({s['repriced']['plans_read']} read from the plans directory), not the report's.", ""]
         lines.append(common.markdown_table(
             ["pairs", "right", "wrong", "priced equal"],
             [[k, v.get("right", 0), v.get("wrong", 0), v.get("tied", 0)] for k, v in r["by_kind"].items()]))
