@@ -9,13 +9,15 @@ actual row count.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from optimizer.cost.statistics import Histogram, to_numeric
 from substrait.proto import Expression, Type
 
-from optimizer.expr_utils import field_index
+from optimizer.expr_utils import call_args, conjuncts, field_index, function_name
+from optimizer.load.functions import FunctionTable
 from optimizer.schema.types import type_kind
 
 # --------------------------------------------------------------------------------------------------
@@ -318,6 +320,33 @@ def column_of(e: Expression) -> int | None:
         e = e.cast.input
     return field_index(e)
 
+
+
+#: The comparisons that make a join key.
+EQUI_FUNCTIONS = frozenset({"equal", "is_not_distinct_from"})
+
+
+def equi_pairs(condition: Expression, n_left: int, functions: FunctionTable,
+               column: Callable[[Expression], int | None] = column_of) -> tuple[list[tuple[int, int]], list[Expression]]:
+    """``(pairs, rest)``: the ``(left column, right column relative to the right input)`` of the
+    conjuncts of a join condition that compare a column of each input with ``equal`` or
+    ``is_not_distinct_from``, and the other conjuncts. ``column``: what a column is (default
+    :func:`column_of`, casts looked through; :func:`~optimizer.expr_utils.field_index`: plain references)."""
+    pairs: list[tuple[int, int]] = []
+    rest: list[Expression] = []
+    for c in conjuncts(condition, functions):
+        args = call_args(c) if function_name(c, functions) in EQUI_FUNCTIONS else None
+        if args is not None and len(args) == 2:
+            a, b = column(args[0]), column(args[1])
+            if a is not None and b is not None:
+                if a < n_left <= b:
+                    pairs.append((a, b - n_left))
+                    continue
+                if b < n_left <= a:
+                    pairs.append((b, a - n_left))
+                    continue
+        rest.append(c)
+    return pairs, rest
 
 
 def q_error(estimated: float, actual: float) -> float:

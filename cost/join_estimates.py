@@ -10,7 +10,7 @@ from optimizer.cost.estimates import (
     DEFAULT_SET_OVERLAP,
     ColumnEstimate,
     RelEstimate,
-    column_of,
+    equi_pairs,
     evolve,
     scale_column,
 )
@@ -24,7 +24,7 @@ from optimizer.cost.selectivity import (
 from substrait.proto import Expression
 
 from optimizer.dag import inputs
-from optimizer.expr_utils import call_args, conjuncts, join_type_name, reference_field
+from optimizer.expr_utils import conjuncts, join_type_name, reference_field
 
 
 def domain_within(c: ColumnEstimate | None, other: ColumnEstimate | None) -> float:
@@ -151,24 +151,8 @@ class JoinEstimates:
         return self.join("INNER", children[0], children[1], [], [])
 
     def join_keys(self, expression: Expression, n_left: int) -> tuple[list[tuple[int, int]], list[Expression]]:
-        """``(keys, residual)``: equi-join keys ``(left column, right column relative to the right input)``
-        from the ``equal``/``is_not_distinct_from`` conjuncts of a join expression, and the other conjuncts."""
-        keys: list[tuple[int, int]] = []
-        residual: list[Expression] = []
-        for c in conjuncts(expression, self.functions):
-            name = self._fname(c)
-            args = call_args(c) if name in ("equal", "is_not_distinct_from") else None
-            if args is not None and len(args) == 2:
-                a, b = column_of(args[0]), column_of(args[1])
-                if a is not None and b is not None:
-                    if a < n_left <= b:
-                        keys.append((a, b - n_left))
-                        continue
-                    if b < n_left <= a:
-                        keys.append((b, a - n_left))
-                        continue
-            residual.append(c)
-        return keys, residual
+        """``(keys, residual)``: the equi-join keys of a join expression and its other conjuncts (:func:`equi_pairs`)."""
+        return equi_pairs(expression, n_left, self.functions)
 
     def join(self, jt: str, left: RelEstimate, right: RelEstimate, keys: list[tuple[int, int]],
              residual: list[Expression]) -> RelEstimate:

@@ -192,26 +192,9 @@ def join_keys(g: nx.DiGraph, node: int, functions: Any = None) -> list[tuple[int
         n_left = output_width(g, children[0]) if children else None
         if n_left is None:
             return []
-        from optimizer.cost.estimates import column_of
+        from optimizer.cost.estimates import equi_pairs
 
-        from optimizer.expr_utils import call_args, conjuncts, function_name
-        if functions is None:
-            functions = g.graph["functions"]
-        keys = []
-        for c in conjuncts(body.expression, functions):
-            if function_name(c, functions) not in ("equal", "is_not_distinct_from"):
-                continue
-            args = call_args(c) or []
-            if len(args) != 2:
-                continue
-            a, b = column_of(args[0]), column_of(args[1])
-            if a is None or b is None:
-                continue
-            if a < n_left <= b:
-                keys.append((a, b - n_left))
-            elif b < n_left <= a:
-                keys.append((b, a - n_left))
-        return keys
+        return equi_pairs(body.expression, n_left, g.graph["functions"] if functions is None else functions)[0]
     return []
 
 

@@ -40,10 +40,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import networkx as nx
+from optimizer.cost.estimates import equi_pairs
 from substrait.proto import Expression, JoinRel, SetRel, Type
 
 from optimizer.dag import inputs
-from optimizer.expr_utils import call_args, conjuncts, field_index, function_name
+from optimizer.expr_utils import field_index
 
 #: A relation's unique keys: minimal sets of output columns, none a subset of another.
 Keys = frozenset[frozenset[int]]
@@ -61,7 +62,6 @@ _SUBSET_OF_ROWS = frozenset({"filter", "sort"})
 _KEEPS_LEFT = frozenset({JoinRel.JOIN_TYPE_INNER, JoinRel.JOIN_TYPE_LEFT})
 _KEEPS_RIGHT = frozenset({JoinRel.JOIN_TYPE_INNER, JoinRel.JOIN_TYPE_RIGHT})
 #: The comparisons an equi-join key is: both match only values a grouping puts in one group.
-EQUI_FUNCTIONS = frozenset({"equal", "is_not_distinct_from"})
 
 
 def is_unique(keys: Keys, columns: Iterable[int]) -> bool:
@@ -90,25 +90,6 @@ def unique_keys(g: nx.DiGraph, node: int, memo: dict[int, Keys] | None = None) -
     return memo[node]
 
 
-def equi_columns(condition: Expression, n_left: int, functions) -> tuple[list[tuple[int, int]], list[Expression]]:
-    """``(pairs, rest)``: the ``(left column, right column relative to the right input)`` of the
-    conjuncts of a join condition that compare a column of each input with ``equal`` or
-    ``is_not_distinct_from`` (plain field references, no cast), and the other conjuncts."""
-    pairs: list[tuple[int, int]] = []
-    rest: list[Expression] = []
-    for c in conjuncts(condition, functions):
-        args = call_args(c) if function_name(c, functions) in EQUI_FUNCTIONS else None
-        cols = [field_index(a) for a in args] if args is not None and len(args) == 2 else None
-        if cols is not None and None not in cols:
-            a, b = cols
-            if a < n_left <= b:
-                pairs.append((a, b - n_left))
-                continue
-            if b < n_left <= a:
-                pairs.append((b, a - n_left))
-                continue
-        rest.append(c)
-    return pairs, rest
 
 
 def exact_equality(t: Type) -> bool:
@@ -231,7 +212,7 @@ def _join_keys(g: nx.DiGraph, node: int, kind: str, body, children: list[int], m
     jt = JoinRel.JOIN_TYPE_INNER if kind == "cross" else body.type
     pairs: list[tuple[int, int]] = []
     if kind == "join" and body.HasField("expression"):
-        pairs, _ = equi_columns(body.expression, n_left, g.graph["functions"])
+        pairs, _ = equi_pairs(body.expression, n_left, g.graph["functions"], column=field_index)
         # ``equal`` matches -0.0 with 0.0, which a grouping may keep apart: not a key's column to join on.
         types = [*g.nodes[left]["schema"].types, *g.nodes[right]["schema"].types]
         pairs = [(a, b) for a, b in pairs if exact_equality(types[a]) and exact_equality(types[n_left + b])]
@@ -252,4 +233,4 @@ def _join_keys(g: nx.DiGraph, node: int, kind: str, body, children: list[int], m
     return _minimal(keys), n_left + n_right
 
 
-__all__ = ["EQUI_FUNCTIONS", "MAX_KEYS", "NONE", "ONE_ROW", "Keys", "equi_columns", "exact_equality", "is_unique", "unique_keys"]
+__all__ = ["MAX_KEYS", "NONE", "ONE_ROW", "Keys", "exact_equality", "is_unique", "unique_keys"]

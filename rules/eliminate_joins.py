@@ -50,7 +50,8 @@ before ``join_order``, which then has one input fewer to order.
 from __future__ import annotations
 
 import networkx as nx
-from optimizer.cost.uniqueness import equi_columns, exact_equality, is_unique
+from optimizer.cost.estimates import equi_pairs
+from optimizer.cost.uniqueness import exact_equality, is_unique
 from substrait.proto import Expression, JoinRel, Rel, Type
 
 from optimizer.dag import inputs, uses
@@ -61,7 +62,7 @@ from optimizer.engine import (
     RuleContext,
     not_costlier,
 )
-from optimizer.expr_utils import has_subquery, has_unresolvable_refs, remap_fields
+from optimizer.expr_utils import field_index, has_subquery, has_unresolvable_refs, remap_fields
 from optimizer.relations import apply_emit, emit_of
 
 _INNER, _LEFT, _RIGHT = JoinRel.JOIN_TYPE_INNER, JoinRel.JOIN_TYPE_LEFT, JoinRel.JOIN_TYPE_RIGHT
@@ -95,7 +96,7 @@ def eliminate_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
         return None  # read by several relations: left as it is
     left, right = inputs(g, node)
     n_left, n_right = _width(g, left), _width(g, right)
-    pairs, rest = equi_columns(join.expression, n_left, ctx.functions)
+    pairs, rest = equi_pairs(join.expression, n_left, ctx.functions, column=field_index)
     types = [*g.nodes[left]["schema"].types, *g.nodes[right]["schema"].types]
     if rest or not pairs or not all(exact_equality(types[a]) and exact_equality(types[n_left + b]) for a, b in pairs):
         return None
