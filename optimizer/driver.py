@@ -37,7 +37,7 @@ from optimizer.engine import (  # noqa: F401  (COST_TOLERANCE: the tests' and be
     plan_price,
     run_phase,
 )
-from optimizer.expr_utils import FunctionRegistrar
+from optimizer.expr_utils import FunctionRegistrar, walk
 from optimizer.load.pipeline import LoadedPlan, load
 from optimizer.plan_io import deep_messages
 
@@ -489,16 +489,9 @@ def _without_row_hints(plan: Plan) -> Plan:
     """A copy of ``plan`` without ``hint.stats`` in any relation (each ``RelCommon`` of the plan)."""
     out = Plan()
     out.CopyFrom(plan)
-    stack: list[Any] = [out]
-    while stack:
-        message = stack.pop()
-        if message.DESCRIPTOR.full_name == "substrait.RelCommon":
-            if message.HasField("hint"):
-                message.hint.ClearField("stats")
-            continue
-        for fd, value in message.ListFields():
-            if fd.type == fd.TYPE_MESSAGE and not fd.message_type.GetOptions().map_entry:
-                stack.extend(value if fd.label == fd.LABEL_REPEATED else (value,))
+    for message in walk(out, enter_subqueries=True):
+        if message.DESCRIPTOR.full_name == "substrait.RelCommon" and message.HasField("hint"):
+            message.hint.ClearField("stats")
     return out
 
 
