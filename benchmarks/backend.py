@@ -158,16 +158,12 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producer: str = "d
 def markdown(report: dict) -> str:
     s = report["summary"]
     cfg = report["config"]
-    lines = [
-        f"# PySpark backend vs Spark SQL, TPC-H SF {s['scale_factor']:g} ({s['producer']} plans, not optimized)",
-        "",
-        f"{cfg['machine'].get('date', '?')}, commit {cfg['machine'].get('commit', '?')}: "
-        f"Spark {cfg['machine'].get('pyspark', '?')}{' over Spark Connect' if cfg.get('remote') else ''}, "
-        f"{cfg['machine'].get('cpus')} cores; median of {cfg['reps']} "
-        f"runs after {cfg['warmup']} warm-up, interleaved, sink `{cfg['sink']}`. `to_dataframe` is the backend's "
-        "own overhead (Substrait plan to a lazy DataFrame), `spark.sql` the same step for the SQL text; both "
-        "after every plan and query was built once (the JVM's JIT warm, as in a session that runs many plans).",
-        "",
+    lines = common.report_head(
+        f"PySpark backend vs Spark SQL, TPC-H SF {s['scale_factor']:g} ({s['producer']} plans, not optimized)", cfg,
+        "`to_dataframe` is the backend's own overhead (Substrait plan to a lazy DataFrame), `spark.sql` the same "
+        "step for the SQL text; both after every plan and query was built once (the JVM's JIT warm, as in a "
+        "session that runs many plans).")
+    lines += [
         "| summary | value | target |",
         "| --- | --- | --- |",
         f"| geomean backend / Spark SQL | {common.fmt(s['geomean_backend_vs_spark_sql'])} "

@@ -249,6 +249,22 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def how_timed(config: Mapping[str, Any]) -> str:
+    """The sentence a Spark timing report states its set-up in, from its ``config`` (``machine()``,
+    ``reps``, ``warmup``, ``sink``; ``remote`` for Spark Connect)."""
+    m = config["machine"]
+    connect = " over Spark Connect" if config.get("remote") else ""
+    return (f"{m.get('date', '?')}, commit {m.get('commit', '?')}: Spark {m.get('pyspark', '?')}{connect}, "
+            f"{m.get('cpus')} cores; median of {config['reps']} runs after {config['warmup']} warm-up, "
+            f"interleaved; sink `{config['sink']}`.")
+
+
+def report_head(title: str, config: Mapping[str, Any], about: str) -> list[str]:
+    """The opening lines of a Spark timing report's markdown: its title, then a paragraph of its set-up
+    (:func:`how_timed`) and ``about``, what its figures are."""
+    return [f"# {title}", "", f"{how_timed(config)} {about}", ""]
+
+
 def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=str) + "\n")

@@ -214,12 +214,9 @@ def run(scale: float = 1.0, reps: int = 3, warmup: int = 1, spark: Any = None,
 def markdown(r: dict) -> str:
     c = r["estimated_cost"]
     s = r["seconds"]
-    lines = [
-        f"# Join order: Q5 written in a bad order (SF {r['config']['scale_factor']:g})",
-        "",
-        f"Plan by {r['producer']}. Median of {r['config']['reps']} runs after {r['config']['warmup']} warm-up, "
-        f"interleaved, through the backend (sink `{r['config']['sink']}`).",
-        "",
+    lines = common.report_head(f"Join order: Q5 written in a bad order (SF {r['config']['scale_factor']:g})",
+                               r["config"], f"Plan by {r['producer']}, run through the backend.")
+    lines += [
         "```sql",
         r["sql"],
         "```",

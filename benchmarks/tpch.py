@@ -539,17 +539,14 @@ def write_reports(report: dict, out_dir: Path, name: str = "tpch") -> None:
 def markdown(report: dict) -> str:
     s = report["summary"]
     cfg = report["config"]
-    lines = [
-        f"# {SUITES[s.get('suite', 'tpch')].title} at scale factor {s['scale_factor']:g}",
-        "",
-        f"Spark {cfg['machine'].get('pyspark', '?')}, {cfg['machine'].get('cpus')} cores; median of "
-        f"{cfg['reps']} runs after {cfg['warmup']} warm-up, interleaved; sink `{cfg['sink']}`. "
-        "Times in seconds. (a) Spark SQL default, (b) Spark SQL with CBO + join reordering on ANALYZEd "
-        "tables, (c) the producer's plan through our backend, (d) the optimized plan through our backend. "
+    lines = common.report_head(
+        f"{SUITES[s.get('suite', 'tpch')].title} at scale factor {s['scale_factor']:g}", cfg,
+        "Times in seconds. (a) Spark SQL default, (b) Spark SQL with CBO + join reordering on ANALYZEd tables, "
+        "(c) the producer's plan through our backend, (d) the optimized plan through our backend. "
         f"A plan with d/b > {cfg.get('confirm', {}).get('above', CONFIRM_ABOVE):g} is run "
         f"{cfg.get('confirm', {}).get('reps', 0)} more times against (b), alternating; d/b in brackets is "
-        "the ratio of those medians, and the 1.2 target reads it.",
-        "",
+        "the ratio of those medians, and the 1.2 target reads it.")
+    lines += [
         "| summary | value |",
         "| --- | --- |",
         f"| geomean d/b (optimized vs Spark CBO) | {common.fmt(s['geomean_optimized_vs_spark_cbo'])} |",

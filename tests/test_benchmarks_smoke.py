@@ -128,13 +128,17 @@ def test_synthetic_plans_are_valid():
 
 @pytest.mark.spark
 def test_join_order_benchmark_runs(spark, tmp_path):
-    from benchmarks import join_order
+    from benchmarks import common, join_order
 
     report = join_order.main(["--scale", "0.01", "--reps", "1", "--warmup", "0", "--no-progress",
                               "--out", str(tmp_path)], spark=spark)
     assert report["written_leaf_order"] == list(join_order.WRITTEN_ORDER)
     assert all(report["answers_equal"].values()), report["errors"]
     assert report["estimated_cost"]["written_order"] is not None
+    # The report states its set-up as the other Spark timing reports do (benchmarks.common.how_timed).
+    head = (tmp_path / "join_order.md").read_text().splitlines()[2]
+    assert head.startswith(common.how_timed(report["config"])), head
+    assert "cores; median of 1 runs after 0 warm-up, interleaved; sink `DataFrame.toArrow()`." in head
 
 
 def test_a_datafusion_answer_is_judged_by_duckdb_then_datafusion_then_quotient_rounding():
