@@ -62,6 +62,7 @@ from optimizer.cost.spark_joins import (
     JoinRegion,
     builds_preserved,
     choose_build,
+    joins_without_condition,
     spark_join_region,
 )
 from optimizer.cost.spark_size import join_size
@@ -208,7 +209,8 @@ class CostModel:
         on the joins and filters above it."""
         total = 0.0
         regions: list[JoinRegion] = []
-        for n in nodes:
+        # A region holds a cross product or a join without a condition: without one, none is looked for.
+        for n in nodes if any(joins_without_condition(g, n) for n in nodes) else ():
             if g.nodes[n]["kind"] in ("join", "cross", "filter"):
                 region = spark_join_region(g, n, estimator.functions)
                 if region is not None and nodes.issuperset(region.nodes):

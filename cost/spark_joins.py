@@ -116,6 +116,13 @@ def _region_member(g: nx.DiGraph, node: int) -> bool:
     return kind == "cross" or (body.type == JoinRel.JOIN_TYPE_INNER and not body.HasField("post_join_filter"))
 
 
+def joins_without_condition(g: nx.DiGraph, node: int) -> bool:
+    """A cross product or a logical join without a condition: every region (:func:`spark_join_region`)
+    holds one."""
+    kind = g.nodes[node]["kind"]
+    return kind == "cross" or (kind == "join" and not g.nodes[node]["rel"].join.HasField("expression"))
+
+
 def _continues(g: nx.DiGraph, node: int) -> bool:
     """Does the region go on below into ``node`` (the left input of a member): a member read once,
     without an emit (a projection between joins stops Spark's flattening)?"""
