@@ -204,21 +204,20 @@ def to_dag(plan: Plan, functions: FunctionTable | None = None) -> nx.DiGraph:
 
 def inputs(g: nx.DiGraph, node: int) -> list[int]:
     """The input nodes of ``node`` in slot order (a node read twice appears twice)."""
-    # Most relations read one or two inputs, each in one slot: those without building and sorting pairs.
-    # This runs for every relation priced or estimated: the graph's adjacency dict (child -> edge data, in
-    # the order of ``g.successors``) is read directly, as ``collect_garbage`` reads ``g._pred``.
-    out = g._succ[node]
-    if len(out) == 1:
-        for child, data in out.items():
-            return [child] * len(data["slots"])
-    if len(out) == 2:
-        (a, data_a), (b, data_b) = out.items()
-        slots_a, slots_b = data_a["slots"], data_b["slots"]
+    below = list(g.successors(node))
+    # Most relations read one or two inputs, each in one slot: those without building and sorting pairs
+    # (this runs for every relation priced or estimated).
+    edges = g.edges
+    if len(below) == 1:
+        return below * len(edges[node, below[0]]["slots"])
+    if len(below) == 2:
+        a, b = below
+        slots_a, slots_b = edges[node, a]["slots"], edges[node, b]["slots"]
         if len(slots_a) == 1 and len(slots_b) == 1:
-            return [a, b] if slots_a[0] < slots_b[0] else [b, a]
+            return below if slots_a[0] < slots_b[0] else [b, a]
     slots: list[tuple[int, int]] = []
-    for child, data in out.items():
-        for s in data["slots"]:
+    for child in below:
+        for s in edges[node, child]["slots"]:
             slots.append((s, child))
     return [child for _, child in sorted(slots)]
 
