@@ -6,9 +6,10 @@ below the join, on the input its measures read (eager aggregation, Yan and Larso
 grouping expressions, whose input is, through ``ProjectRel`` s of deterministic expressions without
 subquery or window function (each read once and by nothing else), an inner ``JoinRel`` read only there
 whose condition is a conjunction of ``equal`` between a column of each input and which has no post-join
-filter. Every measure is ``sum``, ``count``, ``min`` or ``max``, not DISTINCT, without sorts, of phase
-initial-to-result; its arguments and its filter, deterministic, read the columns of one input ``S`` of
-the join only (or none). A ``sum`` is over integers or over a decimal of scale ``s`` giving ``decimal(38,
+filter, and which Spark shuffles: by the estimates neither input is under the broadcast threshold, as the
+cost model decides a join's strategy (:func:`optimizer.cost.spark_joins.choose_build`). Every measure is
+``sum``, ``count``, ``min`` or ``max``, not DISTINCT, without sorts, of phase initial-to-result; its
+arguments and its filter, deterministic, read the columns of one input ``S`` of the join only (or none). A ``sum`` is over integers or over a decimal of scale ``s`` giving ``decimal(38,
 s)`` (Substrait's sum type), its overflow option not ``SATURATE``; a ``count`` gives ``i64`` and the aggregate has grouping
 keys. A computed grouping expression reads no floating-point column of ``S``. The aggregate is not
 written elsewhere in the plan (copies Spark computes once). By the estimates, ``S``'s keys below (each
@@ -42,11 +43,16 @@ itself, one per partition: a decimal of precision ``p <= 19`` (TPC-H's, TPC-DS')
 2^63 rows stays below ``10^(38-s)`` whatever the grouping. A floating-point sum would round differently:
 not rewritten; nor ``avg`` (its rounding is the engine's), DISTINCT, ordered or other measures.
 
-**Why it pays**: the join then reads one row per group of ``K`` instead of every row of ``S`` (TPC-DS Q43:
-a year of ``date_dim ⋈ store_sales`` summed per store before the join with ``store``); Spark's partial
-aggregation does not move below a join on its own. Not always: a pre-aggregation that keeps most rows adds a hash and a
-shuffle for nothing, and one below a join that filters away most groups aggregates rows the original
-dropped: the estimates' threshold and the price of the whole plan decline those.
+**Why it pays**: the shuffled join then moves and reads one row per group of ``K`` instead of every row of
+``S`` (line items summed per order before their join with the orders, both too large to broadcast), or
+``S``'s groups become small enough to broadcast; Spark's partial aggregation does not move below a join on
+its own. Not over a join with a broadcast input: Spark streams the other input through it, its partial
+aggregation above the join already runs before the first shuffle, and the pre-aggregation adds a shuffle
+(at SF 1 on Spark, TPC-DS Q8 and Q43 ran 0.99 to 1.17 times as long with it). Nor always over a
+shuffled one: a pre-aggregation that keeps most rows adds a hash and a shuffle for nothing, and one below a
+join that filters away most groups aggregates rows the original dropped: the estimates' threshold and the
+price of the whole plan decline those (the cost model prices the pre-aggregation's shuffle of its partial
+rows, and the join's shuffle of its groups unless they are partitioned on the join's keys already).
 
 **Where it runs**: first in the physical phase, on the join order ``join_order`` chose: in the logical
 phase the new aggregate would split the join region before its order is chosen, and the order
@@ -64,6 +70,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import networkx as nx
+from optimizer.cost.estimates import RelEstimate
+from optimizer.cost.spark_joins import choose_build
 from optimizer.rules.push_filters import substitute
 from substrait.proto import AggregateFunction, AggregateRel, AggregationPhase, Expression, JoinRel, Rel, Type
 
@@ -112,29 +120,44 @@ def eager_aggregation(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement
     """The aggregate computed in part below the inner join under it (see the module doc); None where it
     does not apply or does not pay.
 
-    Before (left) and after (right): the quantities of 6M line items summed per supplier before the join
-    with the suppliers' nations, instead of after it:
+    Before (left) and after (right): the quantities of 6M line items summed per order before their join
+    with the 1.5M orders (96 and 24 MB: Spark shuffles both), then per order priority:
 
     >>> from testing.builder import INNER, Builder, aggregate, before_after, join, read, ref
     >>> from optimizer.cost.providers import MemoryStatistics as M; from optimizer.cost.statistics import ColumnStatistics as C, TableStatistics as T
+    >>> stats = M({"lineitem": T(6e6, columns={"l_orderkey": C(ndv=1.5e6)}), "orders": T(1.5e6, columns={"o_orderkey": C(ndv=1.5e6), "o_orderpriority": C(ndv=5)})})
+    >>> b, li, o = Builder(), read("lineitem", [("l_orderkey", "i64"), ("l_quantity", "i64")]), read("orders", [("o_orderkey", "i64"), ("o_orderpriority", "string")])
+    >>> print(before_after(b.plan(aggregate(join(li, o, INNER, b.call("equal", ref(0), ref(2))), [3], b.agg("sum", ref(1))), ["p", "q"]), RULE, stats))
+    Aggregate(groups=[(o_orderpriority#3)], measures=[sum(l_quantity#1)]) | Aggregate(groups=[(o_orderpriority#3)], measures=[sum(measure_0#1)])
+      Join(inner, (l_orderkey#0 = o_orderkey#2))                          |   Join(inner, (l_orderkey#0 = o_orderkey#2))
+        Read(lineitem)                                                    |     Aggregate(groups=[(l_orderkey#0)], measures=[sum(l_quantity#1)])
+        Read(orders)                                                      |       Read(lineitem)
+                                                                          |     Read(orders)
+
+    With 10,000 suppliers (160 kB) in the place of the orders, Spark broadcasts them: not rewritten.
+
     >>> stats = M({"lineitem": T(6e6, columns={"l_suppkey": C(ndv=1e4)}), "supplier": T(1e4, columns={"s_suppkey": C(ndv=1e4), "s_nationkey": C(ndv=25)})})
-    >>> b, li, s = Builder(), read("lineitem", [("l_suppkey", "i64"), ("l_quantity", "i64")]), read("supplier", [("s_suppkey", "i64"), ("s_nationkey", "i64")])
+    >>> li, s = read("lineitem", [("l_suppkey", "i64"), ("l_quantity", "i64")]), read("supplier", [("s_suppkey", "i64"), ("s_nationkey", "i64")])
     >>> print(before_after(b.plan(aggregate(join(li, s, INNER, b.call("equal", ref(0), ref(2))), [3], b.agg("sum", ref(1))), ["n", "q"]), RULE, stats))
-    Aggregate(groups=[(s_nationkey#3)], measures=[sum(l_quantity#1)]) | Aggregate(groups=[(s_nationkey#3)], measures=[sum(measure_0#1)])
+    Aggregate(groups=[(s_nationkey#3)], measures=[sum(l_quantity#1)]) | Aggregate(groups=[(s_nationkey#3)], measures=[sum(l_quantity#1)])
       Join(inner, (l_suppkey#0 = s_suppkey#2))                        |   Join(inner, (l_suppkey#0 = s_suppkey#2))
-        Read(lineitem)                                                |     Aggregate(groups=[(l_suppkey#0)], measures=[sum(l_quantity#1)])
-        Read(supplier)                                                |       Read(lineitem)
-                                                                      |     Read(supplier)
+        Read(lineitem)                                                |     Read(lineitem)
+        Read(supplier)                                                |     Read(supplier)
     """
     rel = g.nodes[node]["rel"]
     body = rel.aggregate
     if body.HasField("advanced_extension") or not _one_grouping_set(body):
         return None
     (agg_input,) = inputs(g, node)
-    found = _join_below(g, agg_input, ctx)
+    found = _join_below(g, agg_input)
     if found is None:
         return None
-    join, columns = found
+    join, chain = found
+    if not _shuffled(g, join, ctx):
+        return None  # a broadcast join: Spark's partial aggregation above it runs before the first shuffle
+    columns = _columns(g, join, chain, ctx)
+    if columns is None:
+        return None
     left, right = inputs(g, join)
     n_left = width(g, left)
     keys = _equi_keys(g, join, n_left, ctx)
@@ -160,6 +183,10 @@ def eager_aggregation(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement
     for side, lo, hi in ((0, 0, n_left), (1, n_left, n_left + n_right)):
         if not all(lo <= c < hi for c in read):
             continue
+        target = (left, right)[side]
+        kept = _pre_keys(g, join, side, keys, groups, ctx)
+        if kept is None or not _distinct_known(ctx.estimate(target), kept):
+            continue  # the keys' distinct values unknown: the number of groups below is a guess
 
         def build(registrar: FunctionRegistrar, side: int = side) -> _Rewrite | None:
             return _rewrite(g, node, join, side, keys, groups, measures, ctx, registrar)
@@ -197,9 +224,9 @@ def _one_grouping_set(body: AggregateRel) -> bool:
     return len(body.groupings) == 1 and set(body.groupings[0].expression_references) == set(range(n))
 
 
-def _join_below(g: nx.DiGraph, top: int, ctx: RuleContext) -> tuple[int, list[Expression]] | None:
-    """Down the projects from ``top`` to an inner join, each read once: the join and, for each column of
-    ``top``, its expression over the join's columns (its inputs' side by side, before its emit)."""
+def _join_below(g: nx.DiGraph, top: int) -> tuple[int, list[int]] | None:
+    """Down the projects from ``top`` to an inner join with a condition and no post-join filter, each
+    read once: the join and the projects on the way, top first."""
     chain: list[int] = []
     current = top
     while True:
@@ -208,10 +235,7 @@ def _join_below(g: nx.DiGraph, top: int, ctx: RuleContext) -> tuple[int, list[Ex
         kind = g.nodes[current]["kind"]
         if kind == "join":
             break
-        if kind != "project":
-            return None
-        body = g.nodes[current]["rel"].project
-        if body.HasField("advanced_extension") or not all(_substitutable(e, ctx) for e in body.expressions):
+        if kind != "project" or g.nodes[current]["rel"].project.HasField("advanced_extension"):
             return None
         chain.append(current)
         (current,) = inputs(g, current)
@@ -219,17 +243,36 @@ def _join_below(g: nx.DiGraph, top: int, ctx: RuleContext) -> tuple[int, list[Ex
     if (join.type != JoinRel.JOIN_TYPE_INNER or join.HasField("advanced_extension")
             or join.HasField("post_join_filter") or not join.HasField("expression")):
         return None
-    mapping = emit_of(g.nodes[current]["rel"])
-    columns = [field(i) for i in (mapping if mapping is not None else range(width(g, current)))]
+    return current, chain
+
+
+def _shuffled(g: nx.DiGraph, join: int, ctx: RuleContext) -> bool:
+    """Whether Spark shuffles both inputs of the inner ``join`` rather than broadcast one: the choice
+    the cost model prices a join by (:func:`optimizer.cost.spark_joins.choose_build`, on the inputs'
+    estimated sizes and the cost model's broadcast threshold). An inner join broadcasts either input,
+    so both are above the threshold."""
+    left, right = (ctx.estimate(n).bytes for n in inputs(g, join))
+    choice = choose_build("INNER", left, right, ctx.cost_model.broadcast_threshold)
+    return choice is not None and not choice[1]
+
+
+def _columns(g: nx.DiGraph, join: int, chain: list[int], ctx: RuleContext) -> list[Expression] | None:
+    """For each column of the top of ``chain`` (the projects over ``join``, top first), its expression
+    over the join's columns (its inputs' side by side, before its emit); None where a project computes
+    what cannot move below the aggregate."""
+    mapping = emit_of(g.nodes[join]["rel"])
+    columns = [field(i) for i in (mapping if mapping is not None else range(width(g, join)))]
     for project in reversed(chain):
         body = g.nodes[project]["rel"].project
+        if not all(_substitutable(e, ctx) for e in body.expressions):
+            return None
         below = columns
         own = list(below) + [substitute(e, lambda i, b=below: b[i]) for e in body.expressions]
         mapping = emit_of(g.nodes[project]["rel"])
         columns = [own[i] for i in mapping] if mapping is not None else own
         if any(c is None or _size(c) > MAX_EXPRESSION_SIZE for c in columns):
             return None
-    return current, columns
+    return columns
 
 
 def _substitutable(e: Expression, ctx: RuleContext) -> bool:
@@ -327,15 +370,9 @@ def _rewrite(g: nx.DiGraph, node: int, join: int, side: int, keys: list[tuple[in
     n_left = width(g, join_inputs[0])
     target = join_inputs[side]
     offset = 0 if side == 0 else n_left
-    n_side = width(g, target)
-    local = {k[side] for k in keys}  # the side's join keys, counted from its first column
-    target_schema = ctx.schema(target)
-    for e in groups:
-        mine = {c - offset for c in referenced_fields(e) if offset <= c < offset + n_side}
-        if mine and field_index(e) is None and any(type_kind(target_schema.types[c]) in _FLOATS for c in mine):
-            return None  # grouped by the column first: -0.0 and 0.0 (NaNs) would become one value
-        local |= mine
-    kept = sorted(local)
+    kept = _pre_keys(g, join, side, keys, groups, ctx)
+    if kept is None:
+        return None
     position = {c: i for i, c in enumerate(kept)}
     pre = Rel()
     agg = pre.aggregate
@@ -383,6 +420,31 @@ def _rewrite(g: nx.DiGraph, node: int, join: int, side: int, keys: list[tuple[in
     return _Rewrite(NewRel(final, [joined]), target)
 
 
+def _pre_keys(g: nx.DiGraph, join: int, side: int, keys: list[tuple[int, int]], groups: list[Expression],
+              ctx: RuleContext) -> list[int] | None:
+    """``K``: the columns of input ``side`` of ``join`` that its condition (``keys``) and the grouping
+    expressions read, counted from the input's first, ascending; None where a computed grouping
+    expression reads a floating-point column of it."""
+    join_inputs = inputs(g, join)
+    target = join_inputs[side]
+    offset = 0 if side == 0 else width(g, join_inputs[0])
+    n_side = width(g, target)
+    local = {k[side] for k in keys}  # the side's join keys, counted from its first column
+    target_schema = ctx.schema(target)
+    for e in groups:
+        mine = {c - offset for c in referenced_fields(e) if offset <= c < offset + n_side}
+        if mine and field_index(e) is None and any(type_kind(target_schema.types[c]) in _FLOATS for c in mine):
+            return None  # grouped by the column first: -0.0 and 0.0 (NaNs) would become one value
+        local |= mine
+    return sorted(local)
+
+
+def _distinct_known(source: RelEstimate, columns: list[int]) -> bool:
+    """Whether the estimate ``source`` knows the number of distinct values of each of ``columns``."""
+    return all(c < len(source.columns) and source.columns[c] is not None and source.columns[c].ndv is not None
+               for c in columns)
+
+
 def _final_anchor(s: _Measure, functions) -> int | None:
     """The function of the final measure: the original's, or for a count (and a sum of small integers
     declared for their type) a ``sum`` of ``i64`` the plan declares; -1: none declared, one to declare;
@@ -401,7 +463,7 @@ def _final_anchor(s: _Measure, functions) -> int | None:
 
 def _price(g: nx.DiGraph, node: int, side: int, build, ctx: RuleContext) -> float | None:
     """The price of the whole plan with the rewrite ``build`` makes, if the pre-aggregation keeps few
-    enough rows (its keys' distinct values known) and the plan is no costlier than without it; else None.
+    enough rows and the plan is no costlier than without it; else None.
     Priced on a copy of the DAG (a ``sum`` the rewrite declares, declared in the copy), every relation
     above the rewrite estimated again. A rewrite declined is remembered by the subtree's digest and side:
     the phase's next passes do not price it again."""
@@ -423,12 +485,7 @@ def _price(g: nx.DiGraph, node: int, side: int, build, ctx: RuleContext) -> floa
 def _priced(g: nx.DiGraph, node: int, scratch: nx.DiGraph, rewrite: _Rewrite, functions, ctx: RuleContext) -> float | None:
     t = trial(g, node, rewrite.replacement, ctx, scratch=scratch, functions=functions)
     (pre,) = [n for n in t.added if t.g.nodes[n]["kind"] == "aggregate" and inputs(t.g, n) == [rewrite.pre_input]]
-    source = ctx.estimate(rewrite.pre_input)
-    grouped = [field_index(e) for e in t.g.nodes[pre]["rel"].aggregate.grouping_expressions]
-    if not all(c is not None and c < len(source.columns) and source.columns[c] is not None
-               and source.columns[c].ndv is not None for c in grouped):
-        return None  # the keys' distinct values unknown: the number of groups is a guess
-    if t.estimator.estimate(pre).rows > MAX_GROUP_FRACTION * source.rows:
+    if t.estimator.estimate(pre).rows > MAX_GROUP_FRACTION * ctx.estimate(rewrite.pre_input).rows:
         return None
     after = t.price(ctx.cost_model, bindable=True)
     return None if costlier(after, plan_price(g, ctx.estimator, ctx.cost_model, bindable=True)) else after

@@ -1,9 +1,10 @@
 """eager_aggregation: an aggregate over an inner equi-join is computed in part below the join, on the input
 its measures read. The ``spark`` tests run the original and the rewritten plan on Spark (TPC-H SF 0.01)
 and compare the answers, with statistics that say the tables are SF 1's (the rule fires where the
-pre-aggregation shrinks its input by the estimates). Where it must not fire: avg, DISTINCT, a float sum,
-measures on both inputs, a non-equi or outer join, a shared join, a global count, unknown distinct
-counts, a pre-aggregation that keeps most rows.
+pre-aggregation shrinks its input by the estimates) and a broadcast threshold of 0 (``SHUFFLED``: the rule
+fires only over a join Spark shuffles, and SF 1's suppliers would be broadcast). Where it must not fire:
+avg, DISTINCT, a float sum, measures on both inputs, a non-equi or outer join, a shared join, a global
+count, unknown distinct counts, a pre-aggregation that keeps most rows, a join with a broadcast input.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ SF1 = MemoryStatistics({
     "supplier": TableStatistics(row_count=1e4, columns={
         "s_suppkey": ColumnStatistics(ndv=1e4), "s_nationkey": ColumnStatistics(ndv=25)}),
 })
+
+
+#: The optimizer's settings for these tests: no input under the broadcast threshold, every join shuffled.
+SHUFFLED = OptimizerConfig(annotate_estimates=False, broadcast_threshold_bytes=0)
 
 
 def fn(name: str) -> int:
@@ -82,8 +87,7 @@ def lineitem_supplier(kind: str = "INNER", condition: dict | None = None) -> dic
                 condition or call("equal", col(2), col(N_LINEITEM)))
 
 
-def run(plan, statistics=SF1, rules=None):
-    config = OptimizerConfig(annotate_estimates=False)
+def run(plan, statistics=SF1, rules=None, config=SHUFFLED):
     return Optimizer(statistics=statistics, rules=rules or [RULE], config=config).run(plan)
 
 
@@ -258,9 +262,8 @@ def test_with_all_rules_the_plan_is_priced_lower():
     """In the whole optimizer (after join_order, the physical phase priced rewrite by rewrite) the rewrite
     is kept, the join below it implemented, and the plan's price is below the one without the rule."""
     before = plan_of(_by_nation(measure("sum", col(5)), measure("count")), ["n", "s", "c"])
-    config = OptimizerConfig(annotate_estimates=False)
-    on = Optimizer(statistics=SF1, config=config).run(before)
-    off = Optimizer(statistics=SF1, config=config, rules=[r for r in RULES if r is not RULE]).run(before)
+    on = Optimizer(statistics=SF1, config=SHUFFLED).run(before)
+    off = Optimizer(statistics=SF1, config=SHUFFLED, rules=[r for r in RULES if r is not RULE]).run(before)
     assert fired(on) == 1
     assert plans.shape(on.plan).startswith("aggregate(hash_join(aggregate(read),")
     assert on.phases[-1].cost_after < off.phases[-1].cost_after
@@ -288,3 +291,35 @@ def test_a_count_is_not_summed_by_a_sum_declared_for_decimals():
     _not_fired(plan_of(_by_nation(measure("count")), ["nation", "rows"], declared=declared))
     fires = plan_of(_by_nation(measure("sum", col(5))), ["nation", "s"], declared=declared)
     assert fired(run(fires)) == 1  # a decimal sum uses it
+
+
+def test_a_join_with_a_broadcast_input_is_not_rewritten():
+    """At Spark's 10 MiB threshold SF 1's 10,000 suppliers are broadcast: Spark's partial aggregation above
+    the join already runs before the first shuffle, and a pre-aggregation would add one. Controls: every
+    join shuffled (threshold 0), and at the same threshold suppliers too many to broadcast (SF 100's)."""
+    before = plan_of(_by_nation(measure("sum", col(5)), measure("count")), ["n", "s", "c"])
+    spark_default = OptimizerConfig(annotate_estimates=False)
+    _not_fired(before, config=spark_default)
+    _fires(before)
+    sf100 = MemoryStatistics({
+        "lineitem": TableStatistics(row_count=6e8, columns={"l_suppkey": ColumnStatistics(ndv=1e6)}),
+        "supplier": TableStatistics(row_count=1e6, columns={
+            "s_suppkey": ColumnStatistics(ndv=1e6), "s_nationkey": ColumnStatistics(ndv=25)}),
+    })
+    _fires(before, statistics=sf100, config=spark_default)
+
+
+def test_the_pre_aggregation_is_priced_with_its_shuffle():
+    """Spark's aggregate below the join exchanges its partial rows by ``K`` between its partial and final
+    aggregation: the cost model prices that shuffle on the new aggregate (a stage and the bytes moved)."""
+    from optimizer.cost.cardinality import CardinalityEstimator
+    from optimizer.cost.model import CostModel
+
+    from optimizer.dag import inputs
+
+    after = rewritten(plan_of(_by_nation(measure("sum", col(5))), ["n", "s"]))
+    g = annotate_schemas(to_dag(after))
+    (pre,) = [n for n in g.nodes if g.nodes[n]["kind"] == "aggregate"
+              and g.nodes[inputs(g, n)[0]]["kind"] == "read"]
+    model = CostModel(SHUFFLED)
+    assert model.node_cost(g, pre, CardinalityEstimator(g, SF1)).network > model.k.shuffle_stage
