@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from optimizer.rules import (
     annotate_estimates,
+    comma_join_order,
     decorrelate_scalar_subquery,
     distinct_semi_join_to_inner,
     eager_aggregation,
@@ -45,6 +46,10 @@ RULES: list[Rule] = [
     decorrelate_scalar_subquery.RULE,
     # A filter over a comma join becomes the join's condition: joins get keys before anything is moved.
     extract_join_conditions.RULE,
+    # After extract_join_conditions (the joins hold their conditions): a comma join whose FROM order puts
+    # two tables no condition joins side by side is written in the order Spark joins it, so that every
+    # rule after it, and the estimates that judge them, see the joins Spark runs.
+    comma_join_order.RULE,
     # After extract_join_conditions: a comma join's condition over an outer join's column is a join
     # condition now. Outer joins whose null rows a condition above rejects become inner joins, which
     # join_order may move (Spark does the same to SQL: the plan is priced as Spark runs it).
