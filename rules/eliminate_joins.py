@@ -95,6 +95,10 @@ def eliminate_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
     if uses(g, node) != 1 or any(r["node"] == node for r in g.graph["roots"] if r.get("kind") != "root"):
         return None  # read by several relations: left as it is
     left, right = inputs(g, node)
+    sides = {_LEFT: [True], _RIGHT: [False], _INNER: [True, False]}[join.type]
+    unique_keys = ctx.estimator.metadata.unique_keys
+    if not any(unique_keys(right if drop_right else left) for drop_right in sides):
+        return None  # no input it could drop is unique on any columns
     n_left, n_right = _width(g, left), _width(g, right)
     pairs, rest = equi_pairs(join.expression, n_left, ctx.functions, column=field_index)
     types = [*g.nodes[left]["schema"].types, *g.nodes[right]["schema"].types]
@@ -105,7 +109,6 @@ def eliminate_joins(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement |
         return None  # the readers' columns are unknown: all count
     mapping = emit_of(rel) or list(range(n_left + n_right))
     read = {mapping[i] for i in needed}
-    sides = {_LEFT: [True], _RIGHT: [False], _INNER: [True, False]}[join.type]
     for drop_right in sides:
         made = _without(g, node, ctx, drop_right, pairs, read, types, mapping)
         if made is not None:
