@@ -53,9 +53,10 @@ from typing import Any
 import networkx as nx
 from optimizer.cost import properties
 from optimizer.cost.cardinality import CardinalityEstimator
-from optimizer.cost.estimates import RelEstimate, evolve
+from optimizer.cost.estimates import RelEstimate, equi_pairs, evolve
 from optimizer.cost.metadata import ORDERING
 from optimizer.cost.spark_joins import (
+    BROADCAST_BUILD,
     LEFT,
     PRESERVED_BUILD_PENALTY,
     RIGHT,
@@ -69,7 +70,28 @@ from optimizer.cost.spark_size import join_size
 
 from optimizer.dag import inputs
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import conjuncts, field_index, join_type_name, remap_fields
+from optimizer.expr_utils import (
+    conjuncts,
+    field_index,
+    has_subquery,
+    join_type_name,
+    referenced_fields,
+    remap_fields,
+)
+
+
+def _spark_equi_keys(body: Any, n_left: int | None, functions: Any) -> bool:
+    """Whether a join condition has an equality Spark hashes on (``ExtractEquiJoinKeys``): an expression
+    of left columns only against one of right columns only, ``d_week_seq1 = d_week_seq2 - 53`` too."""
+    if n_left is None or not body.HasField("expression"):
+        return False
+
+    def side(e: Any) -> int | None:  # a column standing for the one side the expression reads
+        refs = referenced_fields(e)
+        one_side = refs and not has_subquery(e) and (max(refs) < n_left or min(refs) >= n_left)
+        return min(refs) if one_side else None
+
+    return bool(equi_pairs(body.expression, n_left, functions, column=side)[0])
 
 
 @dataclass(frozen=True)
@@ -575,6 +597,17 @@ class CostModel:
         out, post = self._post_join_filter(g, node, body, out, estimator)
         # Conjuncts beyond the equi-keys are the residual a hash join evaluates on each match.
         residual = body.HasField("expression") and len(conjuncts(body.expression, estimator.functions)) > len(keys)
+        hinted = self._broadcast_input(g, node, estimator)
+        type_name = join_type_name(body)
+        if (hinted is not None and hinted in BROADCAST_BUILD.get(type_name or "", ())
+                and _spark_equi_keys(body, properties.output_width(g, inputs(g, node)[0]), estimator.functions)):
+            # Spark honours a broadcast hint on a side it can build: a broadcast hash join, whatever
+            # its own sizes say (the exchange below is priced by itself)
+            build, probe = (left, right) if hinted == LEFT else (right, left)
+            cpu = (self.hash_cpu(build, probe, out, builds_preserved(type_name, hinted))
+                   + (out.rows * self.k.cpu_expr if residual else 0.0))
+            held = self._memory(build.bytes, per_executor=True) * max(self.k.executors, 1)
+            return Cost(cpu, 0.0, 0.0, held, self.k) + post
         planned = None
         if left.spark_bytes is not None and right.spark_bytes is not None:
             planned = (left.spark_bytes, right.spark_bytes)

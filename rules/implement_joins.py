@@ -21,7 +21,10 @@
   TPC-DS Q2 and Q59). Appended as a column, Spark infers ``IS NOT NULL`` of it and pushes the
   expression down into that copy only, which then differs from the other: Spark no longer computes
   the copies once. That equality stays in the condition; with no other key the join stays a
-  ``JoinRel``, on which Spark hashes on the expressions itself (by its sizes, AQE free to change it);
+  ``JoinRel``, on which Spark hashes on the expressions itself. Its side that a hash join would
+  broadcast (the same test of sizes) goes under an ``ExchangeRel(broadcast)``: Spark sizes an
+  aggregate by the files under it and would sort-merge two aggregates of a few rows (TPC-DS Q2);
+  the hint leaves the copies alike (Spark drops it before it compares them);
 * the other conjuncts, ANDed, become the ``residual_expression`` (field indexes over the
   concatenated left + right columns, as in the ``JoinRel``): part of the match condition, so outer,
   semi and anti joins keep their meaning. The ``post_join_filter`` is carried over unchanged.
@@ -166,7 +169,7 @@ def implement_join(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | 
 
     if not keys and not expr_keys:
         if not computed_keys:
-            return None
+            return _broadcast_logical(g, ctx, join, type_name, left, right)
         return _nested_loop(join, type_name, left, right, _broadcast_side(g, ctx, type_name, left, right))
 
     left_child: NewRel | int = left
@@ -652,6 +655,30 @@ def _broadcast_side(g: nx.DiGraph, ctx: RuleContext, type_name: str, left: int, 
     side = choice[0]
     node, size = (left, left_bytes) if side == LEFT else (right, right_bytes)
     return side if size * broadcast_uncertainty(g, node, ctx) <= threshold else None
+
+
+def _broadcast_logical(g: nx.DiGraph, ctx: RuleContext, join: JoinRel, type_name: str, left: int,
+                       right: int) -> Replacement | None:
+    """The ``JoinRel`` kept for its expression keys, with the side to broadcast (as a hash join's build
+    side is chosen) under an ``ExchangeRel(broadcast)``: Spark's planner sizes a join's input by its
+    files, never by its rows (:mod:`cost.spark_size`), so it sort-merges two aggregates of a few rows
+    with two shuffles (TPC-DS Q2) unless told. The hint leaves the subtrees as they are (Spark drops it
+    from the plan before it compares the copies). None when no side fits, or one is broadcast already."""
+    if is_broadcast(g, left) or is_broadcast(g, right):
+        return None
+    side = _broadcast_side(g, ctx, type_name, left, right)
+    if side is None:
+        return None
+    rel = Rel()
+    rel.join.CopyFrom(join)
+    rel.join.ClearField("left")
+    rel.join.ClearField("right")
+    exchange = Rel()
+    exchange.exchange.broadcast.SetInParent()
+    children: list[NewRel | int] = [left, right]
+    index = 0 if side == LEFT else 1
+    children[index] = NewRel(exchange, [children[index]])
+    return NewRel(rel, children)
 
 
 def _nested_loop(join: JoinRel, type_name: str, left: int, right: int, broadcast: str | None) -> Replacement:

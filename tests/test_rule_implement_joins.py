@@ -5,6 +5,9 @@ every type with residual conditions before and after on Spark and compare the an
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 from optimizer.cost.spark_joins import BROADCAST_BUILD, SHUFFLED_HASH_BUILD, choose_build
 from physical_rule_plans import (
@@ -304,6 +307,52 @@ def test_tpcds_copies_of_a_cte_stay_alike(spark, query):
     comparison = compare_tables(backend.execute(result.plan), backend.execute(plan))
     assert comparison, f"Q{query}: {comparison}"
 
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("producer", ["datafusion", "duckdb"])
+def test_tpcds_copies_of_a_cte_are_joined_by_broadcast(spark, producer):
+    """The join of Q2's CTE copies on ``d_week_seq1 = d_week_seq2 - 53`` alone stays a ``JoinRel`` (see
+    above; Q59's also joins on the store, a key of its own). Spark sizes its inputs, two aggregates of a
+    few rows, by the files under them (a join's size is the product of its inputs'), and sort-merges
+    them with a shuffle of each. The rule broadcasts the smaller side of that ``JoinRel`` as it would a
+    hash join's build side, and the model prices the hinted join as the broadcast hash join Spark runs:
+    Spark plans no sort-merge join, still computes the copies once, and the answer is the original's."""
+    from optimizer.cost.estimates import equi_pairs
+    from optimizer.cost.properties import output_width
+    from test_spark_backend import executed_plan, join_nodes
+
+    from optimizer.dag import is_broadcast, to_dag
+    from optimizer.difftest.results import compare_tables
+    from optimizer.spark import SparkBackend
+    from optimizer.spark.session import is_connect_session
+    from optimizer.spark.statistics import default_statistics
+    from workloads.producers import datafusion_plan, duckdb_plan
+    from workloads.tpcds import generate_tpcds, tpcds_queries, tpcds_table_paths
+
+    tables = tpcds_table_paths(generate_tpcds(0.01))
+    make = {"datafusion": datafusion_plan, "duckdb": duckdb_plan}[producer]
+    plan = load_plan(make(tpcds_queries()[2], tables))
+    result = Optimizer(statistics=default_statistics(tables=tables),
+                       config=OptimizerConfig(annotate_estimates=False)).run(plan)
+    g = to_dag(result.plan)
+
+    def on_expressions(n: int) -> bool:  # a logical join with an equality of more than two columns
+        body = g.nodes[n]["rel"].join
+        width = output_width(g, inputs(g, n)[0])
+        return bool(equi_pairs(body.expression, width, g.graph["functions"], column=field_index)[1])
+
+    offset = [n for n in g if g.nodes[n]["kind"] == "join" and on_expressions(n)]
+    assert offset and all(any(is_broadcast(g, c) for c in inputs(g, n)) for n in offset), kinds(g)
+    backend = SparkBackend(spark, tables=tables)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        backend.to_dataframe(result.plan).explain()  # before execution (AQE may change a join after)
+    assert not [j for j in join_nodes(out.getvalue()) if j.startswith("SortMergeJoin")], out.getvalue()
+    if not is_connect_session(spark):
+        assert "ReusedExchange" in executed_plan(backend.to_dataframe(result.plan))
+    comparison = compare_tables(backend.execute(result.plan), backend.execute(plan))
+    assert comparison, f"{producer} Q2: {comparison}"
 
 
 @pytest.mark.spark
