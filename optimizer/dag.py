@@ -553,9 +553,12 @@ def copy_dag(g: nx.DiGraph) -> nx.DiGraph:
     relation messages are shared; edges, roots, the plan header and its function table are copied). An
     edge's ``slots`` list is shared too: it is filled while the edge is made (:func:`to_dag`,
     :func:`optimizer.engine.add_subgraph`) and replaced, never changed, after."""
-    h = g.copy()
-    for _, _, data in h.edges(data=True):
-        data["via"] = dict(data.get("via") or {})
+    # ``g.copy()`` and a second pass over the edges for their ``via`` in one: networkx copies each
+    # node's and edge's attribute dict as it adds it.
+    h = g.__class__()
+    h.graph.update(g.graph)
+    h.add_nodes_from(g.nodes(data=True))
+    h.add_edges_from((u, v, {**data, "via": dict(data.get("via") or {})}) for u, v, data in g.edges(data=True))
     h.graph["roots"] = [dict(root) for root in g.graph["roots"]]
     header = Plan()
     header.CopyFrom(g.graph["plan"])
