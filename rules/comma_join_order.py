@@ -11,8 +11,10 @@ joins ``part`` and ``supplier``, and the join above the cross product holds both
 Produces the region's inputs joined left-deep in Spark's order, each join on the conjuncts between its
 two sides (each at the first join that has every input it reads, where Spark places it), a conjunct
 that reads one input as a filter on that input (Spark pushes it there), the other conjuncts (reading
-no input; a subquery, a nondeterministic call) in a filter on top, and the columns put back in the
-written order (and the top's emit) by a projection.
+no input; a subquery or a nondeterministic call in the top's own condition) in a filter on top, and the
+columns put back in the written order (and the top's emit) by a projection. A region with a subquery or
+a nondeterministic call in the condition of a join or filter below its top is left as written: such a
+conjunct is evaluated where it is written.
 
 Why: Spark runs such a plan in that order anyway, and the cost model prices the region so; the rules
 after it, and the estimates they are judged by, see it too. Written as a cross product, the join of
@@ -35,7 +37,7 @@ from optimizer.cost.spark_joins import spark_join_region
 from substrait.proto import JoinRel, Rel
 
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
-from optimizer.expr_utils import make_and, remap_fields
+from optimizer.expr_utils import conjuncts, has_subquery, is_deterministic, make_and, remap_fields
 from optimizer.relations import emit_of, filter_rel, width
 
 
@@ -56,7 +58,7 @@ def comma_join_order(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement 
                                                  |     Read(b)
     """
     region = spark_join_region(g, node, ctx.functions)
-    if region is None:
+    if region is None or any(_unmovable_below(g, n, ctx) for n in region.nodes[1:]):
         return None
     widths = [width(g, leaf) for leaf in region.leaves]
     starts = [0, *itertools.accumulate(widths)][:len(widths)]
@@ -98,6 +100,17 @@ def comma_join_order(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement 
     rel = Rel()
     rel.project.common.emit.output_mapping.extend(mapping)
     return NewRel(rel, [tree])
+
+
+def _unmovable_below(g: nx.DiGraph, node: int, ctx: RuleContext) -> bool:
+    """Does a member below the region's top hold a conjunct that calls a nondeterministic function or
+    holds a subquery? Such a conjunct is evaluated where it is written, never moved to the top."""
+    data = g.nodes[node]
+    body = getattr(data["rel"], data["kind"])
+    condition = body.condition if data["kind"] == "filter" else body.expression if data["kind"] == "join" else None
+    if condition is None or not condition.ByteSize():
+        return False
+    return any(has_subquery(c) or not is_deterministic(c, ctx.functions) for c in conjuncts(condition, ctx.functions))
 
 
 RULE = Rule(name="comma_join_order", phase="normalise", kinds=frozenset({"join", "cross", "filter"}),

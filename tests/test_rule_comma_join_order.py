@@ -52,6 +52,23 @@ def test_a_region_spark_joins_as_written_is_left_alone():
     assert plans.fired(plans.optimize(plan, "comma_join_order")) == []
 
 
+def test_a_nondeterministic_condition_below_the_top_stays_where_it_is_written():
+    b = Builder()
+    ab = cross(read("a", [("a", "i64")]), read("b", [("b", "i64")]))
+    rnd = b.call("lt", b.call("random", out="fp64"), lit(0.5, "fp64"))
+    abc = join(ab, read("c", [("ca", "i64"), ("cb", "i64")]), INNER,
+               b.call("and", b.call("equal", ref(0), ref(2)), b.call("equal", ref(1), ref(3)), rnd))
+    plan = b.plan(filter_(abc, b.call("equal", ref(1), lit(1))), ["a", "b", "ca", "cb"])
+    assert plans.fired(plans.optimize(plan, "comma_join_order")) == []
+    # the same plan with the random conjunct on top is rewritten, the conjunct kept on top
+    abc = join(ab, read("c", [("ca", "i64"), ("cb", "i64")]), INNER,
+               b.call("and", b.call("equal", ref(0), ref(2)), b.call("equal", ref(1), ref(3))))
+    plan = b.plan(filter_(abc, b.call("and", b.call("equal", ref(1), lit(1)), rnd)), ["a", "b", "ca", "cb"])
+    result = plans.optimize(plan, "comma_join_order")
+    assert plans.fired(result) == ["comma_join_order"]
+    assert plans.shape(result.plan) == "filter(join(join(read,read),filter(read)))"
+
+
 def test_the_rewrite_is_priced_as_the_written_plan():
     """The model prices the written region in Spark's order already: written in that order, the plan
     costs the same."""
