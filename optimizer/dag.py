@@ -185,15 +185,21 @@ def to_dag(plan: Plan, functions: FunctionTable | None = None) -> nx.DiGraph:
                 slot += 1
         return node
 
-    for index, entry in enumerate(plan.relations):
-        which = entry.WhichOneof("rel_type")
-        if which is None:
-            raise PlanError("a plan relation is neither a root nor a rel", f"relations[{index}]")
-        node = visit_ordinal(index, f"relations[{index}]")
-        top = entry.root.input if which == "root" else entry.rel
-        g.graph["roots"].append(
-            {"node": node, "kind": which, "names": list(entry.root.names) if which == "root" else None, "via": via(top)}
-        )
+    try:
+        for index, entry in enumerate(plan.relations):
+            which = entry.WhichOneof("rel_type")
+            if which is None:
+                raise PlanError("a plan relation is neither a root nor a rel", f"relations[{index}]")
+            node = visit_ordinal(index, f"relations[{index}]")
+            top = entry.root.input if which == "root" else entry.rel
+            g.graph["roots"].append(
+                {"node": node, "kind": which, "names": list(entry.root.names) if which == "root" else None,
+                 "via": via(top)}
+            )
+    finally:
+        # The recursive closures refer to themselves: cleared here, they are freed on return instead of at the
+        # garbage collector's next pass.
+        top_rel = visit_ordinal = visit = via = visit_body = None  # type: ignore[assignment]
     # PlanRel nodes that nothing referenced need no marker: they are written back at their index.
     for node in list(g.nodes):
         index = g.nodes[node].get("plan_rel")
@@ -518,20 +524,23 @@ def from_dag(g: nx.DiGraph) -> Plan:
             raise PlanError(f"a {kind} relation cannot hold {len(children)} inputs")
         return rel
 
-    for index, entry in enumerate(roots):
-        node = entry["node"]
-        top = ordinal.get(node) == index
-        original = entry.get("via")
-        rel = reference(node, original) if not top and resolves_to(original, node) else build(node, top)
-        if entry["kind"] == "root":
-            plan_rel = PlanRel()
-            plan_rel.root.input.CopyFrom(rel)
-            plan_rel.root.names.extend(entry["names"] or [])
-        else:
-            plan_rel = PlanRel(rel=rel)
-        plan.relations.append(plan_rel)
-    for node in extra:
-        plan.relations.append(PlanRel(rel=build(node, True)))
+    try:
+        for index, entry in enumerate(roots):
+            node = entry["node"]
+            top = ordinal.get(node) == index
+            original = entry.get("via")
+            rel = reference(node, original) if not top and resolves_to(original, node) else build(node, top)
+            if entry["kind"] == "root":
+                plan_rel = PlanRel()
+                plan_rel.root.input.CopyFrom(rel)
+                plan_rel.root.names.extend(entry["names"] or [])
+            else:
+                plan_rel = PlanRel(rel=rel)
+            plan.relations.append(plan_rel)
+        for node in extra:
+            plan.relations.append(PlanRel(rel=build(node, True)))
+    finally:
+        resolves_to = reference = build = None  # type: ignore[assignment]  # as in to_dag
     return plan
 
 

@@ -547,8 +547,12 @@ def uncorrelated_subqueries(plan: Plan) -> list[Any]:
                         continue
                 walk(item)
 
-    for plan_rel in plan.relations:
-        walk(plan_rel)
+    try:
+        for plan_rel in plan.relations:
+            walk(plan_rel)
+    finally:
+        # It refers to itself: cleared here, it is freed on return, not at the garbage collector's next pass.
+        walk = None  # type: ignore[assignment]
     return found
 
 

@@ -601,9 +601,14 @@ class JoinGraph:
             for sub in _subsets(n):
                 enumerate_csg_rec(s | sub, x | n)
 
-        for v in reversed(vertices):
-            emit_csg(1 << v)
-            enumerate_csg_rec(1 << v, (1 << (v + 1)) - 1)
+        try:
+            for v in reversed(vertices):
+                emit_csg(1 << v)
+                enumerate_csg_rec(1 << v, (1 << (v + 1)) - 1)
+        finally:
+            # The recursive closures refer to themselves (and to this graph and its estimates): cleared here,
+            # all of it is freed on return instead of at the garbage collector's next pass.
+            emit_ccp = enumerate_cmp_rec = emit_csg = enumerate_csg_rec = None  # type: ignore[assignment]
         return cost, tree
 
     # -- greedy (GOO) --------------------------------------------------------------------------
