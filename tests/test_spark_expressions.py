@@ -715,6 +715,8 @@ def test_division_and_modulus(env):
             (fn("divide", field(3), f64(0.0), out=F64, on_division_by_zero="LIMIT"), [inf, -inf, None, inf]),
             (fn("divide", field(3), f64(2.0), out=F64), [1.25, -0.25, None, nan]),
             (fn("divide", field(3), f64(2.0), out=F64, on_domain_error="NULL"), [1.25, -0.25, None, None]),
+            (fn("divide", f64(1.0), null(F64), out=F64), [None] * 4),  # a NULL divisor is not a zero
+            (fn("divide", field(3), f64(-0.0), out=F64), [-inf, inf, None, nan]),
             (fn("modulus", field(1), i32(3), out=I32), [1, -1, None, 1]),
             (fn("modulus", field(1), i32(-3), out=I32, division_type="FLOOR"), [-2, -1, None, -2]),
             (fn("modulus", field(1), i32(3), out=I32, division_type="FLOOR"), [1, 2, None, 1]),
@@ -806,6 +808,8 @@ def test_math_functions(env):
             (fn("ceil", field(8), out=ty("decimal", precision=14, scale=0)), [D(11), D(-3), None, D(0)]),
             (fn("round", field(3), i32(0), out=F64), [3.0, -1.0, None, nan]),  # ties away from zero
             (fn("round", field(3), i32(0), out=F64, rounding="TIE_TO_EVEN"), [2.0, -0.0, None, nan]),
+            (fn("round", f64(-0.001), i32(2), out=F64), [-0.0] * 4),  # IEEE: the sign of a zero stays
+            (fn("round", f64(float("-inf")), i32(2), out=F64), [-inf] * 4),
             (fn("round", f64(2.345), i32(2), out=F64, rounding="TRUNCATE"), [2.34] * 4),
             (fn("round", f64(-2.345), i32(2), out=F64, rounding="FLOOR"), [-2.35] * 4),
             (fn("round", f64(2.341), i32(2), out=F64, rounding="CEILING"), [2.35] * 4),
@@ -827,6 +831,10 @@ def test_math_functions(env):
         ],
     )
     compiler, scope, _ = env
+    # Every use of an argument repeats its text, and Spark's planning time grows with the text: a double
+    # round of a double division writes its dividend four times (25 times as nested CASEs).
+    text = compiler.compile(fn("round", fn("divide", field(3), f64(3.0), out=F64), i32(2), out=F64), scope, "p")
+    assert text.sql().count("`d`") == 4, text.sql()
     with pytest.raises(UnsupportedError, match="TIE_TO_ODD"):
         compiler.compile(fn("round", field(3), i32(0), out=F64, rounding="TIE_TO_ODD"), scope, "p")
     with pytest.raises(Exception, match="logarithm of zero"):

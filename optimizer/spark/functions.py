@@ -578,17 +578,21 @@ def _divide(call: Call) -> Col:
         neg_b = b.cast(T.StringType()).startswith("-")  # the sign of a zero divisor (-0.0)
         inf = F.lit(_POS_INF).cast(t)
         ninf = F.lit(_NEG_INF).cast(t)
+        # try_divide is NULL exactly where an operand is NULL or b is a zero. Each operand is written out
+        # as few times as the semantics allow: a nested call repeats its arguments' text at every use,
+        # and Spark's planning time grows with the text (docs/spark-backend.md).
+        quotient = F.call_function("try_divide", a, b)
         if zero_mode == "IEEE":
-            zero = (
-                F.when(_is_nan(a) | (a == 0), F.lit(_NAN).cast(t)).when((a > 0) != neg_b, inf).otherwise(ninf)
-            )
-        elif zero_mode == "LIMIT":
-            zero = F.when((a >= 0) != neg_b, inf).otherwise(ninf)
+            # a / ±0 is a times ±inf: NaN for a zero or NaN a, inf with the signs' product otherwise;
+            # the CASE without ELSE keeps a NULL b NULL.
+            res = F.coalesce(quotient, a * F.when(neg_b, ninf).when(~neg_b, inf))
         elif zero_mode == "NULL":
-            zero = _null(t)
+            res = quotient
+        elif zero_mode == "LIMIT":
+            res = F.when(a.isNull(), _null(t)).when(b == 0, F.when((a >= 0) != neg_b, inf).otherwise(ninf))
+            res = res.otherwise(a / b)
         else:
-            zero = call.fail("division by zero")
-        res = F.when(a.isNull(), _null(t)).when(b == 0, zero).otherwise(a / b)
+            res = F.when(a.isNull(), _null(t)).when(b == 0, call.fail("division by zero")).otherwise(a / b)
         if domain != "NAN":
             bad = _is_nan(a) | _is_nan(b) | ((F.abs(a) == inf) & (F.abs(b) == inf))
             res = F.when(bad, _null(t) if domain == "NULL" else call.fail("domain error")).otherwise(res)
@@ -1897,10 +1901,14 @@ def _round(call: Call) -> Col:
         return call.cast_out(x)
     if kind in _FLOATS:
         xd = x.cast(T.DoubleType())
-        r = _scaled_round(mode, xd, s, call)
-        # Spark's round keeps NaN and infinities; ceil/floor with a scale go through decimals: guard them.
-        r = r.cast(T.DoubleType())
-        r = F.when(F.isnan(xd) | (F.abs(xd) == F.lit(_POS_INF)), xd).when(xd < 0, -F.abs(r)).otherwise(r)
+        r = _scaled_round(mode, xd, s, call).cast(T.DoubleType())
+        if mode in ("TIE_AWAY_FROM_ZERO", "TIE_TO_EVEN"):
+            # Spark's round and bround keep NaN and infinities but lose a negative zero's sign (they go
+            # through BigDecimal); |r| times signum(x) gives it back, with x written twice, not five times.
+            r = F.abs(r) * F.signum(xd)
+        else:
+            # ceil/floor with a scale go through decimals: NaN and infinities are guarded.
+            r = F.when(F.isnan(xd) | (F.abs(xd) == F.lit(_POS_INF)), xd).when(xd < 0, -F.abs(r)).otherwise(r)
         return (
             call.cast_out(r) if call.out_kind else r.cast(T.FloatType() if kind == "fp32" else T.DoubleType())
         )
