@@ -358,7 +358,7 @@ def collect_garbage(g: nx.DiGraph, among: list[int] | None = None) -> None:
         stack = list(among)
         while stack:
             n = stack.pop()
-            if n in g and n not in roots and not g._pred[n]:
+            if n in g and n not in roots and not g.pred[n]:
                 stack.extend(g.successors(n))
                 g.remove_node(n)
                 dead.append(n)
@@ -423,7 +423,7 @@ def _only_under(g: nx.DiGraph, node: int, new_root: int, added: list[int]) -> tu
         for c in g.successors(stack.pop()):
             if c in kept or c in old_only:
                 continue
-            if len(g._pred[c]) != 1:
+            if len(g.pred[c]) != 1:
                 return None
             old_only.add(c)
             stack.append(c)
