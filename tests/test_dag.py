@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gc
-import inspect
-
 import pytest
+from garbage_cycles import collector_paused, optimizer_functions_in_garbage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from substrait.proto import Plan, PlanRel, Rel
@@ -116,7 +114,8 @@ def test_json_binary_round_trip_is_identity(plan):
     assert load_plan(dump_plan(plan, "json")) == expected
 
 
-def test_shared_subtree_is_one_node_and_written_back_once():
+def _self_join_of_a_plan_rel() -> Plan:
+    """An inner join of one read with itself, both sides ReferenceRels to the plan's PlanRel."""
     plan = Plan()
     plan.relations.append(PlanRel(rel=_read("lineitem", 2)))
     root = plan.relations.add().root
@@ -125,6 +124,11 @@ def test_shared_subtree_is_one_node_and_written_back_once():
     root.input.join.left.CopyFrom(ref)
     root.input.join.right.CopyFrom(ref)
     root.input.join.type = 1
+    return plan
+
+
+def test_shared_subtree_is_one_node_and_written_back_once():
+    plan = _self_join_of_a_plan_rel()
     g = to_dag(plan)
     assert g.number_of_nodes() == 2
     join = g.graph["roots"][1]["node"]
@@ -133,42 +137,16 @@ def test_shared_subtree_is_one_node_and_written_back_once():
     assert from_dag(g) == plan
 
 
-def _optimizer_functions_in_garbage() -> list[str]:
-    """The functions of the optimizer's own modules among what the garbage collector finds now
-    (networkx's dispatch and the warnings machinery leave garbage of their own: not counted)."""
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-        return [f.__qualname__ for f in gc.garbage
-                if inspect.isfunction(f) and f.__module__.startswith("optimizer")]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-
-
 def test_writing_a_plan_to_a_dag_and_back_leaves_no_garbage_cycles():
     """to_dag's and from_dag's recursive closures, and uncorrelated_subqueries', refer to themselves: left
     bound, every call (several per optimize run) left a cycle for the garbage collector to find."""
     from optimizer.driver import uncorrelated_subqueries
 
-    plan = Plan()
-    plan.relations.append(PlanRel(rel=_read("lineitem", 2)))
-    root = plan.relations.add().root
-    ref = Rel()
-    ref.reference.subtree_ordinal = 0
-    root.input.join.left.CopyFrom(ref)
-    root.input.join.right.CopyFrom(ref)
-    root.input.join.type = 1
-    gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    plan = _self_join_of_a_plan_rel()
+    with collector_paused():
         written = from_dag(to_dag(plan))
         uncorrelated_subqueries(written)
-        assert _optimizer_functions_in_garbage() == []
-    finally:
-        if enabled:
-            gc.enable()
+        assert optimizer_functions_in_garbage() == []
     assert written == plan
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import gc
-import inspect
 import itertools
 import math
 import random
 
 import networkx as nx
 import pytest
+from garbage_cycles import collector_paused, optimizer_functions_in_garbage
 from optimizer.cost.cardinality import CardinalityEstimator
 from optimizer.cost.estimates import ColumnEstimate, RelEstimate
 from optimizer.cost.model import CostModel
@@ -78,32 +77,13 @@ def _dpsub(jg: JoinGraph, full: int) -> float:
     return best[full]
 
 
-def _optimizer_functions_in_garbage() -> list[str]:
-    """The functions of the optimizer's own modules among what the garbage collector finds now
-    (networkx's dispatch and the warnings machinery leave garbage of their own: not counted)."""
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-        return [f.__qualname__ for f in gc.garbage
-                if inspect.isfunction(f) and f.__module__.startswith("optimizer")]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-
-
 def test_dpccp_leaves_no_garbage_cycles():
     """Its recursive closures refer to themselves and to the graph with its estimates: left bound, every
     dynamic programming run left all of it for the garbage collector to find."""
     jg = _graph(5, [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4)], [10, 1_000, 100_000, 1_000, 10])
-    gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         cost, _ = jg.dpccp((1 << 5) - 1)
-        assert _optimizer_functions_in_garbage() == []
-    finally:
-        if enabled:
-            gc.enable()
+        assert optimizer_functions_in_garbage() == []
     assert cost[(1 << 5) - 1] > 0
 
 
