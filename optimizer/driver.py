@@ -18,6 +18,7 @@ went in, by the same model that priced each rule's choice.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -366,26 +367,28 @@ class Optimizer:
 
     def _whole(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
         """:attr:`Policy.WHOLE`: the phase's rewrites are undone if they leave the plan costlier."""
-        kept = run.ctx.snapshot()
-        report = self._phase(run.ctx, phase, rules)
+        saved = _Saved(run.ctx)
+        report = self._phase(run.ctx, phase, rules, saved.take)
         if report.events:
+            kept = saved.ctx
             cost_after = plan_cost(run.ctx)
             if costlier(cost_after, run.cost):
                 report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > {run.cost:.4g}): "
                                  "the phase's rewrites are undone")
-                run.ctx, kept = kept, run.ctx
+                run.ctx, saved.ctx = kept, run.ctx
             else:
                 run.cost = cost_after
-        _discard(kept)
+        saved.discard()
         return report
 
     def _with_next(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
         """:attr:`Policy.WITH_NEXT`: the phase's rewrites are undone if, its joins priced as the next phase
         can bind them, they leave the plan costlier; else the next phase judges them
         (:meth:`_after_with_next`)."""
-        kept = run.ctx.snapshot()
-        report = self._phase(run.ctx, phase, rules)
+        saved = _Saved(run.ctx)
+        report = self._phase(run.ctx, phase, rules, saved.take)
         if report.events:
+            kept = saved.ctx
             bound_after, bound_before = plan_cost(run.ctx, bindable=True), plan_cost(kept, bindable=True)
             if costlier(bound_after, bound_before):
                 report.undone = (f"its plan was estimated costlier with its joins bound ({bound_after:.4g} > "
@@ -396,7 +399,7 @@ class Optimizer:
                 run.before_with_next = (kept, run.cost)
                 run.cost = plan_cost(run.ctx)
         else:
-            _discard(kept)
+            saved.discard()
         return report
 
     def _after_with_next(self, run: _Run, phase: Phase, rules: list[Rule]) -> PhaseReport:
@@ -408,8 +411,8 @@ class Optimizer:
         report = self._phase(run.ctx, phase, rules)
         cost_after = plan_cost(run.ctx) if report.events else run.cost
         if costlier(cost_after, cost_found):
-            untouched = found.snapshot()
-            alternative = self._phase(found, phase, rules)
+            saved = _Saved(found)
+            alternative = self._phase(found, phase, rules, saved.take)
             alternative_cost = plan_cost(found) if alternative.events else cost_found
             previous = run.result.phases[-1]
             previous.undone = (f"with the {phase.name} phase after it, its plan was estimated costlier "
@@ -420,8 +423,9 @@ class Optimizer:
             if costlier(cost_after, cost_found):
                 report.undone = (f"its plan was estimated costlier ({cost_after:.4g} > "
                                  f"{cost_found:.4g}): the phase's rewrites are undone")
-                run.ctx, found, cost_after = untouched, run.ctx, cost_found
-            _discard(untouched if run.ctx is not untouched else found)
+                run.ctx, found, cost_after = saved.ctx, run.ctx, cost_found  # events: it was taken
+                saved.ctx = found
+            saved.discard()
         else:
             _discard(found)
         run.cost = cost_after
@@ -472,9 +476,28 @@ class Optimizer:
 
             report.plan_text = explain_dag(g)
 
-    def _phase(self, ctx: PlanContext, phase: Phase, rules: list[Rule]) -> PhaseReport:
+    def _phase(self, ctx: PlanContext, phase: Phase, rules: list[Rule],
+               before_change: Callable[[], None] | None = None) -> PhaseReport:
         return run_phase(ctx.g, phase.name, rules, ctx, self.config.max_iterations,
-                         priced=phase.policy is Policy.PER_REWRITE)
+                         priced=phase.policy is Policy.PER_REWRITE, before_change=before_change)
+
+
+class _Saved:
+    """The plan of a context as a phase found it (:meth:`PlanContext.snapshot`), taken when the phase
+    first changes the plan: most phases change nothing, and a copy then would be made for nothing.
+    ``ctx``: the copy once taken (None before), or whatever the caller puts in its place to drop."""
+
+    def __init__(self, of: PlanContext) -> None:
+        self.of = of
+        self.ctx: PlanContext | None = None
+
+    def take(self) -> None:
+        if self.ctx is None:
+            self.ctx = self.of.snapshot()
+
+    def discard(self) -> None:
+        if self.ctx is not None:
+            _discard(self.ctx)
 
 
 def _discard(ctx: PlanContext) -> None:

@@ -484,12 +484,14 @@ def _priced_apart(g: nx.DiGraph, node: int, new_root: int, ctx: RuleContext, old
 
 
 def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | None, max_iterations: int = 10,
-              priced: bool = False) -> PhaseReport:
+              priced: bool = False, before_change: Callable[[], None] | None = None) -> PhaseReport:
     """Apply ``rules`` to ``g`` (in place) until a fixed point or ``max_iterations`` passes.
 
     ``priced``: a rewrite is applied only if the cost model (``ctx.cost``) prices the new subtree at most
     as high as the one it replaces (both read the same inputs, so the rest of the plan is unchanged);
     otherwise the relation stays as it is and the rewrite is listed in ``report.declined``.
+    ``before_change``: called once, before the first relation is added to ``g`` (the plan as the phase
+    found it, for the caller to keep).
     """
     report = PhaseReport(phase)
     start = time.perf_counter()
@@ -512,6 +514,9 @@ def run_phase(g: nx.DiGraph, phase: str, rules: list[Rule], ctx: RuleContext | N
                 result = rule.apply(g, node, ctx)
                 if result is None or result == node:
                     continue
+                if before_change is not None:
+                    before_change()
+                    before_change = None
                 before = g.nodes[node]["kind"]
                 old_schema = g.nodes[node].get("schema")
                 added: list[int] = []

@@ -69,4 +69,5 @@ def test_a_snapshot_estimates_as_a_fresh_estimator_does(corpus_plans, tpch_stati
     monkeypatch.setattr(PlanContext, "snapshot", checked_snapshot)
     for p in _plans(corpus_plans):
         Optimizer(statistics=tpch_statistics).run(load_plan(p.path.read_bytes()))
-    assert len(compared) > 3000, len(compared)
+    # A snapshot is taken by each phase that changes the plan, before its first change.
+    assert len(compared) > 300, len(compared)
