@@ -252,7 +252,8 @@ def _phases(result) -> dict[str, float]:
 def run(max_relations: int = 30, shapes: list[str] | None = None, producers: list[str] | None = None,
         queries: list[int] | None = None, reps: int = 5, scale: float = 0.01, budget_s: float = 5.0,
         out_dir: Path | str | None = common.REPORT_DIR, name: str = "optimizer_latency",
-        progress: bool = True, profile: bool = True, min_relations: int = 2, wide: int = 1000) -> dict:
+        progress: bool = True, profile: bool = True, min_relations: int = 2, wide: int = 1000,
+        disabled_rules: frozenset[str] = frozenset()) -> dict:
     from optimizer.capabilities import default_capabilities
     from optimizer.driver import Optimizer, OptimizerConfig
     from optimizer.plan_io import load_plan
@@ -261,7 +262,12 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
     shapes = shapes or list(SHAPES)
     producers = producers if producers is not None else list(common.PRODUCERS)
     queries = queries or list(range(1, 23))
-    config = OptimizerConfig()
+    from optimizer.rules import RULES
+
+    unknown = disabled_rules - {r.name for r in RULES}
+    if unknown:
+        raise SystemExit(f"--disable-rules: no rule named {sorted(unknown)[0]!r}")
+    config = OptimizerConfig(disabled_rules=disabled_rules)
     started = time.time()
     capabilities = default_capabilities()
 
@@ -407,6 +413,7 @@ def run(max_relations: int = 30, shapes: list[str] | None = None, producers: lis
 
     report = {"summary": summary,
               "config": {"reps": reps, "budget_s": budget_s, "statistics_scale": scale,
+                         "disabled_rules": sorted(disabled_rules),
                          "machine": common.machine(), "wall_seconds": round(time.time() - started, 1)},
               "tpch": tpch_rows, "synthetic": synthetic, "profiles": profiles}
     if out_dir is not None:
@@ -562,6 +569,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=5.0, help="seconds of timed runs per case at most")
     p.add_argument("--no-profile", action="store_true")
     p.add_argument("--wide", type=int, default=1000, help="relations of the wide chain join graph (0: none)")
+    p.add_argument("--disable-rules", default="",
+                   help="rules to leave out, comma-separated (what the others cost without them)")
     return p.parse_args(argv)
 
 
@@ -574,7 +583,8 @@ def main(argv=None, spark: Any = None) -> dict:
                  queries=common.parse_queries(args.queries),
                  reps=args.reps, scale=args.scale, budget_s=args.budget,
                  out_dir=Path(args.out) if args.out else None, name=args.name, progress=not args.no_progress,
-                 profile=not args.no_profile, wide=args.wide)
+                 profile=not args.no_profile, wide=args.wide,
+                 disabled_rules=frozenset(r for r in args.disable_rules.split(",") if r))
     s = report["summary"]
     print(f"optimizer latency: TPC-H median {common.fmt(s['tpch_median_ms'])} ms "
           f"(max {common.fmt(s['tpch_max_ms'])}), "
