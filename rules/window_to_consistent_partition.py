@@ -174,11 +174,25 @@ def _key(msg: Message) -> bytes:
 def _children(msg: Message):
     """The sub-messages of ``msg`` an expression walk descends into (not subqueries, not maps)."""
     for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
-            continue
-        if f.message_type.full_name == _SUBQUERY:
-            continue
-        yield from (value if f.label == f.LABEL_REPEATED else [value])
+        kind = _WALKED.get(f)
+        if kind is None:
+            kind = _WALKED[f] = _walked(f)
+        if kind == 1:
+            yield value
+        elif kind == 2:
+            yield from value
+
+
+#: Per protobuf field, what :func:`_children` does with it (:func:`_walked`): the walk visits every
+#: message of every projection at each pass of the phase, and asking the descriptor costs more than that.
+_WALKED: dict = {}
+
+
+def _walked(f) -> int:
+    """0: not descended into (a scalar, a map, a subquery), 1: one message, 2: repeated messages."""
+    if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry or f.message_type.full_name == _SUBQUERY:
+        return 0
+    return 2 if f.label == f.LABEL_REPEATED else 1
 
 
 class _Nested(Exception):
