@@ -89,10 +89,10 @@ class PredicateSelectivity:
         return self._conjunction(conjuncts(condition, self.metadata.functions), est)[0]
 
     def _fingerprint(self, e: Expression, cols: Sequence[ColumnEstimate | None]) -> bytes | None:
-        from optimizer.expr_utils import has_unresolvable_refs, referenced_fields
+        from optimizer.expr_utils import resolved_fields
 
-        refs = referenced_fields(e)
-        if not refs or has_unresolvable_refs(e):
+        refs = resolved_fields(e)
+        if not refs:  # no column read, or one not by a plain reference
             return None
         mapping: dict[int, int] = {}
         ids = self.metadata.origin_ids

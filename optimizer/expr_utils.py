@@ -261,6 +261,12 @@ def has_unresolvable_refs(e: Message) -> bool:
     return _column_facts(e).unresolvable
 
 
+def resolved_fields(e: Message) -> set[int] | None:
+    """:func:`referenced_fields` of ``e``, or None if it :func:`has_unresolvable_refs` (from one lookup)."""
+    facts = _column_facts(e)
+    return None if facts.unresolvable else set(facts.own)
+
+
 def remap_fields(e: Message, mapping: Mapping[int, int] | Callable[[int], int]):
     """A copy of ``e`` with every input column ``i`` read as ``mapping[i]``."""
     out = type(e)()
@@ -375,9 +381,11 @@ _NONDETERMINISTIC = frozenset({"random", "rand", "uuid", "now", "current_timesta
 
 def is_deterministic(e: Message, functions: FunctionTable) -> bool:
     """False if the expression, or a subquery in it, calls a function known to give different answers per call."""
+    return _deterministic(_column_facts(e), functions)
 
-    return not any(anchor in functions and functions.get(anchor).name in _NONDETERMINISTIC
-                   for anchor in _column_facts(e).calls)
+
+def _deterministic(facts: _ColumnFacts, functions: FunctionTable) -> bool:
+    return not any(anchor in functions and functions.get(anchor).name in _NONDETERMINISTIC for anchor in facts.calls)
 
 
 def key(e: Expression) -> bytes:
@@ -392,12 +400,8 @@ def movable(e: Expression, functions: FunctionTable) -> bool:
     reads columns through expression-based references, or reads no column at all (a constant:
     moving it below an aggregate would change the aggregate's one row over empty input).
     """
-    return (
-        is_deterministic(e, functions)
-        and not has_subquery(e)
-        and not has_unresolvable_refs(e)
-        and bool(referenced_fields(e))
-    )
+    facts = _column_facts(e)  # one lookup for the four questions
+    return _deterministic(facts, functions) and not facts.subquery and not facts.unresolvable and bool(facts.own)
 
 
 class FunctionRegistrar:
