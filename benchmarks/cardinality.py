@@ -168,12 +168,14 @@ def collect(scale: float, queries: list[int], master: str | None = None, use_cac
 
 def learn_passes(scale: float, queries: list[int], master: str | None = None, use_cache: bool = True,
                  log=print, spark=None, *, suite: str = "tpch",
-                 learn_from: list[int] | None = None) -> tuple[list[dict], list[dict], int]:
+                 learn_from: list[int] | None = None, keep_store: Path | None = None) -> tuple[list[dict], list[dict], int]:
     """``--learn``: the records of a first pass, which records every relation's actual rows into a learned
     store (a file in a temporary directory), and of a second pass estimating with that store read back
     from its file; and how many of the second pass's relations found a learned entry. ``learn_from``:
     the queries whose rows are learned (default ``queries``); the first pass then estimates ``queries``
-    without learning, and the second estimates them with what ``learn_from`` taught."""
+    without learning, and the second estimates them with what ``learn_from`` taught. ``keep_store``: the
+    store is also copied there (for ``benchmarks/tpch.py --learned``: the plans optimized with it)."""
+    import shutil
     import tempfile
 
     from optimizer.cost.learned import FILE_NAME, LearnedRows
@@ -196,6 +198,9 @@ def learn_passes(scale: float, queries: list[int], master: str | None = None, us
             first = collect(scale, queries, master, use_cache, log, spark, suite=suite, actuals=actuals)
         store.save()
         log(f"learned: {len(store.document['entries'])} subtrees in {path.stat().st_size} bytes")
+        if keep_store is not None:
+            shutil.copyfile(path, keep_store)
+            log(f"learned store kept in {keep_store}")
         reread = LearnedRows(path, tables)
         second = collect(scale, queries, master, use_cache, log, spark, suite=suite, learned=reread,
                          actuals=actuals)
@@ -384,6 +389,9 @@ def main(argv: list[str] | None = None, spark=None) -> dict:
     parser.add_argument("--learn-from", default=None, metavar="QUERIES",
                         help="with --learn: learn from these queries' plans instead (e.g. 42,52), and estimate "
                              "--queries before and after: what a learned subtree does for other plans")
+    parser.add_argument("--keep-store", default=None, metavar="FILE",
+                        help="with --learn: also write the learned store to FILE (benchmarks/tpch.py --learned "
+                             "optimizes with it)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"), help="directory of the report")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     parser.add_argument("--no-cache", action="store_true", help="count every subtree again")
@@ -393,13 +401,16 @@ def main(argv: list[str] | None = None, spark=None) -> dict:
     learn_from = _numbers(args.learn_from) if args.learn_from else None
     if learn_from is not None and not args.learn:
         parser.error("--learn-from needs --learn")
+    if args.keep_store is not None and not args.learn:
+        parser.error("--keep-store needs --learn")
     stem = "cardinality" if args.suite == "tpch" else f"cardinality-{args.suite}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if args.learn:
         first, second, hits = learn_passes(args.scale, queries, args.master, use_cache=not args.no_cache,
-                                           spark=spark, suite=args.suite, learn_from=learn_from)
+                                           spark=spark, suite=args.suite, learn_from=learn_from,
+                                           keep_store=Path(args.keep_store) if args.keep_store else None)
         seconds = time.perf_counter() - start
         (out / f"{stem}-learned.md").write_text(learned_markdown(first, second, hits, args.scale, args.suite,
                                                                  seconds, learn_from))

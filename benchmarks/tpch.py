@@ -132,6 +132,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--producers", default=None,
                    help="comma-separated: datafusion,duckdb,isthmus (default: the suite's producers)")
     p.add_argument("--optimize-reps", type=int, default=5, help="optimizer runs per plan (median; default 5)")
+    p.add_argument("--learned", default=None, metavar="FILE",
+                   help="optimize with the learned rows in FILE (a learned store, e.g. from benchmarks/cardinality.py "
+                        "--learn --keep-store FILE) beside Spark's statistics")
     p.add_argument("--confirm", type=int, default=CONFIRM_REPS,
                    help=f"a plan with d/b > {CONFIRM_ABOVE:g} is run this many more times, interleaved with "
                         f"Spark CBO, right after its query (default {CONFIRM_REPS}; 0: never)")
@@ -240,8 +243,9 @@ def _own_sql(plans: dict, texts: dict[int, str]) -> dict[tuple[str, int], str]:
 def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[str] | None = None,
         reps: int = 3, warmup: int = 1, optimize_reps: int = 5, confirm: int = CONFIRM_REPS, spark: Any = None,
         out_dir: Path | str | None = common.REPORT_DIR, name: str = "tpch", progress: bool = True,
-        suite: Suite = TPCH) -> dict:
-    """Run the benchmark; return the report (also written to ``out_dir`` unless it is None)."""
+        suite: Suite = TPCH, learned: Path | None = None) -> dict:
+    """Run the benchmark; return the report (also written to ``out_dir`` unless it is None). ``learned``: a
+    learned store (:class:`optimizer.cost.learned.LearnedRows`) the optimizer's estimates read."""
     from optimizer.capabilities import default_capabilities
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
@@ -290,6 +294,14 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
     database = f"bench_{suite.name}_sf{scale:g}".replace(".", "_")
     t_analyze, cbo = common.timed(lambda: common.analyzed_session(spark, tables, database, analyze=needed))
     statistics = default_statistics(spark=spark, tables=tables)
+    learned_rows = None
+    if learned is not None:
+        from optimizer.cost.learned import LearnedRows, LearnedStatistics
+
+        learned_rows = LearnedRows(learned, tables)
+        if not learned_rows.document["entries"]:
+            raise SystemExit(f"--learned: no learned rows in {learned}")
+        statistics = LearnedStatistics(statistics, learned_rows)
     capabilities = default_capabilities()
     backend = SparkBackend(spark, tables=tables)
 
@@ -411,6 +423,9 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
     report = _report(rows, scale, producers, reps, warmup, t_analyze, data_dir, started, suite)
     report["summary"]["producers_without_plans"] = without
     report["config"]["confirm"] = {"reps": confirm, "above": CONFIRM_ABOVE}
+    if learned_rows is not None:
+        report["config"]["learned"] = {"store": str(learned), "entries": len(learned_rows.document["entries"]),
+                                       "lookups_answered": learned_rows.hits}
     if out_dir is not None:
         write_reports(report, Path(out_dir), name)
     return report
@@ -676,7 +691,7 @@ def main(argv=None, spark: Any = None) -> dict:
                  reps=args.reps, warmup=args.warmup, optimize_reps=args.optimize_reps, confirm=args.confirm,
                  spark=spark,
                  out_dir=Path(args.out) if args.out else None, name=name, progress=not args.no_progress,
-                 suite=suite)
+                 suite=suite, learned=Path(args.learned) if args.learned else None)
     s = report["summary"]
     print(f"{suite.title} SF {s['scale_factor']:g}: "
           f"geomean d/b {common.fmt(s['geomean_optimized_vs_spark_cbo'])}, "

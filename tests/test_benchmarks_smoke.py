@@ -259,3 +259,24 @@ def test_chosen_vs_fastest_reads_a_report_and_explains_the_worst_plan(spark, tmp
         chosen_vs_fastest.main(["--tpch", str(source), "--tpcds", "", "--no-explain", "--out", str(tmp_path)])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == f"chosen_vs_fastest: {source}: queries[1] has no times_s object\n"
+
+
+@pytest.mark.spark
+def test_tpch_benchmark_optimizes_with_a_kept_learned_store(spark, tmp_path):
+    """``cardinality.py --learn --keep-store FILE`` keeps the rows it learned; ``tpch.py --learned FILE``
+    optimizes with them: the report names the store and the lookups it answered."""
+    from benchmarks import cardinality, tpch
+
+    store = tmp_path / "learned.json"
+    cardinality.main(["--scale", "0.01", "--queries", "6", "--learn", "--keep-store", str(store),
+                      "--out", str(tmp_path)], spark=spark)
+    assert json.loads(store.read_text())["entries"]
+    report = tpch.main([*TINY, "--queries", "6", "--producers", "datafusion", "--optimize-reps", "1",
+                        "--learned", str(store), "--out", str(tmp_path)], spark=spark)
+    learned = report["config"]["learned"]
+    assert learned["store"] == str(store) and learned["entries"] > 0
+    assert learned["lookups_answered"] > 0
+    assert report["queries"][0]["plans"]["datafusion"]["optimized_equal"] is True
+    with pytest.raises(SystemExit, match="no learned rows"):
+        tpch.main([*TINY, "--queries", "6", "--producers", "datafusion", "--learned", str(tmp_path / "none.json"),
+                   "--out", str(tmp_path)], spark=spark)
