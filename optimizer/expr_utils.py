@@ -287,6 +287,29 @@ def shift_fields(e: Message, offset: int, start: int = 0):
     return remap_fields(e, lambda i: i + offset if i >= start else i)
 
 
+def sub_messages(msg: Message, *, enter_subqueries: bool) -> list[Message]:
+    """The sub-messages of ``msg`` in field order (map entries left out: they hold no expressions; without
+    ``enter_subqueries``, subqueries left out too). Each field's kind is looked up once per process:
+    asking its descriptor costs more than the walk."""
+    if enter_subqueries:
+        return _children(msg)
+    out: list[Message] = []
+    for f, value in msg.ListFields():
+        kind = _OUTSIDE_KIND.get(f)
+        if kind is None:
+            kind = _OUTSIDE_KIND[f] = 0 if f.type == f.TYPE_MESSAGE and f.message_type.full_name == _SUBQUERY \
+                else _field_kind(f)
+        if kind == 1:
+            out.append(value)
+        elif kind == 2:
+            out.extend(value)
+    return out
+
+
+#: :data:`_FIELD_KIND` with the fields that hold a subquery at 0.
+_OUTSIDE_KIND: dict = {}
+
+
 def _children(msg: Message) -> list[Message]:
     """The sub-messages of ``msg`` in field order (map entries left out: they hold no expressions)."""
     out: list[Message] = []

@@ -44,7 +44,7 @@ from substrait.proto import ConsistentPartitionWindowRel, Expression, Rel
 from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import field as field_ref
-from optimizer.expr_utils import field_index, has_window_function, is_window_call
+from optimizer.expr_utils import field_index, has_window_function, is_window_call, sub_messages
 
 
 def window_to_consistent_partition(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -161,38 +161,12 @@ RULE = Rule(name="window_to_consistent_partition", phase="physical", kinds=froze
             description="ProjectRel window functions -> one ConsistentPartitionWindowRel per (partition, order)")
 
 
-_SUBQUERY = "substrait.Expression.Subquery"
 #: The fields a WindowFunction shares with a ConsistentPartitionWindowRel.WindowRelFunction.
 _FUNCTION_FIELDS = tuple(f.name for f in ConsistentPartitionWindowRel.WindowRelFunction.DESCRIPTOR.fields)
 
 
 def _key(msg: Message) -> bytes:
     return msg.SerializeToString(deterministic=True)
-
-
-
-def _children(msg: Message):
-    """The sub-messages of ``msg`` an expression walk descends into (not subqueries, not maps)."""
-    for f, value in msg.ListFields():
-        kind = _WALKED.get(f)
-        if kind is None:
-            kind = _WALKED[f] = _walked(f)
-        if kind == 1:
-            yield value
-        elif kind == 2:
-            yield from value
-
-
-#: Per protobuf field, what :func:`_children` does with it (:func:`_walked`): the walk visits every
-#: message of every projection at each pass of the phase, and asking the descriptor costs more than that.
-_WALKED: dict = {}
-
-
-def _walked(f) -> int:
-    """0: not descended into (a scalar, a map, a subquery), 1: one message, 2: repeated messages."""
-    if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry or f.message_type.full_name == _SUBQUERY:
-        return 0
-    return 2 if f.label == f.LABEL_REPEATED else 1
 
 
 class _Nested(Exception):
@@ -206,14 +180,14 @@ def _collect(msg: Message, out: dict[bytes, Expression.WindowFunction]) -> None:
             raise _Nested
         out.setdefault(_key(msg.window_function), msg.window_function)
         return
-    for child in _children(msg):
+    for child in sub_messages(msg, enter_subqueries=False):
         _collect(child, out)
 
 
 
 def _replace(msg: Message, column: dict[bytes, int]) -> None:
     """Replace (in place) every window function under ``msg`` by a reference to its column."""
-    for child in _children(msg):
+    for child in sub_messages(msg, enter_subqueries=False):
         if is_window_call(child):
             child.CopyFrom(field_ref(column[_key(child.window_function)]))
         else:
