@@ -77,6 +77,7 @@ from optimizer.expr_utils import (
     join_type_name,
     referenced_fields,
     remap_fields,
+    sub_messages,
 )
 
 
@@ -803,7 +804,6 @@ def conjunct_weight(e: Any, types: list[Any] | None, functions: Any) -> float:
 
 
 _WINDOW = "substrait.Expression"
-_SUBQUERY = "substrait.Expression.Subquery"
 
 
 def window_groups(expressions) -> list[WindowGroup]:
@@ -816,12 +816,7 @@ def window_groups(expressions) -> list[WindowGroup]:
         if msg.DESCRIPTOR.full_name == _WINDOW and msg.WhichOneof("rex_type") == "window_function":
             found.setdefault(msg.window_function.SerializeToString(deterministic=True), msg.window_function)
             continue
-        for f, value in msg.ListFields():
-            if f.type != f.TYPE_MESSAGE or f.message_type.GetOptions().map_entry:
-                continue
-            if f.message_type.full_name == _SUBQUERY:
-                continue
-            stack.extend(value if f.label == f.LABEL_REPEATED else [value])
+        stack.extend(sub_messages(msg, enter_subqueries=False))
     groups: dict[tuple, WindowGroup] = {}
     for wf in found.values():
         pkey = tuple(sorted(p.SerializeToString(deterministic=True) for p in wf.partitions))
