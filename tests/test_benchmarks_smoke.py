@@ -280,3 +280,20 @@ def test_tpch_benchmark_optimizes_with_a_kept_learned_store(spark, tmp_path):
     with pytest.raises(SystemExit, match="no learned rows"):
         tpch.main([*TINY, "--queries", "6", "--producers", "datafusion", "--learned", str(tmp_path / "none.json"),
                    "--out", str(tmp_path)], spark=spark)
+
+
+def test_optimizer_instructions_workload_and_commit_tree(tmp_path):
+    """What ``benchmarks/optimizer_instructions.py`` runs under callgrind (valgrind itself is not run here):
+    the latency benchmark's TPC-H plans written once, optimized from the files; and another commit's package
+    laid out as installed."""
+    from benchmarks import optimizer_instructions
+
+    plans = tmp_path / "plans"
+    assert optimizer_instructions.write_plans(plans) == len(list(plans.glob("*.bin"))) >= 50
+    optimizer_instructions.main(["--work", "pass", "--plans", str(plans), "--disable-rules", "push_semi_joins"])
+    tree = optimizer_instructions.tree_of("HEAD", tmp_path / "tree")
+    assert (tree / "pkg" / "optimizer" / "rules" / "__init__.py").exists()
+    assert (tree / "pkg" / "optimizer" / "cost" / "model.py").exists()
+    assert (tree / "src" / "benchmarks" / "optimizer_latency.py").exists()
+    with pytest.raises(SystemExit, match="no rule named 'nope'"):
+        optimizer_instructions.main(["--plans", str(plans), "--disable-rules", "nope"])
