@@ -23,6 +23,7 @@ from optimizer.rules import (
     implement_joins,
     in_subquery_to_semi_join,
     join_order,
+    merge_global_aggregates,
     order_conjuncts,
     push_filters,
     push_semi_joins,
@@ -55,6 +56,10 @@ RULES: list[Rule] = [
     # join_order may move (Spark does the same to SQL: the plan is priced as Spark runs it).
     eliminate_outer_joins.RULE,
     # logical
+    # First in the logical phase, before push_filters moves the filters the merged inputs differ by (they
+    # are compared where the producer wrote them): cross-joined global aggregates over the same relations
+    # become one aggregate over one pass of them.
+    merge_global_aggregates.RULE,
     # Filters go down to the reads and into the joins, so the join order sees the filtered sizes.
     push_filters.RULE,
     # After push_filters (a join's condition holds every conjunct it can): a join to an input unique on

@@ -47,8 +47,8 @@ def sort_fetch_to_topn(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacemen
     fetch = g.nodes[node]["rel"].fetch
     if fetch.HasField("advanced_extension") or not fetch.HasField("count_expr"):
         return None
-    count = _literal_int(fetch.count_expr, null_as=None)
-    offset = _literal_int(fetch.offset_expr, null_as=0) if fetch.HasField("offset_expr") else 0
+    count = literal_int(fetch.count_expr, null_as=None)
+    offset = literal_int(fetch.offset_expr, null_as=0) if fetch.HasField("offset_expr") else 0
     if count is None or offset is None or count < 0 or offset < 0:
         return None
 
@@ -110,7 +110,7 @@ RULE = Rule(name="sort_fetch_to_topn", phase="physical", kinds=frozenset({"fetch
 _INT_LITERALS = ("i8", "i16", "i32", "i64")
 
 
-def _literal_int(e: Expression, *, null_as: int | None) -> int | None:
+def literal_int(e: Expression, *, null_as: int | None) -> int | None:
     """The value of an integer literal (a typed null gives ``null_as``); None for anything else."""
     if e.WhichOneof("rex_type") != "literal":
         return None

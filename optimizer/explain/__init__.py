@@ -85,7 +85,8 @@ def describe_rel(g: nx.DiGraph, node: int, functions, max_len: int = 160) -> str
         groups = ["(" + ", ".join(fmt(body.grouping_expressions[i]) for i in g_.expression_references) + ")" for g_ in body.groupings]
         if groups:
             props.append("groups=[" + ", ".join(groups) + "]")
-        props.append("measures=[" + ", ".join(fmt.aggregate(m.measure) for m in body.measures) + "]")
+        props.append("measures=[" + ", ".join(fmt.aggregate(m.measure) + (f" FILTER ({fmt(m.filter)})" if m.HasField("filter")
+                                              else "") for m in body.measures) + "]")
     elif kind == "sort":
         props.extend(fmt.sort(s) for s in body.sorts)
     elif kind == "fetch":
