@@ -305,6 +305,11 @@ class _Merger:
         data = self.g.nodes[node]
         return data["kind"] == "join" and data["rel"].join.type == JoinRel.JOIN_TYPE_INNER
 
+    def _written_alike(self, nodes: list[int]) -> bool:
+        """Whether the relations are written alike, their inputs and hints aside."""
+        return len({_own(self.g.nodes[n]["rel"], without_filters=False).SerializeToString(deterministic=True)
+                    for n in nodes}) == 1
+
     def _condition_ok(self, e: Expression) -> bool:
         return is_deterministic(e, self.ctx.functions) and not has_subquery(e)
 
@@ -393,8 +398,7 @@ class _Merger:
 
     def _project(self, nodes: list[int]) -> tuple[Replacement, bool] | None:
         g = self.g
-        own = {_own(g.nodes[n]["rel"], without_filters=False).SerializeToString(deterministic=True) for n in nodes}
-        if len(own) != 1:
+        if not self._written_alike(nodes):
             return None
         below = self.merge([inputs(g, n)[0] for n in nodes])
         if below is None or not below[1]:
@@ -416,8 +420,7 @@ class _Merger:
 
     def _join(self, nodes: list[int]) -> tuple[Replacement, bool] | None:
         g = self.g
-        own = {_own(g.nodes[n]["rel"], without_filters=False).SerializeToString(deterministic=True) for n in nodes}
-        if len(own) != 1:
+        if not self._written_alike(nodes):
             return None
         left = self.merge([inputs(g, n)[0] for n in nodes])
         right = self.merge([inputs(g, n)[1] for n in nodes]) if left is not None else None
