@@ -62,6 +62,8 @@ from optimizer.expr_utils import (
 )
 from optimizer.relations import emit_of, width
 
+#: Relations below an aggregate's input where the leaves' inputs may still differ (the merge recurses).
+MAX_DEPTH = 64
 #: Aggregates that skip rows a measure filter leaves out, and give the same value over one pass.
 MERGEABLE = frozenset({"count", "sum", "sum0", "avg", "min", "max"})
 
@@ -260,15 +262,23 @@ def _own(rel: Rel, *, without_filters: bool) -> Rel:
 
 def _shape_key(g: nx.DiGraph, node: int, memo: dict[int, bytes]) -> bytes:
     """A digest of the subtree at ``node`` equal for subtrees written alike but for their filter
-    conditions (:func:`optimizer.dag.subtree_key` without them)."""
-    found = memo.get(node)
-    if found is not None:
-        return found
-    digest = hashlib.blake2b(_own(g.nodes[node]["rel"], without_filters=True).SerializeToString(deterministic=True),
-                             digest_size=16)
-    for child in inputs(g, node):
-        digest.update(_shape_key(g, child, memo))
-    memo[node] = digest.digest()
+    conditions (:func:`optimizer.dag.subtree_key` without them). Children first, without recursion: an
+    input may be deeper than Python's stack."""
+    stack: list[tuple[int, bool]] = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if n in memo:
+            continue
+        children = inputs(g, n)
+        if not ready:
+            stack.append((n, True))
+            stack.extend((c, False) for c in children if c not in memo)
+            continue
+        own = _own(g.nodes[n]["rel"], without_filters=True).SerializeToString(deterministic=True)
+        digest = hashlib.blake2b(own, digest_size=16)
+        for child in children:
+            digest.update(memo[child])
+        memo[n] = digest.digest()
     return memo[node]
 
 
@@ -283,22 +293,24 @@ class _Merger:
     def __init__(self, g: nx.DiGraph, k: int, ctx: RuleContext) -> None:
         self.g, self.k, self.ctx = g, k, ctx
 
-    def merge(self, nodes: list[int]) -> tuple[Replacement, bool] | None:
+    def merge(self, nodes: list[int], depth: int = 0) -> tuple[Replacement, bool] | None:
         g = self.g
         first = subtree_key(g, nodes[0])
         if all(subtree_key(g, n) == first for n in nodes[1:]):
             return nodes[0], False
+        if depth > MAX_DEPTH:
+            return None  # differences that deep are not worth Python's stack
         kind = g.nodes[nodes[0]]["kind"]
         if any(emit_of(g.nodes[n]["rel"]) is not None for n in nodes) and kind != "project":
             return None
         if kind == "read":
             return self._read(nodes)
         if kind == "filter":
-            return self._filter(nodes)
+            return self._filter(nodes, depth)
         if kind == "project":
-            return self._project(nodes)
+            return self._project(nodes, depth)
         if kind == "cross" or self._inner_join(nodes[0]):
-            return self._join(nodes)
+            return self._join(nodes, depth)
         return None
 
     def _inner_join(self, node: int) -> bool:
@@ -370,14 +382,14 @@ class _Merger:
         marks = [literal_true() if f is None else remap_fields(f, position) for f in markers]
         return self._markers_over(NewRel(out, []), n_out, len(widened), marks), True
 
-    def _filter(self, nodes: list[int]) -> tuple[Replacement, bool] | None:
+    def _filter(self, nodes: list[int], depth: int) -> tuple[Replacement, bool] | None:
         g = self.g
         conditions = [g.nodes[n]["rel"].filter.condition for n in nodes]
         if any(g.nodes[n]["rel"].filter.HasField("advanced_extension") for n in nodes):
             return None
         if not all(self._condition_ok(c) for c in conditions):
             return None
-        below = self.merge([inputs(g, n)[0] for n in nodes])
+        below = self.merge([inputs(g, n)[0] for n in nodes], depth + 1)
         if below is None:
             return None
         child, marked = below
@@ -396,11 +408,11 @@ class _Merger:
         rel.filter.condition.CopyFrom(self._or(conditions))
         return self._markers_over(NewRel(rel, [child]), n, n, conditions), True
 
-    def _project(self, nodes: list[int]) -> tuple[Replacement, bool] | None:
+    def _project(self, nodes: list[int], depth: int) -> tuple[Replacement, bool] | None:
         g = self.g
         if not self._written_alike(nodes):
             return None
-        below = self.merge([inputs(g, n)[0] for n in nodes])
+        below = self.merge([inputs(g, n)[0] for n in nodes], depth + 1)
         if below is None or not below[1]:
             return None
         child = below[0]
@@ -418,12 +430,12 @@ class _Merger:
         rel.project.common.emit.output_mapping.extend(new)
         return NewRel(rel, [child]), True
 
-    def _join(self, nodes: list[int]) -> tuple[Replacement, bool] | None:
+    def _join(self, nodes: list[int], depth: int) -> tuple[Replacement, bool] | None:
         g = self.g
         if not self._written_alike(nodes):
             return None
-        left = self.merge([inputs(g, n)[0] for n in nodes])
-        right = self.merge([inputs(g, n)[1] for n in nodes]) if left is not None else None
+        left = self.merge([inputs(g, n)[0] for n in nodes], depth + 1)
+        right = self.merge([inputs(g, n)[1] for n in nodes], depth + 1) if left is not None else None
         if left is None or right is None or not (left[1] or right[1]):
             return None
         (lchild, lm), (rchild, rm) = left, right

@@ -252,3 +252,24 @@ def test_a_virtual_table_read_is_not_widened():
     reads = [r["rel"].read for r in to_dag(result.plan).nodes.values() if r["kind"] == "read"]
     assert len(reads) == 1 and reads[0].WhichOneof("read_type") == "virtual_table"
     assert isinstance(reads[0], ReadRel)
+
+
+@pytest.mark.parametrize(("levels", "merged"), [(30, 1), (80, 0)])
+def test_inputs_that_differ_deep_down(levels, merged):
+    """The filters differ under ``levels`` filters written alike: merged within MAX_DEPTH levels, left as
+    they are below it (the merge recurses; an input may be deeper than Python's stack)."""
+    import json
+
+    from optimizer.plan_io import dump_plan, load_plan
+
+    b = Builder()
+    t = read("t", COLS)
+    plan = b.plan(cross(aggregate(filter_(t, b.call("gt", ref(0), lit(1))), [], b.agg("count")),
+                        aggregate(filter_(t, b.call("gt", ref(0), lit(5))), [], b.agg("count"))), ["x", "y"])
+    doc = json.loads(dump_plan(plan, "json"))
+    for side in ("left", "right"):
+        aggregate_body = doc["relations"][0]["root"]["input"]["cross"][side]["aggregate"]
+        for _ in range(levels):
+            aggregate_body["input"] = {"filter": {"input": aggregate_body["input"],
+                                                  "condition": {"literal": {"boolean": True}}}}
+    assert fired(optimized(load_plan(json.dumps(doc)))) == merged
