@@ -134,6 +134,10 @@ class OptimizerConfig:
     greedy_seconds: float = 1.0
     #: A hash join's build side under this many bytes is broadcast (Spark's default threshold is 10 MiB).
     broadcast_threshold_bytes: float = 10 * 1024 * 1024
+    #: ``share_repeated_subtrees`` shares copies of a subtree only where it reads a table of at least this
+    #: many rows (estimated, after the read's filter): copies of smaller ones cost less to compute again
+    #: than to share (TPC-DS SF 1 on Spark: Q1, Q30, Q81 over the returns tables ran slower shared).
+    share_min_rows: float = 1_000_000
     #: Rule names to skip.
     disabled_rules: frozenset[str] = frozenset()
     #: Write estimates into every relation's hint.stats.
@@ -250,15 +254,21 @@ def _kind(rel: Rel) -> str:
 
 
 def add_subgraph(g: nx.DiGraph, new: Replacement, schema_of: Callable[[int], Any] | None = None,
-                 added: list[int] | None = None) -> int:
+                 added: list[int] | None = None, _made: dict[int, tuple[NewRel, int]] | None = None) -> int:
     """Add a :class:`NewRel` tree to ``g`` and return its root node (an int is returned as is). ``added``
-    collects the nodes added."""
+    collects the nodes added. A :class:`NewRel` object the tree holds in several places is one node,
+    which each of them reads (a subtree the rule shares)."""
     if isinstance(new, int):
         if new not in g:
             raise RuleBug(f"a rule referred to node {new}, which is not in the plan")
         return new
-    children = [add_subgraph(g, child, schema_of, added) for child in new.inputs]
+    made = {} if _made is None else _made
+    seen = made.get(id(new))
+    if seen is not None and seen[0] is new:
+        return seen[1]
+    children = [add_subgraph(g, child, schema_of, added, made) for child in new.inputs]
     node = _next_id(g)
+    made[id(new)] = (new, node)
     g.add_node(node, kind=_kind(new.rel), rel=strip_inputs(new.rel))
     note_added(g, node)
     if added is not None:
