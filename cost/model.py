@@ -68,7 +68,7 @@ from optimizer.cost.spark_joins import (
 )
 from optimizer.cost.spark_size import join_size
 
-from optimizer.dag import inputs
+from optimizer.dag import inputs, uses
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import (
     conjuncts,
@@ -241,6 +241,9 @@ class CostModel:
         replaced = {n for region in regions for n in region.nodes}
         for n in nodes - replaced:
             total += self.node_cost(g, n, estimator, bindable=bindable).total
+            readers = uses(g, n)
+            if readers > 1:
+                total += self.computed_once(estimator.estimate(n), readers).total
         for region in regions:
             total += self.spark_order_cost(g, region, estimator, bindable).total
         return saturate_cost(total)
@@ -357,6 +360,12 @@ class CostModel:
         per = held_bytes if per_executor else held_bytes / max(k.executors, 1)
         spill = max(per - k.memory_threshold_bytes, 0.0) * (1 if per_executor else max(k.executors, 1))
         return held_bytes * k.memory_byte + spill * k.spill_byte
+
+    def computed_once(self, est: RelEstimate, readers: int) -> Cost:
+        """What sharing a relation's rows among ``readers`` costs (a subtree the plan reads in several
+        places, which the Spark backend computes once): its rows shuffled once and read by each reader."""
+        return Cost(est.rows * self.k.cpu_row * readers, 0.0, self.shuffle(est) + est.bytes * self.k.network_byte
+                    * (readers - 1), 0.0, self.k)
 
     def shuffle(self, est: RelEstimate) -> float:
         """Network cost of repartitioning a relation: its bytes, and the stage boundary."""

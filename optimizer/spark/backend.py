@@ -133,6 +133,7 @@ class SparkBackend:
         index = roots[root]
         compiler = _PlanCompiler(self, loaded)
         rel_root = plan.relations[index].root
+        compiler.root = rel_root.input
         out = compiler.rel(rel_root.input, f"relations[{index}].root.input", None)
         names = list(rel_root.names)
         _check_root_names(names, out, f"relations[{index}].root.names")

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from google.protobuf.message import Message
 from pyspark.errors import PySparkException
 from substrait.proto import Expression, Rel, Type
 
@@ -109,6 +110,8 @@ class _RelCompiler:
         self.functions: FunctionTable = loaded.functions
         self.references: dict[int, Relation] = {}
         self._in_progress: set[int] = set()
+        self._once: set[int] | None = None
+        self.root: Rel | None = None  # the root relation compiled (its shared relations computed once)
         self.schemas: dict = {}
         try:  # Substrait types for the scopes; the backend works without them
             self.schemas = loaded.schemas
@@ -270,5 +273,53 @@ class _RelCompiler:
             out = self.rel(rel, path, None)
         finally:
             self._in_progress.discard(ordinal)
+        if ordinal in self._computed_once() and not out.ordered and out.columns:
+            out = replace(out, df=Frame.computed_once(self.ctx, out.df, out.columns))
         self.references[ordinal] = out
         return replace(out)
+
+    def _computed_once(self) -> set[int]:
+        """The plan relations the query computes once (:meth:`Frame.computed_once`): those it reads more
+        than once, every reference expanded, that read no plan relation themselves. A shared relation
+        over another is written where it is read: Spark fails some plans whose non-inlined CTEs read
+        each other (its CTE column pruning loses a column), so such CTEs are never nested."""
+        if self._once is None:
+            direct = {}  # ordinal -> {ordinal it reads: how often}, over its tree without expanding
+
+            def reads(message: Message) -> dict[int, int]:
+                counts: dict[int, int] = {}
+                stack = [message]
+                while stack:
+                    m = stack.pop()
+                    if isinstance(m, Rel) and m.WhichOneof("rel_type") == "reference":
+                        counts[m.reference.subtree_ordinal] = counts.get(m.reference.subtree_ordinal, 0) + 1
+                        continue
+                    for descriptor, value in m.ListFields():
+                        if descriptor.message_type is None:
+                            continue
+                        if descriptor.message_type.GetOptions().map_entry:
+                            stack.extend(value.values())
+                        elif descriptor.label == descriptor.LABEL_REPEATED:
+                            stack.extend(value)
+                        else:
+                            stack.append(value)
+                return counts
+
+            for i, entry in enumerate(self.plan.relations):
+                if entry.WhichOneof("rel_type") == "rel":
+                    direct[i] = reads(entry.rel)
+            # How often each relation is read with every reference expanded, from the root compiled
+            # (plan relations in the order they are reached; a cycle is refused where it is compiled).
+            total: dict[int, int] = {}
+            frontier = reads(self.root) if self.root is not None else {}
+            for _ in range(len(self.plan.relations) + 1):
+                if not frontier:
+                    break
+                following: dict[int, int] = {}
+                for ordinal, n in frontier.items():
+                    total[ordinal] = total.get(ordinal, 0) + n
+                    for inner, m in direct.get(ordinal, {}).items():
+                        following[inner] = following.get(inner, 0) + n * m
+                frontier = following
+            self._once = {o for o, n in total.items() if n > 1 and o in direct and not direct[o]}
+        return self._once

@@ -63,6 +63,7 @@ class Context:
         self.tables: dict[str, Any] = {}  # placeholder -> DataFrame (spark.sql keyword argument)
         self._by_id: dict[int, tuple[Any, str]] = {}
         self.token = f"{id(self):x}"
+        self.ctes: list[tuple[str, exp.Expression]] = []  # (name, query): the text's WITH clause, in order
 
     def alias(self) -> str:
         return f"_q{next(self._aliases)}"
@@ -331,6 +332,22 @@ class Frame(Relation):
         return cls(ctx, _Query(None))
 
     @classmethod
+    def computed_once(cls, ctx: Context, frame: Frame, columns: Sequence[str]) -> Frame:
+        """``frame``'s ``columns``, computed once however often the query reads the result: a ``WITH``
+        query (a CTE) with a non-deterministic column besides them. Spark inlines a CTE into each place
+        that reads it, and so computes it again there, unless its definition is non-deterministic: such
+        a CTE read more than once is computed once, its rows shuffled and the shuffle reused by every
+        reader (Spark's ``InlineCTE`` and ``ReplaceCTERefWithRepartition``, SPARK-36447). The extra
+        column is read by no one (Spark prunes it)."""
+        name = f"_s{len(ctx.ctes) + 1}"
+        def cols() -> list[Col]:
+            return [col("`" + c.replace("`", "``") + "`") for c in columns]
+
+        body = frame.select(*cols(), Col(exp.Rand()).alias(f"{name}_once"))
+        ctx.ctes.append((name, body.query()))
+        return cls(ctx, _Query(exp.Table(this=exp.to_identifier(name)))).select(*cols())
+
+    @classmethod
     def rows(cls, ctx: Context, n: int) -> Frame:
         """``n`` rows (of one column ``id``: select the columns wanted)."""
         return cls(ctx, _Query(exp.Anonymous(this="range", expressions=[exp.Literal.number(str(n))])))
@@ -572,7 +589,10 @@ def render(frame: Frame) -> tuple[str, dict[str, Any]]:
     With tables bound, Spark reads the text with ``str.format``: braces are doubled and each table's
     placeholder becomes ``{tN}``.
     """
-    text = frame.sql()
+    query = frame.query()
+    for name, body in frame.ctx.ctes:
+        query = query.with_(name, as_=body, copy=False)
+    text = sql_text(query)
     if "${" in text:
         raise UnsupportedError("a name in the plan contains '${', which Spark SQL would substitute")
     ctx = frame.ctx
