@@ -28,6 +28,7 @@ from optimizer.rules import (
     push_filters,
     push_semi_joins,
     reduce_aggregate_input,
+    share_repeated_subtrees,
     simplify_predicates,
     sort_fetch_to_topn,
     window_to_consistent_partition,
@@ -60,6 +61,10 @@ RULES: list[Rule] = [
     # are compared where the producer wrote them): cross-joined global aggregates over the same relations
     # become one aggregate over one pass of them.
     merge_global_aggregates.RULE,
+    # Copies of a subtree (a CTE the producer inlined) are compared as the producer wrote them, before
+    # any rule treats one copy apart from the others (a filter moved, a join order chosen, a join
+    # implemented): the subtree shared is then ordered and implemented once, for every reader.
+    share_repeated_subtrees.RULE,
     # Filters go down to the reads and into the joins, so the join order sees the filtered sizes.
     push_filters.RULE,
     # After push_filters (a join's condition holds every conjunct it can): a join to an input unique on
