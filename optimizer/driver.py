@@ -257,7 +257,10 @@ class Optimizer:
         writes is logical (:data:`LOGICAL_IN_PHYSICAL`); ``filter_into_read`` only if the target applies
         ``ReadRel.filter`` and its engine does not move filters into its scans itself,
         ``order_conjuncts`` only if its engine evaluates conjuncts in the order written (the order the
-        rule prices)."""
+        rule prices). ``share_repeated_subtrees`` runs only for a target that reads ``ReferenceRel`` s (for
+        another, the writer would write each copy again, reading every column any copy reads)."""
+        if rule.name == "share_repeated_subtrees":
+            return self.target.reference_rel
         if rule.phase != "physical" or self.target.physical_relations:
             return True
         if rule.name == "filter_into_read":

@@ -227,3 +227,12 @@ def test_tpcds_plans_on_spark(spark, producer):
         assert check_plan(result.plan) == [], q
         rows[q] = same_answer(backend, plan, result.plan, min_rows=0).num_rows
     assert rows[27] > 0, rows  # Q65 selects no row at SF 0.01
+
+
+@pytest.mark.parametrize(("target", "runs"), [("spark", True), ("datafusion", False), ("duckdb", False)])
+def test_runs_only_for_a_target_that_reads_shared_relations(target, runs):
+    """A target whose writer writes each reference's subtree again gains nothing from a shared subtree."""
+    from optimizer.rules import RULES
+
+    assert (RULE in Optimizer(config=QUIET, target=target).rules) is runs
+    assert RULE in RULES
