@@ -87,7 +87,7 @@ def share_repeated_subtrees(g: nx.DiGraph, node: int, ctx: RuleContext) -> Repla
     >>> [r.WhichOneof("rel_type") for r in after.relations], after.relations[1].rel.WhichOneof("rel_type")
     (['root', 'rel'], 'join')
     """
-    if not any(r["node"] == node for r in g.graph["roots"]):
+    if not any(r["node"] == node for r in g.graph["roots"]) or not _large_table_read_twice(g, node, ctx):
         return None
     builder = _Unifier(g, ctx)
     groups = _repeated(g, node, builder)
@@ -378,6 +378,24 @@ def _works(g: nx.DiGraph, node: int) -> bool:
     """Whether the subtree joins or aggregates: one that only reads a table (filtered, projected) is read
     again at the cost of sharing it, and a small one Spark broadcasts once anyway (its exchange reuse)."""
     return any(g.nodes[n]["kind"] in _WORK for n in {node} | nx.descendants(g, node))
+
+
+def _large_table_read_twice(g: nx.DiGraph, top: int, ctx: RuleContext) -> bool:
+    """Whether two reads under ``top`` read one table of at least ``share_min_rows`` rows: what any group
+    of copies needs, found before the copies are compared (most plans read each large table once)."""
+    seen: set[bytes] = set()
+    for n in {top} | nx.descendants(g, top):
+        if g.nodes[n]["kind"] != "read" or ctx.estimator.estimate(n).rows < ctx.config.share_min_rows:
+            continue
+        read = Rel()
+        read.CopyFrom(g.nodes[n]["rel"])
+        read.read.ClearField("projection")
+        read.read.ClearField("common")
+        table = read.SerializeToString(deterministic=True)
+        if table in seen:
+            return True
+        seen.add(table)
+    return False
 
 
 def _written_alike(g: nx.DiGraph, members: list[int]) -> bool:
