@@ -147,6 +147,8 @@ class _Unifier:
     ctx: RuleContext
     keys: dict[int, bytes | None] = field(default_factory=dict)
     columns: dict[int, list[int]] = field(default_factory=dict)
+    #: node -> its columns' ids before its emit (a projection's or aggregate's, which unify reads).
+    before_emit: dict[int, list[int]] = field(default_factory=dict)
     interned: dict[bytes, int] = field(default_factory=dict)
 
     def _id(self, *parts: bytes) -> int:
@@ -238,6 +240,7 @@ class _Unifier:
             pre = [self._id(key, b"key", k) for k in keys]
             pre += [self._id(key, remap_fields(m, in_ids.__getitem__).SerializeToString(deterministic=True))
                     for m in body.measures]
+        self.before_emit[n] = pre
         emit = emit_of(rel)
         out = [pre[i] for i in emit if 0 <= i < len(pre)] if emit is not None else pre
         if len(out) != width:  # a relation whose columns are not as modelled here: compared as written
@@ -269,7 +272,7 @@ class _Unifier:
         kind = g.nodes[first]["kind"]
         if len({subtree_key(g, m) for m in members}) == 1:  # written alike: share the first as it is
             return first, list(self.columns[first])
-        if kind not in _COMPARED:
+        if kind not in _COMPARED or any(m not in self.before_emit for m in members):
             return None
         rel = Rel()
         rel.CopyFrom(g.nodes[first]["rel"])
@@ -306,7 +309,7 @@ class _Unifier:
             out = list(in_ids)
             for m in members:
                 own = g.nodes[m]["rel"].project.expressions
-                pre = self._pre_project_ids(m)
+                pre = self.before_emit[m]
                 for e, c in zip(own, pre[len(pre) - len(own):], strict=True):
                     if c not in out:
                         body.expressions.add().CopyFrom(remapped(e, m))
@@ -329,10 +332,10 @@ class _Unifier:
             for e in source.grouping_expressions:
                 body.grouping_expressions.add().CopyFrom(remapped(e, first))
             n_keys = len(source.grouping_expressions)
-            out = list(self._pre_aggregate_ids(first)[:n_keys])
+            out = list(self.before_emit[first][:n_keys])
             for m in members:
                 measures = g.nodes[m]["rel"].aggregate.measures
-                for measure, c in zip(measures, self._pre_aggregate_ids(m)[n_keys:], strict=True):
+                for measure, c in zip(measures, self.before_emit[m][n_keys:], strict=True):
                     if c not in out:
                         body.measures.add().CopyFrom(remapped(measure, m))
                         out.append(c)
@@ -347,23 +350,6 @@ class _Unifier:
                 break
             (m,) = inputs(g, m)
         return m
-
-    def _pre_project_ids(self, m: int) -> list[int]:
-        """A projection's columns before its emit: its input's, then its expressions'."""
-        body = self.g.nodes[m]["rel"].project
-        in_ids = self._joined([self.columns[c] for c in inputs(self.g, m)])
-        return in_ids + [self._expression_id(e, in_ids) for e in body.expressions]
-
-    def _pre_aggregate_ids(self, m: int) -> list[int]:
-        """An aggregate's columns before its emit: its keys', then its measures'."""
-        body = self.g.nodes[m]["rel"].aggregate
-        in_ids = self._joined([self.columns[c] for c in inputs(self.g, m)])
-        key = self.keys[m]
-        keys = [remap_fields(e, in_ids.__getitem__).SerializeToString(deterministic=True)
-                for e in body.grouping_expressions]
-        return ([self._id(key, b"key", k) for k in keys]
-                + [self._id(key, remap_fields(x, in_ids.__getitem__).SerializeToString(deterministic=True))
-                   for x in body.measures])
 
 
 def _one_grouping_set(body) -> bool:

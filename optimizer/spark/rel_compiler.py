@@ -47,6 +47,7 @@ from pyspark.errors import PySparkException
 from substrait.proto import Expression, Rel, Type
 
 from optimizer.errors import ExecutionError, OptimizerError, PlanError, UnsupportedError
+from optimizer.expr_utils import walk
 from optimizer.load.functions import FunctionTable
 from optimizer.load.pipeline import LoadedPlan
 from optimizer.spark.expressions import ExpressionCompiler, Scope, quote
@@ -288,21 +289,9 @@ class _RelCompiler:
 
             def reads(message: Message) -> dict[int, int]:
                 counts: dict[int, int] = {}
-                stack = [message]
-                while stack:
-                    m = stack.pop()
+                for m in walk(message, enter_subqueries=True):
                     if isinstance(m, Rel) and m.WhichOneof("rel_type") == "reference":
                         counts[m.reference.subtree_ordinal] = counts.get(m.reference.subtree_ordinal, 0) + 1
-                        continue
-                    for descriptor, value in m.ListFields():
-                        if descriptor.message_type is None:
-                            continue
-                        if descriptor.message_type.GetOptions().map_entry:
-                            stack.extend(value.values())
-                        elif descriptor.label == descriptor.LABEL_REPEATED:
-                            stack.extend(value)
-                        else:
-                            stack.append(value)
                 return counts
 
             for i, entry in enumerate(self.plan.relations):
