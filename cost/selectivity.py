@@ -702,10 +702,29 @@ def _interval(lo: float | None, lo_incl: bool, hi: float | None, hi_incl: bool, 
     return qlo, qhi
 
 
+#: At most this many results are remembered per histogram (:attr:`Histogram.memo`).
+_MEMO_KEPT = 4096
+
+
+def _remembered(h: Histogram, key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered in ``h.memo`` under ``key``."""
+    memo = h.memo
+    if key in memo:
+        return memo[key]
+    if len(memo) >= _MEMO_KEPT:
+        memo.clear()
+    value = memo[key] = compute()
+    return value
+
+
 def _histogram_mass(h: Histogram, a: float, b: float, integral: bool = False) -> float:
     """Rows of the histogram in ``(a, b]``, uniform within a bin. Bin i covers ``(lo_i, hi_i]``; the
     first also holds its lower bound (so it starts at ``lo - 1`` for integral values); a bin with
     ``lo == hi`` holds that one value."""
+    return _remembered(h, ("mass", a, b, integral), lambda: _mass(h, a, b, integral))
+
+
+def _mass(h: Histogram, a: float, b: float, integral: bool) -> float:
     total = 0.0
     bins = h.bins
     his = h.upper_bounds
@@ -728,6 +747,10 @@ def _histogram_mass(h: Histogram, a: float, b: float, integral: bool = False) ->
 
 def _histogram_point(h: Histogram, v: float) -> float | None:
     """Rows of the histogram equal to ``v``: each bin holding it contributes height / its NDV."""
+    return _remembered(h, ("point", v), lambda: _point(h, v))
+
+
+def _point(h: Histogram, v: float) -> float:
     total = 0.0
     found = False
     for idx, (lo, hi, ndv) in enumerate(h.bins):
@@ -779,19 +802,27 @@ def _moments(col: ColumnEstimate) -> tuple[float, float] | None:
     a, b = float(col.min), float(col.max)
     h = col.histogram
     if h is not None and h.bins:
-        mids = []
-        within = 0.0
-        for lo, hi, _ndv in h.bins:
-            if hi < a or lo > b:
-                continue
-            lo, hi = max(lo, a), min(hi, b)
-            mids.append((lo + hi) / 2)
-            within += (hi - lo) * (hi - lo) / 12
-        if mids:
-            mean = sum(mids) / len(mids)
-            var = sum((x - mean) * (x - mean) for x in mids) / len(mids) + within / len(mids)
-            return mean, var
+        moments = _remembered(h, ("moments", a, b), lambda: _histogram_moments(h, a, b))
+        if moments is not None:
+            return moments
     return (a + b) / 2, (b - a) * (b - a) / 12
+
+
+def _histogram_moments(h: Histogram, a: float, b: float) -> tuple[float, float] | None:
+    """(mean, variance) of the histogram's values within ``[a, b]``; None if no bin reaches it."""
+    mids = []
+    within = 0.0
+    for lo, hi, _ndv in h.bins:
+        if hi < a or lo > b:
+            continue
+        lo, hi = max(lo, a), min(hi, b)
+        mids.append((lo + hi) / 2)
+        within += (hi - lo) * (hi - lo) / 12
+    if not mids:
+        return None
+    mean = sum(mids) / len(mids)
+    var = sum((x - mean) * (x - mean) for x in mids) / len(mids) + within / len(mids)
+    return mean, var
 
 
 def _quantiles(col: ColumnEstimate, n: int = 64) -> list[float]:

@@ -220,6 +220,12 @@ class Histogram:
             a[0] <= b[0] and a[1] <= b[1] for a, b in zip(bins, bins[1:], strict=False))
         return [hi for _, hi, _ in bins] if ordered else None
 
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Results computed from the bins, by what was computed (masses and moments of ranges, :mod:`cost.selectivity`):
+        a filter's estimate asks for the same ranges of one column again and again."""
+        return {}
+
     @property
     def row_count(self) -> float:
         """The number of non-null rows the histogram describes (``height * num_bins``)."""
