@@ -93,6 +93,7 @@ from optimizer.expr_utils import (
     field_index,
     has_outer_refs,
     join_type_name,
+    resolved_fields,
 )
 from optimizer.load.functions import FunctionTable
 from optimizer.schema.types import is_nullable, type_kind
@@ -102,6 +103,22 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------------
 # The estimator
 # --------------------------------------------------------------------------------------------------
+
+
+def _columns_read(read: Any) -> set[int] | None:
+    """The columns of a ``ReadRel``'s table its projection keeps and its filters read (None: all of them,
+    or unknown). Only these are estimated: no other column reaches the read's output or its filters'
+    selectivities, and a wide table's others would be estimated, then thinned out by every conjunct,
+    for nothing."""
+    if not read.HasField("projection"):
+        return None
+    out = {item.field for item in read.projection.select.struct_items}
+    for condition in filter_conditions("read", read).values():
+        fields = resolved_fields(condition)
+        if fields is None:
+            return None
+        out |= fields
+    return out
 
 
 def filter_conditions(kind: str, body: Any) -> dict[str, Expression]:
@@ -446,8 +463,12 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
         if rows is None:
             rows = DEFAULT_TABLE_ROWS
             source = "default"
+        read = _columns_read(body)
         cols: list[ColumnEstimate | None] = []
         for i, t in enumerate(base_types):
+            if read is not None and i not in read:
+                cols.append(None)
+                continue
             cs = table.column(names[i]) if table is not None and i < len(names) else None
             cols.append(self._column_from_stats(cs, t, rows, (node, i)))
         return RelEstimate(rows, 0.0, cols, source=source)

@@ -180,3 +180,45 @@ def test_the_kept_column_facts_share_one_empty_value_where_a_relation_has_none()
     assert len(facts) >= 19  # the join and the crosses of 20 tables
     assert all(f[1] is _NO_EXPRESSIONS for f, k in zip(facts, kinds, strict=True) if k != "project")
     assert all(f[2] is _NO_KEYS for f, k in zip(facts, kinds, strict=True) if k not in ("hash_join", "merge_join"))
+
+
+def _read_plan(projection: list[int] | None, filtered: int | None):
+    names = [f"c{i}" for i in range(40)]
+    read: dict = {"namedTable": {"names": ["t"]},
+                  "baseSchema": {"names": names, "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}] * 40}}}
+    if projection is not None:
+        read["projection"] = {"select": {"structItems": [{"field": i} for i in projection]}}
+    if filtered is not None:
+        read["filter"] = {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
+            {"value": {"selection": {"directReference": {"structField": {"field": filtered}}, "rootReference": {}}}},
+            {"value": {"literal": {"i64": "10"}}}]}}
+    return load_plan(json.dumps({
+        "extensionUrns": [{"extensionUrnAnchor": 1, "urn": "extension:io.substrait:functions_comparison"}],
+        "extensions": [{"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1, "name": "lt:i64_i64"}}],
+        "relations": [{"root": {"names": [names[i] for i in (projection if projection is not None else range(40))],
+                                "input": {"read": read}}}],
+    }))
+
+
+def test_a_read_estimates_only_the_columns_it_keeps_or_filters_on():
+    """A read of 3 of a table's 40 columns, filtered on a fourth, estimates those 4 (the others reach
+    neither its output nor its filter's selectivity), and its output is what estimating every column gives."""
+    from optimizer.cost.providers import MemoryStatistics
+    from optimizer.cost.statistics import ColumnStatistics, TableStatistics
+
+    stats = MemoryStatistics({"t": TableStatistics(row_count=1e6, columns={
+        f"c{i}": ColumnStatistics(ndv=100.0 * (i + 1), min=0, max=1000 + i, data_type="bigint") for i in range(40)})})
+    kept = [5, 1, 7]
+    g = to_dag(_read_plan(kept, filtered=30))
+    annotate_schemas(g)
+    estimator = CardinalityEstimator(g, stats)
+    node = g.graph["roots"][0]["node"]
+    est = estimator.estimate(node)
+    table = estimator.table_estimate(node)
+    assert [i for i, c in enumerate(table.columns) if c is not None] == [1, 5, 7, 30]
+    g_all = to_dag(_read_plan(None, filtered=30))
+    annotate_schemas(g_all)
+    every = CardinalityEstimator(g_all, stats).estimate(g_all.graph["roots"][0]["node"])
+    assert est.rows == every.rows < 1e6
+    assert [(c.ndv, c.min, c.max) for c in est.columns] == [(every.columns[i].ndv, every.columns[i].min,
+                                                              every.columns[i].max) for i in kept]
