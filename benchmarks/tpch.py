@@ -10,6 +10,9 @@ corpus), in one Spark session, with interleaved repetitions (a warm-up, then the
 * ``optimized`` (d): the plan optimized with statistics ``default_statistics(spark=spark, tables=...)``,
   through the backend.
 
+Every plan is optimized before any query runs (``--optimize-reps`` runs after an untimed one, the median;
+``--optimize-only`` stops there and writes ``<name>_optimize.json``): the optimizer's time is then not
+shared with what the JVM still does after a query.
 Every run is timed to a full result on the driver (``DataFrame.toArrow()``, the same sink for all four).
 The answers of (b), (c) and (d) are checked against (a) with :func:`optimizer.difftest.results.compare_tables`;
 a corpus plan made from other SQL (Isthmus' plans have their own substitution parameters) is checked
@@ -26,6 +29,7 @@ Usage: ``python benchmarks/tpch.py [--scale 1] [--queries 1-22] [--producers dat
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -135,6 +139,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--learned", default=None, metavar="FILE",
                    help="optimize with the learned rows in FILE (a learned store, e.g. from benchmarks/cardinality.py "
                         "--learn --keep-store FILE) beside Spark's statistics")
+    p.add_argument("--optimize-only", action="store_true",
+                   help="only optimize the plans (statistics as in the benchmark, no query run) and report the "
+                        "optimize times: <name>_optimize.json")
     p.add_argument("--confirm", type=int, default=CONFIRM_REPS,
                    help=f"a plan with d/b > {CONFIRM_ABOVE:g} is run this many more times, interleaved with "
                         f"Spark CBO, right after its query (default {CONFIRM_REPS}; 0: never)")
@@ -152,6 +159,26 @@ def _optimize(plan, statistics, capabilities, reps: int) -> tuple[Any, float, An
         result = optimizer.run(plan)
         times.append(result.seconds)
     return result.plan, common.median(times), result
+
+
+def _optimize_report(optimized: dict, plan_errors: dict, scale: float, suite: Suite, optimize_reps: int,
+                     started: float) -> dict:
+    """The optimize times alone (``--optimize-only``): per plan, and their median, overall and per producer."""
+    plans = [{"query": q, "producer": p,
+              **({"optimize_error": common.one_line(done)} if isinstance(done, Exception)
+                 else {"optimize_ms": round(done[1] * 1000, 2)})}
+             for (p, q), done in sorted(optimized.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+    timed = [r for r in plans if "optimize_ms" in r]
+    producers = sorted({r["producer"] for r in timed})
+    return {"summary": {"suite": suite.name, "scale_factor": scale, "plans": len(timed),
+                        "optimize_errors": len(plans) - len(timed),
+                        "median_optimize_ms": common.median([r["optimize_ms"] for r in timed]),
+                        "median_optimize_ms_by_producer": {
+                            p: common.median([r["optimize_ms"] for r in timed if r["producer"] == p])
+                            for p in producers}},
+            "config": {"optimize_reps": optimize_reps, "statistics": "default_statistics(spark, tables), as the benchmark's",
+                       "machine": common.machine(), "wall_seconds": round(time.time() - started, 1)},
+            "plans": plans, "plans_not_made": len(plan_errors)}
 
 
 def _plan_cost(plan, statistics) -> float:
@@ -243,9 +270,11 @@ def _own_sql(plans: dict, texts: dict[int, str]) -> dict[tuple[str, int], str]:
 def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[str] | None = None,
         reps: int = 3, warmup: int = 1, optimize_reps: int = 5, confirm: int = CONFIRM_REPS, spark: Any = None,
         out_dir: Path | str | None = common.REPORT_DIR, name: str = "tpch", progress: bool = True,
-        suite: Suite = TPCH, learned: Path | None = None) -> dict:
+        suite: Suite = TPCH, learned: Path | None = None, optimize_only: bool = False) -> dict:
     """Run the benchmark; return the report (also written to ``out_dir`` unless it is None). ``learned``: a
-    learned store (:class:`optimizer.cost.learned.LearnedRows`) the optimizer's estimates read."""
+    learned store (:class:`optimizer.cost.learned.LearnedRows`) the optimizer's estimates read.
+    ``optimize_only``: only optimize the plans (as the benchmark does before any query runs) and report the
+    times (``<name>_optimize.json``)."""
     from optimizer.capabilities import default_capabilities
     from optimizer.difftest.results import compare_tables
     from optimizer.spark import SparkBackend
@@ -305,6 +334,21 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
     capabilities = default_capabilities()
     backend = SparkBackend(spark, tables=tables)
 
+    # Every plan is optimized before any query runs: the optimizer's time is then its own, not shared
+    # with what the JVM still does after a query (on 2 cores it slowed optimization by a fifth).
+    optimized: dict[tuple[str, int], tuple[Any, float, Any] | Exception] = {}
+    for key in sorted(plans, key=lambda k: (k[1], k[0])):
+        try:
+            optimized[key] = _optimize(plans[key], statistics, capabilities, optimize_reps)
+        except Exception as exc:  # an optimizer failure is a result too
+            optimized[key] = exc
+    if optimize_only:
+        report = _optimize_report(optimized, plan_errors, scale, suite, optimize_reps, started)
+        if out_dir is not None:
+            path = Path(out_dir) / f"{name}_optimize.json"
+            path.write_text(json.dumps(report, indent=1) + "\n")
+        return report
+
     rows: list[dict] = []
     n_runs = sum((2 + 2 * sum(1 for p in producers if (p, q) in plans)) for q in queries) * (warmup + reps)
     bar = common.progress_bar(n_runs, f"{suite.title} SF {scale:g}", progress)
@@ -323,18 +367,18 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
                 continue
             plan = plans[(producer, q)]
             variants[f"{producer}/original"] = lambda plan=plan: common.collect(backend.to_dataframe(plan))
-            try:
-                optimized, seconds, result = _optimize(plan, statistics, capabilities, optimize_reps)
-            except Exception as exc:  # an optimizer failure is a result too
-                info["optimize_error"] = common.one_line(exc)
+            done = optimized[(producer, q)]
+            if isinstance(done, Exception):
+                info["optimize_error"] = common.one_line(done)
                 bar.update(warmup + reps)
                 continue
+            optimized_plan, seconds, result = done
             info["optimize_ms"] = round(seconds * 1000, 2)
             info["rules_fired"] = dict(Counter(e.rule for e in result.events))
             info["estimated_cost_original"] = _plan_cost(plan, statistics)
-            info["estimated_cost_optimized"] = _plan_cost(optimized, statistics)
+            info["estimated_cost_optimized"] = _plan_cost(optimized_plan, statistics)
             variants[f"{producer}/optimized"] = (
-                lambda plan=optimized: common.collect(backend.to_dataframe(plan)))
+                lambda plan=optimized_plan: common.collect(backend.to_dataframe(plan)))
 
         times: dict[str, list[float]] = {k: [] for k in variants}
         answers: dict[str, Any] = {}
@@ -691,8 +735,15 @@ def main(argv=None, spark: Any = None) -> dict:
                  reps=args.reps, warmup=args.warmup, optimize_reps=args.optimize_reps, confirm=args.confirm,
                  spark=spark,
                  out_dir=Path(args.out) if args.out else None, name=name, progress=not args.no_progress,
-                 suite=suite, learned=Path(args.learned) if args.learned else None)
+                 suite=suite, learned=Path(args.learned) if args.learned else None,
+                 optimize_only=args.optimize_only)
     s = report["summary"]
+    if args.optimize_only:
+        print(f"{suite.title} SF {s['scale_factor']:g}: median optimize {common.fmt(s['median_optimize_ms'])} ms "
+              f"over {s['plans']} plans ("
+              + ", ".join(f"{p} {common.fmt(v)} ms" for p, v in s["median_optimize_ms_by_producer"].items())
+              + f"; {s['optimize_errors']} failed)")
+        return report
     print(f"{suite.title} SF {s['scale_factor']:g}: "
           f"geomean d/b {common.fmt(s['geomean_optimized_vs_spark_cbo'])}, "
           f"d/a {common.fmt(s['geomean_optimized_vs_spark_default'])}, "

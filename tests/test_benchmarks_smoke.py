@@ -37,6 +37,24 @@ def test_tpch_benchmark_runs(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_tpch_benchmark_optimize_only_times_every_plan_and_runs_no_query(spark, tmp_path):
+    """``--optimize-only``: the optimize times the benchmark takes before any query runs, and nothing else."""
+    from benchmarks import tpch
+
+    report = tpch.main([*TINY, "--queries", "3,6", "--producers", "datafusion,duckdb", "--optimize-reps", "2",
+                        "--optimize-only", "--out", str(tmp_path)], spark=spark)
+    written = json.loads((tmp_path / "tpch_optimize.json").read_text())
+    assert written["summary"] == report["summary"]
+    assert {(r["producer"], r["query"]) for r in written["plans"]} == {
+        ("datafusion", 3), ("datafusion", 6), ("duckdb", 3), ("duckdb", 6)}
+    times = [r["optimize_ms"] for r in written["plans"]]
+    assert all(t > 0 for t in times) and written["summary"]["plans"] == 4
+    assert written["summary"]["median_optimize_ms"] == pytest.approx(sum(sorted(times)[1:3]) / 2)
+    assert set(written["summary"]["median_optimize_ms_by_producer"]) == {"datafusion", "duckdb"}
+    assert not (tmp_path / "tpch.json").exists()
+
+
+@pytest.mark.spark
 def test_tpcds_benchmark_runs(spark, tmp_path):
     """``--suite tpcds``: DataFusion's and DuckDB's plans of one TPC-DS query against Spark SQL, judged by DuckDB;
     a DuckDB plan that means another query (Q5's ROLLUP) is listed as not benchmarked, with the reason."""
