@@ -172,13 +172,17 @@ def _optimize_report(optimized: dict, plan_errors: dict, scale: float, suite: Su
     producers = sorted({r["producer"] for r in timed})
     return {"summary": {"suite": suite.name, "scale_factor": scale, "plans": len(timed),
                         "optimize_errors": len(plans) - len(timed),
-                        "median_optimize_ms": common.median([r["optimize_ms"] for r in timed]),
+                        "median_optimize_ms": _ms(common.median([r["optimize_ms"] for r in timed])),
                         "median_optimize_ms_by_producer": {
-                            p: common.median([r["optimize_ms"] for r in timed if r["producer"] == p])
+                            p: _ms(common.median([r["optimize_ms"] for r in timed if r["producer"] == p]))
                             for p in producers}},
             "config": {"optimize_reps": optimize_reps, "statistics": "default_statistics(spark, tables), as the benchmark's",
                        "machine": common.machine(), "wall_seconds": round(time.time() - started, 1)},
             "plans": plans, "plans_not_made": len(plan_errors)}
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def _plan_cost(plan, statistics) -> float:

@@ -704,16 +704,17 @@ def _interval(lo: float | None, lo_incl: bool, hi: float | None, hi_incl: bool, 
 
 #: At most this many results are remembered per histogram (:attr:`Histogram.memo`).
 _MEMO_KEPT = 4096
+_UNKNOWN = object()
 
 
 def _remembered(h: Histogram, key: tuple, compute: Callable[[], Any]) -> Any:
     """``compute()``, remembered in ``h.memo`` under ``key``."""
     memo = h.memo
-    if key in memo:
-        return memo[key]
-    if len(memo) >= _MEMO_KEPT:
-        memo.clear()
-    value = memo[key] = compute()
+    value = memo.get(key, _UNKNOWN)
+    if value is _UNKNOWN:
+        if len(memo) >= _MEMO_KEPT:
+            memo.clear()
+        value = memo[key] = compute()
     return value
 
 

@@ -222,8 +222,8 @@ class Histogram:
 
     @cached_property
     def memo(self) -> dict[Any, Any]:
-        """Results computed from the bins, by what was computed (masses and moments of ranges, :mod:`cost.selectivity`):
-        a filter's estimate asks for the same ranges of one column again and again."""
+        """Results computed from the bins, by what was computed (masses and moments of ranges,
+        :mod:`cost.selectivity`): a filter's estimate asks for the same ranges of a column again and again."""
         return {}
 
     @property
