@@ -325,7 +325,9 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
     common.register_temp_views(spark, tables)
     needed = sorted({t for q in queries for t in tables if re.search(rf"\b{t}\b", texts[q], re.IGNORECASE)})
     database = f"bench_{suite.name}_sf{scale:g}".replace(".", "_")
-    t_analyze, cbo = common.timed(lambda: common.analyzed_session(spark, tables, database, analyze=needed))
+    t_analyze, cbo = 0.0, None  # the catalog tables Spark CBO reads: not needed to optimize only
+    if not optimize_only:
+        t_analyze, cbo = common.timed(lambda: common.analyzed_session(spark, tables, database, analyze=needed))
     statistics = default_statistics(spark=spark, tables=tables)
     learned_rows = None
     if learned is not None:
