@@ -33,12 +33,13 @@ $(STAMP): pyproject.toml
 
 install: java $(STAMP)
 
-# Two worker processes (pytest-xdist), each with its one SparkSession; a test file runs whole on one worker,
-# so its module fixtures (TPC-DS's plans, a Spark server) run once. Spark's JVM waits between the stages of
-# a small query: on 2 cores the two overlap.
+# Two worker processes (pytest-xdist), each with its one SparkSession; a test file runs whole on one worker
+# (--dist loadfile), so its module fixtures (TPC-DS's plans, a Spark server) run once; the longest files go
+# first (tests/conftest.py). Spark's JVM waits between the stages of a small query: on 2 cores the two
+# overlap.
 test: install
 	$(VENV)/bin/ruff check optimizer rules cost workloads testing tests benchmarks
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder
 
 # Every Spark test of the suite on a Spark Connect session (a server the tests start on 127.0.0.1).
 test-connect: install

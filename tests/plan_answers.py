@@ -1,7 +1,7 @@
 """The answers of plans run on the test session's Spark, memoised for the whole session.
 
 A plan is run once per data set: ``tests/test_backend_acceptance.py`` runs every corpus and TPC-H plan as
-written, and ``tests/test_optimized_plans.py`` then compares each optimized plan with the same original
+written, and its part 3 then compares each optimized plan with the same original
 answer instead of running the original again. The memo is keyed by the data set, the backend's
 best-effort-filter mode (for a plan that has such a filter) and the plan *without its estimates*
 (``hint`` fields, and a ``common`` left empty by removing them): the backend reads no hint, so two

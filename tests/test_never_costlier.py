@@ -4,7 +4,7 @@ Every plan the test suite optimizes is checked: the corpus plans (Isthmus's TPC-
 TPC-H plans DataFusion and DuckDB write live, and DataFusion's TPC-DS plans. Statistics come from the
 Parquet files (footers: row counts, min/max, nulls), as the CLI's ``--tables`` gives them, so no Spark is
 started: the check is the cost model's arithmetic, not an execution (the tests that run both plans on
-Spark are in ``test_optimized_plans.py`` and ``test_tpcds.py``). Run time: about a minute on this
+Spark are in ``test_backend_acceptance.py`` and ``test_tpcds.py``). Run time: about a minute on this
 machine, most of it producing the TPC-DS plans.
 
 The driver keeps, phase by phase, the cheaper of a phase's input and output (see
