@@ -166,7 +166,7 @@ def _optimize_report(optimized: dict, plan_errors: dict, scale: float, suite: Su
     """The optimize times alone (``--optimize-only``): per plan, and their median, overall and per producer."""
     plans = [{"query": q, "producer": p,
               **({"optimize_error": common.one_line(done)} if isinstance(done, Exception)
-                 else {"optimize_ms": round(done[1] * 1000, 2)})}
+                 else {"optimize_ms": _ms(done[1] * 1000)})}
              for (p, q), done in sorted(optimized.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
     timed = [r for r in plans if "optimize_ms" in r]
     producers = sorted({r["producer"] for r in timed})
@@ -182,6 +182,7 @@ def _optimize_report(optimized: dict, plan_errors: dict, scale: float, suite: Su
 
 
 def _ms(value: float | None) -> float | None:
+    """Milliseconds as the reports write them: 2 decimals."""
     return None if value is None else round(value, 2)
 
 
@@ -379,7 +380,7 @@ def run(scale: float = 1.0, queries: list[int] | None = None, producers: list[st
                 bar.update(warmup + reps)
                 continue
             optimized_plan, seconds, result = done
-            info["optimize_ms"] = round(seconds * 1000, 2)
+            info["optimize_ms"] = _ms(seconds * 1000)
             info["rules_fired"] = dict(Counter(e.rule for e in result.events))
             info["estimated_cost_original"] = _plan_cost(plan, statistics)
             info["estimated_cost_optimized"] = _plan_cost(optimized_plan, statistics)

@@ -529,15 +529,16 @@ def _isthmus_tpch_job(acc: Acceptance, plan: CorpusPlan) -> Outcome:
     )
 
 
+def _duckdb_plan(usable: dict[int, bytes], q: int, tpch_dir: Path) -> bytes:
+    """DuckDB's plan of TPC-H ``q``; Q13 is produced though it is not in the usable set (DuckDB writes its
+    NOT LIKE as ``<>``: the original and the optimized plan must still agree on what it says)."""
+    return usable[q] if q in usable else duckdb_plan(tpch_query(q), table_paths(tpch_dir))
+
+
 def _duckdb_tpch_job(acc: Acceptance, q: int, plans: dict[int, bytes]) -> Outcome:
     sql = tpch_query(q)
-
-    def plan() -> bytes:
-        if q in plans:
-            return plans[q]
-        return duckdb_plan(sql, table_paths(acc.tpch_dir))  # produced, not in the usable set (Q13)
-
-    return evaluate(acc, f"duckdb-tpch/q{q:02d}", plan, sql, lambda: TPCH_ORDER_BY[q])
+    return evaluate(acc, f"duckdb-tpch/q{q:02d}", lambda: _duckdb_plan(plans, q, acc.tpch_dir), sql,
+                    lambda: TPCH_ORDER_BY[q])
 
 
 @pytest.fixture(scope="module")
@@ -757,12 +758,6 @@ TPCH_KEYS = (
     + [p.id for p in CORPUS if p.producer == "isthmus" and p.tpch_query is not None]
 )
 CORPUS_KEYS = [p.id for p in CORPUS if not (p.producer == "isthmus" and p.tpch_query is not None)]
-
-
-def _duckdb_plan(usable: dict[int, bytes], q: int, tpch_dir: Path) -> bytes:
-    """DuckDB's plan of TPC-H ``q``; Q13 is produced though it is not in the usable set (DuckDB writes its
-    NOT LIKE as ``<>``: the original and the optimized plan must still agree on what it says)."""
-    return usable[q] if q in usable else duckdb_plan(tpch_query(q), table_paths(tpch_dir))
 
 
 @pytest.fixture(scope="module")
