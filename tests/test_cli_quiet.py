@@ -53,8 +53,8 @@ def workdir(tmp_path) -> Path:
     return tmp_path
 
 
-def _cli(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache")}
+def _cli(workdir: Path, *args: str, **environ: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache"), **environ}
     env.pop("SUBSTRAIT_OPT_SPARK_LOG", None)
     return subprocess.run([sys.executable, "-m", "optimizer", *args], capture_output=True, text=True, timeout=300,
                           env=env, cwd=workdir)
@@ -114,9 +114,10 @@ def test_a_spark_read_failure_is_one_line(workdir):
 
 
 def test_a_jvm_that_does_not_start_is_one_line(workdir):
-    """The JVM's own complaint is in the log; the user gets one line naming it and where the log is."""
+    """The JVM's own complaint is in the log; the user gets one line naming it and where the log is. The
+    launcher's note on options from the environment, which it writes first, is not the complaint."""
     proc = _cli(workdir, "run", str(workdir / "region.json"), "--tables", str(workdir / "tables"),
-                "--conf", "spark.driver.memory=lots")
+                "--conf", "spark.driver.memory=lots", JAVA_TOOL_OPTIONS="-Xss2m")
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr

@@ -308,12 +308,16 @@ def _start_context(conf, target: str | None):
     return sc
 
 
-_NOT_THE_COMPLAINT = re.compile(r"WARNING: |\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO) |at |\.\.\. \d+ more")
+#: Lines a JVM writes that are not why it stopped: warnings, log lines, stack frames, and the launcher's
+#: note on the options it took from the environment (``NOTE: Picked up JDK_JAVA_OPTIONS: ...``, also for
+#: ``JAVA_TOOL_OPTIONS`` and ``_JAVA_OPTIONS``), which comes first whenever one of those is set.
+_NOT_THE_COMPLAINT = re.compile(
+    r"WARNING: |\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO) |at |\.\.\. \d+ more|(NOTE: )?Picked up \w*JAVA\w*OPTIONS: ")
 
 
 def _jvm_complaint(path: str | None, offset: int) -> str:
     """What a JVM that exited at once said, from what it wrote to ``path`` after ``offset``: its first line
-    that is not a warning, a log line or a stack frame (``""`` when nothing was written)."""
+    that is not one of :data:`_NOT_THE_COMPLAINT` (``""`` when nothing was written)."""
     if not path:
         return ""
     try:
