@@ -362,6 +362,23 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _task_threads(pids: list[int]) -> list[str]:
+    """The names of the threads of ``pids`` that run Spark tasks (Linux truncates a name to 15 bytes)."""
+    import glob
+
+    names = []
+    for pid in pids:
+        for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
+            try:
+                with open(comm) as f:
+                    name = f.read().strip()
+            except OSError:  # the thread ended
+                continue
+            if name.startswith("Executor task"):
+                names.append(name)
+    return names
+
+
 def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
     import os
     import signal
@@ -384,7 +401,12 @@ def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
         time.sleep(0.2)
     jvms = _children(proc.pid)
     assert jvms, "Spark's JVM did not start"
-    time.sleep(20)  # Spark up and the join running
+    # The join is running once the JVM has a task thread ("Executor task launch worker ...": the only
+    # job of the run is the join's); then the signal comes while Spark works, not while it starts.
+    while not _task_threads(jvms) and time.monotonic() - start < 90:
+        time.sleep(0.2)
+    assert _task_threads(jvms), "no Spark task ran within 90 s"
+    time.sleep(1)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err.decode()[-2000:]
