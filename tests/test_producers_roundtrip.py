@@ -41,3 +41,20 @@ def test_duckdb_plans_binary_and_json(tpch_dir, query):
 
 def test_duckdb_writes_fifteen_tpch_plans():
     assert len(DUCKDB_TPCH_PRODUCIBLE) == 15
+
+
+def test_duckdb_producer_recovers_from_an_internal_error(tmp_path):
+    """DuckDB invalidates its database after an internal error of its substrait extension; the next plan
+    of the same tables comes from a new connection instead of failing with 'database has been
+    invalidated'."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from optimizer.load.producers import ProducerError
+
+    pq.write_table(pa.table({"a": [3, 1, 2]}), tmp_path / "t.parquet")
+    tables = {"t": str(tmp_path / "t.parquet")}
+    assert load_plan(duckdb_plan("select a from t where a > 1", tables))
+    with pytest.raises(ProducerError, match="INTERNAL"):
+        duckdb_plan("select a from t order by a limit 0", tables)
+    assert load_plan(duckdb_plan("select a from t where a > 1", tables))

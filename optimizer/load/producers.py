@@ -181,6 +181,17 @@ def duckdb_producer_connection(tables: TableSpec, *, data_independent: bool = Tr
     return _duckdb_producer(_key(tables), data_independent)
 
 
+def _forget_if_invalidated(con) -> None:
+    """Drop the cached producer connections when ``con`` no longer answers: DuckDB invalidates its
+    database after an internal error (e.g. its substrait extension on ``ORDER BY a LIMIT 0``), and every
+    later query on that connection would fail with it."""
+    duckdb, _ = _duckdb()
+    try:
+        con.execute("SELECT 1").fetchone()
+    except duckdb.Error:
+        _duckdb_producer.cache_clear()
+
+
 def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -> bytes:
     """DuckDB's Substrait plan (binary protobuf, old encoding: use ``load_plan``) of ``sql`` over ``tables``."""
     duckdb, _ = _duckdb()
@@ -188,6 +199,7 @@ def duckdb_plan(sql: str, tables: TableSpec, *, data_independent: bool = True) -
     try:
         return con.get_substrait(sql).fetchone()[0]
     except duckdb.Error as exc:  # also its NotImplementedException
+        _forget_if_invalidated(con)
         raise ProducerError(f"duckdb cannot plan this SQL: {_one_line(exc)}") from exc
 
 
@@ -198,6 +210,7 @@ def duckdb_plan_json(sql: str, tables: TableSpec, *, data_independent: bool = Tr
     try:
         text = con.get_substrait_json(sql).fetchone()[0]
     except duckdb.Error as exc:
+        _forget_if_invalidated(con)
         raise ProducerError(f"duckdb cannot plan this SQL: {_one_line(exc)}") from exc
     return json.dumps(json.loads(text), indent=1)
 
