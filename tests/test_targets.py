@@ -959,3 +959,39 @@ def test_cli_refuses_with_exit_3(target, q, words, tables, tmp_path, capsys):
     assert main(["optimize", str(path), "--target", target, "-o", str(tmp_path / "out.json")]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and all(w in err[0] for w in words), err
+
+
+def test_a_join_that_keeps_no_row_runs_on_datafusion(tables):
+    """A filter that keeps no row above a join becomes an empty virtual table of the join's columns; both
+    inputs' key is named ``n_regionkey``/``r_regionkey`` here, and ``r_name`` twice: DataFusion resolves a
+    read's columns by name ('Ambiguous reference to unqualified field'), so the repeats get new names."""
+    b = Builder()
+    join = Rel(join=JoinRel(left=read("region", REGION), right=read("region", REGION), type=JoinRel.JOIN_TYPE_INNER,
+                            expression=b.call("equal", ref(0), ref(3))))
+    plan = b.plan(filter_(join, lit(False, "bool"), common=emit(1, 4)), ["a", "b"])
+    assert run_datafusion(plan, tables).num_rows == 0
+    optimized = optimize(plan, target="datafusion")
+    assert "virtual_table" in str(optimized)
+    got = run_datafusion(optimized, tables)
+    assert got.num_rows == 0 and got.column_names == ["a", "b"]
+
+
+@pytest.mark.parametrize(("sql_kind", "message"), [
+    ("cross", "CrossRel: target 'acero' does not read it"),
+    ("values", "ReadRel of a virtual_table: target 'acero' reads local_files, named_table only"),
+])
+def test_acero_refuses_by_name_what_it_cannot_read(sql_kind, message):
+    """Acero's consumer fails on a CrossRel and on any read but a named table or files; the write stage
+    refuses them by name instead of handing Acero a plan it cannot run."""
+    from substrait.proto import CrossRel
+
+    b = Builder()
+    if sql_kind == "cross":
+        rel = Rel(cross=CrossRel(left=read("region", REGION), right=read("region", REGION)))
+    else:
+        rel = Rel()
+        rel.read.base_schema.names.append("x")
+        rel.read.base_schema.struct.types.add().i32.nullability = 1
+        rel.read.virtual_table.SetInParent()
+    with pytest.raises(UnsupportedError, match=message):
+        write_for_target(b.plan(rel, ["x"] if sql_kind == "values" else [f"c{i}" for i in range(6)]), "acero")

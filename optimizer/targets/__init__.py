@@ -31,6 +31,9 @@ optional; the defaults are the spec's reading)::
                                     #   for the first
      "max_set_inputs": null,        # a UNION of more inputs is nested (other set operations refused)
      "set_ops": null,               # the SetRel operations it reads (UNION_ALL, ...; null: all)
+     "unsupported_relations": [],   # Rel kinds it does not read, by their field name in Rel ("cross")
+     "read_types": null,            # the ReadRel kinds it reads (named_table, local_files,
+                                    #   virtual_table, extension_table, iceberg_table; null: all)
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
                    "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
                    "unsupported": ["substring"],       # refused (exit 3)
@@ -102,6 +105,8 @@ from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
+from substrait.proto import ReadRel, Rel
+
 from optimizer.capabilities import Capabilities, default_capabilities
 from optimizer.capabilities import from_dict as capabilities_from_dict
 from optimizer.errors import PlanError
@@ -161,6 +166,8 @@ class Target:
     window_functions: bool = True
     max_set_inputs: int | None = None
     set_ops: frozenset[str] | None = None
+    unsupported_relations: frozenset[str] = frozenset()
+    read_types: frozenset[str] | None = None
     typed_nulls: bool = False
     correlated_subqueries: bool = True
     conjunct_order: str = "written"
@@ -306,7 +313,19 @@ def _max_set_inputs(value: Any, where: str) -> int | None:
 _KNOWN = frozenset({"name", "engine", "evidence", "physical_relations", "reference_rel", "read", "functions",
                     "encoding", "capabilities", "description", "join_types", "subqueries", "switch_expressions",
                     "join_condition", "window_functions", "max_set_inputs", "set_ops",
-                    "correlated_subqueries", "conjunct_order", "scan_filters"})
+                    "correlated_subqueries", "conjunct_order", "scan_filters", "unsupported_relations",
+                    "read_types"})
+
+
+def _oneof_names(value: Any, oneof: str, message: type, where: str, *, nullable: bool) -> frozenset[str] | None:
+    """A list of the field names of ``message``'s oneof ``oneof`` (``null`` where ``nullable``)."""
+    if value is None and nullable:
+        return None
+    known = {f.name for f in message.DESCRIPTOR.oneofs_by_name[oneof].fields}
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in known for v in value):
+        raise PlanError(f"must be a list of {message.DESCRIPTOR.name} kinds ({', '.join(sorted(known))})"
+                        + (" or null" if nullable else ""), where)
+    return frozenset(value)
 
 
 def target_from_dict(data: Any, source: str = "<target>") -> Target:
@@ -362,6 +381,9 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         scan_filters=_choice(data, "scan_filters", SCAN_FILTERS, "written", where),
         max_set_inputs=_max_set_inputs(data.get("max_set_inputs"), where),
         set_ops=_set_ops(data.get("set_ops"), where),
+        unsupported_relations=_oneof_names(data.get("unsupported_relations", []), "rel_type", Rel,
+                                           f"{where}unsupported_relations", nullable=False),
+        read_types=_oneof_names(data.get("read_types"), "read_type", ReadRel, f"{where}read_types", nullable=True),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
         extract_encoding=_choice(functions, "extract", ("enum", "date_part"), "enum", f"{where}functions"),

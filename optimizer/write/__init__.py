@@ -126,6 +126,7 @@ _STEPS: tuple[_Step, ...] = (
           lambda p, t, f: grouping_sets_as_union(p, f)),
     _Step("refuse relations the target does not read",
           lambda t: (not t.physical_relations or t.grouping_sets == "refuse" or t.set_ops is not None
+                     or t.unsupported_relations or t.read_types is not None
                      or t.join_types is not None or not t.subqueries or not t.window_functions
                      or not t.correlated_subqueries),
           lambda p, t, f: _check_relations(p, t)),
@@ -222,6 +223,13 @@ def _check_relations(plan: Plan, target: Target) -> None:
         if kind in PHYSICAL_RELATIONS and not target.physical_relations:
             raise UnsupportedError(f"{_REL_NAMES.get(kind, kind)} is a physical relation, which target "
                                    f"'{target.name}' does not read (it reads logical relations only)", path)
+        if kind in target.unsupported_relations:
+            raise UnsupportedError(f"{kind.title()}Rel: target '{target.name}' does not read it", path)
+        if kind == "read" and target.read_types is not None:
+            read_type = rel.read.WhichOneof("read_type")
+            if read_type not in target.read_types:
+                raise UnsupportedError(f"ReadRel of a {read_type}: target '{target.name}' reads "
+                                       f"{', '.join(sorted(target.read_types))} only", path)
         if kind == "aggregate" and len(rel.aggregate.groupings) > 1 and target.grouping_sets == "refuse":
             raise UnsupportedError(f"AggregateRel with {len(rel.aggregate.groupings)} grouping sets: target "
                                    f"'{target.name}' numbers the output of several grouping sets its own way",
