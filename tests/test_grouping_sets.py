@@ -97,6 +97,34 @@ def test_datafusion_plan_equals_datafusion_consumer(sql, datafusion_ctx, backend
     assert compare_tables(optimized, theirs), compare_tables(optimized, theirs)
 
 
+@pytest.mark.parametrize("sql", [q for q in QUERIES if "grouping(" in q])
+def test_datafusion_grouping_function_is_read_as_the_set_bitmask(sql, datafusion_ctx, backend, duck):
+    """DataFusion's unoptimized logical plan keeps SQL's ``grouping(x, ...)`` as an aggregate measure of
+    its own (no Substrait function); it is read as the bitmask of the row's grouping set, a switch on the
+    set index: Spark answers DuckDB's answer, and the plan written for DataFusion runs on its consumer
+    (whose analyzer hides ``__grouping_id`` behind a ``grouping()`` measure: 'No field named
+    __grouping_id' when a project above reads it)."""
+    from datafusion.substrait import Consumer, Producer, Serde
+
+    from optimizer.expr_utils import rels_with_paths
+
+    plan = Producer.to_substrait_plan(datafusion_ctx.sql(sql).logical_plan(), datafusion_ctx).encode()
+    loaded = load_plan(plan)
+    assert check_plan(loaded) == []
+    assert not [e for e in loaded.extensions if e.extension_function.name.startswith("grouping")
+                and any(m.measure.function_reference == e.extension_function.function_anchor
+                        for r, _ in rels_with_paths(loaded) if r.WhichOneof("rel_type") == "aggregate"
+                        for m in r.aggregate.measures)]
+    want = duck.execute(sql).fetch_arrow_table()
+    assert compare_tables(backend.execute(loaded), want)
+    assert compare_tables(backend.execute(optimize(loaded)), want)
+    written = optimize(plan, target="datafusion")
+    theirs = datafusion_ctx.create_dataframe_from_logical_plan(
+        Consumer.from_substrait_plan(datafusion_ctx, Serde.deserialize_bytes(written.SerializeToString()))
+    ).to_arrow_table()
+    assert compare_tables(theirs, want), compare_tables(theirs, want)
+
+
 def _spec_plan(producer: str, minor: int) -> str:
     """``rollup(a, b)`` with ``count(*)`` and ``sum(c)``, written as the spec says: grouping expressions
     [a, b], sets [[0, 1], [0], []], output [a, b, count, sum, grouping set index]."""

@@ -19,6 +19,11 @@ DataFusion (``producer == "datafusion"``), read from the Substrait version its p
   with ``bitwise_and`` / ``shift_right`` for SQL's ``grouping()``. The rewrite keeps the distinct
   expressions, remaps the references, and puts above the aggregate a project that computes the bitmask
   from the set index (a ``switch_expression``) and emits ``[keys, grouping id, measures]``.
+* SQL's ``grouping(x, ...)``, which DataFusion's unoptimized logical plans keep as an aggregate measure
+  (a function ``grouping`` of no extension: no Substrait function), is the bitmask of its arguments not in
+  the row's set (bit ``k-1-j`` for argument ``j`` of ``k``), an ``i32``: the measure is dropped and the
+  project above computes it with a switch on the set index, like the grouping id (an argument that is
+  not a grouping expression is a PlanError naming it).
 * Substrait minor < 58 (DataFusion 31 .. 42): the same repeated expressions, and an output of the distinct
   expressions then the measures, without any grouping column: the rewrite dedupes and emits
   ``[keys, measures]``.
@@ -78,7 +83,40 @@ def _int_literal(value: int, width: int, variation: int) -> Expression.Literal:
     return lit
 
 
-def _conform(rel: Rel, path: str, convention: str) -> bool:
+def _set_switch(match: int, sets: list[list[int]], literal_of) -> Expression:
+    """A switch on the grouping-set index (column ``match``) giving ``literal_of(refs)`` for each set."""
+    switch = Expression()
+    sw = switch.switch_expression
+    sw.match.CopyFrom(field(match))
+    for index, refs in enumerate(sets[:-1]):
+        clause = sw.ifs.add()
+        getattr(clause, "if").CopyFrom(Expression.Literal(i32=index, nullable=False))
+        clause.then.literal.CopyFrom(literal_of(refs))
+    getattr(sw, "else").literal.CopyFrom(literal_of(sets[-1]))
+    return switch
+
+
+def _grouping_calls(agg, path: str, keys: dict[bytes, int], grouping_anchors: frozenset[int]
+                    ) -> dict[int, list[int]]:
+    """DataFusion's ``grouping(x, ...)`` measures: {measure index: the distinct key each argument is}."""
+    calls: dict[int, list[int]] = {}
+    for m, measure in enumerate(agg.measures):
+        if measure.measure.function_reference not in grouping_anchors:
+            continue
+        args = []
+        for a, arg in enumerate(measure.measure.arguments):
+            key = arg.value.SerializeToString(deterministic=True) if arg.HasField("value") else None
+            if key not in keys:
+                raise PlanError("grouping() of an expression that is not a grouping expression of the aggregate",
+                                f"{path}.aggregate.measures[{m}].measure.arguments[{a}]")
+            args.append(keys[key])
+        if not args:
+            raise PlanError("grouping() without arguments", f"{path}.aggregate.measures[{m}].measure")
+        calls[m] = args
+    return calls
+
+
+def _conform(rel: Rel, path: str, convention: str, grouping_anchors: frozenset[int] = frozenset()) -> bool:
     agg = rel.aggregate
     if len(agg.groupings) < 2:
         return False
@@ -101,7 +139,17 @@ def _conform(rel: Rel, path: str, convention: str) -> bool:
             if keys[key] not in refs:
                 refs.append(keys[key])
         sets.append(refs)
-    n_keys, n_measures, n_sets = len(distinct), len(agg.measures), len(sets)
+    # DataFusion's grouping(x, ...) is not a Substrait function: it is the bitmask of its arguments not
+    # in the row's set (bit k-1-j for argument j of k), an i32, so it becomes a switch on the set index.
+    calls = _grouping_calls(agg, path, keys, grouping_anchors)
+    kept = [m for m in range(len(agg.measures)) if m not in calls]
+    if calls:
+        measures = [type(agg.measures[0])() for _ in kept]
+        for target, m in zip(measures, kept, strict=True):
+            target.CopyFrom(agg.measures[m])
+        del agg.measures[:]
+        agg.measures.extend(measures)
+    n_keys, n_measures = len(distinct), len(kept)
     old_emit = list(agg.common.emit.output_mapping) if agg.common.WhichOneof("emit_kind") == "emit" else None
     new_exprs = [Expression() for _ in distinct]
     for target, expr in zip(new_exprs, distinct, strict=True):
@@ -112,33 +160,29 @@ def _conform(rel: Rel, path: str, convention: str) -> bool:
         del grouping.expression_references[:]
         grouping.expression_references.extend(refs)
     keys_out = list(range(n_keys))
-    measures_out = list(range(n_keys, n_keys + n_measures))
-    if convention == "datafusion-no-id":
-        meant = keys_out + measures_out  # the producer's numbering -> spec output columns
-        emit = [meant[i] for i in old_emit] if old_emit is not None else meant
+    set_index = n_keys + n_measures
+    expressions: list[Expression] = []
+    if convention == "datafusion-grouping-id":
+        width = _id_width(n_keys)
+        expressions.append(_set_switch(set_index, sets, lambda refs: _int_literal(
+            sum(1 << (n_keys - 1 - i) for i in range(n_keys) if i not in refs), width, _DATAFUSION_UNSIGNED)))
+    first_call = set_index + 1 + len(expressions)
+    for args in calls.values():
+        expressions.append(_set_switch(set_index, sets, lambda refs, args=args: Expression.Literal(
+            i32=sum(1 << (len(args) - 1 - j) for j, a in enumerate(args) if a not in refs), nullable=False)))
+    call_out = {m: first_call + k for k, m in enumerate(calls)}
+    measures_out = [call_out[m] if m in call_out else n_keys + kept.index(m) for m in range(len(kept) + len(calls))]
+    meant = keys_out + ([set_index + 1] if convention == "datafusion-grouping-id" else []) + measures_out
+    emit = [meant[i] for i in old_emit] if old_emit is not None else meant
+    if not expressions:  # datafusion-no-id without grouping(): the aggregate's emit says it
         del agg.common.emit.output_mapping[:]
         agg.common.emit.output_mapping.extend(emit)
         return True
-    # datafusion-grouping-id: a project above computes the grouping id from the set index.
-    width = _id_width(n_keys)
-    switch = Expression()
-    sw = switch.switch_expression
-    sw.match.CopyFrom(field(n_keys + n_measures))
-    for index, refs in enumerate(sets):
-        mask = sum(1 << (n_keys - 1 - i) for i in range(n_keys) if i not in refs)
-        clause = sw.ifs.add()
-        getattr(clause, "if").CopyFrom(Expression.Literal(i32=index, nullable=False))
-        clause.then.literal.CopyFrom(_int_literal(mask, width, _DATAFUSION_UNSIGNED))
-    last = sw.ifs[n_sets - 1].then
-    getattr(sw, "else").CopyFrom(last)
-    del sw.ifs[n_sets - 1]
     if old_emit is not None:
         agg.common.ClearField("emit_kind")
-    meant = keys_out + [n_keys + n_measures + 1] + measures_out
-    emit = [meant[i] for i in old_emit] if old_emit is not None else meant
     project = Rel()
     project.project.input.CopyFrom(rel)
-    project.project.expressions.append(switch)
+    project.project.expressions.extend(expressions)
     project.project.common.emit.output_mapping.extend(emit)
     rel.CopyFrom(project)
     return True
@@ -153,6 +197,10 @@ def conform_grouping_sets(plan: Plan) -> int:
     changed = 0
     aggregates = [(rel, path) for rel, path in rels_with_paths(plan)
                   if rel.WhichOneof("rel_type") == "aggregate"]
+    grouping_anchors = frozenset(
+        ext.extension_function.function_anchor for ext in plan.extensions
+        if ext.WhichOneof("mapping_type") == "extension_function"
+        and ext.extension_function.name.split(":", 1)[0].lower() == "grouping")
     for rel, path in aggregates:
-        changed += _conform(rel, path, convention)
+        changed += _conform(rel, path, convention, grouping_anchors)
     return changed
