@@ -995,3 +995,29 @@ def test_acero_refuses_by_name_what_it_cannot_read(sql_kind, message):
         rel.read.virtual_table.SetInParent()
     with pytest.raises(UnsupportedError, match=message):
         write_for_target(b.plan(rel, ["x"] if sql_kind == "values" else [f"c{i}" for i in range(6)]), "acero")
+
+
+@pytest.mark.parametrize("sql", [
+    "select count(*) from region cross join nation",
+    "select count(*) from (select 1 from region, nation where n_nationkey > 20) s",
+    "select 1 as x union all select 2",
+    "select current_date is not null as x",
+])
+def test_relations_without_columns_get_one_for_duckdb(sql, tables, duckdb_oracle):
+    """DataFusion writes a read whose mask keeps no column under count(*) of a cross join, and a virtual
+    table of no column for SELECT without FROM; DuckDB 1.1.3 binds neither ('SELECT list is empty after
+    resolving * expressions'). Where an aggregate or a project reads them, directly or through joins that
+    have no column either, each gets one column nothing reads."""
+    from workloads.producers import datafusion_plan
+
+    written = optimize(datafusion_plan(sql, tables), target="duckdb")
+    _answer_right(run_duckdb(written, tables), sql, duckdb_oracle)
+
+
+def test_a_read_without_columns_elsewhere_is_refused_for_duckdb(tables):
+    """Beside a relation with columns, a column given to the read would move the other's: refused by name."""
+    from workloads.producers import datafusion_plan
+
+    with pytest.raises(UnsupportedError, match="ReadRel with no output column under a join relation: "
+                                               "target 'duckdb' cannot read a relation without columns"):
+        optimize(datafusion_plan("select n_name from nation cross join region", tables), target="duckdb")

@@ -65,12 +65,24 @@ def write_projects_as_expressions(plan: Plan, target: Target | None, functions: 
 def _no_empty_projects(plan: Plan, target: Target | None) -> int:
     """A project written with no column at all (the optimizer prunes every column under ``count(*)``)
     fails to bind on DuckDB 1.1.3 (``SELECT list is empty after resolving * expressions``: TPC-DS Q38,
-    Q96). Under an aggregate, which then references none of its input's columns, the project outputs one
-    constant column instead (a read whose mask keeps no column, its first column): the aggregate reads
-    the same number of rows and no reference moves. Under
-    another relation the extra column would be part of its output: refused. Returns the projects
-    changed."""
+    Q96), and so does a read whose mask keeps no column. Under an aggregate, which then references none of
+    its input's columns, each such relation outputs one column instead (a project a constant, a read its
+    first column), also where the aggregate reads them through joins, filters, sorts and fetches that
+    have no column either (``count(*)`` of a cross join): the aggregate reads the same number of rows and
+    no reference moves, as nothing between references a column. Elsewhere the extra column would be
+    part of a relation's output: refused. Returns the relations changed."""
     changed = 0
+    for rel, _path in rels_with_paths(plan):
+        kind = rel.WhichOneof("rel_type")
+        if kind in ("aggregate", "project") and getattr(rel, kind).HasField("input"):
+            for leaf in _column_free_leaves(getattr(rel, kind).input) or ():
+                if leaf.WhichOneof("rel_type") == "project":
+                    leaf.project.expressions.add().literal.boolean = True
+                elif leaf.read.HasField("virtual_table"):
+                    _add_constant_column(leaf.read)
+                else:
+                    leaf.read.projection.select.struct_items.add().field = 0
+                changed += 1
     for rel, path in rels_with_paths(plan):
         kind = rel.WhichOneof("rel_type")
         body = getattr(rel, kind)
@@ -80,28 +92,58 @@ def _no_empty_projects(plan: Plan, target: Target | None) -> int:
             children = list(getattr(body, name)) if name == "inputs" else (
                 [getattr(body, name)] if body.HasField(name) else [])
             for child in children:
-                if (kind == "aggregate" and child.WhichOneof("rel_type") == "read"
-                        and child.read.HasField("projection") and not child.read.projection.select.struct_items
-                        and len(child.read.base_schema.names)):
-                    # a read whose mask keeps no column (count(*) of a table) fails to bind the same way
-                    child.read.projection.select.struct_items.add().field = 0
-                    changed += 1
-                    continue
-                if child.WhichOneof("rel_type") != "project" or child.project.expressions:
-                    continue
-                if kind != "aggregate":
+                if child.WhichOneof("rel_type") == "project" and not child.project.expressions:
                     name_of = target.name if target is not None else "duckdb"
                     raise UnsupportedError(f"a ProjectRel with no output column under a {kind} relation: target "
                                            f"'{name_of}' cannot read a relation without columns", path)
-                constant = child.project.expressions.add()
-                constant.literal.boolean = True
-                changed += 1
+                if child.WhichOneof("rel_type") == "read" and (_column_free_read(child.read)
+                                                               or not child.read.base_schema.struct.types):
+                    name_of = target.name if target is not None else "duckdb"
+                    raise UnsupportedError(f"a ReadRel with no output column under a {kind} relation: target "
+                                           f"'{name_of}' cannot read a relation without columns", path)
     for root in plan.relations:
         rel = root.root.input if root.HasField("root") else root.rel
         if rel.WhichOneof("rel_type") == "project" and not rel.project.expressions:
             name_of = target.name if target is not None else "duckdb"
             raise UnsupportedError(f"a plan whose output has no column: target '{name_of}' cannot read it")
     return changed
+
+
+def _column_free_read(read) -> bool:
+    """A read of a table with columns whose mask keeps none (a read of no column at all is a virtual
+    table of no column, which :func:`_add_constant_column` mends where it can)."""
+    return (read.HasField("projection") and not read.projection.select.struct_items
+            and bool(read.base_schema.struct.types))
+
+
+def _add_constant_column(read) -> None:
+    """A virtual table of no column (DataFusion's ``SELECT 1``) gets the column ``true`` in every row."""
+    read.base_schema.names.append("_")
+    read.base_schema.struct.types.add().bool.nullability = Type.NULLABILITY_REQUIRED
+    for row in read.virtual_table.expressions:
+        row.fields.add().literal.boolean = True
+
+
+def _column_free_leaves(rel: Rel) -> list[Rel] | None:
+    """The projects without expressions and the reads whose mask keeps no column that ``rel`` is made of,
+    through joins, cross products, filters, sorts and fetches without an emit, if every relation on the
+    way has no column (else None: giving one leaf a column would move another's columns)."""
+    kind = rel.WhichOneof("rel_type")
+    if kind == "read":
+        virtual_empty = rel.read.HasField("virtual_table") and not rel.read.base_schema.struct.types
+        return [rel] if _column_free_read(rel.read) or virtual_empty else None
+    if kind == "project":
+        return [rel] if not rel.project.expressions else None
+    body = getattr(rel, kind) if kind in ("join", "cross", "filter", "sort", "fetch") else None
+    if body is None or body.common.WhichOneof("emit_kind") == "emit":
+        return None
+    leaves: list[Rel] = []
+    for name in ("left", "right") if kind in ("join", "cross") else ("input",):
+        below = _column_free_leaves(getattr(body, name)) if body.HasField(name) else None
+        if below is None:
+            return None
+        leaves += below
+    return leaves
 
 
 def _varint(value: int) -> bytes:
