@@ -1021,3 +1021,28 @@ def test_a_read_without_columns_elsewhere_is_refused_for_duckdb(tables):
     with pytest.raises(UnsupportedError, match="ReadRel with no output column under a join relation: "
                                                "target 'duckdb' cannot read a relation without columns"):
         optimize(datafusion_plan("select n_name from nation cross join region", tables), target="duckdb")
+
+
+@pytest.mark.parametrize(("offset", "count", "rows"), [(10, None, 15), (3, 5, 5), (0, 4, 4)])
+def test_fetches_are_written_as_acero_reads_them(offset, count, rows, tables):
+    """Acero reads a fetch's offset and count from Substrait 0.53's fields only and refuses their -1 ('all
+    rows'): written for acero, all rows is the largest count, and the runner refuses a fetch Acero would
+    read as a count of 0 (no row: a wrong answer) instead of running it."""
+    from substrait.proto import FetchRel
+
+    from optimizer.engines import runner
+
+    b = Builder()
+    fetch = FetchRel(input=read("nation", NATION), offset_expr=lit(offset, "i64"), common=emit(0))
+    if count is not None:
+        fetch.count_expr.CopyFrom(lit(count, "i64"))
+    plan = b.plan(Rel(fetch=fetch), ["k"])
+    assert run_acero(write_for_target(plan, "acero"), tables).num_rows == rows
+    assert run_duckdb(write_for_target(plan, "duckdb"), tables).num_rows == rows
+    acero = runner("acero", str(next(iter(tables.values()))).rsplit("/", 1)[0])
+    try:
+        acero.check(write_for_target(plan, "acero"))
+        with pytest.raises(UnsupportedError, match="acero does not support: a FetchRel's count given only"):
+            acero.check(plan)
+    finally:
+        acero.close()

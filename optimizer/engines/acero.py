@@ -157,6 +157,25 @@ def serve() -> None:
 _ERRORS = {"PlanError": PlanError, "ExecutionError": ExecutionError, "UnsupportedError": UnsupportedError}
 
 
+def _check_fetch(fetch, path: str) -> None:
+    """Acero (pyarrow 26) reads a fetch's offset and count from Substrait 0.53's fields only (3 and 4),
+    which default to 0: a count given as today's ``count_expr`` alone, or none (all rows), would return
+    no row, an offset in ``offset_expr`` alone would be ignored. The acero target writes both."""
+    from optimizer.load.upgrade import _unknown
+
+    old = {number for number, _, _ in _unknown(fetch)}
+    def zero(name: str) -> bool:
+        expr = getattr(fetch, name)
+        kind = expr.literal.WhichOneof("literal_type") if fetch.HasField(name) else None
+        return kind in ("i64", "i32", "i16", "i8") and getattr(expr.literal, kind) == 0
+    if 4 not in old and not zero("count_expr"):
+        raise UnsupportedError("acero does not support: a FetchRel's count given only in today's count_expr, or "
+                               "none (it reads the deprecated count, 0 when absent, and would return no row)", path)
+    if 3 not in old and fetch.HasField("offset_expr") and not zero("offset_expr"):
+        raise UnsupportedError("acero does not support: a FetchRel's offset given only in today's offset_expr (it "
+                               "reads the deprecated offset, and would skip no row)", path)
+
+
 class AceroRunner(EngineRunner):
     """Executes Substrait plans with ``pyarrow.substrait.run_query`` in a worker process."""
 
@@ -187,6 +206,8 @@ class AceroRunner(EngineRunner):
         from optimizer.load.upgrade import _unknown
 
         for rel, path in rels_with_paths(plan):
+            if rel.WhichOneof("rel_type") == "fetch":
+                _check_fetch(rel.fetch, path)
             if rel.WhichOneof("rel_type") != "aggregate":
                 continue
             for i, grouping in enumerate(rel.aggregate.groupings):

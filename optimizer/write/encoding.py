@@ -163,7 +163,7 @@ def write_old_encoding(plan: Plan) -> int:
     """Write the fields DuckDB 1.1.3's consumer reads in place of today's (it was built against Substrait
     0.53), in place: each grouping's expressions in ``Grouping.grouping_expressions`` (field 1; DuckDB
     reads no ``expression_references`` and sees an aggregate without keys otherwise), a fetch's
-    ``offset`` and ``count`` (fields 3 and 4; ``count = -1``: all rows), a virtual table's rows as literal
+    ``offset`` and ``count`` (fields 3 and 4; all rows: the largest count), a virtual table's rows as literal
     structs in ``VirtualTable.values`` (field 1; DuckDB reads no ``expressions``: "SELECT list is empty
     after resolving * expressions"). Today's fields stay: the loader
     (:mod:`optimizer.load.upgrade`) checks that both say the same. These field numbers are no longer in
@@ -189,7 +189,9 @@ def write_old_encoding(plan: Plan) -> int:
             if any(number in (3, 4) for number, _, _ in _unknown(fetch)):
                 continue
             offset = _int_literal(fetch.offset_expr) if fetch.HasField("offset_expr") else 0
-            count = _int_literal(fetch.count_expr) if fetch.HasField("count_expr") else -1
+            # All rows: the largest count, which Acero reads too (it refuses 0.53's -1: "`count` must be
+            # non-negative"); DuckDB reads either, and no table has more rows.
+            count = _int_literal(fetch.count_expr) if fetch.HasField("count_expr") else 2**63 - 1
             if offset is None or count is None:
                 raise UnsupportedError("FetchRel whose offset or count is not an integer literal: DuckDB 1.1.3 "
                                        "reads only constant counts", _path)
