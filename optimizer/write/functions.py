@@ -55,7 +55,8 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
     names = {info.anchor: info.name for info in functions}
     if target.like_null_escape == "drop":
         for m in _messages(plan, _SCALAR):
-            if names.get(m.function_reference) == "like" and len(m.arguments) == 3 and _is_null(m.arguments[2]):
+            if (names.get(m.function_reference) in ("like", "ilike") and len(m.arguments) == 3
+                    and _is_null(m.arguments[2])):
                 del m.arguments[2]
     if target.silent_overflow:
         _refuse_overflow_options(plan, target, names)
