@@ -33,7 +33,7 @@ from optimizer.dag import inputs
 from optimizer.engine import NewRel, Replacement, Rule, RuleContext
 from optimizer.expr_utils import bool_literal, conjuncts, fold, key
 from optimizer.relations import emit_of, rel_copy, select_columns
-from optimizer.schema.record import Schema
+from optimizer.schema.record import Schema, unique_names
 
 
 def simplify_predicates(g: nx.DiGraph, node: int, ctx: RuleContext) -> Replacement | None:
@@ -79,24 +79,11 @@ def is_false_or_null(e: Expression) -> bool:
     return lit.WhichOneof("literal_type") == "null" or bool_literal(e) is False
 
 
-def _unique(names: list[str]) -> list[str]:
-    """``names`` with each repeat suffixed ``_1``, ``_2``, ... (a suffix no column has)."""
-    given, used, out = set(names), set(), []
-    for name in names:
-        new, n = name, 0
-        while new in used or (new != name and new in given):
-            n += 1
-            new = f"{name}_{n}"
-        used.add(new)
-        out.append(new)
-    return out
-
-
 def _empty_table(schema) -> Rel:
     # A join's columns may repeat a name (both inputs' ``a``); a read's names are its own to choose, and
     # consumers resolve columns by them (DataFusion: 'Ambiguous reference to unqualified field a').
     rel = Rel()
-    rel.read.base_schema.CopyFrom(Schema(_unique(schema.names), schema.types,
+    rel.read.base_schema.CopyFrom(Schema(unique_names(schema.names), schema.types,
                                          schema.nested_name_lists()).to_named_struct())
     rel.read.virtual_table.SetInParent()
     return rel

@@ -1061,3 +1061,16 @@ def test_datafusion_function_names_are_written_as_duckdb_names(sql, tables, duck
 
     written = optimize(datafusion_plan(sql, tables), target="duckdb")
     _answer_right(run_duckdb(written, tables), sql, duckdb_oracle)
+
+
+def test_output_columns_of_one_name_get_their_own_for_duckdb(tables, duckdb_oracle):
+    """DuckDB returns a plan's answer as a table ('duplicate column name "n_name"'): written for it, the
+    second column is n_name_1, as DuckDB's CREATE TABLE AS names it; the rows are the same."""
+    from workloads.producers import datafusion_plan
+
+    sql = "select x.n_name, y.n_name from nation x join nation y on x.n_regionkey = y.n_nationkey"
+    written = optimize(datafusion_plan(sql, tables), target="duckdb")
+    assert list(written.relations[0].root.names) == ["n_name", "n_name_1"]
+    got = run_duckdb(written, tables)
+    assert got.column_names == ["n_name", "n_name_1"]
+    _answer_right(got, sql, duckdb_oracle)

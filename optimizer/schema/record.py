@@ -40,6 +40,24 @@ def top_level_names(ns: NamedStruct, path: str | None = None) -> list[str]:
     return out
 
 
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` with each repeat suffixed ``_1``, ``_2``, ... (a suffix no name has), as DuckDB names the
+    columns of a table created from a query.
+
+    >>> unique_names(["a", "b", "a", "a_1", "a"])
+    ['a', 'b', 'a_2', 'a_1', 'a_3']
+    """
+    given, used, out = set(names), set(), []
+    for name in names:
+        new, n = name, 0
+        while new in used or (new != name and new in given):
+            n += 1
+            new = f"{name}_{n}"
+        used.add(new)
+        out.append(new)
+    return out
+
+
 @dataclass
 class Schema:
     """The record a relation produces: top-level column names and types.

@@ -79,6 +79,8 @@ optional; the defaults are the spec's reading)::
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
+                  "unique_output_names": false,  # output columns of one name get new ones (a, a_1: DuckDB
+                                              #   1.1.3's from_substrait returns a table)
                   "fixed_char_literals": true,  # false: a fixed_char literal is written as a string one
                   "i16_literals": true,       # false: an i16 literal is written as a cast of the i32 one
                   "interval_literals": "any",  # any | days: intervals as whole days or months only
@@ -169,6 +171,7 @@ class Target:
     unsupported_relations: frozenset[str] = frozenset()
     read_types: frozenset[str] | None = None
     typed_nulls: bool = False
+    unique_output_names: bool = False
     correlated_subqueries: bool = True
     conjunct_order: str = "written"
     scan_filters: str = "written"
@@ -232,6 +235,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "in_predicates": ("in_predicates", ("any", "joins")),
     "cast_failure": ("cast_failure", ("any", "throw")),
     "typed_nulls": ("typed_nulls", None),
+    "unique_output_names": ("unique_output_names", None),
     "fixed_char_literals": ("fixed_char_literals", None),
     "i16_literals": ("i16_literals", None),
     "interval_literals": ("interval_literals", ("any", "days")),

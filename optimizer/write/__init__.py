@@ -161,6 +161,7 @@ _STEPS: tuple[_Step, ...] = (
           lambda p, t, f: interval_literals_as_days(p, t)),
     _Step("sorts repeated after window projects", lambda t: t.window_order == "lost",
           lambda p, t, f: sorts_after_window_projects(p, f)),
+    _Step("output names made unique", lambda t: t.unique_output_names, lambda p, t, f: _unique_output_names(p, f)),
     _Step("type-check in the spec's reading", lambda t: True, lambda p, t, f: _check_written(p, t, f)),
     _Step("DataFusion's grouping-set numbering", lambda t: t.grouping_sets == "datafusion",
           lambda p, t, f: write_datafusion_grouping_sets(p, t.name)),
@@ -198,6 +199,24 @@ def write_for_target(plan: Plan | LoadedPlan, target: Target | str | None) -> Pl
 def _reads_everything(target: Target) -> bool:
     """No step but the type check applies: the target reads every plan the optimizer writes."""
     return not any(step.applies(target) for step in _STEPS if step.what != "type-check in the spec's reading")
+
+
+def _unique_output_names(plan: Plan, functions: FunctionTable) -> None:
+    """Each plan root's output columns of one name get new ones (``a``, ``a_1``), as DuckDB names the
+    columns of a table made from a query (``SELECT x.a, y.a``: DuckDB 1.1.3's from_substrait returns a
+    table, and refuses the plan with 'duplicate column name "a"')."""
+    from optimizer.schema import plan_schemas
+    from optimizer.schema.record import Schema, unique_names
+
+    schemas = plan_schemas(plan, functions)
+    for i, rel in enumerate(plan.relations):
+        if not rel.HasField("root"):
+            continue
+        schema = schemas[f"relations[{i}].root"]
+        names = unique_names(schema.names)
+        if names != schema.names:
+            del rel.root.names[:]
+            rel.root.names.extend(Schema(names, schema.types, schema.nested_name_lists()).to_named_struct().names)
 
 
 def _check_written(plan: Plan, target: Target, functions: FunctionTable) -> None:
