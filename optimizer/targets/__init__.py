@@ -40,6 +40,8 @@ optional; the defaults are the spec's reading)::
                    "enum_arguments": true,             # reads enum arguments (extract's 'YEAR')
                    "like_null_escape": "keep",         # keep | drop: like(a, p, NULL) means no escape
                                                        #   character; drop writes like(a, p)
+                   "nullif": "keep",                   # keep | case: nullif(a, b) is written as the CASE
+                                                       #   WHEN a = b THEN NULL ELSE a END it means
                    "extract": "enum",                  # enum | date_part: extract(YEAR, x) is written
                                                        #   date_part('year', x) (DataFusion)
                    "silent_overflow": false},          # true: arithmetic overflows its own way, so a call
@@ -148,6 +150,7 @@ class Target:
     subqueries: bool = True
     enum_arguments: bool = True
     like_null_escape: str = "keep"
+    nullif: str = "keep"
     extract_encoding: str = "enum"
     silent_overflow: bool = False
     old_fields: bool = False
@@ -246,7 +249,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
 
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
-    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract",
+    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract", "nullif",
                             "silent_overflow"}),
     "encoding": frozenset(_ENCODING) | {"plan_version"},
 }
@@ -390,6 +393,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         read_types=_oneof_names(data.get("read_types"), "read_type", ReadRel, f"{where}read_types", nullable=True),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
+        nullif=_choice(functions, "nullif", ("keep", "case"), "keep", f"{where}functions"),
         extract_encoding=_choice(functions, "extract", ("enum", "date_part"), "enum", f"{where}functions"),
         silent_overflow=_bool(functions, "silent_overflow", False, f"{where}functions"),
         engine=str(data.get("engine", "")),

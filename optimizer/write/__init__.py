@@ -63,6 +63,7 @@ from optimizer.write.functions import (
     i16_literals_as_casts,
     interval_literals_as_days,
     measure_filters_as_cases,
+    nullif_as_case,
     set_aggregation_phase,
     switch_to_if_then,
     type_null_literals,
@@ -145,6 +146,7 @@ _STEPS: tuple[_Step, ...] = (
     _Step("set operations as distinct ones", lambda t: t.set_op_reading == "distinct", set_ops_as_distinct),
     _Step("set operations nested", lambda t: t.max_set_inputs is not None, lambda p, t, f: nest_set_inputs(p, t)),
     _Step("measure filters as CASE", lambda t: t.measure_filters == "case", measure_filters_as_cases),
+    _Step("nullif as CASE", lambda t: t.nullif == "case", lambda p, t, f: nullif_as_case(p, t, f)),
     _Step("functions refused, renamed, split",
           lambda t: bool(t.unsupported_functions or t.renames or t.max_args or not t.enum_arguments
                          or t.like_null_escape == "drop" or t.extract_encoding != "enum" or t.silent_overflow),

@@ -203,6 +203,40 @@ def switch_to_if_then(plan: Plan, target: Target, functions: FunctionTable) -> i
     return len(found)
 
 
+def nullif_as_case(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``nullif(a, b)`` becomes ``CASE WHEN a = b THEN NULL ELSE a END`` (SQL defines it so), in
+    place, with the call's output type on both branches; the number rewritten. DuckDB 1.1.3 binds
+    DataFusion's ``nullif`` of strings to a macro of its own and fails ("Positional parameters cannot come
+    after parameters with a default value!"); its own producer writes the CASE. ``a`` is evaluated twice:
+    a nondeterministic one is refused."""
+    from optimizer.expr_utils import FunctionRegistrar, boolean_type, call_args, is_deterministic
+
+    names = {info.anchor: info.name for info in functions}
+    found = [m for m in _messages(plan, _EXPRESSION) if m.WhichOneof("rex_type") == "scalar_function"
+             and names.get(m.scalar_function.function_reference) == "nullif"]
+    if not found:
+        return 0
+    registrar = FunctionRegistrar(plan, functions)
+    for e in reversed(found):  # inner calls first: an outer one copies them
+        args = call_args(e)
+        if args is None or len(args) != 2 or not is_deterministic(args[0], registrar.table):
+            raise UnsupportedError(f"nullif of other than two deterministic values: target '{target.name}' "
+                                   "reads it as a CASE, which evaluates its first argument twice")
+        out = Type()
+        out.CopyFrom(e.scalar_function.output_type)
+        case = Expression()
+        clause = case.if_then.ifs.add()
+        getattr(clause, "if").CopyFrom(registrar.call("equal", "functions_comparison", args, boolean_type(),
+                                                      "equal:any_any"))
+        clause.then.literal.null.CopyFrom(out)
+        otherwise = getattr(case.if_then, "else")
+        otherwise.cast.type.CopyFrom(out)
+        otherwise.cast.input.CopyFrom(args[0])
+        otherwise.cast.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
+        e.CopyFrom(case)
+    return len(found)
+
+
 def cast_failures_throw(plan: Plan) -> int:
     """Every cast whose failure behavior is unspecified says ``THROW_EXCEPTION``, in place (Acero: "Cast::
     FailureBehavior unspecified; must be FAILURE_BEHAVIOR_RETURN_NULL or FAILURE_BEHAVIOR_THROW_EXCEPTION").
