@@ -1076,3 +1076,12 @@ def test_output_columns_of_one_name_get_their_own_for_duckdb(tables, duckdb_orac
     got = run_duckdb(written, tables)
     assert got.column_names == ["n_name", "n_name_1"]
     _answer_right(got, sql, duckdb_oracle)
+
+
+def test_acero_refuses_interval_literals_by_name(tables):
+    """Acero reads no interval literal of DataFusion's and adds none of the older kinds to a date."""
+    from workloads.producers import datafusion_plan
+
+    plan = datafusion_plan("select o_orderdate + interval '1 day' as d from orders", tables)
+    with pytest.raises(UnsupportedError, match=r"an interval literal \(interval_\w+\): target 'acero' reads none"):
+        optimize(plan, target="acero")

@@ -85,7 +85,8 @@ optional; the defaults are the spec's reading)::
                                               #   1.1.3's from_substrait returns a table)
                   "fixed_char_literals": true,  # false: a fixed_char literal is written as a string one
                   "i16_literals": true,       # false: an i16 literal is written as a cast of the i32 one
-                  "interval_literals": "any",  # any | days: intervals as whole days or months only
+                  "interval_literals": "any",  # any | days: intervals as whole days or months only |
+                                               #   refuse: none (Acero adds none to a date)
                   "set_ops": "spec",  # spec | distinct: every SetRel is read as its distinct form
                                       #   (DuckDB 1.1.3 reads SET_OP_UNION_ALL as UNION)
                                                #   (DuckDB 1.1.3 ignores seconds, knows no compound)
@@ -241,7 +242,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "unique_output_names": ("unique_output_names", None),
     "fixed_char_literals": ("fixed_char_literals", None),
     "i16_literals": ("i16_literals", None),
-    "interval_literals": ("interval_literals", ("any", "days")),
+    "interval_literals": ("interval_literals", ("any", "days", "refuse")),
     "set_ops": ("set_op_reading", ("spec", "distinct")),
     "aggregate_arguments": ("aggregate_arguments", ("any", "columns")),
     "computed_decimal_measures": ("computed_decimal_measures", None),

@@ -159,7 +159,7 @@ _STEPS: tuple[_Step, ...] = (
     _Step("fixed_char literals as strings", lambda t: not t.fixed_char_literals,
           lambda p, t, f: fixed_char_literals_as_strings(p)),
     _Step("i16 literals as casts", lambda t: not t.i16_literals, lambda p, t, f: i16_literals_as_casts(p, t)),
-    _Step("interval literals in days", lambda t: t.interval_literals == "days",
+    _Step("interval literals in days", lambda t: t.interval_literals != "any",
           lambda p, t, f: interval_literals_as_days(p, t)),
     _Step("sorts repeated after window projects", lambda t: t.window_order == "lost",
           lambda p, t, f: sorts_after_window_projects(p, f)),

@@ -411,11 +411,14 @@ def interval_literals_as_days(plan: Plan, target: Target) -> int:
     (DataFusion's ``INTERVAL '5 days'``: "INTERNAL Error: 0", the literal read as unset) and reads no
     ``seconds`` or ``subseconds`` of a day-to-second interval (432000 seconds added to a date: the date
     unchanged, no error). A whole number of days in seconds is written as days; an interval with a
-    part of a day, or with both months and days, cannot be written so: refused. Returns the literals
+    part of a day, or with both months and days, cannot be written so: refused. For a target whose
+    ``interval_literals`` is ``refuse`` every interval literal is refused. Returns the literals
     changed."""
     changed = 0
     for m in _messages(plan, _LITERAL):
         kind = m.WhichOneof("literal_type")
+        if target.interval_literals == "refuse" and kind is not None and kind.startswith("interval_"):
+            raise UnsupportedError(f"an interval literal ({kind}): target '{target.name}' reads none")
         if kind == "interval_compound":
             ym, ds = m.interval_compound.interval_year_to_month, m.interval_compound.interval_day_to_second
         elif kind == "interval_day_to_second":
