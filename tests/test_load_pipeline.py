@@ -285,6 +285,30 @@ def test_an_undeclared_urn_loads_and_is_named_where_the_table_is_needed():
     assert exc.value.path == "extensions[0].extension_function"
 
 
+@pytest.mark.parametrize(("declared_again", "path", "message"), [
+    ("function", "extensions[1].extension_function", "function anchor 1 is declared twice, as 'gt:i64_i64' and "
+                                                     "as 'lt:i64_i64'"),
+    ("urn", "extension_urns[1]", "extension URN anchor 1 is declared twice"),
+])
+def test_an_anchor_declared_twice_apart_is_named(declared_again, path, message):
+    """Two declarations of one anchor that differ leave the plan's meaning open (the filter a > 1 or
+    a < 1): the plan is refused naming the second, wherever the table is needed. Declared again alike it
+    means one thing, and loads."""
+    doc = _filter_plan()
+    if declared_again == "function":
+        doc["extensions"].append({"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1,
+                                                        "name": "lt:i64_i64"}})
+    else:
+        doc["extensionUrns"].append({"extensionUrnAnchor": 1, "urn": "extension:io.substrait:functions_boolean"})
+    loaded = load(_text(doc))
+    with pytest.raises(PlanError) as exc:
+        optimize(loaded)
+    assert exc.value.path == path and message in exc.value.message
+    alike = _filter_plan()
+    alike["extensions"].append(dict(alike["extensions"][0]))
+    optimize(load(_text(alike)))
+
+
 def test_a_loaded_plan_is_frozen():
     loaded = load(_text(_filter_plan()))
     with pytest.raises(AttributeError):

@@ -192,11 +192,20 @@ def function_table(plan) -> FunctionTable:
 
 def declared_functions(plan) -> Iterator[tuple[Any, str | None]]:
     """Each ``extension_function`` declaration of ``plan`` with the URN it names (None for none)."""
-    urns = {u.extension_urn_anchor: u.urn for u in plan.extension_urns}
+    urns: dict[int, str] = {}
+    for i, u in enumerate(plan.extension_urns):
+        if urns.setdefault(u.extension_urn_anchor, u.urn) != u.urn:
+            raise PlanError(f"extension URN anchor {u.extension_urn_anchor} is declared twice, as "
+                            f"'{urns[u.extension_urn_anchor]}' and as '{u.urn}'", f"extension_urns[{i}]")
+    seen: dict[int, tuple[str, int]] = {}
     for i, decl in enumerate(plan.extensions):
         if decl.WhichOneof("mapping_type") != "extension_function":
             continue
         fn = decl.extension_function
+        first = seen.setdefault(fn.function_anchor, (fn.name, fn.extension_urn_reference))
+        if first != (fn.name, fn.extension_urn_reference):
+            raise PlanError(f"function anchor {fn.function_anchor} is declared twice, as '{first[0]}' and as "
+                            f"'{fn.name}'", f"extensions[{i}].extension_function")
         ref = fn.extension_urn_reference
         if ref == NO_EXTENSION or (ref == 0 and ref not in urns):
             urn = None
