@@ -160,6 +160,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     engine = getattr(args, "engine", "spark")
     if engine != "spark":
         check_engine_args(args, engine)
+    sql_texts = sql_beside(args, engine)  # usage first: before any plan is read
     plans = []
     if engine == "spark":
         from optimizer.cli.spark import check_reads_before_spark, starts_empty_catalog
@@ -175,7 +176,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise PlanError("not a directory", args.out)
-    sql_texts = sql_beside(args, engine)
     if engine != "spark":
         backend, statistics = _engine_backend(args, engine)
         capabilities = load_capabilities(args.capabilities) if args.capabilities else None
