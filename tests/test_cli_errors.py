@@ -149,3 +149,25 @@ def test_real_entry_point_stdin_and_exit_codes():
     assert bad.returncode == 2 and len(bad.stderr.decode().strip().splitlines()) == 1
     for cmd in (["--help"], ["convert", "--help"], ["explain", "--help"]):
         assert subprocess.run([*exe, *cmd], capture_output=True).returncode == 0
+
+
+def test_dates_past_pythons_range_are_shown_not_crashed_on():
+    """Substrait's dates and timestamps reach past the year 9999 (Spark computes them); Python's do not.
+    explain writes such a literal as its count, run's table as Arrow prints the value."""
+    import datetime
+
+    import pyarrow as pa
+    from substrait.proto import Expression
+
+    from optimizer.cli.run import format_rows
+    from optimizer.explain.expr_format import format_literal
+
+    assert format_literal(Expression.Literal(date=3_000_000)) == "date(3000000 days)"
+    assert format_literal(Expression.Literal(date=-719_163)) == "date(-719163 days)"
+    stamp = Expression.Literal(precision_timestamp=Expression.Literal.PrecisionTimestamp(precision=0, value=2**62))
+    assert format_literal(stamp).startswith("timestamp(4611686018427387904 / 10^0 s)")
+    assert format_literal(Expression.Literal(date=0)) == "date '1970-01-01'"
+    table = pa.table({"a": [1, 2], "d": pa.array([3_000_000, 0], pa.date32())})
+    text = format_rows(table)
+    assert "10183-09-21" in text and "1970-01-01" in text
+    assert datetime.date(1970, 1, 1).isoformat() in format_rows(table.slice(1))

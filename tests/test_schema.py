@@ -828,3 +828,32 @@ def _corrupt(doc, rng: random.Random) -> None:
             container[key] = rng.choice([0, 1, 2, 5, 40, 1000])
         elif isinstance(container, dict) and rng.random() < 0.5:
             del container[key]
+
+
+@pytest.mark.parametrize(("literal", "where", "message"), [
+    ({"uuid": "AAEC"}, "literal.uuid", "a UUID literal of 3 bytes (a UUID is 16)"),
+    ({"decimal": {"value": "AAAAAAAAAAAAAAAAAAAAAA==", "precision": 39, "scale": 40}}, "literal.decimal",
+     "decimal literal of precision 39 and scale 40"),
+    ({"precisionTimestamp": {"precision": 13, "value": "1"}}, "literal.precision_timestamp",
+     "precision_timestamp literal of precision 13 (0 to 12)"),
+    ({"varChar": {"value": "abcdef", "length": 3}}, "literal.var_char", "longer than its length 3"),
+    ({"varChar": {"value": "ab", "length": 4294967295}}, "literal.var_char", "varchar literal of length 4294967295"),
+])
+def test_a_literal_its_own_type_contradicts_is_named(literal, where, message):
+    """A literal whose value breaks its type (the type it gives its column): exit 2 at the literal, not an
+    error deep in an engine or a formatter."""
+    import json as _json
+
+    from optimizer.errors import PlanError
+    from optimizer.plan_io import load_plan
+    from optimizer.schema import plan_schemas
+
+    doc = {"version": {"minorNumber": 75}, "relations": [{"root": {"names": ["x"], "input": {"project": {
+        "common": {"emit": {"outputMapping": [0]}},
+        "input": {"read": {"baseSchema": {"names": [], "struct": {"types": []}},
+                           "virtualTable": {"expressions": [{"fields": []}]}}},
+        "expressions": [{"literal": literal}]}}}}]}
+    with pytest.raises(PlanError) as exc:
+        plan_schemas(load_plan(_json.dumps(doc)))
+    assert exc.value.path == f"relations[0].root.input.project.expressions[0].{where}"
+    assert message in exc.value.message

@@ -452,6 +452,17 @@ def test_sub_microsecond_literal_is_unsupported(env):
     compiler.compile(ok, scope, "e")
 
 
+def test_interval_literal_past_sparks_range_is_unsupported(env):
+    """Spark holds a day-time interval as a long of microseconds (about 106 million days): one past it is
+    refused by name, not an OverflowError from Python's timedelta."""
+    compiler, scope, _ = env
+    huge = lit(interval_day_to_second=Expression.Literal.IntervalDayToSecond(days=2**31 - 1, seconds=1))
+    with pytest.raises(UnsupportedError, match="interval literal out of the range Spark holds"):
+        compiler.compile(huge, scope, "e")
+    assert run(env, lit(interval_day_to_second=Expression.Literal.IntervalDayToSecond(days=100_000_000)))[0] == (
+        dt.timedelta(days=100_000_000),)
+
+
 # ---------------------------------------------------------------------------------- references, casts
 
 

@@ -20,12 +20,27 @@ from optimizer.errors import OptimizerError, PlanError
 from optimizer.paths import add_path_argument
 
 
+def _column_values(column) -> list:
+    """A column's values as Python objects, or as Arrow prints them where Python has no such value (a date
+    past the year 9999, which Spark computes and Python's dates do not reach)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):
+        try:
+            return pc.cast(column, pa.string()).to_pylist()
+        except pa.ArrowException:
+            return [f"<{column.type}>" if valid else None for valid in pc.is_valid(column).to_pylist()]
+
+
 def format_rows(table, limit: int = 5) -> str:
     """The first rows of a pyarrow Table as aligned text."""
     names = table.column_names
-    rows = table.slice(0, limit).to_pylist()
-    cols = [table.column(i).slice(0, limit).to_pylist() for i in range(table.num_columns)]
-    cells = [[("NULL" if cols[c][r] is None else str(cols[c][r])) for c in range(len(names))] for r in range(len(rows))]
+    n_rows = min(limit, table.num_rows)
+    cols = [_column_values(table.column(i).slice(0, limit)) for i in range(table.num_columns)]
+    cells = [[("NULL" if cols[c][r] is None else str(cols[c][r])) for c in range(len(names))] for r in range(n_rows)]
     widths = [min(30, max([len(n)] + [len(row[i]) for row in cells])) for i, n in enumerate(names)]
     line = lambda vals: "  " + " | ".join(v[:30].ljust(w) for v, w in zip(vals, widths, strict=True))  # noqa: E731
     out = [line(names), "  " + "-+-".join("-" * w for w in widths)] + [line(r) for r in cells]

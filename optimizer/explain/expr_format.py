@@ -40,13 +40,19 @@ def format_literal(lit: Expression.Literal) -> str:
     if kind == "boolean":
         return "true" if value else "false"
     if kind == "date":
-        return f"date '{datetime.date(1970, 1, 1) + datetime.timedelta(days=value)}'"
+        try:
+            return f"date '{datetime.date(1970, 1, 1) + datetime.timedelta(days=value)}'"
+        except OverflowError:  # a year outside 1..9999, which Python's dates do not reach
+            return f"date({value} days)"
     if kind == "decimal":
         unscaled = int.from_bytes(value.value, "little", signed=True)
         return str(decimal.Decimal(unscaled).scaleb(-value.scale))
     if kind in ("precision_timestamp", "precision_timestamp_tz"):
         seconds = value.value / 10**value.precision
-        stamp = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)
+        try:
+            stamp = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)
+        except OverflowError:  # a year outside 1..9999, which Python's datetimes do not reach
+            return f"timestamp({value.value} / 10^{value.precision} s)"
         return f"timestamp '{stamp.isoformat(sep=' ')}'"
     if kind == "interval_day_to_second":
         return f"interval '{value.days} days {value.seconds} seconds'"

@@ -42,6 +42,26 @@ SIMPLE_LITERAL_KINDS = {
 }
 
 
+def _literal_problem(lit: Expression.Literal, kind: str) -> str | None:
+    """What makes a literal's value contradict its own type (a 3-byte UUID, decimal(39, 40)), if anything."""
+    if kind == "uuid" and len(lit.uuid) != 16:
+        return f"a UUID literal of {len(lit.uuid)} bytes (a UUID is 16)"
+    if kind == "decimal":
+        d = lit.decimal
+        if not 1 <= d.precision <= 38 or not 0 <= d.scale <= d.precision:
+            return f"decimal literal of precision {d.precision} and scale {d.scale} (precision 1 to 38, scale 0 to it)"
+        if len(d.value) != 16:
+            return f"decimal literal value of {len(d.value)} bytes (16, little-endian)"
+    if kind in ("precision_time", "precision_timestamp", "precision_timestamp_tz"):
+        if not 0 <= getattr(lit, kind).precision <= 12:
+            return f"{kind} literal of precision {getattr(lit, kind).precision} (0 to 12)"
+    if kind == "var_char" and lit.var_char.length > 2**31 - 1:  # a varchar type's length is an int32
+        return f"varchar literal of length {lit.var_char.length} (at most {2**31 - 1})"
+    if kind == "var_char" and len(lit.var_char.value) > lit.var_char.length:
+        return f"varchar literal of {len(lit.var_char.value)} characters, longer than its length {lit.var_char.length}"
+    return None
+
+
 def literal_type(lit: Expression.Literal, path: str = "", ctx: Derivation | None = None) -> Type:
     """The type of a literal (its ``nullable`` flag gives the nullability; typed nulls are nullable).
 
@@ -62,6 +82,9 @@ def literal_type(lit: Expression.Literal, path: str = "", ctx: Derivation | None
 
     if kind is None:
         return ctx.fail(path, "literal has no value")
+    problem = _literal_problem(lit, kind)
+    if problem:
+        return ctx.fail(f"{path}.{kind}", problem)
     if kind in SIMPLE_LITERAL_KINDS:
         return done(make_type(SIMPLE_LITERAL_KINDS[kind], nullable))
     if kind == "interval_day_to_second":

@@ -365,7 +365,13 @@ class ExpressionCompiler:
             return F.make_ym_interval(F.lit(iv.years), F.lit(iv.months))
         if lk == "interval_day_to_second":
             micros = interval_day_micros(lit.interval_day_to_second, path)
-            return F.lit(_dt.timedelta(microseconds=micros))
+            try:
+                if abs(micros) > 2**63 - 1:  # Spark holds a day-time interval as a long of microseconds
+                    raise OverflowError
+                return F.lit(_dt.timedelta(microseconds=micros))
+            except OverflowError:
+                raise UnsupportedError("interval literal out of the range Spark holds (about 106 million days)",
+                                       path) from None
         if lk == "interval_compound":
             ic = lit.interval_compound
             ym = ic.interval_year_to_month
