@@ -171,3 +171,20 @@ def test_dates_past_pythons_range_are_shown_not_crashed_on():
     text = format_rows(table)
     assert "10183-09-21" in text and "1970-01-01" in text
     assert datetime.date(1970, 1, 1).isoformat() in format_rows(table.slice(1))
+
+
+def test_run_and_diff_refuse_a_plan_of_several_roots(tmp_path, capsys):
+    """run and diff answer one root; a plan of two was answered by its first alone, without a word."""
+    import json
+
+    from optimizer.cli import main
+
+    root = {"root": {"names": ["a"], "input": {"read": {
+        "baseSchema": {"names": ["a"], "struct": {"types": [{"i64": {"nullability": "NULLABILITY_REQUIRED"}}]}},
+        "virtualTable": {"expressions": [{"fields": [{"literal": {"i64": "1"}}]}]}}}}}
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"version": {"minorNumber": 75}, "relations": [root, root]}))
+    for argv in (["diff", str(path), "--out", str(tmp_path / "d")], ["run", str(path), "--engine", "duckdb"]):
+        assert main(argv) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "the plan has 2 roots (relations[0], relations[1])" in err[0], err

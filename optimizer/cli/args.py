@@ -189,6 +189,17 @@ _SPARK_ONLY = (("master", "--master"), ("remote", "--remote"), ("conf", "--conf"
                ("analyze_tables", "--analyze-tables"), ("allow_lossy_casts", "--allow-lossy-casts"), ("ui", "--ui"))
 
 
+def one_root(plan) -> None:
+    """``run`` and ``diff`` answer one plan root: a plan with several (``relations`` entries that are
+    ``RelRoot`` s, not shared subtrees) is refused naming them, rather than answering the first alone."""
+    from optimizer.errors import UnsupportedError
+
+    roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
+    if len(roots) > 1:
+        raise UnsupportedError(f"the plan has {len(roots)} roots ({', '.join(f'relations[{i}]' for i in roots)}); "
+                               "run and diff answer a plan of one (the Python API's root= picks one)", "relations")
+
+
 def check_engine_args(args: argparse.Namespace, engine: str) -> None:
     """Refuse the options only Spark reads, and check ``--tables``/``--stats``, for ``--engine``
     other than Spark (``diff`` and ``run``)."""

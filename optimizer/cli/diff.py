@@ -151,7 +151,7 @@ def spark_sql_runner(backend, source: str, text: str, views: list[str]):
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.capabilities import default_capabilities, load_capabilities
-    from optimizer.cli.args import check_engine_args, plan_name, statistics_from_args
+    from optimizer.cli.args import check_engine_args, one_root, plan_name, statistics_from_args
     from optimizer.difftest.harness import compare
     from optimizer.load.pipeline import load
     from optimizer.schema.check import raise_for_problems
@@ -170,6 +170,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         loaded = load(source)
         plan = loaded.plan
         raise_for_problems(plan, loaded.declared)
+        one_root(plan)
         if engine == "spark":
             check_reads_before_spark(plan, args, empty_catalog)
         plans.append((plan_name(source), plan))

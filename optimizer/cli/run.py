@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from optimizer.cli.args import add_engine_command, plan_name
+from optimizer.cli.args import add_engine_command, one_root, plan_name
 from optimizer.cli.timing import add_repeat_argument, how, median, seconds_text, timed
 from optimizer.errors import OptimizerError, PlanError
 from optimizer.paths import add_path_argument
@@ -129,10 +129,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             if engine != "spark":
                 from optimizer.engines.base import plan_as_given
 
-                plans.append((source, name, plan_as_given(source)))
+                given = plan_as_given(source)
+                one_root(given)
+                plans.append((source, name, given))
                 continue
             loaded = load(source)
             raise_for_problems(loaded.plan, loaded.declared)
+            one_root(loaded.plan)
             if empty_catalog is None:
                 empty_catalog = starts_empty_catalog(args)
             check_reads_before_spark(loaded.plan, args, empty_catalog)
