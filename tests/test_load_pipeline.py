@@ -331,3 +331,13 @@ def test_a_producers_plan_message_runs_on_spark_as_its_file_does(spark):
         from_message = backend.execute(message).to_pylist()
         from_file = backend.execute(_text(_duckdb_projects_plan())).to_pylist()
     assert from_message == from_file == [{"x": 42}]
+
+
+def test_json_after_a_byte_order_mark_and_json_that_is_not_an_object():
+    """Windows tools write a UTF-8 byte order mark before JSON: it is JSON, not malformed protobuf; so is
+    a bare null, true or number, which is named as not a plan object."""
+    text = _text(_filter_plan())
+    assert load(b"\xef\xbb\xbf" + text.encode()).plan == load(text).plan
+    for doc in (b"null", b" true\n", b"-5"):
+        with pytest.raises(PlanError, match="a Substrait plan is a JSON object"):
+            load(doc)

@@ -118,9 +118,9 @@ def plan_as_given(source: str) -> Plan:
         raise current().exceeded("input_bytes", f"the plan is larger than {limit} bytes", name)
     if not data.strip():
         raise PlanError("empty input: no plan", name)
-    if data.lstrip()[:1] in (b"{", b"["):
+    if data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):  # a UTF-8 byte order mark first
         try:
-            return json_format.Parse(data.decode("utf-8"), Plan())
+            return json_format.Parse(data.decode("utf-8-sig"), Plan())
         except (json_format.ParseError, UnicodeDecodeError, RecursionError) as exc:
             raise PlanError(f"not a Substrait plan in this version's JSON: {_one_line(str(exc), 200)}",
                             name) from None

@@ -200,15 +200,16 @@ def _is_file(text: str) -> bool:
 
 
 def _looks_like_json(data: bytes) -> bool:
-    head = data.lstrip()[:1]
-    return head in (b"{", b"[", b'"') or head.isdigit()
+    # A UTF-8 byte order mark, as Windows tools (PowerShell, .NET) write before JSON text, is not binary.
+    text = data.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return text[:1] in (b"{", b"[", b'"', b"-") or text[:1].isdigit() or text.startswith((b"null", b"true", b"false"))
 
 
 def parse_json(data: bytes, name: str, limits: Limits) -> Plan:
     """A JSON plan: the document counted against ``limits`` before any message is built, then upgraded
     and parsed (:func:`optimizer.load.upgrade.parse_json_plan`)."""
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = json.loads(data.decode("utf-8-sig"))
     except RecursionError:
         raise PlanError("JSON nested too deeply for this tool (Python's recursion limit)", name) from None
     except UnicodeDecodeError:
