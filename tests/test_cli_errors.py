@@ -188,3 +188,12 @@ def test_run_and_diff_refuse_a_plan_of_several_roots(tmp_path, capsys):
         assert main(argv) == 3
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "the plan has 2 roots (relations[0], relations[1])" in err[0], err
+
+
+def test_no_command_is_one_line_exit_2(capsys):
+    from optimizer.cli import main
+
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["substrait-opt: error: a command is required: plan, convert, explain, optimize, run or diff "
+                   "(substrait-opt --help)"]

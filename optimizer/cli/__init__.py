@@ -114,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
-            parser.print_help(sys.stderr)
+            print(f"{PROG}: error: a command is required: plan, convert, explain, optimize, run or diff "
+                  f"({PROG} --help)", file=sys.stderr)
             return 2
         func: Callable[[argparse.Namespace], int] = args.func
         from optimizer.cli.args import limits_from_args
