@@ -141,3 +141,10 @@ def test_subplans_for_actual_rows_are_valid_plans(q5_plan, shared_plan):
             assert check_plan(sub) == [], (node, g.nodes[node]["kind"])
             roots = [r.root for r in sub.relations if r.WhichOneof("rel_type") == "root"]
             assert len(roots) == 1 and len(roots[0].names) == len(g.nodes[node]["schema"].names)
+
+
+def test_control_characters_in_names_are_written_so_graphviz_reads_them():
+    """A NUL in a column name (a stranger's plan) made Graphviz fail ('syntax error in line 6')."""
+    from optimizer.explain.dot import _quote
+
+    assert _quote('a\x00b"c\\d\ne\x7f') == '"a\\\\x00b\\"c\\\\d\\ne\\\\x7f"'

@@ -72,7 +72,9 @@ _MAX_DETAIL_LINES = 4
 
 
 def _quote(text: str) -> str:
-    """A DOT double-quoted string; ``\\n`` in ``text`` (a real newline) becomes a centred line break."""
+    """A DOT double-quoted string; ``\\n`` in ``text`` (a real newline) becomes a centred line break, and
+    other control characters (a NUL in a name, which Graphviz cannot read) are written as ``\\xNN``."""
+    text = "".join(c if c == "\n" or 32 <= ord(c) != 127 else f"\\x{ord(c):02x}" for c in text)
     text = text.replace("\\", "\\\\").replace('"', '\\"')
     return '"' + text.replace("\n", "\\n") + '"'
 
