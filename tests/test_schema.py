@@ -857,3 +857,30 @@ def test_a_literal_its_own_type_contradicts_is_named(literal, where, message):
         plan_schemas(load_plan(_json.dumps(doc)))
     assert exc.value.path == f"relations[0].root.input.project.expressions[0].{where}"
     assert message in exc.value.message
+
+
+@pytest.mark.parametrize(("value", "column", "message"), [
+    ({"string": "5"}, {"i64": {"nullability": "NULLABILITY_NULLABLE"}}, "virtual table value of type string in a column of type i64?"),
+    ({"boolean": True}, {"i32": {"nullability": "NULLABILITY_NULLABLE"}}, "value of type boolean in a column of type i32?"),
+    ({"null": {"i64": {"nullability": "NULLABILITY_NULLABLE"}}}, {"i64": {"nullability": "NULLABILITY_REQUIRED"}},
+     "NULL in a virtual table column of type i64, which is not nullable"),
+])
+def test_a_virtual_table_value_of_another_type_than_its_column_is_named(value, column, message):
+    """Spark would cast '5' into an i64 column its own way (5), another engine refuse it: the plan says two
+    things, and is refused at the value. A string in a varchar column, or a value in a nullable column, is
+    its column's type."""
+    import json as _json
+
+    from optimizer.plan_io import load_plan
+    from optimizer.schema.check import check_plan
+
+    def plan(value, column):
+        return load_plan(_json.dumps({"version": {"minorNumber": 75}, "relations": [{"root": {"names": ["x"], "input": {
+            "read": {"baseSchema": {"names": ["x"], "struct": {"types": [column]}},
+                     "virtualTable": {"expressions": [{"fields": [{"literal": value}]}]}}}}}]}))
+
+    problems = check_plan(plan(value, column))
+    assert [p.path for p in problems] == ["relations[0].root.input.read.virtual_table.expressions[0].fields[0]"]
+    assert message in problems[0].message
+    assert check_plan(plan({"string": "5"}, {"varchar": {"length": 4, "nullability": "NULLABILITY_NULLABLE"}})) == []
+    assert check_plan(plan({"i64": "5"}, {"i64": {"nullability": "NULLABILITY_NULLABLE"}})) == []

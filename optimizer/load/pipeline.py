@@ -202,7 +202,7 @@ def _is_file(text: str) -> bool:
 def _looks_like_json(data: bytes) -> bool:
     # A UTF-8 byte order mark, as Windows tools (PowerShell, .NET) write before JSON text, is not binary.
     text = data.removeprefix(b"\xef\xbb\xbf").lstrip()
-    return text[:1] in (b"{", b"[", b'"', b"-") or text[:1].isdigit() or text.startswith((b"null", b"true", b"false"))
+    return text[:1] in (b"{", b"[", b'"') or text[:1].isdigit() or text.startswith((b"null", b"true", b"false"))
 
 
 def parse_json(data: bytes, name: str, limits: Limits) -> Plan:

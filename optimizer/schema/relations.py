@@ -268,6 +268,23 @@ def _direct_output(kind: str, body, inputs: list[Schema], ctx: Derivation, bpath
     raise UnsupportedError(f"relation kind {kind} is not supported", bpath)
 
 
+#: Kinds a value of one may stand in a column of the other (the text kinds differ only in their length).
+_TEXT_KINDS = frozenset({"string", "varchar", "fixed_char"})
+
+
+def _check_virtual_value(t: Type, e, column: Type, ctx: Derivation, path: str) -> None:
+    """A virtual table's value must be of its column's type: an engine would cast it its own way ('5' in
+    an i64 column read as 5 by Spark, refused by another), and a NULL needs a nullable column."""
+    if not is_known(t) or not is_known(column):
+        return
+    kt, kc = type_kind(t), type_kind(column)
+    if kt != kc and not {kt, kc} <= _TEXT_KINDS:
+        ctx.warn(path, f"virtual table value of type {type_name(t)} in a column of type {type_name(column)}")
+    elif (e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"
+          and not is_nullable(column)):
+        ctx.warn(path, f"NULL in a virtual table column of type {type_name(column)}, which is not nullable")
+
+
 def _read_output(body, ctx: Derivation, bpath: str) -> Schema:
     if not body.HasField("base_schema"):
         rows = body.virtual_table.expressions if body.WhichOneof("read_type") == "virtual_table" else []
@@ -301,7 +318,9 @@ def _read_output(body, ctx: Derivation, bpath: str) -> Schema:
                 if len(row.fields) != len(base):
                     ctx.warn(rpath, f"virtual table row has {len(row.fields)} values for {len(base)} columns")
                 for c, e in enumerate(row.fields):
-                    expr_type(e, Schema.empty(), ctx, f"{rpath}.fields[{c}]")
+                    t = expr_type(e, Schema.empty(), ctx, f"{rpath}.fields[{c}]")
+                    if c < len(base):
+                        _check_virtual_value(t, e, base.types[c], ctx, f"{rpath}.fields[{c}]")
     if not body.HasField("projection"):
         return base
     items = body.projection.select.struct_items
