@@ -66,6 +66,11 @@ BAD_INPUTS: dict[str, tuple[bytes | str, str]] = {
     "JSON that is not a plan": ('{"hello": "world"}', "unknown field 'hello'"),
     "unknown field deep inside": (_variant(_set([*FILTER, "bogus"], 1)), "relations[0].root.input.filter"),
     "wrong value type": (_variant(_set([*COND, "functionReference"], "abc")), "not a valid Substrait plan"),
+    "integer out of range, named with its indices": (
+        _variant(_set([*COND, "arguments", 0, "value", "selection", "directReference", "structField", "field"],
+                      2**31)),
+        "relations[0].root.input.filter.condition.scalar_function.arguments[0].value.selection.direct_reference"
+        ".struct_field.field: not a valid Substrait plan: Value out of range: 2147483648"),
     "unknown enum value": ('{"relations": [{"root": {"input": {"set": {"op": "SET_OP_BOGUS", "inputs": []}}}}]}', "SET_OP_BOGUS"),
     "no relations": ('{"version": {"minorNumber": 53}}', "no relations"),
     "root with no input": ('{"relations": [{"root": {"names": ["a"]}}]}', "no input"),

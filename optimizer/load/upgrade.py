@@ -454,7 +454,8 @@ def parse_json_plan(doc: Any) -> Plan:
             json_format.ParseDict(doc, plan, ignore_unknown_fields=False, max_recursion_depth=JSON_MAX_DEPTH)
     except json_format.ParseError as exc:
         path, message = _json_error_place(str(exc))
-        raise PlanError(f"not a valid Substrait plan: {_short(message)}", path) from None
+        located = _locate_json_error(doc, Plan.DESCRIPTOR, "", [200])
+        raise PlanError(f"not a valid Substrait plan: {_short(message).rstrip('.')}", located or path) from None
     except (TypeError, ValueError, AttributeError) as exc:  # protobuf's JSON parser leaks a few of these
         raise PlanError(f"not a valid Substrait plan: {_short(str(exc))}", "<root>") from None
     except RecursionError:
@@ -522,6 +523,45 @@ def _json_error_place(text: str) -> tuple[str, str]:
     if len(names) > 10:
         names = [*names[:3], f"...({len(names) - 7} more)...", *names[-4:]]
     return ".".join(names), text[pos:]
+
+
+def _locate_json_error(doc: Any, descriptor, path: str, budget: list[int]) -> str | None:
+    """The path, indices and oneof names included, of the first value in ``doc`` protobuf's JSON reader
+    refuses as a ``descriptor`` message (its own message names fields without their indices): each field
+    of ``doc`` is read alone, and the first that fails is searched the same way. ``budget``: the reads
+    still allowed (a huge document is not read again and again); None when it runs out."""
+    if not isinstance(doc, dict):
+        return path or None
+    cls = GetMessageClass(descriptor)
+    for key, value in doc.items():
+        field = descriptor.fields_by_camelcase_name.get(key) or descriptor.fields_by_name.get(key)
+        here = f"{path}.{field.name if field else key}" if path else (field.name if field else key)
+        if field is None:
+            return here
+        if budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        try:
+            json_format.ParseDict({key: value}, cls(), max_recursion_depth=JSON_MAX_DEPTH)
+            continue
+        except (json_format.ParseError, TypeError, ValueError, AttributeError):
+            pass
+        if field.message_type is None or field.message_type.GetOptions().map_entry:
+            return here
+        if field.message_type.full_name.startswith("google.protobuf."):
+            return here
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if budget[0] <= 0:
+                    return None
+                budget[0] -= 1
+                try:
+                    json_format.ParseDict({key: [item]}, cls(), max_recursion_depth=JSON_MAX_DEPTH)
+                except (json_format.ParseError, TypeError, ValueError, AttributeError):
+                    return _locate_json_error(item, field.message_type, f"{here}[{i}]", budget) or f"{here}[{i}]"
+            return here
+        return _locate_json_error(value, field.message_type, here, budget) or here
+    return path or None
 
 
 def _short(text: str) -> str:
