@@ -203,6 +203,16 @@ class _AggregateCompiler(_RelCompiler):
                 names.append(new)
         measure_names = [n for n, _ in measures]
         out = grouped.select(*cols, *[_c(n) for n in measure_names], case.cast("int").alias(idx))
+        if frozenset() in distinct:
+            # The empty set () makes one row even of no input rows (SQL's grand total: count 0, sum NULL),
+            # but Spark's GROUPING SETS are an Expand under a grouped aggregate, which makes none: that
+            # row is the measures over no row (a global aggregate of an input filtered to nothing, which
+            # Spark computes without reading it), kept only where the input has no row.
+            nothing = df1.filter(F.lit(False)).select(*[c.alias(n) for n, c in measures])
+            total = nothing.filter(~df1.limit(1).exists()).select(
+                *[F.lit(None).alias(n) for n in names], *[_c(n) for n in measure_names],
+                F.lit(distinct[frozenset()][0]).cast("int").alias(idx))
+            out = out.union(total)
         base = out
         for ordinals in distinct.values():
             for ordinal in ordinals[1:]:  # a repeated grouping set yields its rows again
