@@ -929,6 +929,8 @@ def test_string_functions(env):
             ),
             (fn("replace_slice", txt, i64(2), i64(3), s("XY"), out=S), ["hXYo"] * 4),
             (fn("initcap", s("hello wORLD"), out=S), ["Hello World"] * 4),
+            # words start after any character that is not a letter or digit (DataFusion, Calcite, PostgreSQL)
+            (fn("initcap", s("o'neil hello-wORLD 1st éLAN"), out=S), ["O'Neil Hello-World 1st Élan"] * 4),
             (fn("center", s("ab"), i32(5), s("*"), out=S), ["*ab**"] * 4),
             (fn("bit_length", s("ab"), out=I64), [16] * 4),
         ],

@@ -1131,11 +1131,21 @@ def _case_map(utf8: Callable[[Col], Col], ascii_fn: Callable[[Col], Col]):
 
 _scalar("upper", "ucase")(_case_map(F.upper, _ascii_upper))
 _scalar("lower", "lcase")(_case_map(F.lower, _ascii_lower))
-_scalar("initcap")(
-    _case_map(
-        F.initcap, lambda s: F.concat(_ascii_upper(s.substr(1, 1)), _ascii_lower(s.substr(2, 2**31 - 1)))
-    )
-)
+def _initcap(upper: Callable[[Col], Col], lower: Callable[[Col], Col]) -> Callable[[Col], Col]:
+    """Each character upper-cased after a character that is not a letter or digit (or at the start), the
+    others lower-cased: the word boundaries of DataFusion's, Calcite's and PostgreSQL's initcap (Spark's
+    own starts words after white space only: 'hello-world' would stay 'Hello-world')."""
+    def impl(s: Col) -> Col:
+        chars = F.split(s, F.lit(""))
+        before = F.concat(F.array(F.lit("")), F.slice(chars, 1, F.size(chars) - 1))
+        capped = F.zip_with(chars, before, lambda c, prev: F.when(prev.rlike(r"[\p{L}\p{N}]"), lower(c))
+                            .otherwise(upper(c)))
+        return F.when(s.isNotNull(), F.array_join(capped, ""))
+
+    return impl
+
+
+_scalar("initcap")(_case_map(_initcap(F.upper, F.lower), _initcap(_ascii_upper, _ascii_lower)))
 _scalar("capitalize")(
     _case_map(
         lambda s: F.concat(F.upper(s.substr(1, 1)), s.substr(2, 2**31 - 1)),

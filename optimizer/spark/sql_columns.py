@@ -203,6 +203,9 @@ class Col:
     def like(self, other: Any) -> Col:
         return _call("like", self, other)
 
+    def rlike(self, pattern: Any) -> Col:
+        return _call("rlike", self, pattern)
+
     def substr(self, start: Any, length: Any) -> Col:
         return _call("substring", self, start, length)
 
@@ -399,6 +402,10 @@ class _Functions:
     @staticmethod
     def transform(c: Any, fn: Callable[[Col], Col]) -> Col:
         return Col(exp.Anonymous(this="transform", expressions=[operand(c), _lambda(fn, 1)]))
+
+    @staticmethod
+    def zip_with(a: Any, b: Any, fn: Callable[[Col, Col], Col]) -> Col:
+        return Col(exp.Anonymous(this="zip_with", expressions=[operand(a), operand(b), _lambda(fn, 2)]))
 
     @staticmethod
     def aggregate(c: Any, initial: Any, merge: Callable[[Col, Col], Col],
