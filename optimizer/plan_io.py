@@ -177,7 +177,11 @@ def dump_plan(plan: Plan, format: str = "json") -> bytes:
         if where is not None:  # JSON would drop them, and the plan would mean another query to its reader
             raise PlanError("the plan holds fields of an older Substrait encoding (written for a consumer that "
                             "reads them, e.g. --target duckdb) that JSON cannot carry: write it as binpb", where)
-        return (json_format.MessageToJson(plan, indent=2) + "\n").encode("utf-8")
+        try:
+            return (json_format.MessageToJson(plan, indent=2) + "\n").encode("utf-8")
+        except RecursionError:  # protobuf's JSON writer recurses several frames per message
+            raise PlanError("the plan is nested too deeply to write as JSON (Python's recursion limit, about 400 "
+                            "messages deep): write it as binpb (1,000)") from None
     if format == "binpb":
         return plan.SerializeToString(deterministic=True)
     if format == "text":

@@ -264,3 +264,30 @@ def test_fp32_extremes_survive_json():
     doc["relations"][0]["root"]["input"]["filter"]["condition"] = {"literal": {"fp32": 1e39}}
     with pytest.raises(PlanError, match="Float value too large"):
         load_plan(json.dumps(doc))
+
+
+def test_a_plan_too_deep_for_json_is_named_and_binary_still_writes(tmp_path):
+    """protobuf's JSON writer recurses several frames per message: 300 nested filters (600 messages) do
+    not fit Python's recursion limit, and the error says so and where to go (binary)."""
+    from substrait.proto import Rel
+
+    from optimizer.errors import PlanError
+    from optimizer.load.protobuf_depth import deep_messages
+    from optimizer.plan_io import dump_plan
+
+    with deep_messages():
+        rel = Rel()
+        rel.read.base_schema.names.append("a")
+        rel.read.base_schema.struct.types.add().i64.nullability = 1
+        rel.read.virtual_table.SetInParent()
+        for _ in range(300):
+            outer = Rel()
+            outer.filter.input.CopyFrom(rel)
+            outer.filter.condition.CopyFrom(Expression(literal=Expression.Literal(boolean=True)))
+            rel = outer
+        plan = Plan()
+        plan.relations.add().root.input.CopyFrom(rel)
+        plan.relations[0].root.names.append("a")
+        with pytest.raises(PlanError, match="too deeply to write as JSON .*: write it as binpb"):
+            dump_plan(plan, "json")
+        assert Plan.FromString(dump_plan(plan, "binpb")) == plan
