@@ -57,6 +57,14 @@ def bool_literal(e: Expression) -> bool | None:
     return None
 
 
+def int_literal(e: Expression) -> int | None:
+    """The value of a non-null integer literal (i8 to i64), else None."""
+    if e.WhichOneof("rex_type") != "literal":
+        return None
+    kind = e.literal.WhichOneof("literal_type")
+    return getattr(e.literal, kind) if kind in ("i8", "i16", "i32", "i64") else None
+
+
 def literal_true() -> Expression:
     e = Expression()
     e.literal.boolean = True

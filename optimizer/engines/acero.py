@@ -161,13 +161,14 @@ def _check_fetch(fetch, path: str) -> None:
     """Acero (pyarrow 26) reads a fetch's offset and count from Substrait 0.53's fields only (3 and 4),
     which default to 0: a count given as today's ``count_expr`` alone, or none (all rows), would return
     no row, an offset in ``offset_expr`` alone would be ignored. The acero target writes both."""
+    from optimizer.expr_utils import int_literal
     from optimizer.load.upgrade import _unknown
 
     old = {number for number, _, _ in _unknown(fetch)}
+
     def zero(name: str) -> bool:
-        expr = getattr(fetch, name)
-        kind = expr.literal.WhichOneof("literal_type") if fetch.HasField(name) else None
-        return kind in ("i64", "i32", "i16", "i8") and getattr(expr.literal, kind) == 0
+        return fetch.HasField(name) and int_literal(getattr(fetch, name)) == 0
+
     if 4 not in old and not zero("count_expr"):
         raise UnsupportedError("acero does not support: a FetchRel's count given only in today's count_expr, or "
                                "none (it reads the deprecated count, 0 when absent, and would return no row)", path)

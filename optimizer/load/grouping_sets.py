@@ -170,8 +170,10 @@ def _conform(rel: Rel, path: str, convention: str, grouping_anchors: frozenset[i
     for args in calls.values():
         expressions.append(_set_switch(set_index, sets, lambda refs, args=args: Expression.Literal(
             i32=sum(1 << (len(args) - 1 - j) for j, a in enumerate(args) if a not in refs), nullable=False)))
-    call_out = {m: first_call + k for k, m in enumerate(calls)}
-    measures_out = [call_out[m] if m in call_out else n_keys + kept.index(m) for m in range(len(kept) + len(calls))]
+    # Each measure as the producer numbered it: a kept one is an aggregate output, a grouping() one the
+    # project's expression.
+    out_of = {m: n_keys + k for k, m in enumerate(kept)} | {m: first_call + k for k, m in enumerate(calls)}
+    measures_out = [out_of[m] for m in range(len(out_of))]
     meant = keys_out + ([set_index + 1] if convention == "datafusion-grouping-id" else []) + measures_out
     emit = [meant[i] for i in old_emit] if old_emit is not None else meant
     if not expressions:  # datafusion-no-id without grouping(): the aggregate's emit says it

@@ -17,7 +17,7 @@ from __future__ import annotations
 from substrait.proto import Expression, Plan, Rel, Type
 
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import field, rels_with_paths
+from optimizer.expr_utils import field, int_literal, rels_with_paths
 from optimizer.load.functions import FunctionTable
 from optimizer.targets import Target
 
@@ -188,10 +188,10 @@ def write_old_encoding(plan: Plan) -> int:
             fetch = rel.fetch
             if any(number in (3, 4) for number, _, _ in _unknown(fetch)):
                 continue
-            offset = _int_literal(fetch.offset_expr) if fetch.HasField("offset_expr") else 0
+            offset = int_literal(fetch.offset_expr) if fetch.HasField("offset_expr") else 0
             # All rows: the largest count, which Acero reads too (it refuses 0.53's -1: "`count` must be
             # non-negative"); DuckDB reads either, and no table has more rows.
-            count = _int_literal(fetch.count_expr) if fetch.HasField("count_expr") else 2**63 - 1
+            count = int_literal(fetch.count_expr) if fetch.HasField("count_expr") else 2**63 - 1
             if offset is None or count is None:
                 raise UnsupportedError("FetchRel whose offset or count is not an integer literal: DuckDB 1.1.3 "
                                        "reads only constant counts", _path)
@@ -243,13 +243,6 @@ def empty_virtual_tables_as_a_filtered_row(plan: Plan) -> int:
         rel.CopyFrom(top)
         changed += 1
     return changed
-
-
-def _int_literal(e) -> int | None:
-    if e.WhichOneof("rex_type") != "literal":
-        return None
-    kind = e.literal.WhichOneof("literal_type")
-    return getattr(e.literal, kind) if kind in ("i8", "i16", "i32", "i64") else None
 
 
 def write_direct_emits(plan: Plan) -> int:
