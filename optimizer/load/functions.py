@@ -79,15 +79,14 @@ def _registry() -> ExtensionRegistry:
 def _standard_index() -> dict[str, dict[str, str]]:
     """name -> {urn: kind} over the standard extension YAMLs."""
     index: dict[str, dict[str, str]] = {}
-    for urn, functions in _registry()._function_mapping.items():
-        for name, entries in functions.items():
-            if entries:
-                index.setdefault(name, {})[urn] = entries[0].function_type.value
+    for urn, name, function_type in _registry().iter_functions():
+        index.setdefault(name, {})[urn] = function_type.value
     return index
 
 
-def standard_urns() -> set[str]:
-    return set(_registry()._function_mapping)
+@functools.cache
+def standard_urns() -> frozenset[str]:
+    return frozenset(_registry().urns())
 
 
 def _urn_rank(urn: str) -> int:
