@@ -375,14 +375,16 @@ def aggregate_rel(b: PlanBuilder, groups: list[list[FunctionCase]]) -> Rel:
     if any(t.name == "?" for t in case.columns):
         raise NotBuildable("input column without a type")
     key = [Type(i32=Type.I32(nullability=_REQ))] if grouped else []
-    cols = key + [proto_type(t) for t in case.columns]
     rows = []
+    with_null: set[int] = set()  # the test files write (Null, 1)::i16: a column of i16 values, some null
     for k, c in enumerate(cases):
         for r in c.rows:
             fields = [literal(v, t) for v, t in zip(r, c.columns, strict=True)]
+            with_null.update(i for i, f in enumerate(fields) if f.literal.WhichOneof("literal_type") == "null")
             if grouped:
                 fields.insert(0, Expression(literal=L(i32=k)))
             rows.append(Expression.Nested.Struct(fields=fields))
+    cols = key + [proto_type(t, nullable=True if i in with_null else None) for i, t in enumerate(case.columns)]
     read = Rel(
         read=ReadRel(
             base_schema=NamedStruct(

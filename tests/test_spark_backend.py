@@ -841,7 +841,7 @@ def test_expand_unions_one_projection_per_duplicate(backend):
     ex = ExpandRel(input=ints(1, 2))
     ex.fields.add(switching_field=ExpandRel.SwitchingField(duplicates=[ref(0), lit(None), b.call("add", ref(0), lit(100), out="i64")]))
     ex.fields.add(consistent_field=ref(0))
-    ex.fields.add(switching_field=ExpandRel.SwitchingField(duplicates=[lit(0), lit(1)]))
+    ex.fields.add(switching_field=ExpandRel.SwitchingField(duplicates=[lit(0), lit(1), lit(None)]))
     got = srt(run(backend, b.plan(Rel(expand=ex), ["a", "b", "c"])))
     assert got == srt([(1, 1, 0), (2, 2, 0), (None, 1, 1), (None, 2, 1), (101, 1, None), (102, 2, None)])
 
@@ -954,8 +954,9 @@ def test_unsupported_relations_and_functions_name_their_place(backend):
         backend.to_dataframe(b.plan(project(ints(1), ref(0), b.call("no_such_function", ref(0), out="i64")), list("abc")))
     assert str(e.value).startswith("relations[0].root.input.project.expressions[1].scalar_function: ")
     assert "no_such_function" in str(e.value)
-    with pytest.raises(PlanError, match="emitted field 5 is out of range"):
+    with pytest.raises(PlanError, match="field 5 of 2") as e:
         backend.to_dataframe(b.plan(project(ints(1), ref(0), common=emit(5)), ["x"]))
+    assert e.value.path == "relations[0].root.input.project.common.emit.output_mapping[0]"
 
 
 def test_plan_rel_entries_are_not_roots(backend):

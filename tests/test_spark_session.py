@@ -160,4 +160,4 @@ def test_packaging_metadata():
     assert "Apache License" in (REPO / "LICENSE").read_text()[:200]
     declared = {dep.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip() for dep in project["dependencies"]}
     assert declared == {"substrait", "protobuf", "networkx", "pyspark", "pyarrow", "numpy", "py4j",
-                        "sqlglot"}
+                        "sqlglot", "substrait-extensions", "pyyaml"}

@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from substrait.proto import AggregateFunction, Expression, FunctionArgument, SortField, Type
+from substrait.proto import AggregateFunction, Expression, SortField, Type
 
 from optimizer.errors import UnsupportedError
+from optimizer.schema.calls import call_problem, kind_problem
 from optimizer.schema.derivation import Derivation
 from optimizer.schema.record import Schema
 from optimizer.schema.types import (
@@ -319,11 +320,20 @@ def field_ref_type(ref: Expression.FieldReference, schema: Schema, ctx: Derivati
     return _segment_type(seg, root_t, ctx, path)
 
 
-def type_arguments(args: Sequence[FunctionArgument], schema: Schema, ctx: Derivation, path: str) -> None:
-    """Type a function's value arguments (for their problems)."""
-    for i, arg in enumerate(args):
-        if arg.WhichOneof("arg_type") == "value":
-            expr_type(arg.value, schema, ctx, f"{path}.arguments[{i}].value")
+def type_arguments(fn, schema: Schema, ctx: Derivation, path: str) -> None:
+    """Type a call's value arguments (for their problems), and report a call of a standard function
+    whose arguments none of its overloads takes (:func:`optimizer.schema.calls.call_problem`)."""
+    types = [
+        expr_type(arg.value, schema, ctx, f"{path}.arguments[{i}].value")
+        for i, arg in enumerate(fn.arguments)
+        if arg.WhichOneof("arg_type") == "value"
+    ]
+    if ctx.functions is None or fn.function_reference not in ctx.functions:
+        return
+    info = ctx.functions.get(fn.function_reference)
+    problem = call_problem(info.name, types) if info.is_standard else None
+    if problem is not None:
+        ctx.fail(path, problem)
 
 
 def type_sorts(
@@ -444,10 +454,20 @@ def _clauses_type(body, schema: Schema, ctx: Derivation, kpath: str,
         if ctx.full:
             check_if(getattr(clause, "if"), f"{cpath}.if")
         thens.append(expr_type(clause.then, schema, ctx, f"{cpath}.then"))
+        if i:
+            _same_kind(ctx, f"{cpath}.then", "this branch", thens[-1], "the first branch", thens[0])
     has_else = body.HasField("else")
     if has_else:
         thens.append(expr_type(getattr(body, "else"), schema, ctx, f"{kpath}.else"))
+        _same_kind(ctx, f"{kpath}.else", "the else branch", thens[-1], "the first branch", thens[0])
     return _branches(thens, not has_else)
+
+
+def _same_kind(ctx: Derivation, path: str, what: str, actual: Type, other: str, expected: Type) -> None:
+    """Report a value of another kind than its expression's others (:func:`optimizer.schema.calls.kind_problem`)."""
+    problem = kind_problem(what, actual, other, expected) if ctx.full else None
+    if problem is not None:
+        ctx.fail(path, problem)
 
 
 def _branches(types: list[Type], may_be_missing: bool) -> Type:
@@ -480,12 +500,12 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
     if kind == "scalar_function":
         ctx.function(body.function_reference, kpath)
         if ctx.full:
-            type_arguments(body.arguments, schema, ctx, kpath)
+            type_arguments(body, schema, ctx, kpath)
         return function_output_type(body, ctx, kpath, "scalar function", schema)
     if kind == "window_function":
         ctx.function(body.function_reference, kpath)
         if ctx.full:
-            type_arguments(body.arguments, schema, ctx, kpath)
+            type_arguments(body, schema, ctx, kpath)
             for i, p in enumerate(body.partitions):
                 expr_type(p, schema, ctx, f"{kpath}.partitions[{i}]")
             type_sorts(body.sorts, schema, ctx, kpath)
@@ -503,14 +523,17 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
         return _clauses_type(body, schema, ctx, kpath,
                              lambda cond, path: check_condition(cond, schema, ctx, path, "if_then condition"))
     if kind == "switch_expression":
-        if ctx.full:
-            expr_type(body.match, schema, ctx, f"{kpath}.match")
+        match = expr_type(body.match, schema, ctx, f"{kpath}.match") if ctx.full else UNKNOWN
         if not body.ifs:
             return ctx.fail(kpath, "switch_expression has no if clauses")
-        return _clauses_type(body, schema, ctx, kpath, lambda value, path: literal_type(value, path, ctx))
+        return _clauses_type(
+            body, schema, ctx, kpath,
+            lambda value, path: _same_kind(ctx, path, "the case's value", literal_type(value, path, ctx), "the match", match))
     if kind == "singular_or_list":
         types = [expr_type(body.value, schema, ctx, f"{kpath}.value")]
         types += [expr_type(o, schema, ctx, f"{kpath}.options[{i}]") for i, o in enumerate(body.options)]
+        for i, t in enumerate(types[1:]):
+            _same_kind(ctx, f"{kpath}.options[{i}]", "the IN list's option", t, "the value", types[0])
         return _bool_result(any(is_nullable(t) for t in types if is_known(t)))
     if kind == "multi_or_list":
         types = [expr_type(v, schema, ctx, f"{kpath}.value[{i}]") for i, v in enumerate(body.value)]
@@ -520,9 +543,12 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
                     f"{kpath}.options[{i}]",
                     f"record has {len(rec.fields)} fields, the value has {len(body.value)}",
                 )
-            types += [
+            options = [
                 expr_type(f, schema, ctx, f"{kpath}.options[{i}].fields[{j}]") for j, f in enumerate(rec.fields)
             ]
+            for j, (value, option) in enumerate(zip(types, options, strict=False)):
+                _same_kind(ctx, f"{kpath}.options[{i}].fields[{j}]", "the IN list's field", option, "the value's", value)
+            types += options
         return _bool_result(any(is_nullable(t) for t in types if is_known(t)))
     if kind == "subquery":
         return _subquery_type(body, schema, ctx, kpath)
@@ -649,7 +675,7 @@ def aggregate_type(fn: AggregateFunction, src: Schema, ctx: Derivation, path: st
     """The type of an aggregate function (a measure) on records of ``src``: its output type."""
     ctx.function(fn.function_reference, path)
     if ctx.full:
-        type_arguments(fn.arguments, src, ctx, path)
+        type_arguments(fn, src, ctx, path)
         type_sorts(fn.sorts, src, ctx, path)
     return function_output_type(fn, ctx, path, "aggregate function", src)
 

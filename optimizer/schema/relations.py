@@ -442,7 +442,7 @@ def _window_output(body, src: Schema, ctx: Derivation, bpath: str) -> Schema:
         fpath = f"{bpath}.window_functions[{i}]"
         ctx.function(fn.function_reference, fpath)
         if ctx.full:
-            type_arguments(fn.arguments, src, ctx, fpath)
+            type_arguments(fn, src, ctx, fpath)
             type_bounds(fn, src, ctx, fpath)
         types.append(function_output_type(fn, ctx, fpath, "window function", src))
         names.append(f"window_{i}")

@@ -43,6 +43,7 @@ from pyspark.sql import DataFrame
 from optimizer.errors import ExecutionError, PlanError, spark_errors
 from optimizer.load.pipeline import check_expanded_size, load
 from optimizer.load.protobuf_depth import deep_messages
+from optimizer.schema.check import raise_for_problems
 from optimizer.spark.aggregate import _AggregateCompiler
 from optimizer.spark.failures import _execution_error, _first_line
 from optimizer.spark.physical import _PhysicalCompiler
@@ -125,6 +126,9 @@ class SparkBackend:
         loaded = load(plan)
         plan = loaded.plan
         check_expanded_size(plan)  # Spark works on the tree with every reference expanded
+        # A plan Spark would answer by its own implicit casts or guesses (a number compared with a string,
+        # a field past its input) is refused here, as `run` refuses it, not answered.
+        raise_for_problems(plan, loaded.functions)
         roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
         if not roots:
             raise PlanError("plan has no root relation", "relations")

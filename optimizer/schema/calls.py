@@ -1,0 +1,151 @@
+"""Whether a call binds one type variable of its standard function to values of different kinds.
+
+``equal`` takes ``any1, any1``: both arguments of one type. A plan that calls it on an ``i64`` and a
+``string`` is no plan of Substrait's, and an engine given it answers by its own implicit casts (Spark casts
+the string to a number, another engine refuses or compares text): its meaning would be the engine's, not the
+plan's. Such a call is a problem at its path.
+
+What is checked, and why no more:
+
+* Only functions with a polymorphic overload of the call's number of arguments (all its parameters type
+  variables, ``any1`` or ``any``): the comparisons, ``coalesce``, ``between``, ``nullif``,
+  ``is_distinct_from``, ``greatest`` and the like. Such a call fits when that overload or another of fixed
+  types takes it. A function with only fixed overloads is not checked: the YAMLs lack calls producers write
+  every day and engines answer alike (no ``max`` of strings, no ``subtract`` of two dates).
+* By *kind* of type, not exact type: integers, floats and decimals are one kind (number), as are the
+  character types, the binary types, the date/time/timestamp types and the interval types. Producers compare
+  an ``i32`` with an ``i64`` or a ``varchar<10>`` with a ``string`` and mean what the comparison means.
+* Unknown types (and user-defined ones) match anything.
+
+The overloads are read from the YAMLs of the ``substrait_extensions`` package, the files Substrait's
+extension registry loads.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+
+import yaml
+from substrait.type_pb2 import Type
+
+from optimizer.schema.types import is_known, type_kind, type_name
+
+#: The kind of each ``Type.kind`` the check compares.
+_KIND_OF = {
+    **dict.fromkeys(("i8", "i16", "i32", "i64", "fp32", "fp64", "decimal"), "number"),
+    **dict.fromkeys(("string", "varchar", "fixed_char"), "text"),
+    **dict.fromkeys(("binary", "fixed_binary"), "binary"),
+    "bool": "boolean",
+    **dict.fromkeys(("date", "time", "precision_time", "timestamp", "timestamp_tz", "precision_timestamp",
+                     "precision_timestamp_tz"), "datetime"),
+    **dict.fromkeys(("interval_year", "interval_day", "interval_compound"), "interval"),
+    "uuid": "uuid", "list": "list", "map": "map", "struct": "struct",
+}
+
+
+#: The YAMLs' spellings of kinds whose ``Type.kind`` name differs.
+_YAML_NAMES = {"boolean": "bool", "fixedchar": "fixed_char", "fixedbinary": "fixed_binary"}
+
+
+@dataclass(frozen=True)
+class Overload:
+    """One overload's value parameters as the YAML writes them, and whether its last one repeats."""
+
+    params: tuple[str, ...]
+    variadic: bool
+
+    def fits(self, count: int) -> bool:
+        """Whether this overload takes ``count`` value arguments."""
+        return count == len(self.params) or (self.variadic and bool(self.params) and count > len(self.params))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Each parameter's type name, lower case, without parameters or nullability (``any1``, ``i64``)."""
+        return tuple(p.split("<", 1)[0].strip().rstrip("?").lower() for p in self.params)
+
+    @property
+    def polymorphic(self) -> bool:
+        """Whether every parameter is a type variable (``any1``, or ``any``, which binds nothing)."""
+        return all(n.startswith("any") for n in self.names)
+
+    def takes(self, kinds: Sequence[str | None]) -> bool:
+        """Whether arguments of these kinds (None: matches anything) fit: each type variable bound to one
+        kind, each fixed parameter given a value of its kind."""
+        names = self.names + self.names[-1:] * (len(kinds) - len(self.params))
+        bound: dict[str, str] = {}
+        for name, kind in zip(names, kinds, strict=True):
+            if kind is None or name == "any" or name.startswith("u!"):
+                continue
+            if name.startswith("any"):
+                if bound.setdefault(name, kind) != kind:
+                    return False
+            elif _KIND_OF.get(_YAML_NAMES.get(name, name), kind) != kind:
+                return False
+        return True
+
+
+@functools.cache
+def standard_overloads() -> dict[str, tuple[Overload, ...]]:
+    """name -> every overload of that name (scalar, aggregate, window) over the standard extension YAMLs."""
+    out: dict[str, list[Overload]] = {}
+    for path in files("substrait_extensions.extensions").iterdir():
+        if not (path.name.startswith("functions") and path.name.endswith(".yaml")):
+            continue
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for section in ("scalar_functions", "aggregate_functions", "window_functions"):
+            for function in document.get(section) or []:
+                for impl in function.get("impls") or []:
+                    values = tuple(str(a["value"]) for a in impl.get("args") or [] if "value" in a)
+                    out.setdefault(function["name"], []).append(Overload(values, bool(impl.get("variadic"))))
+    return {name: tuple(overloads) for name, overloads in out.items()}
+
+
+def argument_kind(t: Type) -> str | None:
+    """The kind :func:`call_problem` compares; None for an unknown type or one outside the table
+    (user-defined types, aliases), which match anything."""
+    if not is_known(t):
+        return None
+    return _KIND_OF.get(type_kind(t) or "")
+
+
+def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
+    """Why no standard overload of ``name`` takes value arguments of these types: None when one does, when
+    ``name`` is no standard function, or when none of its overloads of the call's arity is polymorphic.
+
+    >>> from optimizer.schema.types import make_type
+    >>> print(call_problem("equal", [make_type("i64"), make_type("string")]))
+    'equal' takes arguments of one type (any1, any1); here they are i64 and string
+    >>> call_problem("equal", [make_type("i32"), make_type("decimal", precision=15, scale=2)]) is None
+    True
+    >>> call_problem("max", [make_type("string")]) is None  # the YAML has no max of strings; engines do
+    True
+    """
+    overloads = [o for o in standard_overloads().get(name, ()) if o.fits(len(argument_types))]
+    if not any(o.polymorphic for o in overloads):
+        return None
+    kinds = [argument_kind(t) for t in argument_types]
+    if any(o.takes(kinds) for o in overloads):
+        return None
+    shown = " or ".join(dict.fromkeys(f"({', '.join(o.params)}{', ...' if o.variadic else ''})"
+                                      for o in overloads if o.polymorphic))
+    names = [type_name(t, False) for t in argument_types]
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+    return f"'{name}' takes arguments of one type {shown}; here they are {listed}"
+
+
+def kind_problem(what: str, actual: Type, other: str, expected: Type) -> str | None:
+    """Why ``what`` (of type ``actual``) cannot stand beside ``other`` (of type ``expected``) in one
+    expression (an IN list's option beside its value, a CASE branch beside the first): None when both are of
+    one kind or either is unknown.
+
+    >>> from optimizer.schema.types import make_type
+    >>> print(kind_problem("the IN list's option", make_type("string"), "the value", make_type("i64")))
+    the IN list's option is string where the value is i64; they must be of one type
+    """
+    kinds = argument_kind(expected), argument_kind(actual)
+    if None in kinds or kinds[0] == kinds[1]:
+        return None
+    return f"{what} is {type_name(actual, False)} where {other} is {type_name(expected, False)}; they must be of one type"
