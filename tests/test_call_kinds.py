@@ -1,5 +1,6 @@
-"""A comparison, IN list or CASE whose values are of different kinds (a number beside a string) is no
-Substrait plan: refused at its path (exit 2), where Spark would answer it by its own implicit casts. Calls
+"""A comparison, IN list or CASE whose values are of different kinds (a number beside a string), or a string
+or boolean given to arithmetic, is no Substrait plan: refused at its path (exit 2), where Spark would answer
+it by its own implicit casts. Calls
 producers write every day that the YAMLs lack (max of strings, date minus date) and mixes of one kind
 (i32 beside decimal) stay accepted."""
 
@@ -54,6 +55,10 @@ MIXED = {
              "the else branch is i64 where the first branch is string; they must be of one type"),
     "greater than": ("select n_name from nation where n_name > 'M'", {"string": "M"}, {"date": 9000},
                      "'gt' takes arguments of one type (any1, any1); here they are string and date"),
+    "arithmetic": ("select n_nationkey + 1 as c from nation", {"i64": "1"}, {"string": "1"},
+                   "'add' takes no string as argument 2 (its overloads take number or interval values there)"),
+    "rounding": ("select round(n_nationkey * 1.5) as c from nation", {"fp64": 1.5}, {"boolean": True},
+                 "'multiply' takes no boolean as argument 2 (its overloads take number or interval values there)"),
 }
 
 
@@ -76,6 +81,7 @@ def test_values_of_different_kinds_are_refused_at_their_place(name, tpch_tables,
 @pytest.mark.parametrize("sql", [
     "select max(n_name), min(n_name) from nation",  # the YAMLs have max/min of numbers and dates only
     "select o_orderdate - date '1995-01-01' as days from orders",  # no subtract of two dates in the YAMLs
+    "select o_orderdate + interval '3' day as d, o_orderdate - interval '1' month as m from orders",
     "select n_name from nation where n_nationkey = 2.5",  # i32/i64 beside a decimal: one kind
     "select n_name from nation where n_nationkey in (1, 2.5)",
     "select coalesce(n_nationkey, 1.5) as c from nation",

@@ -17,6 +17,10 @@ What is checked, and why no more:
   an ``i32`` with an ``i64`` or a ``varchar<10>`` with a ``string`` and mean what the comparison means.
 * Unknown types (and user-defined ones) match anything.
 
+Besides, the scalar functions of the YAMLs of numbers (arithmetic, rounding, logarithms) take no string,
+boolean or binary value where none of their overloads does: ``add(i64, string)`` is Spark's cast of the
+string to a double, DataFusion's and DuckDB's error. Other kinds (a date minus a date) are left to the engine.
+
 The overloads are read from the YAMLs of the ``substrait_extensions`` package, the files Substrait's
 extension registry loads.
 """
@@ -56,6 +60,7 @@ class Overload:
 
     params: tuple[str, ...]
     variadic: bool
+    numeric: bool = False  # a scalar function of a YAML of numbers (arithmetic, rounding, logarithms)
 
     def fits(self, count: int) -> bool:
         """Whether this overload takes ``count`` value arguments."""
@@ -86,6 +91,21 @@ class Overload:
                 return False
         return True
 
+    def kind_at(self, position: int) -> str:
+        """The kind (or type variable) of the parameter a value at ``position`` is given to."""
+        name = self.names[min(position, len(self.params) - 1)]
+        if name.startswith("any") or name.startswith("u!"):
+            return "any"
+        return _KIND_OF.get(_YAML_NAMES.get(name, name), "any")
+
+
+#: The YAMLs whose scalar functions compute on numbers (and, for some, on dates and intervals): a string,
+#: boolean or binary value is no argument of theirs in any engine but Spark, which casts it.
+_NUMERIC_YAMLS = ("functions_arithmetic", "functions_arithmetic_decimal", "functions_rounding",
+                  "functions_rounding_decimal", "functions_logarithmic")
+#: The kinds refused as arguments of such a function where none of its overloads takes them.
+_NOT_NUMBERS = ("text", "boolean", "binary")
+
 
 @functools.cache
 def standard_overloads() -> dict[str, tuple[Overload, ...]]:
@@ -97,9 +117,11 @@ def standard_overloads() -> dict[str, tuple[Overload, ...]]:
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         for section in ("scalar_functions", "aggregate_functions", "window_functions"):
             for function in document.get(section) or []:
+                numeric = section == "scalar_functions" and path.name.rsplit(".", 1)[0] in _NUMERIC_YAMLS
                 for impl in function.get("impls") or []:
                     values = tuple(str(a["value"]) for a in impl.get("args") or [] if "value" in a)
-                    out.setdefault(function["name"], []).append(Overload(values, bool(impl.get("variadic"))))
+                    overload = Overload(values, bool(impl.get("variadic")), numeric)
+                    out.setdefault(function["name"], []).append(overload)
     return {name: tuple(overloads) for name, overloads in out.items()}
 
 
@@ -113,7 +135,7 @@ def argument_kind(t: Type) -> str | None:
 
 def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
     """Why no standard overload of ``name`` takes value arguments of these types: None when one does, when
-    ``name`` is no standard function, or when none of its overloads of the call's arity is polymorphic.
+    ``name`` is no standard function, or when the check does not apply (see the module's docstring).
 
     >>> from optimizer.schema.types import make_type
     >>> print(call_problem("equal", [make_type("i64"), make_type("string")]))
@@ -122,11 +144,22 @@ def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
     True
     >>> call_problem("max", [make_type("string")]) is None  # the YAML has no max of strings; engines do
     True
+    >>> print(call_problem("add", [make_type("i64"), make_type("string")]))
+    'add' takes no string as argument 2 (its overloads take number or interval values there)
+    >>> call_problem("subtract", [make_type("date"), make_type("date")]) is None  # not in the YAMLs either
+    True
     """
     overloads = [o for o in standard_overloads().get(name, ()) if o.fits(len(argument_types))]
+    kinds = [argument_kind(t) for t in argument_types]
+    if overloads and any(o.numeric for o in overloads):
+        for i, (t, kind) in enumerate(zip(argument_types, kinds, strict=True)):
+            taken = list(dict.fromkeys(o.kind_at(i) for o in overloads))
+            if kind in _NOT_NUMBERS and kind not in taken and "any" not in taken:
+                listed = ", ".join(taken[:-1]) + f" or {taken[-1]}" if len(taken) > 1 else taken[0]
+                return (f"'{name}' takes no {type_name(t, False)} as argument {i + 1} (its overloads take "
+                        f"{listed} values there)")
     if not any(o.polymorphic for o in overloads):
         return None
-    kinds = [argument_kind(t) for t in argument_types]
     if any(o.takes(kinds) for o in overloads):
         return None
     shown = " or ".join(dict.fromkeys(f"({', '.join(o.params)}{', ...' if o.variadic else ''})"
