@@ -202,3 +202,26 @@ def test_no_command_is_one_line_exit_2(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["substrait-opt: error: a command is required: plan, convert, explain, optimize, run or diff "
                    "(substrait-opt --help)"]
+
+
+def test_explain_prints_each_shared_relation_once(tmp_path, capsys):
+    """A chain of relations each reading the last through a ReferenceRel (legal, and what a plan of many
+    CTEs is): each is printed once, under its Relation[i], and named where read; the tree of the chain was
+    printed again under every entry (n^2 / 2 lines: 19 s and then Python's recursion limit at 1,000)."""
+    n = 1000
+    read = {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"i64": {"nullability": "NULLABILITY_NULLABLE"}}],
+                                                          "nullability": "NULLABILITY_REQUIRED"}},
+                     "virtualTable": {"expressions": [{"fields": [{"literal": {"i64": "1"}}]}]}}}
+    true = {"literal": {"boolean": True}}
+    relations = [{"rel": read}]
+    relations += [{"rel": {"filter": {"input": {"reference": {"subtreeOrdinal": i - 1}}, "condition": true}}}
+                  for i in range(1, n)]
+    relations.append({"root": {"input": {"reference": {"subtreeOrdinal": n - 1}}, "names": ["a"]}})
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps({"version": {"minorNumber": 54}, "relations": relations}))
+    assert main(["explain", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 * n + 1
+    assert lines[:5] == ["Relation[0]", "|-+ #1 Read(values=1 rows) -> [a: i64?]",
+                         "Relation[1]", "|-+ #2 Filter(true) -> [a: i64?]", "  |-> shared #1 (above)"]
+    assert lines[-2:] == ["Root(names=[a])", f"|-> shared #{n} (above)"]

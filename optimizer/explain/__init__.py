@@ -7,7 +7,8 @@
       |-+ Aggregate(groups=[l_returnflag#8], measures=[sum(l_quantity#4)]) -> [...]
         |-+ Read(lineitem) -> [l_orderkey: i64, ...]
 
-A subtree used twice is printed once; later uses say ``|-> shared #N (above)``. ``annotate`` adds
+A subtree used twice (an entry of ``plan.relations`` that a ``ReferenceRel`` also reads counts as one use) is
+printed once; later uses say ``|-> shared #N (above)``. ``annotate`` adds
 text per node (estimates, costs, actual rows).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from collections.abc import Callable
 
 import networkx as nx
@@ -209,7 +211,11 @@ def explain_dag(g: nx.DiGraph, annotate: Annotate | None = None, width: int | No
     functions = g.graph["functions"]
     lines: list[str] = []
     shown: dict[int, int] = {}
-    shared = {n for n in g if g.in_degree(n) > 1 or sum(len(g.edges[p, n]["slots"]) for p in g.predecessors(n)) > 1}
+    # A relation of plan.relations that others also read (a ReferenceRel's subtree) counts that entry as one
+    # use: printed once, under its Relation[i], and "shared" where read (a chain of n shared relations is
+    # n lines, not n^2 / 2).
+    listed = Counter(root["node"] for root in g.graph["roots"])
+    shared = {n for n in g if listed[n] + sum(len(g.edges[p, n]["slots"]) for p in g.predecessors(n)) > 1}
 
     def walk(node: int, depth: int) -> None:
         pad = "  " * depth
