@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from substrait.proto import AggregateFunction, Expression, SortField, Type
+from substrait.proto import AggregateFunction, ConsistentPartitionWindowRel, Expression, SortField, Type
 
 from optimizer.errors import UnsupportedError
 from optimizer.schema.calls import call_problem, kind_problem
@@ -25,6 +25,10 @@ from optimizer.schema.types import (
     type_name,
     with_nullability,
 )
+
+#: A call whose arguments :func:`type_arguments` types.
+Call = Expression.ScalarFunction | Expression.WindowFunction | AggregateFunction | \
+    ConsistentPartitionWindowRel.WindowRelFunction
 
 #: Literal kinds whose type has no parameters, and that type's kind.
 SIMPLE_LITERAL_KINDS = {
@@ -320,7 +324,7 @@ def field_ref_type(ref: Expression.FieldReference, schema: Schema, ctx: Derivati
     return _segment_type(seg, root_t, ctx, path)
 
 
-def type_arguments(fn, schema: Schema, ctx: Derivation, path: str) -> None:
+def type_arguments(fn: Call, schema: Schema, ctx: Derivation, path: str) -> None:
     """Type a call's value arguments (for their problems), and report a call of a standard function
     whose arguments none of its overloads takes (:func:`optimizer.schema.calls.call_problem`)."""
     types = [
@@ -536,7 +540,8 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
             _same_kind(ctx, f"{kpath}.options[{i}]", "the IN list's option", t, "the value", types[0])
         return _bool_result(any(is_nullable(t) for t in types if is_known(t)))
     if kind == "multi_or_list":
-        types = [expr_type(v, schema, ctx, f"{kpath}.value[{i}]") for i, v in enumerate(body.value)]
+        values = [expr_type(v, schema, ctx, f"{kpath}.value[{i}]") for i, v in enumerate(body.value)]
+        types = list(values)
         for i, rec in enumerate(body.options):
             if ctx.full and len(rec.fields) != len(body.value):
                 ctx.warn(
@@ -546,7 +551,7 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
             options = [
                 expr_type(f, schema, ctx, f"{kpath}.options[{i}].fields[{j}]") for j, f in enumerate(rec.fields)
             ]
-            for j, (value, option) in enumerate(zip(types, options, strict=False)):
+            for j, (value, option) in enumerate(zip(values, options, strict=False)):
                 _same_kind(ctx, f"{kpath}.options[{i}].fields[{j}]", "the IN list's field", option, "the value's", value)
             types += options
         return _bool_result(any(is_nullable(t) for t in types if is_known(t)))
