@@ -221,6 +221,18 @@ def measure_type(
 
 
 @_guard("path")
+def plan_casts(plan: Plan, functions: FunctionTable | None = None) -> list[tuple[str, Type, Type]]:
+    """Every cast of ``plan``'s expressions as (path, the type of its input, the type it casts to), derived
+    as :func:`plan_schemas` derives the schemas (a shared subtree's casts once, at its first use)."""
+    casts: list[tuple[str, Type, Type]] = []
+    ctx = Derivation(
+        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
+        schemas={}, tree=tree_output, casts=casts
+    )
+    walk_plan(plan, ctx)
+    return casts
+
+
 def plan_schemas(plan: Plan, functions: FunctionTable | None = None) -> dict[str, Schema]:
     """The schema of every relation of ``plan`` (subqueries included), keyed by path; ``functions``: the
     plan's table, where the caller has it (built from the plan when not given).

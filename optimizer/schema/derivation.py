@@ -73,8 +73,11 @@ class Derivation:
         schemas: dict[str, Schema] | None = None,
         detached: Sequence[Expression] | None = None,
         tree: TreeOutput | None = None,
+        casts: list[tuple[str, Type, Type]] | None = None,
     ) -> None:
         self.functions = functions
+        #: When a list: each cast met in a full derivation, as (path, the input's type, the cast's type).
+        self.casts = casts
         self.tree = tree
         self.problems = problems
         self.full = full or problems is not None

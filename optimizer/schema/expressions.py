@@ -517,7 +517,9 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
         return function_output_type(body, ctx, kpath, "window function", schema)
     if kind == "cast":
         if ctx.full:
-            expr_type(body.input, schema, ctx, f"{kpath}.input")
+            source = expr_type(body.input, schema, ctx, f"{kpath}.input")
+            if ctx.casts is not None:
+                ctx.casts.append((kpath, source, body.type))
         if not is_known(body.type):
             return ctx.fail(kpath, "cast has no target type")
         return body.type

@@ -37,6 +37,7 @@ optional; the defaults are the spec's reading)::
      "functions": {"rename": {"like": "match_like"},   # our simple name -> the target's
                    "max_args": {"and": 2, "or": 2},   # variadic calls split into nested calls
                    "unsupported": ["substring"],       # refused (exit 3)
+                   "supported": null,                  # or the only names it reads (others refused)
                    "enum_arguments": true,             # reads enum arguments (extract's 'YEAR')
                    "like_null_escape": "keep",         # keep | drop: like(a, p, NULL) means no escape
                                                        #   character; drop writes like(a, p)
@@ -81,6 +82,9 @@ optional; the defaults are the spec's reading)::
                   "cast_failure": "any",      # any | throw: an unspecified cast failure behavior is written
                                               #   THROW_EXCEPTION
                   "typed_nulls": false,       # every NULL literal has a type (the cast around it gives it)
+                  "decimal_casts": "any",     # any | exact: only casts to a decimal that holds every
+                                              #   value of the input; others refused (Acero neither fails
+                                              #   nor rounds a narrowing decimal cast)
                   "unique_output_names": false,  # output columns of one name get new ones (a, a_1: DuckDB
                                               #   1.1.3's from_substrait returns a table)
                   "fixed_char_literals": true,  # false: a fixed_char literal is written as a string one
@@ -147,6 +151,7 @@ class Target:
     renames: dict[str, str] = field(default_factory=dict)
     max_args: dict[str, int] = field(default_factory=dict)
     unsupported_functions: frozenset[str] = frozenset()
+    supported_functions: frozenset[str] | None = None
     join_types: frozenset[str] | None = None
     subqueries: bool = True
     enum_arguments: bool = True
@@ -175,6 +180,7 @@ class Target:
     unsupported_relations: frozenset[str] = frozenset()
     read_types: frozenset[str] | None = None
     typed_nulls: bool = False
+    decimal_casts: str = "any"
     unique_output_names: bool = False
     correlated_subqueries: bool = True
     conjunct_order: str = "written"
@@ -239,6 +245,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "in_predicates": ("in_predicates", ("any", "joins")),
     "cast_failure": ("cast_failure", ("any", "throw")),
     "typed_nulls": ("typed_nulls", None),
+    "decimal_casts": ("decimal_casts", ("any", "exact")),
     "unique_output_names": ("unique_output_names", None),
     "fixed_char_literals": ("fixed_char_literals", None),
     "i16_literals": ("i16_literals", None),
@@ -250,7 +257,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
 
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
-    "functions": frozenset({"rename", "max_args", "unsupported", "enum_arguments", "like_null_escape", "extract", "nullif",
+    "functions": frozenset({"rename", "max_args", "unsupported", "supported", "enum_arguments", "like_null_escape", "extract", "nullif",
                             "silent_overflow"}),
     "encoding": frozenset(_ENCODING) | {"plan_version"},
 }
@@ -407,6 +414,8 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         renames=dict(renames),
         max_args=dict(max_args),
         unsupported_functions=frozenset(_names(functions.get("unsupported", []), f"{where}functions.unsupported")),
+        supported_functions=(None if functions.get("supported") is None else
+                             frozenset(_names(functions["supported"], f"{where}functions.supported"))),
         **_encoding(encoding, f"{where}encoding"),
         plan_version=version,
         capabilities=_capabilities(data.get("capabilities"), f"{where}capabilities"),

@@ -64,6 +64,7 @@ from optimizer.write.functions import (
     interval_literals_as_days,
     measure_filters_as_cases,
     nullif_as_case,
+    refuse_inexact_decimal_casts,
     set_aggregation_phase,
     switch_to_if_then,
     type_null_literals,
@@ -148,14 +149,17 @@ _STEPS: tuple[_Step, ...] = (
     _Step("measure filters as CASE", lambda t: t.measure_filters == "case", measure_filters_as_cases),
     _Step("nullif as CASE", lambda t: t.nullif == "case", lambda p, t, f: nullif_as_case(p, t, f)),
     _Step("functions refused, renamed, split",
-          lambda t: bool(t.unsupported_functions or t.renames or t.max_args or not t.enum_arguments
-                         or t.like_null_escape == "drop" or t.extract_encoding != "enum" or t.silent_overflow),
+          lambda t: bool(t.unsupported_functions or t.supported_functions is not None or t.renames or t.max_args
+                         or not t.enum_arguments or t.like_null_escape == "drop" or t.extract_encoding != "enum"
+                         or t.silent_overflow),
           adapt_functions),
     _Step("aggregation phase written out", lambda t: t.aggregate_phase == "initial_to_result",
           lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),
     _Step("measure types written out", lambda t: t.explicit_types, lambda p, t, f: fill_measure_types(p, f)),
     _Step("cast failures throw", lambda t: t.cast_failure == "throw", lambda p, t, f: cast_failures_throw(p)),
     _Step("NULL literals typed", lambda t: t.typed_nulls, type_null_literals),
+    _Step("decimal casts that hold every value only", lambda t: t.decimal_casts == "exact",
+          refuse_inexact_decimal_casts),
     _Step("fixed_char literals as strings", lambda t: not t.fixed_char_literals,
           lambda p, t, f: fixed_char_literals_as_strings(p)),
     _Step("i16 literals as casts", lambda t: not t.i16_literals, lambda p, t, f: i16_literals_as_casts(p, t)),

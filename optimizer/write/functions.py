@@ -2,6 +2,8 @@
 
 * ``functions.unsupported``: a call of one of these (scalar, aggregate or window) is an
   :class:`~optimizer.errors.UnsupportedError` naming the function, the relation and the target;
+  ``functions.supported``, when given, the same for a call of any name it does not list (Acero reads the
+  names ``pyarrow.substrait.get_supported_functions()`` lists, and no other);
 * ``functions.rename``: the declaration's simple name is replaced (a compound name keeps its
   signature: ``like:str_str`` -> ``<new>:str_str``);
 * ``functions.max_args``: a call of ``and`` / ``or`` with more arguments becomes nested calls
@@ -11,7 +13,7 @@
 * ``functions.extract``: ``date_part`` writes ``extract(COMPONENT, x)`` as ``date_part('component', x)``
   (see :func:`_extract_as_date_part`).
 
-Also :func:`set_aggregation_phase`: the phase of every aggregate and window call left unspecified is
+Also :func:`refuse_inexact_decimal_casts` (``encoding.decimal_casts``) and :func:`set_aggregation_phase`: the phase of every aggregate and window call left unspecified is
 written out (Acero accepts ``INITIAL_TO_RESULT`` only, and rejects the unspecified phase; a plan that
 aggregates in one relation means exactly that phase).
 """
@@ -47,8 +49,9 @@ def _messages(plan: Plan, *full_names: str) -> Iterator[Message]:
 def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> None:
     """Refuse, rename and split the plan's function calls for ``target``, in place; ``functions``, the
     plan's table, is updated with the new names."""
-    if not (target.unsupported_functions or target.renames or target.max_args or not target.enum_arguments
-            or target.like_null_escape == "drop" or target.extract_encoding != "enum" or target.silent_overflow):
+    if not (target.unsupported_functions or target.supported_functions is not None or target.renames
+            or target.max_args or not target.enum_arguments or target.like_null_escape == "drop"
+            or target.extract_encoding != "enum" or target.silent_overflow):
         return
     if target.extract_encoding == "date_part":
         _extract_as_date_part(plan, functions)
@@ -60,7 +63,8 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
                 del m.arguments[2]
     if target.silent_overflow:
         _refuse_overflow_options(plan, target, names)
-    if target.unsupported_functions or target.max_args or not target.enum_arguments:
+    if target.unsupported_functions or target.supported_functions is not None or target.max_args \
+            or not target.enum_arguments:
         for rel, path in rels_with_paths(plan):
             own = strip_inputs(rel)  # this relation's expressions (a subquery's relations come on their own)
             for m in walk(own, enter_subqueries=False):
@@ -69,10 +73,12 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
                     if not target.enum_arguments and any(a.WhichOneof("arg_type") == "enum" for a in m.arguments):
                         raise UnsupportedError(f"function '{name}' with an enum argument: target '{target.name}' "
                                                "reads value arguments only", path)
-                    if name in target.unsupported_functions:
+                    if name in target.unsupported_functions or (
+                            target.supported_functions is not None and name not in target.supported_functions):
                         kind = rel.WhichOneof("rel_type")
-                        raise UnsupportedError(f"function '{name}' in a {kind} relation: target '{target.name}' "
-                                               "has no such function", path)
+                        article = "an" if kind[0] in "aeiou" else "a"
+                        raise UnsupportedError(f"function '{name}' in {article} {kind} relation: target "
+                                               f"'{target.name}' has no such function", path)
                     limit = target.max_args.get(name or "")
                     if (limit is not None and m.DESCRIPTOR.full_name == _SCALAR
                             and len(m.arguments) > limit and name not in ASSOCIATIVE):
@@ -248,6 +254,38 @@ def cast_failures_throw(plan: Plan) -> int:
             m.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
             changed += 1
     return changed
+
+
+#: The decimal digits every value of an integer type needs.
+_INTEGER_DIGITS = {"i8": 3, "i16": 5, "i32": 10, "i64": 19}
+
+
+def refuse_inexact_decimal_casts(plan: Plan, target: Target, functions: FunctionTable) -> None:
+    """Refuse each cast to a decimal that the target would not compute as Substrait means it
+    (``encoding.decimal_casts: exact``): only casts that hold every value of their input are written, an
+    integer to a decimal with as many integer digits (i64 to decimal(19 + S, S)), a decimal to one with
+    no fewer integer digits and no smaller scale. Acero (pyarrow 26) casts decimal(15,2) 12345.67 to
+    decimal(5,2) as 12345.67, a value its type cannot hold, where Substrait's cast fails; to decimal(15,1)
+    it cuts to 12345.6, where DuckDB and Spark round to 12345.7; a float to decimal(5,2) it leaves unchecked;
+    and it refuses int64 to decimal(15,4) before reading a value (TPC-DS Q90)."""
+    from optimizer.schema import plan_casts
+    from optimizer.schema.types import type_kind, type_name
+
+    for path, source, cast_type in plan_casts(plan, functions):
+        if type_kind(cast_type) != "decimal":
+            continue
+        precision, scale = cast_type.decimal.precision, cast_type.decimal.scale
+        kind = type_kind(source)
+        if kind in _INTEGER_DIGITS:
+            exact = precision - scale >= _INTEGER_DIGITS[kind]
+        elif kind == "decimal":
+            exact = scale >= source.decimal.scale and precision - scale >= source.decimal.precision - source.decimal.scale
+        else:
+            exact = False
+        if not exact:
+            raise UnsupportedError(f"a cast of {type_name(source, False)} to {type_name(cast_type, False)}: target "
+                                   f"'{target.name}' casts only to a decimal that holds every value of the input "
+                                   "(its narrowing casts neither fail nor round as Substrait's do)", path)
 
 
 def type_null_literals(plan: Plan, target: Target, functions: FunctionTable) -> int:
