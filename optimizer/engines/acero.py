@@ -198,6 +198,13 @@ class AceroRunner(EngineRunner):
         except PlanError as exc:
             raise PlanError(f"not given to acero, which reads plans by the spec and may crash on an invalid "
                             f"one: {exc.message}", exc.path) from None
+        # Acero neither fails nor rounds a narrowing decimal cast (decimal(15,2) 12345.67 to decimal(5,2) is
+        # 12345.67): refused as the acero target refuses it.
+        from optimizer.load.functions import function_table
+        from optimizer.targets import as_target
+        from optimizer.write.functions import refuse_inexact_decimal_casts
+
+        refuse_inexact_decimal_casts(plan, as_target("acero"), function_table(plan))
         # Acero (pyarrow 26) takes an aggregate's keys from the deprecated Grouping.grouping_expressions
         # only (field 1, which today's bindings no longer have): keys given as expression_references into
         # AggregateRel.grouping_expressions are dropped, and the relations above read past the end of its
