@@ -212,7 +212,7 @@ def explain_dag(g: nx.DiGraph, annotate: Annotate | None = None, width: int | No
     lines: list[str] = []
     shown: dict[int, int] = {}
     # A relation of plan.relations that others also read (a ReferenceRel's subtree) counts that entry as one
-    # use: printed once, under its Relation[i], and "shared" where read (a chain of n shared relations is
+    # use: printed once, under its Relation[i], and named as shared where read (a chain of n shared relations is
     # n lines, not n^2 / 2).
     listed = Counter(root["node"] for root in g.graph["roots"])
     shared = {n for n in g if listed[n] + sum(len(g.edges[p, n]["slots"]) for p in g.predecessors(n)) > 1}
