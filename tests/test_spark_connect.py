@@ -57,3 +57,27 @@ def test_cli_run_remote(connect_url, tpch_dir, datafusion_tpch_plans, duckdb_ora
     assert done.returncode == 0, done.stderr[-3000:]
     got = pq.read_table(tmp_path / "out" / "q3.parquet")
     assert compare_tables(got, duckdb_oracle(tpch_query(3)), ordered_by=TPCH_ORDER_BY[3]).equal
+
+
+def test_cli_run_remote_failure_is_one_line(connect_url, tmp_path):
+    """A plan whose Spark job fails (a cast of 'x' to int) over Connect: exit 3 and one line on stderr, as in
+    local mode; the Connect client wrote the JVM's stack trace as a 6 KB JSON log record before it."""
+    import pyarrow as pa
+
+    from optimizer.plan_io import load_plan, save_plan
+    from workloads.producers import datafusion_plan
+
+    data = tmp_path / "t"
+    data.mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "s": ["1", "x"]}), data / "t.parquet")
+    plan = tmp_path / "p.json"
+    save_plan(load_plan(datafusion_plan("SELECT id FROM t WHERE cast(s AS int) < 2", {"t": str(data / "t.parquet")})),
+              str(plan))
+    done = subprocess.run(
+        [sys.executable, "-m", "optimizer", "run", str(plan), "--remote", connect_url, "--tables", str(data)],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr[:2000]
+    assert "CAST_INVALID_INPUT" in done.stderr or "cast" in done.stderr.lower()
+

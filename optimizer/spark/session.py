@@ -386,10 +386,14 @@ def _connect_session(remote: str, conf: Mapping[str, str]):
         builder = SparkSession.builder.remote(remote)
         for key, value in conf.items():
             builder = builder.config(key, value)
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
     except ImportError as exc:  # pyspark without its Connect client's packages (grpcio, ...)
         text = " ".join(str(exc).split())[:200]
         raise UnsupportedError(f"Spark Connect ({remote}) needs PySpark's Connect client packages: {text}") from None
+    # The Connect client logs a failed job's whole JVM stack trace (a JSON record of about 6 KB) through the
+    # same loggers as a classic session before the backend's one-line error: quiet as there.
+    _quiet_query_context_logger()
+    return spark
 
 
 def ui_url(spark) -> str | None:
