@@ -68,22 +68,12 @@ from substrait.proto import Expression, ReadRel, Type
 
 from optimizer.errors import OptimizerError, PlanError, read_user_file
 from optimizer.expr_utils import field_index, is_constant, is_deterministic
+from optimizer.schema.types import TYPE_GROUPS
 
 FULL, BEST_EFFORT, NONE = "full", "best_effort", "none"
 _RANK = {NONE: 0, BEST_EFFORT: 1, FULL: 2}
 _RANK_NAMES = (FULL, BEST_EFFORT, NONE)
 
-TYPE_GROUPS: dict[str, frozenset[str]] = {
-    "integer": frozenset({"i8", "i16", "i32", "i64"}),
-    "float": frozenset({"fp32", "fp64"}),
-    "numeric": frozenset({"i8", "i16", "i32", "i64", "fp32", "fp64", "decimal"}),
-    "text": frozenset({"string", "varchar", "fixed_char"}),
-    "temporal": frozenset({"date", "time", "timestamp", "timestamp_tz", "precision_time", "precision_timestamp",
-                           "precision_timestamp_tz"}),
-    "boolean": frozenset({"bool"}),
-    "binary": frozenset({"binary", "fixed_binary"}),
-    "interval": frozenset({"interval_year", "interval_day", "interval_compound"}),
-}
 SHAPES = ("column_op_constant", "prefix_pattern")
 _TYPE_KINDS = frozenset(f.name for f in Type.DESCRIPTOR.oneofs_by_name["kind"].fields)
 

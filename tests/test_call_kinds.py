@@ -56,9 +56,9 @@ MIXED = {
     "greater than": ("select n_name from nation where n_name > 'M'", {"string": "M"}, {"date": 9000},
                      "'gt' takes arguments of one type (any1, any1); here they are string and date"),
     "arithmetic": ("select n_nationkey + 1 as c from nation", {"i64": "1"}, {"string": "1"},
-                   "'add' takes no string as argument 2 (its overloads take number or interval values there)"),
+                   "'add' takes no string as argument 2 (its overloads take numeric or interval values there)"),
     "rounding": ("select round(n_nationkey * 1.5) as c from nation", {"fp64": 1.5}, {"boolean": True},
-                 "'multiply' takes no boolean as argument 2 (its overloads take number or interval values there)"),
+                 "'multiply' takes no boolean as argument 2 (its overloads take numeric or interval values there)"),
 }
 
 

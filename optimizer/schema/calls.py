@@ -12,7 +12,7 @@ What is checked, and why no more:
   ``is_distinct_from``, ``greatest`` and the like. Such a call fits when that overload or another of fixed
   types takes it. A function with only fixed overloads is not checked: the YAMLs lack calls producers write
   every day and engines answer alike (no ``max`` of strings, no ``subtract`` of two dates).
-* By *kind* of type, not exact type: integers, floats and decimals are one kind (number), as are the
+* By *kind* of type, not exact type: integers, floats and decimals are one kind (numeric), as are the
   character types, the binary types, the date/time/timestamp types and the interval types. Producers compare
   an ``i32`` with an ``i64`` or a ``varchar<10>`` with a ``string`` and mean what the comparison means.
 * Unknown types (and user-defined ones) match anything.
@@ -35,20 +35,11 @@ from importlib.resources import files
 import yaml
 from substrait.type_pb2 import Type
 
-from optimizer.schema.types import is_known, type_kind, type_name
+from optimizer.schema.types import TYPE_GROUPS, is_known, type_kind, type_name
 
-#: The kind of each ``Type.kind`` the check compares.
-_KIND_OF = {
-    **dict.fromkeys(("i8", "i16", "i32", "i64", "fp32", "fp64", "decimal"), "number"),
-    **dict.fromkeys(("string", "varchar", "fixed_char"), "text"),
-    **dict.fromkeys(("binary", "fixed_binary"), "binary"),
-    "bool": "boolean",
-    **dict.fromkeys(("date", "time", "precision_time", "timestamp", "timestamp_tz", "precision_timestamp",
-                     "precision_timestamp_tz"), "datetime"),
-    **dict.fromkeys(("interval_year", "interval_day", "interval_compound"), "interval"),
-    "uuid": "uuid", "list": "list", "map": "map", "struct": "struct",
-}
-
+#: The kind of each ``Type.kind`` the check compares: its group (``TYPE_GROUPS``), or itself.
+_KIND_OF = {kind: group for group in ("numeric", "text", "binary", "boolean", "temporal", "interval")
+            for kind in TYPE_GROUPS[group]} | {kind: kind for kind in ("uuid", "list", "map", "struct")}
 
 #: The YAMLs' spellings of kinds whose ``Type.kind`` name differs.
 _YAML_NAMES = {"boolean": "bool", "fixedchar": "fixed_char", "fixedbinary": "fixed_binary"}
@@ -66,12 +57,12 @@ class Overload:
         """Whether this overload takes ``count`` value arguments."""
         return count == len(self.params) or (self.variadic and bool(self.params) and count > len(self.params))
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         """Each parameter's type name, lower case, without parameters or nullability (``any1``, ``i64``)."""
         return tuple(p.split("<", 1)[0].strip().rstrip("?").lower() for p in self.params)
 
-    @property
+    @functools.cached_property
     def polymorphic(self) -> bool:
         """Whether every parameter is a type variable (``any1``, or ``any``, which binds nothing)."""
         return all(n.startswith("any") for n in self.names)
@@ -145,7 +136,7 @@ def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
     >>> call_problem("max", [make_type("string")]) is None  # the YAML has no max of strings; engines do
     True
     >>> print(call_problem("add", [make_type("i64"), make_type("string")]))
-    'add' takes no string as argument 2 (its overloads take number or interval values there)
+    'add' takes no string as argument 2 (its overloads take numeric or interval values there)
     >>> call_problem("subtract", [make_type("date"), make_type("date")]) is None  # not in the YAMLs either
     True
     """

@@ -86,6 +86,21 @@ def struct_type(types: Sequence[Type], nullable: bool = False) -> Type:
     return t
 
 
+#: Groups of ``Type.kind`` names: what reader capability profiles match (``optimizer.capabilities``) and what
+#: ``optimizer.schema.calls`` compares the values of one expression by.
+TYPE_GROUPS: dict[str, frozenset[str]] = {
+    "integer": frozenset({"i8", "i16", "i32", "i64"}),
+    "float": frozenset({"fp32", "fp64"}),
+    "numeric": frozenset({"i8", "i16", "i32", "i64", "fp32", "fp64", "decimal"}),
+    "text": frozenset({"string", "varchar", "fixed_char"}),
+    "temporal": frozenset({"date", "time", "timestamp", "timestamp_tz", "precision_time", "precision_timestamp",
+                           "precision_timestamp_tz"}),
+    "boolean": frozenset({"bool"}),
+    "binary": frozenset({"binary", "fixed_binary"}),
+    "interval": frozenset({"interval_year", "interval_day", "interval_compound"}),
+}
+
+
 UNKNOWN = Type()  # placeholder for a type that could not be derived (check_plan only)
 
 
