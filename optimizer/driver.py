@@ -276,10 +276,14 @@ class Optimizer:
         from optimizer.write import write_for_target
 
         start = time.perf_counter()
+        loaded = load(plan)
+        # A field past its input or a call no overload takes would reach the rules as an IndexError or
+        # a rewrite of a plan that means nothing: refused here, with its path, as every command refuses it.
+        loaded.check()
         if getattr(self.statistics, "learned", None) is not None:
-            result, functions = self._learned_or_not(load(plan))
+            result, functions = self._learned_or_not(loaded)
         else:
-            result, functions = self._run(plan)
+            result, functions = self._run(loaded)
         written = time.perf_counter()
         result.plan = write_for_target(LoadedPlan(result.plan, functions), self.target)
         result.seconds = time.perf_counter() - start

@@ -84,7 +84,15 @@ class B:
                "extensions": [{"extensionFunction": {"functionAnchor": a, "name": n,
                                                      "extensionUrnReference": 4294967295}}
                               for n, a in self.functions.items()]}
-        return load_plan(json.dumps(doc))
+        plan = load_plan(json.dumps(doc))
+        if names is None:  # a name for each output column, as a plan must have
+            from optimizer.load.pipeline import load
+            from optimizer.schema import tree_schema
+
+            root = plan.relations[0].root
+            width = len(tree_schema(root.input, load(plan).functions, plan_relations=plan.relations).types)
+            root.names.extend(f"c{i}" for i in range(width))
+        return plan
 
 
 T_COLS = [("x", "i64"), ("y", "i64"), ("s", "string"), ("d", "date"), ("p", "decimal")]

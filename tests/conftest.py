@@ -157,3 +157,11 @@ def corpus_plans():
     from workloads.corpus import corpus_plans as load
 
     return load()  # a missing corpus raises, naming the folder: missing data fails, never skips
+
+
+@pytest.fixture(scope="session")
+def valid_corpus_plans(corpus_plans):
+    """The corpus plans the optimizer takes: all but the producer bugs every command refuses (exit 2)."""
+    from optimizer.load.pipeline import load
+
+    return [p for p in corpus_plans if not load(p.path.read_bytes()).problems]

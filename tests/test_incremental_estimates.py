@@ -19,11 +19,11 @@ from optimizer.plan_io import load_plan
 STRIDE = 1
 
 
-def _plans(corpus_plans):
-    return [p for i, p in enumerate(sorted(corpus_plans, key=lambda p: p.id)) if i % STRIDE == 0]
+def _plans(plans):
+    return [p for i, p in enumerate(sorted(plans, key=lambda p: p.id)) if i % STRIDE == 0]
 
 
-def test_needed_columns_brought_up_to_date_equal_a_full_computation(corpus_plans, tpch_statistics, monkeypatch):
+def test_needed_columns_brought_up_to_date_equal_a_full_computation(valid_corpus_plans, tpch_statistics, monkeypatch):
     update = metadata.update_needed
     checked: list[int] = []
     told_removed = 0
@@ -43,7 +43,7 @@ def test_needed_columns_brought_up_to_date_equal_a_full_computation(corpus_plans
         return out
 
     monkeypatch.setattr(metadata, "update_needed", checked_update)
-    for p in _plans(corpus_plans):
+    for p in _plans(valid_corpus_plans):
         Optimizer(statistics=tpch_statistics).run(load_plan(p.path.read_bytes()))
     assert len(checked) > 300, len(checked)
     # The removed nodes come from the DAG's record of its rewrites (not a comparison with every node):
@@ -51,7 +51,7 @@ def test_needed_columns_brought_up_to_date_equal_a_full_computation(corpus_plans
     assert told_removed > 0.8 * len(checked), (told_removed, len(checked))
 
 
-def test_a_snapshot_estimates_as_a_fresh_estimator_does(corpus_plans, tpch_statistics, monkeypatch):
+def test_a_snapshot_estimates_as_a_fresh_estimator_does(valid_corpus_plans, tpch_statistics, monkeypatch):
     snapshot = PlanContext.snapshot
     compared: list[int] = []
 
@@ -67,7 +67,7 @@ def test_a_snapshot_estimates_as_a_fresh_estimator_does(corpus_plans, tpch_stati
         return copy
 
     monkeypatch.setattr(PlanContext, "snapshot", checked_snapshot)
-    for p in _plans(corpus_plans):
+    for p in _plans(valid_corpus_plans):
         Optimizer(statistics=tpch_statistics).run(load_plan(p.path.read_bytes()))
     # A snapshot is taken by each phase that changes the plan, before its first change.
     assert len(compared) > 300, len(compared)

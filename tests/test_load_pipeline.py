@@ -341,3 +341,28 @@ def test_json_after_a_byte_order_mark_and_json_that_is_not_an_object():
     for doc in (b"null", b" true\n", b"5"):
         with pytest.raises(PlanError, match="a Substrait plan is a JSON object"):
             load(doc)
+
+
+@pytest.mark.parametrize("target", ["spark", "duckdb"])
+def test_optimize_refuses_what_every_command_refuses(target):
+    """The Python API refuses a plan check_plan finds a problem in, with its path, as the CLI does: a field
+    past its input reached the rules as an IndexError, and a number compared with a string was rewritten
+    for Spark, whose implicit cast would answer it."""
+    from testing.builder import INNER, Builder, filter_, join, lit, read, ref
+
+    b = Builder()
+    t, u = read("t", [("a", "i64"), ("b", "i64")]), read("u", [("c", "i64")])
+    cases = [
+        (b.plan(filter_(t, b.call("gt", ref(7), lit(1))), ["a", "b"]),
+         r"root\.input\.filter\.condition\.scalar_function\.arguments\[0\]\.value\.selection: field 7 of 2"),
+        (b.plan(join(t, u, INNER, b.call("equal", ref(0), ref(9))), ["a", "b", "c"]),
+         r"root\.input\.join\.expression\.scalar_function\.arguments\[1\]\.value\.selection: field 9 of 3"),
+        (b.plan(filter_(t, b.call("equal", ref(0), lit("2", "string"))), ["a", "b"]),
+         r"root\.input\.filter\.condition\.scalar_function: 'equal' takes arguments of one type"),
+    ]
+    for plan, where in cases:
+        with pytest.raises(PlanError, match=where):
+            optimize(plan, target=target)
+    # A loaded plan is checked once, however many commands and optimizer runs ask.
+    loaded = load(cases[0][0])
+    assert loaded.problems is loaded.problems and len(loaded.problems) == 1

@@ -27,7 +27,8 @@ def ref(i: int) -> dict:
 
 
 def call(name: str, *args: dict) -> dict:
-    return {"scalarFunction": {"functionReference": ANCHOR[name], "outputType": {"bool": {}},
+    output = {"fp64": {}} if name == "rand" else {"bool": {}}
+    return {"scalarFunction": {"functionReference": ANCHOR[name], "outputType": output,
                                "arguments": [{"value": a} for a in args]}}
 
 

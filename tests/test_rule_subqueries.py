@@ -12,9 +12,11 @@ from optimizer.rules.in_subquery_to_semi_join import RULE as SEMI_JOIN
 from physical_rule_plans import NO_FIXED_COSTS
 
 from optimizer.driver import Optimizer, OptimizerConfig
+from optimizer.errors import PlanError
 from optimizer.plan_io import load_plan
 from optimizer.schema.check import check_plan
 from testing.builder import (
+    NO_EXTENSION,
     Builder,
     aggregate,
     emit,
@@ -96,6 +98,8 @@ def test_a_subquery_under_or_stays():
     cond = plan.relations[-1].root.input.filter.condition
     either = b.call("or", cond, b.call("equal", ref(0), lit(3)))
     plan.relations[-1].root.input.filter.condition.CopyFrom(either)
+    declared = plan.extensions.add().extension_function  # 'or' is called after the plan was made
+    declared.function_anchor, declared.name, declared.extension_urn_reference = b.anchors["or"], "or", NO_EXTENSION
     assert not _fired(_run([DECORRELATE], plan), DECORRELATE)
 
 
@@ -130,9 +134,10 @@ def test_exists_becomes_a_semi_or_anti_join():
         result = _run([EXISTS], _exists_plan(Builder(), negated))
         assert _fired(result, EXISTS)
         assert check_plan(result.plan) == []
-    b = Builder()  # a reference two levels out cannot be read by the join
+    b = Builder()  # a reference two levels out of a subquery one level deep: refused where it stands
     deeper = b.call("equal", ref(0), outer(0, steps_out=2))
-    assert not _fired(_run([EXISTS], _exists_plan(b, correlation=deeper)), EXISTS)
+    with pytest.raises(PlanError, match=r"set_predicate.*outer reference steps_out=2, but there are 1 enclosing"):
+        _run([EXISTS], _exists_plan(b, correlation=deeper))
     b = Builder()  # uncorrelated: no join condition to move (left to Spark)
     assert not _fired(_run([EXISTS], _exists_plan(b, correlation=b.call("gt", ref(0), lit(0)))), EXISTS)
 

@@ -11,12 +11,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from optimizer.cli.args import output_format
     from optimizer.load.pipeline import load
     from optimizer.plan_io import check_output, save_plan
-    from optimizer.schema.check import raise_for_problems
 
     check_output(args.output)
     fmt = output_format(args.output, args.format)  # the name and --format agree; no binary to a terminal
     loaded = load(args.input)
-    raise_for_problems(loaded.plan, loaded.declared)
+    loaded.check()
     save_plan(loaded.plan, args.output, format=fmt)
     return 0
 

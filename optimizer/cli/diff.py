@@ -154,7 +154,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from optimizer.cli.args import check_engine_args, one_root, plan_name, statistics_from_args
     from optimizer.difftest.harness import compare
     from optimizer.load.pipeline import load
-    from optimizer.schema.check import raise_for_problems
 
     # Bad input is reported before Spark starts.
     engine = getattr(args, "engine", "spark")
@@ -169,7 +168,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     for source in args.inputs:
         loaded = load(source)
         plan = loaded.plan
-        raise_for_problems(plan, loaded.declared)
+        loaded.check()
         one_root(plan)
         if engine == "spark":
             check_reads_before_spark(plan, args, empty_catalog)

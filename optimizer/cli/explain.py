@@ -32,7 +32,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.cli.args import statistics_from_args
     from optimizer.load.pipeline import load
     from optimizer.plan_io import check_output
-    from optimizer.schema.check import raise_for_problems
 
     check_output(args.output)
     fmt = explain_format(args)
@@ -43,7 +42,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                         "(without --analyze it reads them in every format)", "--learn")
     loaded = load(args.input)
     plan = loaded.plan
-    raise_for_problems(plan, loaded.declared)
+    loaded.check()
     if args.analyze:  # what needs no Spark is checked before it starts
         from optimizer.cli.spark import check_reads_before_spark, check_tables_arg
 

@@ -108,7 +108,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from optimizer.driver import Optimizer
     from optimizer.load.pipeline import load
     from optimizer.plan_io import check_output, save_plan
-    from optimizer.schema.check import raise_for_problems
     from optimizer.targets import load_target
 
     check_output(args.output)
@@ -118,7 +117,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     loaded = load(args.input)
     plan = loaded.plan
-    raise_for_problems(plan, loaded.declared)
+    loaded.check()
     read_seconds = time.perf_counter() - started
     statistics = statistics_from_args(args)
     warn_unknown_tables(plan, statistics)

@@ -92,7 +92,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         starts_empty_catalog,
     )
     from optimizer.load.pipeline import load
-    from optimizer.schema.check import raise_for_problems
 
     engine = getattr(args, "engine", "spark")
     if engine != "spark":
@@ -134,7 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 plans.append((source, name, given))
                 continue
             loaded = load(source)
-            raise_for_problems(loaded.plan, loaded.declared)
+            loaded.check()
             one_root(loaded.plan)
             if empty_catalog is None:
                 empty_catalog = starts_empty_catalog(args)

@@ -48,6 +48,7 @@ from optimizer.load.upgrade import parse_json_plan, upgrade_binary_plan
 from optimizer.schema.derivation import plan_functions
 
 if TYPE_CHECKING:
+    from optimizer.schema.derivation import Problem
     from optimizer.schema.record import Schema
 
 #: The most relations a plan may have with every ``ReferenceRel`` replaced by the subtree it names.
@@ -92,6 +93,20 @@ class LoadedPlan:
         from optimizer.schema import plan_schemas
 
         return plan_schemas(self.plan, self.functions)
+
+    @functools.cached_property
+    def problems(self) -> list[Problem]:
+        """The plan's problems that are not a producer's quirk (:func:`optimizer.schema.check.check_plan`),
+        found once: every command and the driver refuse a plan that has one."""
+        from optimizer.schema.check import check_plan
+
+        return [p for p in check_plan(self.plan, self.declared) if not p.quirk]
+
+    def check(self) -> None:
+        """Raise the first of :attr:`problems` as a one-line :class:`PlanError` with its path, if any."""
+        from optimizer.schema.check import raise_first
+
+        raise_first(self.problems)
 
 
 def load(source: Source | LoadedPlan, limits: Limits | None = None) -> LoadedPlan:

@@ -88,7 +88,12 @@ def check_plan(plan: Plan, functions: FunctionTable | None = None) -> list[Probl
 def raise_for_problems(plan: Plan, functions: FunctionTable | None = None) -> None:
     """Raise a one-line :class:`~optimizer.errors.PlanError` for the first problem of ``plan`` that is not a
     producer quirk, if any (``functions``: as for :func:`check_plan`)."""
-    problems = [p for p in check_plan(plan, functions) if not p.quirk]
+    raise_first([p for p in check_plan(plan, functions) if not p.quirk])
+
+
+def raise_first(problems: Sequence[Problem]) -> None:
+    """Raise the first of ``problems`` as a one-line :class:`~optimizer.errors.PlanError` (saying how many
+    more there are), if any."""
     if not problems:
         return
     first = problems[0]
