@@ -193,10 +193,10 @@ def _conform(rel: Rel, path: str, convention: str, grouping_anchors: frozenset[i
 def conform_grouping_sets(plan: Plan) -> int:
     """Rewrite, in place, the multi-set aggregates of a plan whose producer has a known convention (see the
     module docstring) into the spec's numbering; return how many were rewritten."""
+    changed = _references_once(plan)
     convention = grouping_set_convention(plan)
     if convention is None:
-        return 0
-    changed = 0
+        return changed
     aggregates = [(rel, path) for rel, path in rels_with_paths(plan)
                   if rel.WhichOneof("rel_type") == "aggregate"]
     grouping_anchors = frozenset(
@@ -205,4 +205,23 @@ def conform_grouping_sets(plan: Plan) -> int:
         and ext.extension_function.name.split(":", 1)[0].lower() == "grouping")
     for rel, path in aggregates:
         changed += _conform(rel, path, convention, grouping_anchors)
+    return changed
+
+
+def _references_once(plan: Plan) -> int:
+    """Each grouping set's references to one grouping expression made one, in place; the number of sets
+    changed. A set folds records with the same values of its expressions, so (k, k) groups as (k) does;
+    written twice, engines that read a set's keys as columns (DuckDB, DataFusion, Acero) gave k twice in
+    place of the measure."""
+    changed = 0
+    for rel, _path in rels_with_paths(plan):
+        if rel.WhichOneof("rel_type") != "aggregate":
+            continue
+        for grouping in rel.aggregate.groupings:
+            refs = list(grouping.expression_references)
+            once = list(dict.fromkeys(refs))
+            if once != refs:
+                del grouping.expression_references[:]
+                grouping.expression_references.extend(once)
+                changed += 1
     return changed

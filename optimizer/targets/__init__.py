@@ -49,7 +49,20 @@ optional; the defaults are the spec's reading)::
                                                        #   asking SATURATE or ERROR is refused
      "encoding": {"project": "spec",          # spec | expressions_only (DuckDB 1.1.3: a ProjectRel
                                               #   outputs only its expressions and its emit is ignored)
-                  "aggregate_phase": "any",   # any | initial_to_result (Acero rejects the unspecified phase)
+                  "aggregate_phase": "any",   # any | result: only INITIAL_TO_RESULT (or unspecified) read, the
+                                              #   partial phases refused (DuckDB and DataFusion ignore the
+                                              #   phase) | initial_to_result: also written out where
+                                              #   unspecified (Acero rejects the unspecified phase)
+                  "window_distinct": true,    # false: a DISTINCT window function is refused (DataFusion
+                                              #   counts every value)
+                  "rounding": "any",          # any | tie_away_from_zero: a call whose rounding option
+                                              #   allows only another rounding is refused
+                  "mark_joins": "any",        # any | two_valued: the mark is true or false, never NULL
+                                              #   (DataFusion); a mark join is refused unless NULL and false
+                                              #   cannot change the answer
+                  "expression_references": true,  # false: a field reference into an expression's value
+                                              #   (struct(k, s).field(1)) is refused (DuckDB reads the
+                                              #   field of the input row instead)
                   "grouping_sets": "spec",    # spec | datafusion (its numbering of several grouping sets) |
                                               #   union (a UNION ALL of one aggregate per set) |
                                               #   refuse (an aggregate with several grouping sets)
@@ -126,7 +139,7 @@ TARGETS: tuple[str, ...] = ("spark", "datafusion", "duckdb", "acero")
 READ_FILTER = ("applied", "pruning_only", "unsupported")
 BEST_EFFORT = ("used", "ignored", "unsupported")
 PROJECT_ENCODINGS = ("spec", "expressions_only")
-AGGREGATE_PHASES = ("any", "initial_to_result")
+AGGREGATE_PHASES = ("any", "result", "initial_to_result")
 GROUPING_SETS = ("spec", "datafusion", "union", "refuse")
 CONJUNCT_ORDERS = ("written", "engine")
 SCAN_FILTERS = ("written", "engine")
@@ -194,6 +207,10 @@ class Target:
     computed_decimal_measures: bool = True
     project_encoding: str = "spec"
     aggregate_phase: str = "any"
+    window_distinct: bool = True
+    rounding: str = "any"
+    expression_references: bool = True
+    mark_joins: str = "any"
     grouping_sets: str = "spec"
     plan_version: tuple[int, int, int] | None = None
     capabilities: Capabilities | None = None
@@ -229,6 +246,10 @@ def _bool(data: dict, key: str, default: bool, where: str) -> bool:
 _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "project": ("project_encoding", PROJECT_ENCODINGS),
     "aggregate_phase": ("aggregate_phase", AGGREGATE_PHASES),
+    "window_distinct": ("window_distinct", None),
+    "rounding": ("rounding", ("any", "tie_away_from_zero")),
+    "expression_references": ("expression_references", None),
+    "mark_joins": ("mark_joins", ("any", "two_valued")),
     "grouping_sets": ("grouping_sets", GROUPING_SETS),
     "old_fields": ("old_fields", None),
     "explicit_direct": ("explicit_direct", None),

@@ -64,6 +64,7 @@ from optimizer.write.functions import (
     interval_literals_as_days,
     measure_filters_as_cases,
     nullif_as_case,
+    refuse_ignored_settings,
     refuse_inexact_decimal_casts,
     set_aggregation_phase,
     switch_to_if_then,
@@ -76,6 +77,7 @@ from optimizer.write.joins import (
     explicit_join_conditions,
     nest_set_inputs,
     post_join_filters_above,
+    refuse_null_marks,
     right_joins_mirrored,
     semi_join_emits,
     set_ops_as_distinct,
@@ -132,6 +134,7 @@ _STEPS: tuple[_Step, ...] = (
                      or t.join_types is not None or not t.subqueries or not t.window_functions
                      or not t.correlated_subqueries),
           lambda p, t, f: _check_relations(p, t)),
+    _Step("mark joins whose NULL mark matters refused", lambda t: t.mark_joins == "two_valued", refuse_null_marks),
     _Step("empty virtual tables as a filtered row", lambda t: t.empty_virtual_tables == "filtered_row",
           lambda p, t, f: empty_virtual_tables_as_a_filtered_row(p)),
     _Step("reads: filters applied above, masks as projects",
@@ -153,6 +156,10 @@ _STEPS: tuple[_Step, ...] = (
                          or not t.enum_arguments or t.like_null_escape == "drop" or t.extract_encoding != "enum"
                          or t.silent_overflow),
           adapt_functions),
+    _Step("settings the target reads past refused",
+          lambda t: (t.aggregate_phase != "any" or not t.window_distinct or t.rounding != "any"
+                     or not t.expression_references),
+          refuse_ignored_settings),
     _Step("aggregation phase written out", lambda t: t.aggregate_phase == "initial_to_result",
           lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),
     _Step("measure types written out", lambda t: t.explicit_types, lambda p, t, f: fill_measure_types(p, f)),

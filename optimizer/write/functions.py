@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from google.protobuf.message import Message
-from substrait.proto import AggregationPhase, Expression, Plan, Type
+from substrait.proto import AggregateFunction, AggregationPhase, Expression, Plan, Type
 
 from optimizer.dag import strip_inputs
 from optimizer.errors import UnsupportedError
@@ -139,6 +139,45 @@ def _refuse_overflow_options(plan: Plan, target: Target, names: dict[int, str]) 
                     raise UnsupportedError(f"function '{names.get(m.function_reference)}' with overflow "
                                            f"{'/'.join(option.preference)}: target '{target.name}' ignores the "
                                            "option", path)
+
+
+#: The aggregation phases a target of ``aggregate_phase`` result or initial_to_result reads: a whole
+#: aggregation over raw values.
+_WHOLE_PHASES = (AggregationPhase.AGGREGATION_PHASE_UNSPECIFIED, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)
+
+
+def refuse_ignored_settings(plan: Plan, target: Target, functions: FunctionTable) -> None:
+    """Refuse the calls whose settings the target reads past, answering as if they were not there: a
+    partial aggregation phase (DuckDB and DataFusion count raw values where INTERMEDIATE_TO_RESULT merges
+    partial counts: 5 instead of 160), a DISTINCT window function (DataFusion's count(DISTINCT v) OVER ()
+    counts every value: 5 instead of 4), a rounding option the target's round does not follow (both round
+    2.5 to 3.0 whatever TIE_TO_EVEN asks); a field reference into an expression's value (DuckDB reads
+    struct(k, s).field(1) as the input row's field 1)."""
+    names = {info.anchor: info.name for info in functions}
+    for rel, path in rels_with_paths(plan):
+        for m in walk(strip_inputs(rel), enter_subqueries=False):
+            full_name = m.DESCRIPTOR.full_name
+            if (full_name == "substrait.Expression.FieldReference" and not target.expression_references
+                    and m.WhichOneof("root_type") == "expression"):
+                raise UnsupportedError(f"a field reference into the value of an expression: target '{target.name}' "
+                                       "reads fields of the input row only", path)
+            if full_name not in _CALLS:
+                continue
+            name = names.get(m.function_reference)
+            if (target.aggregate_phase != "any" and full_name != _SCALAR and m.phase not in _WHOLE_PHASES):
+                raise UnsupportedError(f"'{name}' in aggregation phase {AggregationPhase.Name(m.phase)}: target "
+                                       f"'{target.name}' reads whole aggregations (INITIAL_TO_RESULT) only", path)
+            if (not target.window_distinct and full_name == "substrait.Expression.WindowFunction"
+                    and m.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT):
+                raise UnsupportedError(f"window function '{name}' of DISTINCT values: target '{target.name}' "
+                                       "reads past the DISTINCT", path)
+            if target.rounding == "tie_away_from_zero":
+                for option in m.options:
+                    if (option.name == "rounding" and option.preference
+                            and "TIE_AWAY_FROM_ZERO" not in option.preference):
+                        raise UnsupportedError(f"'{name}' with rounding {'/'.join(option.preference)}: target "
+                                               f"'{target.name}' rounds ties away from zero whatever the "
+                                               "option says", path)
 
 
 def _is_null(arg) -> bool:

@@ -24,6 +24,7 @@ from optimizer.expr_utils import (
     function_name,
     join_type_name,
     make_and,
+    referenced_fields,
     rels_with_paths,
     remap_fields,
 )
@@ -580,3 +581,116 @@ def transitive_join_keys(plan: Plan, target: Target, functions: FunctionTable) -
             join.expression.CopyFrom(make_and([join.expression, *added], registrar))
             changed += 1
     return changed
+
+
+
+_MARK_TYPES = (JoinRel.JOIN_TYPE_LEFT_MARK, JoinRel.JOIN_TYPE_RIGHT_MARK)
+
+
+def refuse_null_marks(plan: Plan, target: Target, functions: FunctionTable) -> None:
+    """Refuse each mark join whose mark the target gives as false where Substrait gives NULL (DataFusion 55:
+    its mark is true or false; the spec's is NULL where no row matches and the condition was NULL for one),
+    unless that cannot change the answer: the condition is never NULL, or the mark is read only by filters,
+    as a conjunct or a disjunct of their condition (where NULL and false both drop the row), and no
+    relation above outputs it. DataFusion writes its EXISTS and IN under an OR so (TPC-DS Q10, Q35, Q45)."""
+    from optimizer.schema import expression_type, plan_schemas
+    from optimizer.schema.record import Schema
+    from optimizer.schema.types import is_nullable
+
+    schemas = None
+    by_path = {path: rel for rel, path in rels_with_paths(plan)}
+    for path, rel in by_path.items():
+        if rel.WhichOneof("rel_type") != "join" or rel.join.type not in _MARK_TYPES:
+            continue
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        join = rel.join
+        left, right = schemas[f"{path}.join.left"], schemas[f"{path}.join.right"]
+        both = Schema(list(left.names) + list(right.names), list(left.types) + list(right.types))
+        conditions = [getattr(join, f) for f in ("expression", "post_join_filter") if join.HasField(f)]
+        if not any(is_nullable(expression_type(c, both, functions)) for c in conditions):
+            continue
+        mark = len(left.types) if join.type == JoinRel.JOIN_TYPE_LEFT_MARK else len(right.types)
+        if not _mark_read_by_filters_only(by_path, schemas, path, mark, functions):
+            raise UnsupportedError(f"JoinRel of type {join_type_name(join)} whose mark is read where NULL and false "
+                                   f"differ: target '{target.name}' gives false where Substrait gives NULL (no row "
+                                   "matches and the condition was NULL for one)", path)
+
+
+#: The relations a mark column may pass through, by (kind, input field).
+_PASSING = frozenset({("project", "input"), ("filter", "input"), ("join", "left"), ("join", "right")})
+#: The inputs whose columns a join outputs, by join type (left's, then right's; a mark join adds its mark).
+_JOIN_OUTPUT = {
+    JoinRel.JOIN_TYPE_INNER: ("left", "right"), JoinRel.JOIN_TYPE_LEFT: ("left", "right"),
+    JoinRel.JOIN_TYPE_RIGHT: ("left", "right"), JoinRel.JOIN_TYPE_OUTER: ("left", "right"),
+    JoinRel.JOIN_TYPE_LEFT_SINGLE: ("left", "right"), JoinRel.JOIN_TYPE_RIGHT_SINGLE: ("left", "right"),
+    JoinRel.JOIN_TYPE_LEFT_SEMI: ("left",), JoinRel.JOIN_TYPE_LEFT_ANTI: ("left",),
+    JoinRel.JOIN_TYPE_LEFT_MARK: ("left",), JoinRel.JOIN_TYPE_RIGHT_SEMI: ("right",),
+    JoinRel.JOIN_TYPE_RIGHT_ANTI: ("right",), JoinRel.JOIN_TYPE_RIGHT_MARK: ("right",),
+}
+
+
+def _mark_read_by_filters_only(by_path: dict[str, Rel], schemas, path: str, mark: int,
+                               functions: FunctionTable) -> bool:
+    """Whether every relation above the mark join at ``path`` that has its column ``mark`` (or a copy of it)
+    is a filter reading it only as a conjunct or a disjunct, or a project or a join passing it on without
+    reading it, and the mark is dropped below the root."""
+    from optimizer.relations import emit_of
+
+    def emitted(rel: Rel, has: list[bool]) -> set[int]:
+        emit = emit_of(rel)
+        kept = [has[i] for i in emit if 0 <= i < len(has)] if emit is not None else has
+        return {i for i, h in enumerate(kept) if h}
+
+    rel = by_path[path]
+    width = len(schemas[f"{path}.join.left"].types) + (1 if rel.join.type == JoinRel.JOIN_TYPE_LEFT_MARK else 0)
+    if rel.join.type == JoinRel.JOIN_TYPE_RIGHT_MARK:
+        width = len(schemas[f"{path}.join.right"].types) + 1
+    columns = emitted(rel, [i == mark for i in range(width)])
+    child = path
+    while columns:
+        head, _, input_field = child.rpartition(".")
+        parent_path, _, kind = head.rpartition(".")
+        if parent_path not in by_path or (kind, input_field) not in _PASSING:
+            return False  # the root, or another relation, has the mark
+        parent = by_path[parent_path]
+        width = len(schemas[child].types)
+        has = [i in columns for i in range(width)]
+        if kind == "join":
+            n_left = len(schemas[f"{parent_path}.join.left"].types)
+            n_right = len(schemas[f"{parent_path}.join.right"].types)
+            read = {c + (n_left if input_field == "right" else 0) for c in columns}
+            for name in ("expression", "post_join_filter"):
+                if parent.join.HasField(name) and referenced_fields(getattr(parent.join, name)) & read:
+                    return False
+            sides = _JOIN_OUTPUT.get(parent.join.type)
+            if sides is None or input_field not in sides:
+                return False
+            left_part = [i in columns for i in range(n_left)] if input_field == "left" else [False] * n_left
+            right_part = [i in columns for i in range(n_right)] if input_field == "right" else [False] * n_right
+            has = (left_part if "left" in sides else []) + (right_part if "right" in sides else [])
+            has += [False] * (parent.join.type in _MARK_TYPES)
+        elif kind == "filter":
+            if not _only_as_condition(parent.filter.condition, columns, functions):
+                return False
+        else:
+            for e in parent.project.expressions:
+                i = field_index(e)
+                if i is None and referenced_fields(e) & columns:
+                    return False
+                has.append(i is not None and i in columns)
+        columns = emitted(parent, has)
+        child = parent_path
+    return True
+
+
+def _only_as_condition(e: Expression, columns: set[int], functions: FunctionTable) -> bool:
+    """Whether ``e`` reads ``columns`` only as whole conjuncts or disjuncts (under AND and OR only)."""
+    i = field_index(e)
+    if i is not None:
+        return True
+    if not referenced_fields(e) & columns:
+        return True
+    if function_name(e, functions) in ("and", "or"):
+        return all(_only_as_condition(a, columns, functions) for a in call_args(e) or ())
+    return False
