@@ -591,7 +591,7 @@ class CardinalityEstimator(JoinEstimates, PredicateSelectivity):
                 dups = f.switching_field.duplicates
                 copies = max(copies, len(dups))
                 parts = [self.expression_column(d, child) for d in dups]
-                ndvs = [p.ndv for p in parts if p is not None]
+                ndvs = [p.ndv for p in parts if p is not None and p.ndv is not None]
                 col = ColumnEstimate(ndv=sum(ndvs) + 1 if len(ndvs) == len(parts) and ndvs else None)
                 cols.append(col)
             elif which == "consistent_field":

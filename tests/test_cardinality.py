@@ -270,6 +270,16 @@ def test_fetch_topn_sets_expand_window_exchange():
     assert estimate(b.plan(exchange), join_stats())[0].rows == 10_000
 
 
+def test_expand_of_a_column_without_statistics():
+    """A switching field over a column of no known distinct count and a literal: its count is unknown
+    (it raised TypeError, and every command naming no place, on every such ExpandRel)."""
+    b = B()
+    expand = {"expand": {"input": b.read("unknown", [("k", "i64")]),
+                         "fields": [{"switchingField": {"duplicates": [b.ref(0), b.i64(5)]}}]}}
+    (est, *_) = estimate(b.plan(expand), join_stats())
+    assert est.columns[0] is None or est.columns[0].ndv is None
+
+
 def test_virtual_table_and_unknown_relations():
     b = B()
     rows = [{"fields": [b.i64(i), b.string(s)]} for i, s in ((1, "a"), (2, "a"), (3, "b"))]
