@@ -25,7 +25,14 @@ import sys
 import time
 import weakref
 
-from optimizer.engines.base import BoundTable, EngineRunner, engine_failure
+from optimizer.engines.base import (
+    BoundTable,
+    EngineRunner,
+    check_fetch,
+    engine_failure,
+    refuse_read_past,
+    refuse_unapplied_read_filters,
+)
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 
 __all__ = ["AceroRunner"]
@@ -157,26 +164,6 @@ def serve() -> None:
 _ERRORS = {"PlanError": PlanError, "ExecutionError": ExecutionError, "UnsupportedError": UnsupportedError}
 
 
-def _check_fetch(fetch, path: str) -> None:
-    """Acero (pyarrow 26) reads a fetch's offset and count from Substrait 0.53's fields only (3 and 4),
-    which default to 0: a count given as today's ``count_expr`` alone, or none (all rows), would return
-    no row, an offset in ``offset_expr`` alone would be ignored. The acero target writes both."""
-    from optimizer.expr_utils import int_literal
-    from optimizer.load.upgrade import _unknown
-
-    old = {number for number, _, _ in _unknown(fetch)}
-
-    def zero(name: str) -> bool:
-        return fetch.HasField(name) and int_literal(getattr(fetch, name)) == 0
-
-    if 4 not in old and not zero("count_expr"):
-        raise UnsupportedError("acero does not support: a FetchRel's count given only in today's count_expr, or "
-                               "none (it reads the deprecated count, 0 when absent, and would return no row)", path)
-    if 3 not in old and fetch.HasField("offset_expr") and not zero("offset_expr"):
-        raise UnsupportedError("acero does not support: a FetchRel's offset given only in today's offset_expr (it "
-                               "reads the deprecated offset, and would skip no row)", path)
-
-
 class AceroRunner(EngineRunner):
     """Executes Substrait plans with ``pyarrow.substrait.run_query`` in a worker process."""
 
@@ -205,6 +192,8 @@ class AceroRunner(EngineRunner):
         from optimizer.write.functions import refuse_inexact_decimal_casts
 
         refuse_inexact_decimal_casts(plan, as_target("acero"), function_table(plan))
+        refuse_read_past(plan, "acero", ("post_join_filter",))
+        refuse_unapplied_read_filters(plan, "acero")
         # Acero (pyarrow 26) takes an aggregate's keys from the deprecated Grouping.grouping_expressions
         # only (field 1, which today's bindings no longer have): keys given as expression_references into
         # AggregateRel.grouping_expressions are dropped, and the relations above read past the end of its
@@ -215,7 +204,7 @@ class AceroRunner(EngineRunner):
 
         for rel, path in rels_with_paths(plan):
             if rel.WhichOneof("rel_type") == "fetch":
-                _check_fetch(rel.fetch, path)
+                check_fetch(rel.fetch, path, "acero")
             if rel.WhichOneof("rel_type") != "aggregate":
                 continue
             for i, grouping in enumerate(rel.aggregate.groupings):

@@ -15,7 +15,11 @@ plan, not a repaired copy). Before the engine sees the plan:
 * every file the plan names (the tables' files and ``ReadRel.local_files``) must be allowed by the
   :class:`~optimizer.paths.FileAccess` given (the CLI confines to ``--tables``, see docs/security.md);
 * with ``ignore_best_effort_filter`` the plan's ``ReadRel.best_effort_filter`` fields are removed: a
-  consumer may skip them, and :func:`optimizer.difftest.harness.compare` runs the optimized plan so.
+  consumer may skip them, and :func:`optimizer.difftest.harness.compare` runs the optimized plan so;
+* a plan with a problem :func:`optimizer.schema.check.check_plan` finds (a field past its input, a set
+  operation of one input) is a PlanError, and a construct the engine is known to read past, answering
+  as if it were not there (DuckDB's and Acero's post-join filters, ...), an UnsupportedError naming it
+  (:func:`refuse_read_past`): the engine would crash on the one or answer the other wrong, not fail.
 
 Errors: what the engine says it does not implement or support is an
 :class:`~optimizer.errors.UnsupportedError` ``<engine> does not support: <its message>``; any other
@@ -41,7 +45,8 @@ from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess, table_in_directory, table_places
 from optimizer.schema.record import top_level_names
 
-__all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels"]
+__all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels",
+           "check_fetch", "refuse_problems", "refuse_read_past", "refuse_unapplied_read_filters"]
 
 #: How engines word "this is not implemented here" (DataFusion: ``This feature is not implemented``,
 #: DuckDB: ``Not implemented Error``, ``Unsupported relation type``, Arrow: ``ArrowNotImplementedError``).
@@ -82,6 +87,88 @@ def read_rels(plan: Plan) -> Iterator[tuple[ReadRel, str]]:
     for rel, path in rels_with_paths(plan):
         if rel.WhichOneof("rel_type") == "read":
             yield rel.read, f"{path}.read"
+
+
+def refuse_problems(plan: Plan, engine: str) -> None:
+    """A PlanError for the first problem of ``plan`` (:func:`optimizer.schema.check.check_plan`), read in
+    the conventions its producer wrote it in, as the engine it was written for reads it (DuckDB's projects
+    without emit, DataFusion's grouping-set numbering: :func:`optimizer.load.pipeline.load`)."""
+    from optimizer.load.pipeline import load
+
+    problems = load(plan).problems
+    if problems:
+        first = problems[0]
+        raise PlanError(f"not given to {engine}, which may crash on or misread an invalid plan: {first.message}",
+                        first.path or None)
+
+
+#: What an engine reads past, answering as if it were not there, by name: each a test of a relation.
+_READ_PAST = {
+    "post_join_filter": (lambda rel, kind: kind == "join" and rel.join.HasField("post_join_filter"),
+                         "JoinRel.post_join_filter (it joins without it)"),
+    "clustered_sort": (lambda rel, kind: kind in ("sort", "top_n") and any(
+        s.direction == s.SORT_DIRECTION_CLUSTERED for s in getattr(rel, kind).sorts),
+        "a CLUSTERED sort direction (DataFusion 55 ends in a Rust panic)"),
+}
+
+
+def refuse_unapplied_read_filters(plan: Plan, engine: str) -> None:
+    """An UnsupportedError naming the first ``ReadRel.filter`` no ``FilterRel`` right above applies, for an
+    engine that reads every row whatever the read's filter says (Acero: 7 rows where the filter keeps 3).
+    DataFusion writes each read filter again above the read, which such an engine then applies."""
+    from optimizer.expr_utils import rels_with_paths
+    from optimizer.load.functions import function_table
+    from optimizer.targets import as_target
+    from optimizer.write.reads import adapt_reads
+
+    filtered = [path for rel, path in rels_with_paths(plan)
+                if rel.WhichOneof("rel_type") == "read" and rel.read.HasField("filter")]
+    if not filtered:
+        return
+    copy = Plan()
+    copy.CopyFrom(plan)
+    # As for a target that prunes with the read's filter but does not apply it: each read whose filter no
+    # filter above holds gets one, in its place.
+    if adapt_reads(copy, as_target("datafusion"), function_table(copy)):
+        now = {path: rel.WhichOneof("rel_type") for rel, path in rels_with_paths(copy)}
+        path = next(p for p in filtered if now.get(p) == "filter")
+        raise UnsupportedError(f"{engine} reads past ReadRel.filter (it reads every row) and no filter above "
+                               f"applies it, so the plan is not given to it as written (optimize --target "
+                               f"{engine} writes it in what {engine} reads)", path)
+
+
+def refuse_read_past(plan: Plan, engine: str, constructs: tuple[str, ...]) -> None:
+    """An UnsupportedError naming the first of ``constructs`` (keys of :data:`_READ_PAST`) in ``plan``:
+    ``optimize --target <engine>`` writes the plan in what the engine reads, or refuses it."""
+    from optimizer.expr_utils import rels_with_paths
+
+    for rel, path in rels_with_paths(plan):
+        kind = rel.WhichOneof("rel_type")
+        for name in constructs:
+            test, what = _READ_PAST[name]
+            if test(rel, kind):
+                raise UnsupportedError(f"{engine} reads past {what}, so the plan is not given to it as written "
+                                       f"(optimize --target {engine} writes it in what {engine} reads)", path)
+
+
+def check_fetch(fetch, path: str, engine: str) -> None:
+    """Acero (pyarrow 26) and DuckDB 1.1.3 read a fetch's offset and count from Substrait 0.53's fields only
+    (3 and 4), which default to 0: a count given as today's ``count_expr`` alone, or none (all rows), would
+    return no row, an offset in ``offset_expr`` alone would be ignored. Their targets write both."""
+    from optimizer.expr_utils import int_literal
+    from optimizer.load.upgrade import _unknown
+
+    old = {number for number, _, _ in _unknown(fetch)}
+
+    def zero(name: str) -> bool:
+        return fetch.HasField(name) and int_literal(getattr(fetch, name)) == 0
+
+    if 4 not in old and not zero("count_expr"):
+        raise UnsupportedError(f"{engine} does not support: a FetchRel's count given only in today's count_expr, "
+                               "or none (it reads the deprecated count, 0 when absent, and would return no row)", path)
+    if 3 not in old and fetch.HasField("offset_expr") and not zero("offset_expr"):
+        raise UnsupportedError(f"{engine} does not support: a FetchRel's offset given only in today's offset_expr "
+                               "(it reads the deprecated offset, and would skip no row)", path)
 
 
 def plan_as_given(source: str) -> Plan:

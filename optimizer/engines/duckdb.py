@@ -12,7 +12,15 @@ import glob
 import os
 import re
 
-from optimizer.engines.base import BoundTable, EngineRunner, engine_failure, missing_package
+from optimizer.engines.base import (
+    BoundTable,
+    EngineRunner,
+    check_fetch,
+    engine_failure,
+    missing_package,
+    refuse_problems,
+    refuse_read_past,
+)
 from optimizer.errors import UnsupportedError
 
 __all__ = ["DuckDBRunner"]
@@ -57,6 +65,42 @@ class DuckDBRunner(EngineRunner):
         self._extension = substrait_extension()
         self._con = None
         self._views: dict[str, tuple[str, str]] = {}  # lower-case name -> (name, location)
+
+    def check(self, plan) -> None:
+        """DuckDB 1.1.3 crashes the process on some invalid plans (a set operation of one input: SIGSEGV)
+        and reads past post-join filters, emits, a fetch's count given only in today's count_expr, and a
+        project's input columns (its own projects, written so, are read as its producer means them)."""
+        refuse_problems(plan, "duckdb")
+        refuse_read_past(plan, "duckdb", ("post_join_filter",))
+        from optimizer.expr_utils import rels_with_paths
+        from optimizer.load.pipeline import load
+        from optimizer.relations import emit_of
+        from optimizer.schema.check import legacy_project_producer
+
+        own_projects = legacy_project_producer(plan) is not None  # its convention, which the loader reads so
+        schemas = None
+        for rel, path in rels_with_paths(plan):
+            kind = rel.WhichOneof("rel_type")
+            if kind == "fetch":
+                check_fetch(rel.fetch, path, "duckdb")
+            emit = emit_of(rel)
+            if kind is None or (kind == "project" and own_projects):
+                continue
+            if kind == "project":
+                if schemas is None:
+                    schemas = load(plan).schemas
+                # DuckDB outputs a project's expressions alone, whatever its emit; the spec, its input's
+                # columns and then the expressions, the emit choosing among them.
+                n_in = len(schemas[f"{path}.project.input"].types)
+                n_out = len(rel.project.expressions)
+                if (emit if emit is not None else list(range(n_in + n_out))) != list(range(n_in, n_in + n_out)):
+                    raise UnsupportedError("duckdb reads a ProjectRel as its expressions alone (no input column, "
+                                           "its emit ignored), where this plan means otherwise: written for it "
+                                           "with optimize --target duckdb it reads it right", path)
+            elif emit is not None:
+                raise UnsupportedError(f"duckdb reads past the emit of a {kind} relation (it outputs every column, "
+                                       "in order): written for it with optimize --target duckdb it reads it right",
+                                       path)
 
     def _connection(self):
         if self._con is None:

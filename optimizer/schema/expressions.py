@@ -349,6 +349,8 @@ def type_sorts(
         expr_type(s.expr, schema, ctx, f"{spath}.expr")
         if s.WhichOneof("sort_kind") == "comparison_function_reference":
             ctx.function(s.comparison_function_reference, spath)
+        elif s.direction == SortField.SORT_DIRECTION_UNSPECIFIED:
+            ctx.warn(f"{spath}.direction", "sort direction is unspecified")
 
 
 # Fallbacks when the extension YAMLs cannot derive a missing output type (non-standard argument types).

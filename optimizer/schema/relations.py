@@ -159,10 +159,24 @@ def rel_output(rel: Rel, inputs: Sequence[Schema], ctx: Derivation, path: str) -
 
 def _type_fields_set(body, names: tuple[str, ...], schema: Schema, ctx: Derivation, bpath: str) -> None:
     """Type those of the optional expression fields ``names`` of ``body`` that are set (a fetch's or
-    top-N's offset and count)."""
-    for name in names:
-        if body.HasField(name):
-            expr_type(getattr(body, name), schema, ctx, f"{bpath}.{name}")
+    top-N's offset and count): each an integer (or NULL) that reads no column of the input, an offset not
+    negative, a count not below -1 (the old encoding's "all rows")."""
+    from optimizer.expr_utils import int_literal, referenced_fields
+
+    for name, least in zip(names, (0, -1), strict=True):
+        if not body.HasField(name):
+            continue
+        e = getattr(body, name)
+        where = f"{bpath}.{name}"
+        t = expr_type(e, schema, ctx, where)
+        what = "offset" if least == 0 else "count"
+        if referenced_fields(e):
+            ctx.warn(where, f"the {what} reads a column of the input: it is one number for the whole relation")
+        elif is_known(t) and type_kind(t) not in ("i8", "i16", "i32", "i64") and not (
+                e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"):
+            ctx.warn(where, f"the {what} is of type {type_name(t)}, not an integer")
+        elif (value := int_literal(e)) is not None and value < least:
+            ctx.warn(where, f"{what} is negative ({value})")
 
 
 def _direct_output(kind: str, body, inputs: list[Schema], ctx: Derivation, bpath: str) -> Schema:

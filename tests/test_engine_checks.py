@@ -1,0 +1,70 @@
+"""What the engine runners refuse before the engine sees a plan, and the problems every command finds
+in one: an invalid plan ended DuckDB's process (SIGSEGV) and DataFusion's run (a Rust panic, a Python
+traceback, the rest of a batch lost), and post-join filters, read filters and emits were read past,
+answering as if they were not there. Found by the spec coverage sweep; plans in tests/data/engine_checks
+over the small tables of test_target_readings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_target_readings import tables  # noqa: F401  (the fixture)
+
+from optimizer.cli import main
+from optimizer.errors import PlanError, UnsupportedError
+from optimizer.plan_io import load_plan
+from optimizer.schema.check import check_plan
+
+PLANS = Path(__file__).parent / "data" / "engine_checks"
+
+
+@pytest.mark.parametrize(("plan", "where", "words"), [
+    ("sort_unspecified", "sorts[0].direction", "sort direction is unspecified"),
+    ("fetch_negative_offset", "fetch.offset_expr", "offset is negative (-1)"),
+    ("fetch_fp64_count", "fetch.count_expr", "the count is of type fp64, not an integer"),
+    ("fetch_count_reads_a_column", "fetch.count_expr", "the count reads a column of the input"),
+    ("set_of_one_input", "set.inputs", "a set operation needs at least 2 inputs"),
+])
+def test_problems_every_command_finds(plan, where, words, capsys):
+    """optimize took these and wrote them (an offset of -1 then answered 2 rows on DuckDB); run refused."""
+    problems = check_plan(load_plan((PLANS / f"{plan}.json").read_bytes()))
+    assert any(p.path.endswith(where) and words in p.message for p in problems), problems
+    assert main(["optimize", str(PLANS / f"{plan}.json"), "-o", "-"]) == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("engine", "plan", "error", "words"), [
+    ("duckdb", "set_of_one_input", PlanError, "not given to duckdb"),  # a SIGSEGV
+    ("datafusion", "sort_unspecified", PlanError, "not given to datafusion"),  # a Rust panic
+    ("datafusion", "fetch_count_reads_a_column", PlanError, "not given to datafusion"),  # a Rust panic
+    ("datafusion", "sort_clustered", UnsupportedError, "datafusion reads past a CLUSTERED sort direction"),
+    ("duckdb", "post_join_filter", UnsupportedError, "duckdb reads past JoinRel.post_join_filter"),  # 4 rows, not 2
+    ("acero", "post_join_filter", UnsupportedError, "acero reads past JoinRel.post_join_filter"),
+    ("acero", "read_filter", UnsupportedError, "acero reads past ReadRel.filter .* no filter above applies it"),  # 7 rows, not 3
+])
+def test_runners_refuse_what_the_engine_crashes_on_or_reads_past(engine, plan, error, words, tables):  # noqa: F811
+    from optimizer.engines import runner
+
+    engine_runner = runner(engine, tables)
+    try:
+        with pytest.raises(error, match=words) as info:
+            engine_runner.execute(load_plan((PLANS / f"{plan}.json").read_bytes()))
+    finally:
+        engine_runner.close()
+    assert info.value.path
+
+
+def test_a_refused_plan_leaves_the_rest_of_a_batch_to_run(tables, capsys, tmp_path):  # noqa: F811
+    """A CLUSTERED sort ended `run --engine datafusion` of several plans with a traceback: now that plan
+    fails by name and the next one runs."""
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for name, path in tables.items():
+        (folder / f"{name}.parquet").write_bytes(Path(path).read_bytes())
+    runs = Path(__file__).parent / "data" / "target_readings" / "mark_in_a_disjunct.json"
+    code = main(["run", "--engine", "datafusion", "--tables", str(folder), "--out", str(tmp_path / "out"),
+                 str(PLANS / "sort_clustered.json"), str(runs)])
+    captured = capsys.readouterr()
+    assert code == 3 and "Traceback" not in captured.err and "CLUSTERED" in captured.err, captured
+    assert "1 ok, 1 failed" in captured.out + captured.err
