@@ -79,3 +79,32 @@ def test_a_mark_read_only_as_a_disjunct_is_written_for_datafusion(tables):
     written = write_for_target(_plan("mark_in_a_disjunct"), "datafusion")
     rows = run_datafusion(written, tables).to_pylist()
     assert sorted(r["k"] for r in rows) == [1, 1, 2, 4]
+
+
+@pytest.mark.spark
+def test_datafusion_marks_are_read_as_it_means_them(spark, tables):
+    """DataFusion writes NOT (v > 0 AND EXISTS (...)) with a LEFT_MARK join whose mark it computes, and
+    declares, two-valued: the loader reads it as coalesce(mark, false). Read by the spec, a row whose k
+    matches no u.k (u.k holds a NULL) had a NULL mark and was dropped. Written for DataFusion, the plan
+    answers the same as SQL."""
+    from substrait.proto import JoinRel, Plan
+
+    from optimizer.driver import optimize
+    from optimizer.expr_utils import rels_with_paths
+    from optimizer.spark import SparkBackend
+    from workloads.producers import datafusion_plan
+
+    sql = "SELECT t.k, t.s FROM t WHERE NOT (t.v > 0 AND EXISTS (SELECT 1 FROM u WHERE u.k = t.k))"
+    raw = datafusion_plan(sql, tables)
+    assert any(r.WhichOneof("rel_type") == "join" and r.join.type == JoinRel.JOIN_TYPE_LEFT_MARK
+               for r, _ in rels_with_paths(Plan.FromString(raw)))
+    expected = sorted([(3, None), (None, "e"), (None, "f"), (4, "g")], key=str)  # DuckDB's and DataFusion's SQL
+
+    def answer(table) -> list:
+        return sorted(((r["k"], r["s"]) for r in table.to_pylist()), key=str)
+
+    plan = load_plan(raw)
+    backend = SparkBackend(spark, tables=tables)
+    assert answer(backend.execute(plan)) == expected
+    assert answer(backend.execute(optimize(plan))) == expected
+    assert answer(run_datafusion(write_for_target(plan, "datafusion"), tables)) == expected

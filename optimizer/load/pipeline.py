@@ -42,7 +42,11 @@ from optimizer.load.functions import FunctionTable
 from optimizer.load.grouping_sets import conform_grouping_sets
 from optimizer.load.limits import Limits
 from optimizer.load.limits import current as limits_in_force
-from optimizer.load.producer_quirks import conform_legacy_projects, conform_simple_case
+from optimizer.load.producer_quirks import (
+    conform_legacy_projects,
+    conform_simple_case,
+    conform_two_valued_marks,
+)
 from optimizer.load.protobuf_depth import merge_pieces, message_depths
 from optimizer.load.upgrade import parse_json_plan, upgrade_binary_plan
 from optimizer.schema.derivation import plan_functions
@@ -154,6 +158,7 @@ def conformed(plan: Plan, name: str) -> LoadedPlan:
     declared, unresolved = _resolved(plan)
     try:  # keyed by the plan's version: a plan this tool wrote has none
         conform_simple_case(plan, declared)  # producer quirks
+        conform_two_valued_marks(plan, declared)
         conform_grouping_sets(plan)  # before the projects: those above read the aggregates' widths
         conform_legacy_projects(plan, declared)  # legacy conversions
     except PlanError as exc:

@@ -8,6 +8,12 @@ spec's encoding, so that everything downstream (schemas, rules, backends) reads 
   ``then`` in every clause, so it becomes the searched CASE ``WHEN equal(x, v1) THEN r1 ...``: the same
   answer, a NULL operand matching no ``WHEN`` as in SQL. The operand is copied into each clause, which
   is only the same for a deterministic operand (otherwise an :class:`UnsupportedError`).
+* **DataFusion's two-valued mark joins**: DataFusion 55 writes EXISTS and IN that it cannot turn into a
+  semi join (under OR, NOT) as a ``LEFT_MARK`` join whose mark it computes, and declares, as true or
+  false: never NULL (its ``not(mark)`` is declared non-nullable). The spec's mark is NULL where no row
+  matches and the condition was NULL for one. So in a plan DataFusion wrote, each mark is read as
+  ``coalesce(mark, false)``, a project above the join (:func:`conform_two_valued_marks`): ``NOT (k > 0
+  AND EXISTS (...))`` keeps the rows DataFusion and SQL keep.
 * **Projects without emit** of DuckDB and of DataFusion before 2024
   (:data:`~optimizer.schema.check.LEGACY_PROJECT_PRODUCERS`): their ``ProjectRel`` without ``emit`` outputs
   only its expressions, where the spec says input columns and then the expressions; each gets the
@@ -106,3 +112,47 @@ def conform_legacy_projects(plan: Plan, functions: FunctionTable | None = None) 
         changed += 1
     return changed
 
+
+
+#: Producers whose mark joins give true or false, never NULL (``plan.version.producer``).
+TWO_VALUED_MARK_PRODUCERS = ("datafusion",)
+
+
+def conform_two_valued_marks(plan: Plan, functions: FunctionTable | None = None) -> int:
+    """In a plan of a producer of :data:`TWO_VALUED_MARK_PRODUCERS`, put over each ``LEFT_MARK`` /
+    ``RIGHT_MARK`` join a project that outputs its columns with the mark as ``coalesce(mark, false)``,
+    in place (the join's emit moves to the project). Returns the number rewritten."""
+    from substrait.proto import JoinRel, Rel
+
+    from optimizer.expr_utils import field, rels_with_paths
+    from optimizer.relations import emit_of
+
+    if plan.version.producer.strip().lower() not in TWO_VALUED_MARK_PRODUCERS:
+        return 0
+    marks = [(rel, path) for rel, path in rels_with_paths(plan) if rel.WhichOneof("rel_type") == "join"
+             and rel.join.type in (JoinRel.JOIN_TYPE_LEFT_MARK, JoinRel.JOIN_TYPE_RIGHT_MARK)]
+    if not marks:
+        return 0
+    registrar = FunctionRegistrar(plan, functions if functions is not None else plan_functions(plan))
+    false = Expression()
+    false.literal.boolean = False
+    for rel, path in marks:  # children first: a rewrite keeps its ancestors' paths
+        side = "left" if rel.join.type == JoinRel.JOIN_TYPE_LEFT_MARK else "right"
+        schema, problems = checked_tree_schema(getattr(rel.join, side), registrar.table, f"{path}.join.{side}",
+                                               plan.relations)
+        if schema is None:
+            raise PlanError(f"the {side} input of a mark join has no known columns", f"{path}.join.{side}")
+        width = len(schema.types) + 1
+        emit = emit_of(rel)
+        mapping = [width if i == width - 1 else i for i in (emit if emit is not None else range(width))]
+        join = Rel()
+        join.CopyFrom(rel)
+        join.join.common.ClearField("emit_kind")
+        project = Rel()
+        project.project.input.CopyFrom(join)
+        project.project.expressions.append(
+            registrar.call("coalesce", "functions_comparison", [field(width - 1), false], boolean_type(),
+                           "coalesce:any"))
+        project.project.common.emit.output_mapping.extend(mapping)
+        rel.CopyFrom(project)
+    return len(marks)

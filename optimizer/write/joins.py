@@ -591,8 +591,9 @@ def refuse_null_marks(plan: Plan, target: Target, functions: FunctionTable) -> N
     """Refuse each mark join whose mark the target gives as false where Substrait gives NULL (DataFusion 55:
     its mark is true or false; the spec's is NULL where no row matches and the condition was NULL for one),
     unless that cannot change the answer: the condition is never NULL, or the mark is read only by filters,
-    as a conjunct or a disjunct of their condition (where NULL and false both drop the row), and no
-    relation above outputs it. DataFusion writes its EXISTS and IN under an OR so (TPC-DS Q10, Q35, Q45)."""
+    as a conjunct or a disjunct of their condition (where NULL and false both drop the row), or as
+    ``coalesce(mark, false)`` (how the loader reads DataFusion's own marks), and no relation above outputs
+    it otherwise. DataFusion writes its EXISTS and IN under an OR or a NOT so (TPC-DS Q10, Q35, Q45)."""
     from optimizer.schema import expression_type, plan_schemas
     from optimizer.schema.record import Schema
     from optimizer.schema.types import is_nullable
@@ -676,7 +677,7 @@ def _mark_read_by_filters_only(by_path: dict[str, Rel], schemas, path: str, mark
         else:
             for e in parent.project.expressions:
                 i = field_index(e)
-                if i is None and referenced_fields(e) & columns:
+                if i is None and _read_as_three_valued(e, columns, functions):
                     return False
                 has.append(i is not None and i in columns)
         columns = emitted(parent, has)
@@ -684,12 +685,32 @@ def _mark_read_by_filters_only(by_path: dict[str, Rel], schemas, path: str, mark
     return True
 
 
-def _only_as_condition(e: Expression, columns: set[int], functions: FunctionTable) -> bool:
-    """Whether ``e`` reads ``columns`` only as whole conjuncts or disjuncts (under AND and OR only)."""
+def _false_for_null(e: Expression, columns: set[int], functions: FunctionTable) -> bool:
+    """Whether ``e`` is ``coalesce(mark, false)`` of a column of ``columns``: true or false, the same for a
+    NULL mark as for a false one (how the loader reads a mark of DataFusion's own plans)."""
+    args = call_args(e) if function_name(e, functions) == "coalesce" else None
+    return (args is not None and len(args) == 2 and field_index(args[0]) in columns
+            and args[1].WhichOneof("rex_type") == "literal" and args[1].literal.WhichOneof("literal_type") == "boolean"
+            and not args[1].literal.boolean)
+
+
+def _read_as_three_valued(e: Expression, columns: set[int], functions: FunctionTable) -> bool:
+    """Whether ``e`` reads one of ``columns`` other than through ``coalesce(mark, false)``."""
+    if _false_for_null(e, columns, functions):
+        return False
     i = field_index(e)
     if i is not None:
-        return True
-    if not referenced_fields(e) & columns:
+        return i in columns
+    args = call_args(e) if e.WhichOneof("rex_type") == "scalar_function" else None
+    if args is not None:
+        return any(_read_as_three_valued(a, columns, functions) for a in args)
+    return bool(referenced_fields(e) & columns)
+
+
+def _only_as_condition(e: Expression, columns: set[int], functions: FunctionTable) -> bool:
+    """Whether ``e`` reads ``columns`` only as whole conjuncts or disjuncts (under AND and OR only) or
+    through ``coalesce(mark, false)``."""
+    if field_index(e) is not None or not _read_as_three_valued(e, columns, functions):
         return True
     if function_name(e, functions) in ("and", "or"):
         return all(_only_as_condition(a, columns, functions) for a in call_args(e) or ())
