@@ -108,3 +108,13 @@ def test_datafusion_marks_are_read_as_it_means_them(spark, tables):
     assert answer(backend.execute(plan)) == expected
     assert answer(backend.execute(optimize(plan))) == expected
     assert answer(run_datafusion(write_for_target(plan, "datafusion"), tables)) == expected
+
+
+def test_a_semi_join_condition_null_for_a_pair_is_no_match_on_duckdb():
+    """DuckDB 1.1.3 misreads a LEFT_SEMI join whose condition is NULL for a pair: SELECT a.k, a.v FROM t3 a
+    WHERE EXISTS (SELECT 1 FROM t2 b WHERE b.k = a.k AND b.v > a.v), NULL for a's row (6, NULL), answered
+    (2, 3) too, where SQL gives (2, 0), (6, 2) (the random SQL sweep's tables). Written for it, each
+    conjunct that may be NULL is also asked IS NOT NULL."""
+    paths = {"t2": str(PLANS / "sweep_t2.parquet"), "t3": str(PLANS / "sweep_t3.parquet")}
+    written = write_for_target(_plan("semi_join_condition"), "duckdb")
+    assert sorted((r["k"], r["v"]) for r in run_duckdb(written, paths).to_pylist()) == [(2, 0), (6, 2)]

@@ -57,6 +57,9 @@ optional; the defaults are the spec's reading)::
                                               #   counts every value)
                   "rounding": "any",          # any | tie_away_from_zero: a call whose rounding option
                                               #   allows only another rounding is refused
+                  "semi_join_conditions": "any",  # any | not_null: a semi join's condition NULL for a pair
+                                              #   matches (DuckDB), so each conjunct that may be NULL gets
+                                              #   IS NOT NULL of itself beside it
                   "mark_joins": "any",        # any | two_valued: the mark is true or false, never NULL
                                               #   (DataFusion); a mark join is refused unless NULL and false
                                               #   cannot change the answer
@@ -211,6 +214,7 @@ class Target:
     rounding: str = "any"
     expression_references: bool = True
     mark_joins: str = "any"
+    semi_join_conditions: str = "any"
     grouping_sets: str = "spec"
     plan_version: tuple[int, int, int] | None = None
     capabilities: Capabilities | None = None
@@ -250,6 +254,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "rounding": ("rounding", ("any", "tie_away_from_zero")),
     "expression_references": ("expression_references", None),
     "mark_joins": ("mark_joins", ("any", "two_valued")),
+    "semi_join_conditions": ("semi_join_conditions", ("any", "not_null")),
     "grouping_sets": ("grouping_sets", GROUPING_SETS),
     "old_fields": ("old_fields", None),
     "explicit_direct": ("explicit_direct", None),
