@@ -118,3 +118,23 @@ def test_a_semi_join_condition_null_for_a_pair_is_no_match_on_duckdb():
     paths = {"t2": str(PLANS / "sweep_t2.parquet"), "t3": str(PLANS / "sweep_t3.parquet")}
     written = write_for_target(_plan("semi_join_condition"), "duckdb")
     assert sorted((r["k"], r["v"]) for r in run_duckdb(written, paths).to_pylist()) == [(2, 0), (6, 2)]
+
+
+SWEEP = {"t2": str(PLANS / "sweep_t2.parquet"), "t3": str(PLANS / "sweep_t3.parquet")}
+
+
+def test_plans_the_random_sweep_wrote_that_the_engine_then_failed_on():
+    """Found by the random SQL sweep, each written with exit 0 and then failed by the engine: an
+    uncorrelated EXISTS as a semi join without condition ('join condition should not be empty' on
+    DataFusion, its own plan), and a ROLLUP whose grand-total measures nobody reads as an aggregate of no
+    column ('SELECT list is empty' on DuckDB). Each now runs and answers as Spark's SQL; a function the
+    engine lacks is refused by name at write time."""
+    semi = write_for_target(_plan("semi_join_without_condition"), "datafusion")
+    assert len(run_datafusion(semi, SWEEP).to_pylist()) == 15  # t3's rows: some t2 row has v <= 3
+    rollup = write_for_target(_plan("rollup_total_unread"), "duckdb")
+    # t3's rows whose k is one of t2's (the ROLLUP's NULL key of the total joins nothing): 12, DuckDB's SQL
+    assert sorted(r["v"] for r in run_duckdb(rollup, SWEEP).to_pylist() if r["v"] is not None) == [
+        -1, 0, 2, 2, 2, 3, 3, 8, 100, 100]
+    assert run_duckdb(rollup, SWEEP).num_rows == 12
+    with pytest.raises(UnsupportedError, match="function 'is_distinct_from' .* target 'duckdb' has no such function"):
+        write_for_target(_plan("is_distinct_from"), "duckdb")

@@ -11,7 +11,9 @@ order (a typed NULL for one the set lacks), the measures and the literal ``i``.
 **Why it is equivalent**: SQL and the spec define ``GROUP BY GROUPING SETS (s_1, ..., s_n)`` as the union
 of the ``GROUP BY s_i``, the expressions outside ``s_i`` NULL; the index column is the constant ``i`` of
 each branch. An empty set is a global aggregate, one row even over no input, as the grouping set ``()``.
-The input is computed once per set (the target reads no shared subtree).
+The input is computed once per set (the target reads no shared subtree). A branch of the set ``()``
+whose measures nobody reads (the columns above prune them) counts its rows, a column not output: an
+aggregate of no column is read by no engine ("SELECT list is empty").
 """
 
 from __future__ import annotations
@@ -46,9 +48,12 @@ def grouping_sets_as_union(plan: Plan, functions: FunctionTable) -> int:
             one.aggregate.grouping_expressions.extend(agg.grouping_expressions[k] for k in keys)
             one.aggregate.groupings.add().expression_references.extend(range(len(keys)))
             one.aggregate.measures.extend(agg.measures)
+            width = len(keys) + n_measures
+            if not width:  # the set () with no measure read: an aggregate of no column, which no engine reads
+                one.aggregate.measures.add().measure.CopyFrom(_count_star(plan, functions))
+                width = 1
             branch = Rel()
             branch.project.input.CopyFrom(one)
-            width = len(keys) + n_measures
             for k in range(n_keys):
                 e = branch.project.expressions.add()
                 if k in keys:
@@ -64,3 +69,18 @@ def grouping_sets_as_union(plan: Plan, functions: FunctionTable) -> int:
         rel.CopyFrom(union)
         changed += 1
     return changed
+
+
+def _count_star(plan: Plan, functions: FunctionTable):
+    """``count(*)``, declared in ``plan``: the one column of a branch whose set and measures give none (its
+    value is not output)."""
+    from substrait.proto import AggregateFunction, AggregationPhase, Type
+
+    from optimizer.expr_utils import FunctionRegistrar
+
+    count = AggregateFunction(function_reference=FunctionRegistrar(plan, functions).anchor(
+        "count", "functions_aggregate_generic", "count:"))
+    count.output_type.i64.nullability = Type.NULLABILITY_REQUIRED
+    count.phase = AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT
+    count.invocation = AggregateFunction.AGGREGATION_INVOCATION_ALL
+    return count
