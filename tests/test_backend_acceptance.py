@@ -731,7 +731,8 @@ class OptimizedRuns:
         seconds = time.perf_counter() - start
         if result.status == SKIPPED:
             return Verdict("skipped", f"original unsupported: {result.reason}", rules, seconds)
-        if result.status == ERROR and result.stage == "original" and isinstance(result.error, PlanError):
+        # A plan breaking the spec is refused where it is first read: by the optimizer, or by the backend.
+        if result.status == ERROR and result.stage in ("optimize", "original") and isinstance(result.error, PlanError):
             bug = PRODUCER_BUGS.get(key)
             if bug is not None and bug.plan_error:
                 return Verdict("skipped", f"producer bug: {bug.reason}", rules, seconds)

@@ -442,7 +442,7 @@ def test_fetch_offset_count_and_all(backend):
     assert fetch(offset=8) == [8, 9]
     f = FetchRel(input=base, count_expr=lit(None))
     assert len(run(backend, b.plan(Rel(fetch=f), ["x"]))) == 10
-    with pytest.raises(ExecutionError, match="offset is negative"):
+    with pytest.raises(PlanError, match="offset_expr: offset is negative"):  # a problem of the plan: exit 2
         fetch(offset=-1)
 
 

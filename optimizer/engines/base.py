@@ -117,7 +117,7 @@ def refuse_unapplied_read_filters(plan: Plan, engine: str) -> None:
     engine that reads every row whatever the read's filter says (Acero: 7 rows where the filter keeps 3).
     DataFusion writes each read filter again above the read, which such an engine then applies."""
     from optimizer.expr_utils import rels_with_paths
-    from optimizer.load.functions import function_table
+    from optimizer.load.pipeline import load
     from optimizer.targets import as_target
     from optimizer.write.reads import adapt_reads
 
@@ -129,7 +129,7 @@ def refuse_unapplied_read_filters(plan: Plan, engine: str) -> None:
     copy.CopyFrom(plan)
     # As for a target that prunes with the read's filter but does not apply it: each read whose filter no
     # filter above holds gets one, in its place.
-    if adapt_reads(copy, as_target("datafusion"), function_table(copy)):
+    if adapt_reads(copy, as_target("datafusion"), load(plan).functions):
         now = {path: rel.WhichOneof("rel_type") for rel, path in rels_with_paths(copy)}
         path = next(p for p in filtered if now.get(p) == "filter")
         raise UnsupportedError(f"{engine} reads past ReadRel.filter (it reads every row) and no filter above "

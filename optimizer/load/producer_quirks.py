@@ -125,7 +125,6 @@ def conform_two_valued_marks(plan: Plan, functions: FunctionTable | None = None)
     from substrait.proto import JoinRel, Rel
 
     from optimizer.expr_utils import field, rels_with_paths
-    from optimizer.relations import emit_of
 
     if plan.version.producer.strip().lower() not in TWO_VALUED_MARK_PRODUCERS:
         return 0
@@ -143,8 +142,9 @@ def conform_two_valued_marks(plan: Plan, functions: FunctionTable | None = None)
         if schema is None:
             raise PlanError(f"the {side} input of a mark join has no known columns", f"{path}.join.{side}")
         width = len(schema.types) + 1
-        emit = emit_of(rel)
-        mapping = [width if i == width - 1 else i for i in (emit if emit is not None else range(width))]
+        common = rel.join.common
+        emit = common.emit.output_mapping if common.WhichOneof("emit_kind") == "emit" else range(width)
+        mapping = [width if i == width - 1 else i for i in emit]
         join = Rel()
         join.CopyFrom(rel)
         join.join.common.ClearField("emit_kind")

@@ -615,7 +615,6 @@ def transitive_join_keys(plan: Plan, target: Target, functions: FunctionTable) -
     return changed
 
 
-
 _MARK_TYPES = (JoinRel.JOIN_TYPE_LEFT_MARK, JoinRel.JOIN_TYPE_RIGHT_MARK)
 
 
@@ -676,9 +675,8 @@ def _mark_read_by_filters_only(by_path: dict[str, Rel], schemas, path: str, mark
         return {i for i, h in enumerate(kept) if h}
 
     rel = by_path[path]
-    width = len(schemas[f"{path}.join.left"].types) + (1 if rel.join.type == JoinRel.JOIN_TYPE_LEFT_MARK else 0)
-    if rel.join.type == JoinRel.JOIN_TYPE_RIGHT_MARK:
-        width = len(schemas[f"{path}.join.right"].types) + 1
+    side = "left" if rel.join.type == JoinRel.JOIN_TYPE_LEFT_MARK else "right"
+    width = len(schemas[f"{path}.join.{side}"].types) + 1  # the side's columns, then the mark
     columns = emitted(rel, [i == mark for i in range(width)])
     child = path
     while columns:
