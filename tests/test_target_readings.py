@@ -136,6 +136,14 @@ def test_plans_the_random_sweep_wrote_that_the_engine_then_failed_on():
     assert sorted(r["v"] for r in run_duckdb(rollup, SWEEP).to_pylist() if r["v"] is not None) == [
         -1, 0, 2, 2, 2, 3, 3, 8, 100, 100]
     assert run_duckdb(rollup, SWEEP).num_rows == 12
+    # SELECT a.k, u.k FROM t3 a JOIN (SELECT k FROM t2 GROUP BY k) u ON a.k = u.k: eliminate_joins makes it a
+    # semi join giving t3.k twice, which DataFusion called ambiguous; the columns named apart, it runs
+    from optimizer.driver import optimize
+
+    twice = optimize(_plan("same_column_twice"), target="datafusion")
+    assert [r.WhichOneof("rel_type") for r in [twice.relations[0].root.input]] == ["join"]
+    assert list(twice.relations[0].root.names) == ["k", "k_1"]
+    assert run_datafusion(twice, SWEEP).num_rows == 12
     with pytest.raises(UnsupportedError, match="function 'is_distinct_from' .* target 'duckdb' has no such function"):
         write_for_target(_plan("is_distinct_from"), "duckdb")
 
