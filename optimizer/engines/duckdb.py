@@ -75,10 +75,10 @@ class DuckDBRunner(EngineRunner):
         from optimizer.expr_utils import rels_with_paths
         from optimizer.load.pipeline import load
         from optimizer.relations import emit_of
-        from optimizer.schema.check import legacy_project_producer
+        from optimizer.schema.check import checked_tree_schema, legacy_project_producer
 
         own_projects = legacy_project_producer(plan) is not None  # its convention, which the loader reads so
-        schemas = None
+        functions = None
         for rel, path in rels_with_paths(plan):
             kind = rel.WhichOneof("rel_type")
             if kind == "fetch":
@@ -87,11 +87,15 @@ class DuckDBRunner(EngineRunner):
             if kind is None or (kind == "project" and own_projects):
                 continue
             if kind == "project":
-                if schemas is None:
-                    schemas = load(plan).schemas
+                if functions is None:
+                    functions = load(plan).declared
+                # The plan as written (the loader's conformed copy may have other paths).
+                schema, _ = checked_tree_schema(rel.project.input, functions, f"{path}.project.input", plan.relations)
+                if schema is None:  # a relation of unknown columns below: its width is not known here
+                    continue
                 # DuckDB outputs a project's expressions alone, whatever its emit; the spec, its input's
                 # columns and then the expressions, the emit choosing among them.
-                n_in = len(schemas[f"{path}.project.input"].types)
+                n_in = len(schema.types)
                 n_out = len(rel.project.expressions)
                 if (emit if emit is not None else list(range(n_in + n_out))) != list(range(n_in, n_in + n_out)):
                     raise UnsupportedError("duckdb reads a ProjectRel as its expressions alone (no input column, "
