@@ -55,6 +55,15 @@ def test_runners_refuse_what_the_engine_crashes_on_or_reads_past(engine, plan, e
     assert info.value.path
 
 
+def test_the_datafusion_target_refuses_what_the_runner_refuses():
+    """The runner's refusal of a CLUSTERED sort says optimize --target datafusion writes the plan in what
+    DataFusion reads: that write refuses it by name (it wrote it through, and DataFusion panicked)."""
+    from optimizer.write import write_for_target
+
+    with pytest.raises(UnsupportedError, match="a CLUSTERED sort direction: target 'datafusion' does not read it"):
+        write_for_target(load_plan((PLANS / "sort_clustered.json").read_bytes()), "datafusion")
+
+
 def test_a_refused_plan_leaves_the_rest_of_a_batch_to_run(tables, capsys, tmp_path):  # noqa: F811
     """A CLUSTERED sort ended `run --engine datafusion` of several plans with a traceback: now that plan
     fails by name and the next one runs."""

@@ -152,9 +152,13 @@ def refuse_ignored_settings(plan: Plan, target: Target, functions: FunctionTable
     partial counts: 5 instead of 160), a DISTINCT window function (DataFusion's count(DISTINCT v) OVER ()
     counts every value: 5 instead of 4), a rounding option the target's round does not follow (both round
     2.5 to 3.0 whatever TIE_TO_EVEN asks); a field reference into an expression's value (DuckDB reads
-    struct(k, s).field(1) as the input row's field 1)."""
+    struct(k, s).field(1) as the input row's field 1); a CLUSTERED sort (DataFusion panics)."""
     names = {info.anchor: info.name for info in functions}
     for rel, path in rels_with_paths(plan):
+        kind = rel.WhichOneof("rel_type")
+        if not target.clustered_sorts and kind in ("sort", "top_n") and any(
+                s.direction == s.SORT_DIRECTION_CLUSTERED for s in getattr(rel, kind).sorts):
+            raise UnsupportedError(f"a CLUSTERED sort direction: target '{target.name}' does not read it", path)
         for m in walk(strip_inputs(rel), enter_subqueries=False):
             full_name = m.DESCRIPTOR.full_name
             if (full_name == "substrait.Expression.FieldReference" and not target.expression_references

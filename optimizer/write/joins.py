@@ -143,7 +143,6 @@ def semi_join_conditions_true(plan: Plan, target: Target, functions: FunctionTab
     t2 b WHERE b.k = a.k AND b.v > a.v) gave 3 rows where SQL gives 2 (b.v NULL). ``c AND c IS NOT NULL`` is
     true exactly where ``c`` is, so the rows the spec keeps are the same."""
     from optimizer.schema import expression_type, plan_schemas
-    from optimizer.schema.record import Schema
     from optimizer.schema.types import is_nullable
 
     joins = [(rel, path) for rel, path in rels_with_paths(plan)
@@ -156,7 +155,7 @@ def semi_join_conditions_true(plan: Plan, target: Target, functions: FunctionTab
     changed = 0
     for rel, path in joins:
         left, right = schemas[f"{path}.join.left"], schemas[f"{path}.join.right"]
-        both = Schema(list(left.names) + list(right.names), list(left.types) + list(right.types))
+        both = left.concat(right)
         parts = conjuncts(rel.join.expression, registrar.table)
         added = [registrar.call("is_not_null", "functions_comparison", [c], boolean_type(nullable=False),
                                 "is_not_null:any")
@@ -626,7 +625,6 @@ def refuse_null_marks(plan: Plan, target: Target, functions: FunctionTable) -> N
     ``coalesce(mark, false)`` (how the loader reads DataFusion's own marks), and no relation above outputs
     it otherwise. DataFusion writes its EXISTS and IN under an OR or a NOT so (TPC-DS Q10, Q35, Q45)."""
     from optimizer.schema import expression_type, plan_schemas
-    from optimizer.schema.record import Schema
     from optimizer.schema.types import is_nullable
 
     schemas = None
@@ -638,7 +636,7 @@ def refuse_null_marks(plan: Plan, target: Target, functions: FunctionTable) -> N
             schemas = plan_schemas(plan, functions)
         join = rel.join
         left, right = schemas[f"{path}.join.left"], schemas[f"{path}.join.right"]
-        both = Schema(list(left.names) + list(right.names), list(left.types) + list(right.types))
+        both = left.concat(right)
         conditions = [getattr(join, f) for f in ("expression", "post_join_filter") if join.HasField(f)]
         if not any(is_nullable(expression_type(c, both, functions)) for c in conditions):
             continue
