@@ -109,7 +109,7 @@ class DataFusionRunner(EngineRunner):
             return act(ctx.create_dataframe_from_logical_plan(logical))
 
     def _execute(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]):
-        return self._frame(data, tables, lambda frame: frame.to_arrow_table())
+        return self._frame(data, tables, lambda frame: _month_day_nano_intervals(frame).to_arrow_table())
 
     def _engine_plan(self, data: bytes, tables: dict[tuple[str, ...], BoundTable]) -> str:
         return self._frame(data, tables, lambda frame: str(frame.execution_plan().display_indent()))
@@ -117,3 +117,24 @@ class DataFusionRunner(EngineRunner):
     def close(self) -> None:
         self._ctx = None
         self._registered.clear()
+
+
+#: Arrow's interval types pyarrow holds but cannot give as Python values or compare (``to_pylist`` of an
+#: ``interval[day_time]`` column: KeyError 22): DataFusion gives an ``interval_day_to_second`` or
+#: ``interval_year_to_month`` literal one of them.
+_UNREADABLE_INTERVALS = ("day_time_interval", "month_interval")
+
+
+def _month_day_nano_intervals(frame):
+    """``frame`` with each column of an interval type pyarrow cannot read cast to ``month_day_nano``, the
+    interval type DuckDB and Spark give (the same months, days and time; DataFusion casts between them)."""
+    import pyarrow as pa
+    from datafusion import col
+
+    schema = frame.schema()
+    if not any(str(f.type) in _UNREADABLE_INTERVALS for f in schema):
+        return frame
+    columns = [col(f'"{f.name}"') for f in schema]
+    return frame.select(*(c.cast(pa.month_day_nano_interval()) if str(f.type) in _UNREADABLE_INTERVALS else c
+                          for c, f in zip(columns, schema, strict=True)))
+

@@ -107,6 +107,10 @@ optional; the defaults are the spec's reading)::
                                               #   1.1.3's from_substrait returns a table)
                   "fixed_char_literals": true,  # false: a fixed_char literal is written as a string one
                   "i16_literals": true,       # false: an i16 literal is written as a cast of the i32 one
+                  "literals": null,           # the literal kinds it reads (Expression.Literal's oneof:
+                                              #   boolean, i32, string, ...; null: all); after the steps
+                                              #   above, var_char is written as string where string is
+                                              #   read and var_char is not, any other kind refused
                   "interval_literals": "any",  # any | days: intervals as whole days or months only |
                                                #   refuse: none (Acero adds none to a date)
                   "set_ops": "spec",  # spec | distinct: every SetRel is read as its distinct form
@@ -114,6 +118,9 @@ optional; the defaults are the spec's reading)::
                                                #   (DuckDB 1.1.3 ignores seconds, knows no compound)
                   "aggregate_arguments": "any",  # any | columns: measures and keys read plain columns
                                                  #   (Acero), computed by a ProjectRel below
+                  "set_input_columns": "any",  # any | projected: each SetRel input gets a project of
+                                              #   its columns (Acero compares its inputs' column names,
+                                              #   which it derives from their expressions)
                   "computed_decimal_measures": true},  # false: an aggregate of a computed decimal
                                                        #   expression is refused (Acero crashes on it)
                   "plan_version": null},      # [major, minor, patch]: the version the plan declares
@@ -132,7 +139,7 @@ from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
-from substrait.proto import ReadRel, Rel
+from substrait.proto import Expression, ReadRel, Rel
 
 from optimizer.capabilities import Capabilities, default_capabilities
 from optimizer.capabilities import from_dict as capabilities_from_dict
@@ -205,6 +212,8 @@ class Target:
     scan_filters: str = "written"
     fixed_char_literals: bool = True
     i16_literals: bool = True
+    literals: frozenset[str] | None = None
+    set_input_columns: str = "any"
     interval_literals: str = "any"
     set_op_reading: str = "spec"
     explicit_direct: bool = False
@@ -280,6 +289,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "fixed_char_literals": ("fixed_char_literals", None),
     "i16_literals": ("i16_literals", None),
     "interval_literals": ("interval_literals", ("any", "days", "refuse")),
+    "set_input_columns": ("set_input_columns", ("any", "projected")),
     "set_ops": ("set_op_reading", ("spec", "distinct")),
     "aggregate_arguments": ("aggregate_arguments", ("any", "columns")),
     "computed_decimal_measures": ("computed_decimal_measures", None),
@@ -289,7 +299,7 @@ _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "supported", "enum_arguments", "like_null_escape", "extract", "nullif",
                             "silent_overflow"}),
-    "encoding": frozenset(_ENCODING) | {"plan_version"},
+    "encoding": frozenset(_ENCODING) | {"plan_version", "literals"},
 }
 
 
@@ -447,6 +457,8 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         supported_functions=(None if functions.get("supported") is None else
                              frozenset(_names(functions["supported"], f"{where}functions.supported"))),
         **_encoding(encoding, f"{where}encoding"),
+        literals=_oneof_names(encoding.get("literals"), "literal_type", Expression.Literal,
+                              f"{where}encoding.literals", nullable=True),
         plan_version=version,
         capabilities=_capabilities(data.get("capabilities"), f"{where}capabilities"),
         source=source,

@@ -14,14 +14,16 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
 4. a column mask (``ReadRel.projection``) becomes a ``ProjectRel`` above the read for a target that does not read masks;
 5. functions: refused when the target lacks them, renamed to the target's names, and variadic calls
    (``and``/``or`` with more arguments than the target takes) nested; literals the target reads
-   otherwise (``fixed_char``, intervals) written as it reads them;
+   otherwise (``fixed_char``, ``var_char``, intervals) written as it reads them, and a literal of a
+   kind it reads in no form refused;
 5a. joins: a condition beyond one key comparison goes into a ``FilterRel`` above an inner join for a
    target that joins on one key (Acero); a join without a condition gets ``true`` for a target that
    needs one, and an anti join becomes a left join keeping the unmatched rows for one that reads no
    anti join, an uncorrelated scalar subquery a left join to its one row for one that reads no
    subquery (DuckDB 1.1.3);
 5b. set operations, for a target that reads every ``SetRel`` as its distinct form (DuckDB 1.1.3):
-   written so that both readings give the same rows (:func:`~optimizer.write.joins.set_ops_as_distinct`);
+   written so that both readings give the same rows (:func:`~optimizer.write.joins.set_ops_as_distinct`); for a target that compares
+   its inputs' column names (Acero), each input is written as a project of its columns;
 6. aggregates: an aggregate with several grouping sets is refused where the target numbers them its
    own way; the aggregation phase is written out where the target rejects the unspecified one;
 7. the projection convention: DuckDB 1.1.3 reads a ``ProjectRel`` as "only its expressions" and ignores
@@ -62,6 +64,7 @@ from optimizer.write.functions import (
     fixed_char_literals_as_strings,
     i16_literals_as_casts,
     interval_literals_as_days,
+    literals_as_read,
     measure_filters_as_cases,
     nullif_as_case,
     refuse_ignored_settings,
@@ -81,6 +84,7 @@ from optimizer.write.joins import (
     right_joins_mirrored,
     semi_join_conditions_true,
     semi_join_emits,
+    set_inputs_projected,
     set_ops_as_distinct,
     single_key_joins,
     transitive_join_keys,
@@ -175,16 +179,19 @@ _STEPS: tuple[_Step, ...] = (
     _Step("i16 literals as casts", lambda t: not t.i16_literals, lambda p, t, f: i16_literals_as_casts(p, t)),
     _Step("interval literals in days", lambda t: t.interval_literals != "any",
           lambda p, t, f: interval_literals_as_days(p, t)),
+    _Step("literals the target reads", lambda t: t.literals is not None, lambda p, t, f: literals_as_read(p, t)),
     _Step("sorts repeated after window projects", lambda t: t.window_order == "lost",
           lambda p, t, f: sorts_after_window_projects(p, f)),
     _Step("output names made unique", lambda t: t.unique_output_names, lambda p, t, f: _unique_output_names(p, f)),
+    _Step("set inputs as projects of their columns", lambda t: t.set_input_columns == "projected",
+          lambda p, t, f: set_inputs_projected(p, f)),
     _Step("type-check in the spec's reading", lambda t: True, lambda p, t, f: _check_written(p, t, f)),
     _Step("DataFusion's grouping-set numbering", lambda t: t.grouping_sets == "datafusion",
           lambda p, t, f: write_datafusion_grouping_sets(p, t.name)),
     _Step("switch expressions as if-then", lambda t: not t.switch_expressions, switch_to_if_then),
     _Step("DuckDB's project convention", lambda t: t.project_encoding == "expressions_only",
           write_projects_as_expressions),
-    _Step("Substrait 0.53's fields", lambda t: t.old_fields, lambda p, t, f: write_old_encoding(p)),
+    _Step("Substrait 0.53's fields", lambda t: t.old_fields, lambda p, t, f: write_old_encoding(p, t.name)),
     _Step("aggregate arguments as columns", lambda t: t.aggregate_arguments == "columns",
           aggregate_arguments_as_columns),
     _Step("emit kinds written out", lambda t: t.explicit_direct, lambda p, t, f: write_direct_emits(p)),

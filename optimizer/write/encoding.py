@@ -159,7 +159,7 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def write_old_encoding(plan: Plan) -> int:
+def write_old_encoding(plan: Plan, target: str) -> int:
     """Write the fields DuckDB 1.1.3's consumer reads in place of today's (it was built against Substrait
     0.53), in place: each grouping's expressions in ``Grouping.grouping_expressions`` (field 1; DuckDB
     reads no ``expression_references`` and sees an aggregate without keys otherwise), a fetch's
@@ -193,8 +193,8 @@ def write_old_encoding(plan: Plan) -> int:
             # non-negative"); DuckDB reads either, and no table has more rows.
             count = int_literal(fetch.count_expr) if fetch.HasField("count_expr") else 2**63 - 1
             if offset is None or count is None:
-                raise UnsupportedError("FetchRel whose offset or count is not an integer literal: DuckDB 1.1.3 "
-                                       "reads only constant counts", _path)
+                raise UnsupportedError(f"FetchRel whose offset or count is not an integer literal: target "
+                                       f"'{target}' reads Substrait 0.53's constant counts only", _path)
             fetch.MergeFromString(_varint(3 << 3) + _varint(offset) + _varint(4 << 3) + _varint(count))
             changed += 1
         elif kind == "read" and rel.read.HasField("virtual_table"):

@@ -524,3 +524,28 @@ def interval_literals_as_days(plan: Plan, target: Target) -> int:
         m.nullable, m.type_variation_reference = nullable, variation
         changed += 1
     return changed
+
+
+def literals_as_read(plan: Plan, target: Target) -> int:
+    """Every literal of a kind ``target`` does not read (``encoding.literals``) written as one it reads, or
+    refused by name with the relation's path; in place, the number changed. A ``var_char`` literal is
+    written as the ``string`` literal of its text (the value the Spark backend gives it); any other kind
+    has no literal of the same value the target reads. DuckDB 1.1.3 fails on a timestamp, list, map,
+    binary, uuid or var_char literal with 'INTERNAL Error: N' (N the literal's field number); DataFusion
+    55 on a time, uuid, var_char or user-defined one. Runs after the steps that write fixed_char, i16 and
+    interval literals in the target's kinds."""
+    assert target.literals is not None
+    changed = 0
+    if "var_char" not in target.literals and "string" in target.literals:
+        for m in _messages(plan, _LITERAL):
+            if m.WhichOneof("literal_type") == "var_char":
+                m.string = m.var_char.value  # the oneof: var_char is cleared
+                changed += 1
+    for rel, path in rels_with_paths(plan):
+        for m in walk(strip_inputs(rel), enter_subqueries=False):
+            if m.DESCRIPTOR.full_name == _LITERAL:
+                kind = m.WhichOneof("literal_type")
+                if kind is not None and kind not in target.literals:
+                    raise UnsupportedError(f"a literal of kind {kind}: target '{target.name}' reads no "
+                                           "literal of that kind", path)
+    return changed

@@ -310,6 +310,29 @@ def nest_set_inputs(plan: Plan, target: Target) -> int:
     return changed
 
 
+def set_inputs_projected(plan: Plan, functions: FunctionTable) -> int:
+    """Each input of each ``SetRel`` becomes a ``ProjectRel`` of its columns in order (expressions
+    ``field(0) .. field(n-1)``, emit ``[n .. 2n-1]``): the same rows. Acero compares its inputs' schemas
+    with their column names, which it derives from the expressions that made them (a cast column is
+    ``cast(FieldPath(0), ...)``, a column read is its table's name): ``SELECT k FROM t UNION ALL SELECT v
+    FROM t`` of an i32 k failed with 'UnionNode input schemas must all match' (found by the random SQL
+    sweep). Over such a project every input's columns are named alike. In place; the inputs wrapped."""
+    from optimizer.write.walk import LazySchemas, rels_of_kind
+
+    schemas = LazySchemas(plan, functions)
+    changed = 0
+    for rel, path in rels_of_kind(plan, "set"):
+        for i, source in enumerate(rel.set.inputs):
+            n = schemas.width(f"{path}.set.inputs[{i}]")
+            wrapped = Rel()
+            wrapped.project.input.CopyFrom(source)
+            wrapped.project.expressions.extend(field(j) for j in range(n))
+            wrapped.project.common.emit.output_mapping.extend(range(n, 2 * n))
+            source.CopyFrom(wrapped)
+            changed += 1
+    return changed
+
+
 def distinct_key(rel: Rel, path: str, schemas) -> frozenset[int] | None:
     """Output columns of ``rel`` no two of its rows agree on (so its rows are all distinct), or None when
     that is not known. Known from: an aggregate of one grouping set (its keys; of none: at most one
