@@ -212,3 +212,23 @@ def test_set_inputs_whose_columns_acero_names_apart_are_written_alike():
     # IS NOT DISTINCT FROM, a join key too: 'No conversion function exists ...'; refused by name
     with pytest.raises(UnsupportedError, match="function 'is_not_distinct_from' .* target 'acero'"):
         write_for_target(_plan("join_is_not_distinct_from"), "acero")
+
+
+def test_window_frame_offsets_as_datafusion_reads_them(tables):
+    """DataFusion 55 reads a frame bound's offset from the int64 ``offset`` field only: written with
+    ``offset_expr``, ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING failed ('Preceding bound must be positive');
+    a RANGE offset in ``offset`` it answers as unbounded (1401 for w = 500 where Spark gives 900). ROWS
+    offsets are written in ``offset`` and answer as Spark; a RANGE offset is refused, by the target and by
+    the runner given such a plan (found by the spec coverage sweep)."""
+    from optimizer.engines.datafusion import DataFusionRunner
+
+    rows = write_for_target(_plan("window_rows_offsets"), "datafusion")
+    answer = sorted((r["w"], r["sw"]) for r in run_datafusion(rows, tables).to_pylist())
+    assert answer == [(100, 300), (200, 501), (201, 801), (400, 1101), (500, 900)]  # Spark's
+    with pytest.raises(UnsupportedError, match="window frame with an offset other than ROWS: target 'datafusion'"):
+        write_for_target(_plan("window_range_offset"), "datafusion")
+    runner = DataFusionRunner(tables)
+    for given in ("window_range_offset", "window_rows_offsets"):  # the second in offset_expr
+        with pytest.raises(UnsupportedError, match="datafusion reads past a window frame's offset"):
+            runner.execute(_plan(given))
+    assert sorted(r["sw"] for r in runner.execute(rows).to_pylist()) == [300, 501, 801, 900, 1101]

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import DecodeError
-from substrait.proto import Plan, ReadRel
+from substrait.proto import Plan, ReadRel, Rel
 
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess, table_in_directory, table_places
@@ -102,8 +102,35 @@ def refuse_problems(plan: Plan, engine: str) -> None:
                         first.path or None)
 
 
+def _offset_frames_not_in_rows_offsets(rel: Rel, kind: str) -> bool:
+    """A window frame bound with an offset, of a frame other than ROWS or given in ``offset_expr``: DataFusion
+    55 answers a RANGE offset as unbounded and fails on ``offset_expr`` ('Preceding bound must be
+    positive'); it reads ROWS offsets in the int64 ``offset`` field."""
+    from substrait.proto import Expression
+
+    from optimizer.dag import strip_inputs
+    from optimizer.expr_utils import walk
+
+    if kind not in ("project", "window"):
+        return False
+    for call in walk(strip_inputs(rel), enter_subqueries=False):
+        if call.DESCRIPTOR.full_name not in ("substrait.Expression.WindowFunction",
+                                             "substrait.ConsistentPartitionWindowRel.WindowRelFunction"):
+            continue
+        for bound in (call.lower_bound, call.upper_bound):
+            side = bound.WhichOneof("kind")
+            if side in ("preceding", "following") and (
+                    call.bounds_type != Expression.WindowFunction.BOUNDS_TYPE_ROWS
+                    or getattr(bound, side).HasField("offset_expr")):
+                return True
+    return False
+
+
 #: What an engine reads past, answering as if it were not there, by name: each a test of a relation.
 _READ_PAST = {
+    "window_offsets": (_offset_frames_not_in_rows_offsets,
+                       "a window frame's offset other than a ROWS offset in the int64 offset field (DataFusion 55 "
+                       "answers a RANGE offset as unbounded and fails on offset_expr)"),
     "post_join_filter": (lambda rel, kind: kind == "join" and rel.join.HasField("post_join_filter"),
                          "JoinRel.post_join_filter (it joins without it)"),
     "clustered_sort": (lambda rel, kind: kind in ("sort", "top_n") and any(
@@ -148,7 +175,8 @@ def refuse_read_past(plan: Plan, engine: str, constructs: tuple[str, ...]) -> No
             test, what = _READ_PAST[name]
             if test(rel, kind):
                 raise UnsupportedError(f"{engine} reads past {what}, so the plan is not given to it as written "
-                                       f"(optimize --target {engine} writes it in what {engine} reads)", path)
+                                       f"(optimize --target {engine} writes it in what {engine} reads, or "
+                                       "refuses it by name)", path)
 
 
 def check_fetch(fetch, path: str, engine: str) -> None:

@@ -118,6 +118,8 @@ optional; the defaults are the spec's reading)::
                                                #   (DuckDB 1.1.3 ignores seconds, knows no compound)
                   "aggregate_arguments": "any",  # any | columns: measures and keys read plain columns
                                                  #   (Acero), computed by a ProjectRel below
+                  "window_offsets": "any",    # any | old_field: a frame bound's offset_expr is written
+                                              #   in the int64 offset field it replaced (DataFusion 55)
                   "set_input_columns": "any",  # any | projected: each SetRel input gets a project of
                                               #   its columns (Acero compares its inputs' column names,
                                               #   which it derives from their expressions)
@@ -214,6 +216,7 @@ class Target:
     i16_literals: bool = True
     literals: frozenset[str] | None = None
     set_input_columns: str = "any"
+    window_offsets: str = "any"
     interval_literals: str = "any"
     set_op_reading: str = "spec"
     explicit_direct: bool = False
@@ -290,6 +293,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "i16_literals": ("i16_literals", None),
     "interval_literals": ("interval_literals", ("any", "days", "refuse")),
     "set_input_columns": ("set_input_columns", ("any", "projected")),
+    "window_offsets": ("window_offsets", ("any", "old_field")),
     "set_ops": ("set_op_reading", ("spec", "distinct")),
     "aggregate_arguments": ("aggregate_arguments", ("any", "columns")),
     "computed_decimal_measures": ("computed_decimal_measures", None),

@@ -429,3 +429,48 @@ def sorts_after_window_projects(plan: Plan, functions: FunctionTable) -> int:
         rel.CopyFrom(sort)
         changed += 1
     return changed
+
+
+_WINDOW_CALLS = ("substrait.Expression.WindowFunction", "substrait.ConsistentPartitionWindowRel.WindowRelFunction")
+
+
+def window_offsets_in_old_field(plan: Plan, target: Target) -> int:
+    """Every ROWS frame bound's ``offset_expr`` written in the ``offset`` field (an int64, deprecated but
+    kept in the protos) it replaced, in place; the number changed. DataFusion 55 reads ``offset`` only:
+    ``ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING`` written with ``offset_expr`` failed with 'Preceding bound
+    must be positive', and with ``offset`` answers as Spark (found by the spec coverage sweep), as its own
+    producer writes it. A RANGE frame with an offset is refused: with ``offset`` DataFusion answered as
+    if the bound were unbounded (``RANGE 100 PRECEDING`` over 100, 200, 201, 400, 500: 1401 for 500
+    instead of 900), and its own producer writes that frame as unbounded. So is an offset other than a
+    non-negative integer literal. Refusals name the relation's path."""
+    from substrait.proto import Expression as E
+
+    from optimizer.dag import strip_inputs
+    from optimizer.expr_utils import walk
+
+    def offset_bounds(msg) -> list:
+        return [getattr(b, side) for b in (msg.lower_bound, msg.upper_bound)
+                for side in ("preceding", "following") if b.WhichOneof("kind") == side]
+
+    for rel, path in rels_with_paths(plan):
+        for call in walk(strip_inputs(rel), enter_subqueries=True):
+            if call.DESCRIPTOR.full_name not in _WINDOW_CALLS:
+                continue
+            for bound in offset_bounds(call):
+                if call.bounds_type != E.WindowFunction.BOUNDS_TYPE_ROWS:
+                    raise UnsupportedError("a window frame with an offset other than ROWS: target "
+                                           f"'{target.name}' reads it as unbounded", path)
+                value = int_literal(bound.offset_expr) if bound.HasField("offset_expr") else bound.offset
+                if value is None or value < 0:
+                    raise UnsupportedError("a window frame offset other than a non-negative integer literal: "
+                                           f"target '{target.name}' reads integer offsets only", path)
+    changed = 0
+    for call in walk(plan, enter_subqueries=True):
+        if call.DESCRIPTOR.full_name in _WINDOW_CALLS:
+            for bound in offset_bounds(call):
+                if bound.HasField("offset_expr"):
+                    value = int_literal(bound.offset_expr)
+                    bound.ClearField("offset_expr")
+                    bound.offset = value
+                    changed += 1
+    return changed
