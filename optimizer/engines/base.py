@@ -141,7 +141,8 @@ _READ_PAST = {
 
 def refuse_unapplied_read_filters(plan: Plan, engine: str) -> None:
     """An UnsupportedError naming the first ``ReadRel.filter`` no ``FilterRel`` right above applies, for an
-    engine that reads every row whatever the read's filter says (Acero: 7 rows where the filter keeps 3).
+    engine that does not apply the read's filter: Acero reads every row (7 rows where the filter keeps 3),
+    DataFusion 55 prunes Parquet row groups with it and returns the rest (4 rows where it keeps 3).
     DataFusion writes each read filter again above the read, which such an engine then applies."""
     from optimizer.expr_utils import rels_with_paths
     from optimizer.load.pipeline import load
@@ -159,9 +160,9 @@ def refuse_unapplied_read_filters(plan: Plan, engine: str) -> None:
     if adapt_reads(copy, as_target("datafusion"), load(plan).functions):
         now = {path: rel.WhichOneof("rel_type") for rel, path in rels_with_paths(copy)}
         path = next(p for p in filtered if now.get(p) == "filter")
-        raise UnsupportedError(f"{engine} reads past ReadRel.filter (it reads every row) and no filter above "
-                               f"applies it, so the plan is not given to it as written (optimize --target "
-                               f"{engine} writes it in what {engine} reads)", path)
+        raise UnsupportedError(f"{engine} does not apply ReadRel.filter (it returns rows the filter drops) and "
+                               f"no filter above applies it, so the plan is not given to it as written "
+                               f"(optimize --target {engine} writes it in what {engine} reads)", path)
 
 
 def refuse_read_past(plan: Plan, engine: str, constructs: tuple[str, ...]) -> None:
