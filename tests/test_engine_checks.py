@@ -101,3 +101,20 @@ def test_a_plan_the_loader_conforms_is_checked_as_written():
         assert info.value.path
     finally:
         duckdb.close()
+
+
+def test_duckdb_projects_are_not_given_to_datafusion(tables):  # noqa: F811
+    """DuckDB 1.1.3 means a ProjectRel without emit as its expressions alone; DataFusion reads it by the spec,
+    its input's columns first. sum(x) over DuckDB's project of a * 2 would sum a: its plans given to
+    DataFusion are refused by name, naming the project (they failed at the root's names before, by luck)."""
+    from optimizer.engines import runner
+    from workloads.producers import duckdb_plan
+
+    raw = duckdb_plan("SELECT sum(x) AS s FROM (SELECT v * 2 AS x, k FROM t WHERE k > 1) q", tables)
+    engine_runner = runner("datafusion", tables)
+    try:
+        with pytest.raises(UnsupportedError, match=r"\(DuckDB\) means its expressions alone") as info:
+            engine_runner.execute(raw)
+    finally:
+        engine_runner.close()
+    assert info.value.path.endswith("aggregate.input")

@@ -46,7 +46,8 @@ from optimizer.paths import FileAccess, table_in_directory, table_places
 from optimizer.schema.record import top_level_names
 
 __all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels",
-           "check_fetch", "refuse_problems", "refuse_read_past", "refuse_unapplied_read_filters"]
+           "check_fetch", "refuse_legacy_projects", "refuse_problems", "refuse_read_past",
+           "refuse_unapplied_read_filters"]
 
 #: How engines word "this is not implemented here" (DataFusion: ``This feature is not implemented``,
 #: DuckDB: ``Not implemented Error``, ``Unsupported relation type``, Arrow: ``ArrowNotImplementedError``).
@@ -124,6 +125,22 @@ def _offset_frames_not_in_rows_offsets(rel: Rel, kind: str) -> bool:
                     or getattr(bound, side).HasField("offset_expr")):
                 return True
     return False
+
+
+def refuse_legacy_projects(plan: Plan, engine: str) -> None:
+    """An UnsupportedError naming the first ``ProjectRel`` of a plan whose producer means a project without
+    emit as its expressions alone (DuckDB 1.1.3; :func:`optimizer.schema.check.legacy_project_producer`),
+    for an engine that reads it by the spec, as its input's columns then its expressions. The two readings
+    differ in width, so a plan fails at its root's names at best; a parent that reads only some columns
+    (``sum(field 0)`` over ``project(a * 2)``) would read the input's column in place of the expression."""
+    from optimizer.schema.check import legacy_project_producer, legacy_projects
+
+    producer = legacy_project_producer(plan)
+    for rel, path in legacy_projects(plan):
+        if rel.project.expressions:
+            raise UnsupportedError(f"{engine} reads a ProjectRel as its input's columns then its expressions, where "
+                                   f"this plan's producer ({producer}) means its expressions alone: written for it "
+                                   f"with optimize --target {engine} it reads it right", path)
 
 
 #: What an engine reads past, answering as if it were not there, by name: each a test of a relation.

@@ -15,6 +15,7 @@ from optimizer.engines.base import (
     EngineRunner,
     case_renames,
     engine_failure,
+    refuse_legacy_projects,
     refuse_problems,
     refuse_read_past,
     refuse_unapplied_read_filters,
@@ -55,6 +56,7 @@ class DataFusionRunner(EngineRunner):
         invalid ones (a field past its input, an unspecified sort direction) and a CLUSTERED sort. A RANGE
         frame's offset it answers as unbounded; a read's filter it prunes with and does not apply."""
         refuse_problems(plan, "datafusion")
+        refuse_legacy_projects(plan, "datafusion")
         refuse_read_past(plan, "datafusion", ("clustered_sort", "window_offsets"))
         # The read filters are checked once DataFusion has read the plan (_execute): a relation it does not
         # know is named first.
