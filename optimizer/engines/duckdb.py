@@ -71,7 +71,7 @@ class DuckDBRunner(EngineRunner):
         and reads past post-join filters, emits, a fetch's count given only in today's count_expr, and a
         project's input columns (its own projects, written so, are read as its producer means them)."""
         refuse_problems(plan, "duckdb")
-        refuse_read_past(plan, "duckdb", ("post_join_filter",))
+        refuse_read_past(plan, "duckdb", ("post_join_filter", "grouping_sets"))
         from optimizer.expr_utils import rels_with_paths
         from optimizer.load.pipeline import load
         from optimizer.relations import emit_of
