@@ -232,3 +232,14 @@ def test_window_frame_offsets_as_datafusion_reads_them(tables):
         with pytest.raises(UnsupportedError, match="datafusion reads past a window frame's offset"):
             runner.execute(_plan(given))
     assert sorted(r["sw"] for r in runner.execute(rows).to_pylist()) == [300, 501, 801, 900, 1101]
+
+
+def test_a_year_to_month_interval_is_written_in_months_for_duckdb():
+    """DuckDB 1.1.3 reads an interval_year_to_month's months and not its years: 2022-01-08 + (1 year 2
+    months) written as such gave 2022-03-08, with no error (found by the second spec coverage sweep). The
+    literal is written as 14 months: 2023-03-08, Spark's answer to the plan."""
+    import datetime
+
+    written = write_for_target(_plan("date_plus_year_month"), "duckdb")
+    (value,) = run_duckdb(written, {}).column(0).to_pylist()
+    assert value in (datetime.date(2023, 3, 8), datetime.datetime(2023, 3, 8))

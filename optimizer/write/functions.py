@@ -488,7 +488,8 @@ def i16_literals_as_casts(plan: Plan, target: Target) -> int:
 
 def interval_literals_as_days(plan: Plan, target: Target) -> int:
     """Every interval literal written as DuckDB 1.1.3 reads one, in place: ``interval_day_to_second`` with
-    ``days`` only, or ``interval_year_to_month``. Its consumer knows no ``interval_compound``
+    ``days`` only, or ``interval_year_to_month`` with ``months`` only (it reads no ``years``: 1 year 2
+    months added to 2022-01-08 gave 2022-03-08; found by the spec coverage sweep). Its consumer knows no ``interval_compound``
     (DataFusion's ``INTERVAL '5 days'``: "INTERNAL Error: 0", the literal read as unset) and reads no
     ``seconds`` or ``subseconds`` of a day-to-second interval (432000 seconds added to a date: the date
     unchanged, no error). A whole number of days in seconds is written as days; an interval with a
@@ -504,12 +505,14 @@ def interval_literals_as_days(plan: Plan, target: Target) -> int:
             ym, ds = m.interval_compound.interval_year_to_month, m.interval_compound.interval_day_to_second
         elif kind == "interval_day_to_second":
             ym, ds = None, m.interval_day_to_second
+        elif kind == "interval_year_to_month":
+            ym, ds = m.interval_year_to_month, None
         else:
             continue
         months = ym.years * 12 + ym.months if ym is not None else 0
-        extra_days, rest = divmod(ds.seconds, 86400)
-        days = ds.days + extra_days
-        if rest or ds.subseconds:
+        extra_days, rest = divmod(ds.seconds, 86400) if ds is not None else (0, 0)
+        days = (ds.days if ds is not None else 0) + extra_days
+        if rest or (ds is not None and ds.subseconds):
             raise UnsupportedError(f"an interval literal with a part of a day ({ds.seconds} s, {ds.subseconds} "
                                    f"subseconds): target '{target.name}' reads whole days of an interval only")
         if months and days:
@@ -517,8 +520,9 @@ def interval_literals_as_days(plan: Plan, target: Target) -> int:
                                    f"target '{target.name}' reads one or the other")
         nullable, variation = m.nullable, m.type_variation_reference
         m.ClearField("literal_type")
-        if months:
-            m.interval_year_to_month.years, m.interval_year_to_month.months = divmod(months, 12)
+        if months or kind == "interval_year_to_month":
+            # in months alone: DuckDB 1.1.3 reads no years (1 year 2 months added to a date: 2 months later)
+            m.interval_year_to_month.months = months
         else:
             m.interval_day_to_second.days = days
         m.nullable, m.type_variation_reference = nullable, variation
