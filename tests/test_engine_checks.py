@@ -133,3 +133,19 @@ def test_grouping_sets_are_not_given_to_duckdb(tables):  # noqa: F811
     finally:
         engine_runner.close()
     assert info.value.path == "relations[0].root.input"
+
+
+def test_a_result_parquet_cannot_hold_fails_its_plan_and_the_batch_goes_on(tmp_path, capsys):
+    """An interval result (month_day_nano) written with --out: Parquet has no such type, and the pyarrow
+    error ended the batch as an internal error (found by the second spec coverage sweep). Now that plan fails
+    by name and the next one is written; --format json holds it."""
+    readings = Path(__file__).parent / "data" / "target_readings"
+    plans = [str(readings / "literal_interval_year_to_month.json"), str(readings / "literal_precision_timestamp.json")]
+    out = tmp_path / "out"
+    assert main(["run", "--engine", "datafusion", "--tables", str(tmp_path), "--out", str(out), *plans]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Parquet cannot hold this result" in err[0] and "(--format json can)" in err[0]
+    assert sorted(p.name for p in out.iterdir()) == ["literal_precision_timestamp.parquet"]
+    assert main(["run", "--engine", "datafusion", "--tables", str(tmp_path), "--out", str(out), "--format", "json",
+                 plans[0]]) == 0
+    assert (out / "literal_interval_year_to_month.json").read_text() == '[{"x": [14, 0, 0]}]\n'

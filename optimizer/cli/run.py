@@ -171,10 +171,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             _learn(plan, backend, learned, name, report)
         if fmt == "table" and args.show:
             print(format_rows(table, args.show), flush=True)
-        if fmt in ("csv", "json") and not out_dir:
-            _write_rows(table, fmt, None)
-        elif out_dir:
-            _write_rows(table, "parquet" if fmt == "table" else fmt, out_dir / f"{name}.{_EXTENSIONS[fmt]}")
+        try:  # a result a format cannot hold fails its plan by name; the batch goes on
+            if fmt in ("csv", "json") and not out_dir:
+                _write_rows(table, fmt, None)
+            elif out_dir:
+                _write_rows(table, "parquet" if fmt == "table" else fmt, out_dir / f"{name}.{_EXTENSIONS[fmt]}")
+        except OptimizerError as exc:
+            fail(source, exc)
     print(f"{len(args.inputs) - failed} ok, {failed} failed", file=report)
     report.flush()
     return worst
@@ -230,11 +233,16 @@ def _write_rows(table, fmt: str, dest: Path | None) -> None:
                                    "(--format json or parquet can)") from None
         data = sink.getvalue().to_pybytes()
     else:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         assert dest is not None  # _check_format: parquet needs --out
-        with atomic_path(dest) as tmp:
-            pq.write_table(table, tmp)
+        try:
+            with atomic_path(dest) as tmp:
+                pq.write_table(table, tmp)
+        except pa.ArrowNotImplementedError as exc:  # Parquet has no month_day_nano interval, among others
+            raise UnsupportedError(f"Parquet cannot hold this result: {str(exc).splitlines()[0]} (--format json "
+                                   "can)") from None
         return
     if dest is None:
         sys.stdout.buffer.write(data)
