@@ -39,6 +39,7 @@ def test_problems_every_command_finds(plan, where, words, capsys):
     ("datafusion", "sort_unspecified", PlanError, "not given to datafusion"),  # a Rust panic
     ("datafusion", "fetch_count_reads_a_column", PlanError, "not given to datafusion"),  # a Rust panic
     ("datafusion", "sort_clustered", UnsupportedError, "datafusion reads past a CLUSTERED sort direction"),
+    ("datafusion", "sort_by_comparison_function", UnsupportedError, "datafusion reads past a sort by a comparison"),
     ("duckdb", "post_join_filter", UnsupportedError, "duckdb reads past JoinRel.post_join_filter"),  # 4 rows, not 2
     ("acero", "post_join_filter", UnsupportedError, "acero reads past JoinRel.post_join_filter"),
     ("acero", "read_filter", UnsupportedError, "acero does not apply ReadRel.filter .* no filter above applies it"),  # 7 rows, not 3
@@ -65,6 +66,8 @@ def test_the_datafusion_target_refuses_what_the_runner_refuses():
 
     with pytest.raises(UnsupportedError, match="a CLUSTERED sort direction: target 'datafusion' does not read it"):
         write_for_target(load_plan((PLANS / "sort_clustered.json").read_bytes()), "datafusion")
+    with pytest.raises(UnsupportedError, match="a sort by a comparison function: target 'datafusion' does not read"):
+        write_for_target(load_plan((PLANS / "sort_by_comparison_function.json").read_bytes()), "datafusion")
 
 
 def test_a_refused_plan_leaves_the_rest_of_a_batch_to_run(tables, capsys, tmp_path):  # noqa: F811

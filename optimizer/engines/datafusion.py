@@ -57,7 +57,7 @@ class DataFusionRunner(EngineRunner):
         frame's offset it answers as unbounded; a read's filter it prunes with and does not apply."""
         refuse_problems(plan, "datafusion")
         refuse_legacy_projects(plan, "datafusion")
-        refuse_read_past(plan, "datafusion", ("clustered_sort", "window_offsets"))
+        refuse_read_past(plan, "datafusion", ("clustered_sort", "comparison_sort", "window_offsets"))
         # The read filters are checked once DataFusion has read the plan (_execute): a relation it does not
         # know is named first.
 

@@ -63,6 +63,8 @@ optional; the defaults are the spec's reading)::
                   "mark_joins": "any",        # any | two_valued: the mark is true or false, never NULL
                                               #   (DataFusion); a mark join is refused unless NULL and false
                                               #   cannot change the answer
+                  "comparison_sorts": true,   # false: a sort by a comparison function is refused
+                                              #   (DataFusion panics on it)
                   "clustered_sorts": true,    # false: a CLUSTERED sort direction is refused (DataFusion
                                               #   panics on it)
                   "expression_references": true,  # false: a field reference into an expression's value
@@ -228,6 +230,7 @@ class Target:
     rounding: str = "any"
     expression_references: bool = True
     clustered_sorts: bool = True
+    comparison_sorts: bool = True
     mark_joins: str = "any"
     semi_join_conditions: str = "any"
     grouping_sets: str = "spec"
@@ -269,6 +272,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "rounding": ("rounding", ("any", "tie_away_from_zero")),
     "expression_references": ("expression_references", None),
     "clustered_sorts": ("clustered_sorts", None),
+    "comparison_sorts": ("comparison_sorts", None),
     "mark_joins": ("mark_joins", ("any", "two_valued")),
     "semi_join_conditions": ("semi_join_conditions", ("any", "not_null")),
     "grouping_sets": ("grouping_sets", GROUPING_SETS),

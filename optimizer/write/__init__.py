@@ -166,7 +166,7 @@ _STEPS: tuple[_Step, ...] = (
           adapt_functions),
     _Step("settings the target reads past refused",
           lambda t: (t.aggregate_phase != "any" or not t.window_distinct or t.rounding != "any"
-                     or not t.expression_references or not t.clustered_sorts),
+                     or not t.expression_references or not t.clustered_sorts or not t.comparison_sorts),
           refuse_ignored_settings),
     _Step("aggregation phase written out", lambda t: t.aggregate_phase == "initial_to_result",
           lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),

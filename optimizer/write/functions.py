@@ -152,7 +152,8 @@ def refuse_ignored_settings(plan: Plan, target: Target, functions: FunctionTable
     partial counts: 5 instead of 160), a DISTINCT window function (DataFusion's count(DISTINCT v) OVER ()
     counts every value: 5 instead of 4), a rounding option the target's round does not follow (both round
     2.5 to 3.0 whatever TIE_TO_EVEN asks); a field reference into an expression's value (DuckDB reads
-    struct(k, s).field(1) as the input row's field 1); a CLUSTERED sort (DataFusion panics)."""
+    struct(k, s).field(1) as the input row's field 1); a CLUSTERED sort or a sort by a comparison function
+    (DataFusion panics)."""
     names = {info.anchor: info.name for info in functions}
     for rel, path in rels_with_paths(plan):
         kind = rel.WhichOneof("rel_type")
@@ -161,6 +162,10 @@ def refuse_ignored_settings(plan: Plan, target: Target, functions: FunctionTable
             raise UnsupportedError(f"a CLUSTERED sort direction: target '{target.name}' does not read it", path)
         for m in walk(strip_inputs(rel), enter_subqueries=False):
             full_name = m.DESCRIPTOR.full_name
+            if (full_name == "substrait.SortField" and not target.comparison_sorts
+                    and m.WhichOneof("sort_kind") == "comparison_function_reference"):
+                raise UnsupportedError(f"a sort by a comparison function: target '{target.name}' does not read it",
+                                       path)
             if (full_name == "substrait.Expression.FieldReference" and not target.expression_references
                     and m.WhichOneof("root_type") == "expression"):
                 raise UnsupportedError(f"a field reference into the value of an expression: target '{target.name}' "
