@@ -31,6 +31,7 @@ from optimizer.engines.base import (
     check_fetch,
     engine_failure,
     refuse_read_past,
+    refuse_target_refusals,
     refuse_unapplied_read_filters,
 )
 from optimizer.errors import ExecutionError, PlanError, UnsupportedError
@@ -193,6 +194,7 @@ class AceroRunner(EngineRunner):
 
         refuse_inexact_decimal_casts(plan, as_target("acero"), function_table(plan))
         refuse_read_past(plan, "acero", ("post_join_filter",))
+        refuse_target_refusals(plan, "acero")
         refuse_unapplied_read_filters(plan, "acero")
         # Acero (pyarrow 26) takes an aggregate's keys from the deprecated Grouping.grouping_expressions
         # only (field 1, which today's bindings no longer have): keys given as expression_references into

@@ -45,9 +45,9 @@ from optimizer.errors import ExecutionError, PlanError, UnsupportedError
 from optimizer.paths import FileAccess, table_in_directory, table_places
 from optimizer.schema.record import top_level_names
 
-__all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "plan_as_given", "read_rels",
-           "check_fetch", "refuse_legacy_projects", "refuse_problems", "refuse_read_past",
-           "refuse_unapplied_read_filters"]
+__all__ = ["BoundTable", "EngineRunner", "engine_failure", "missing_package", "own_plan", "plan_as_given",
+           "read_rels", "check_fetch", "refuse_legacy_projects", "refuse_problems", "refuse_read_past",
+           "refuse_target_refusals", "refuse_unapplied_read_filters"]
 
 #: How engines word "this is not implemented here" (DataFusion: ``This feature is not implemented``,
 #: DuckDB: ``Not implemented Error``, ``Unsupported relation type``, Arrow: ``ArrowNotImplementedError``).
@@ -143,6 +143,54 @@ def refuse_legacy_projects(plan: Plan, engine: str) -> None:
                                    f"with optimize --target {engine} it reads it right", path)
 
 
+def own_plan(plan: Plan, engine: str) -> bool:
+    """Whether ``plan`` was written by the engine itself or by this tool for it (its version's producer):
+    the engine reads such a plan as its writer meant it, whatever the spec says."""
+    from optimizer.load.pipeline import PRODUCER
+
+    return plan.version.producer.strip().lower() in (engine, f"{PRODUCER} for {engine}")
+
+
+def refuse_target_refusals(plan: Plan, engine: str) -> None:
+    """An UnsupportedError for what the engine's target refuses because the engine reads past it and
+    answers otherwise (:func:`optimizer.write.functions.refuse_ignored_settings`: a partial aggregation
+    phase, a rounding or overflow option, a DISTINCT window function, a field of an expression's value),
+    and, in a plan neither the engine nor this tool for it wrote, a mark join whose NULL mark the engine
+    gives as false (:func:`optimizer.write.joins.refuse_null_marks`, for DataFusion). Read in the
+    conventions the plan's producer wrote it in, as the target's write stage reads it."""
+    from optimizer.load.pipeline import load
+    from optimizer.targets import as_target
+    from optimizer.write.functions import refuse_ignored_settings
+    from optimizer.write.joins import refuse_null_marks
+
+    loaded = load(plan)
+    target = as_target(engine)
+    try:
+        refuse_ignored_settings(loaded.plan, target, loaded.functions)
+        if target.mark_joins == "two_valued" and not own_plan(plan, engine):
+            refuse_null_marks(loaded.plan, target, loaded.functions)
+    except UnsupportedError as exc:
+        raise UnsupportedError(f"not given to {engine} as written: {exc.message}", exc.path) from None
+
+
+def _set_ops_read_otherwise(ops: frozenset[str] | str):
+    """A relation test: a ``SetRel`` of an operation outside ``ops`` (names without ``SET_OP_``), or outside
+    the ``set_ops`` of the target named ``ops``."""
+    from substrait.proto import SetRel
+
+    def test(rel: Rel, kind: str) -> bool:
+        if kind != "set":
+            return False
+        if isinstance(ops, str):
+            from optimizer.targets import as_target
+
+            read = as_target(ops).set_ops
+            return read is not None and SetRel.SetOp.Name(rel.set.op).removeprefix("SET_OP_") not in read
+        return SetRel.SetOp.Name(rel.set.op).removeprefix("SET_OP_") not in ops
+
+    return test
+
+
 #: What an engine reads past, answering as if it were not there, by name: each a test of a relation.
 _READ_PAST = {
     "window_offsets": (_offset_frames_not_in_rows_offsets,
@@ -150,6 +198,18 @@ _READ_PAST = {
                        "answers a RANGE offset as unbounded and fails on offset_expr)"),
     "post_join_filter": (lambda rel, kind: kind == "join" and rel.join.HasField("post_join_filter"),
                          "JoinRel.post_join_filter (it joins without it)"),
+    # DuckDB 1.1.3 reads every SetRel as its distinct form: region UNION ALL region gave 5 rows, not 10
+    "set_ops_as_distinct": (_set_ops_read_otherwise(frozenset({"UNION_DISTINCT", "MINUS_PRIMARY",
+                                                               "INTERSECTION_PRIMARY"})),
+                            "a set operation other than a distinct one (DuckDB 1.1.3 reads each as distinct: "
+                            "region UNION ALL region, 5 rows)"),
+    # DataFusion 55 reads EXCEPT ALL as EXCEPT and INTERSECT ALL as a semi join
+    "set_ops_all": (_set_ops_read_otherwise("datafusion"),
+                    "MINUS_PRIMARY_ALL, MINUS_MULTISET and INTERSECTION_MULTISET_ALL (DataFusion 55 reads EXCEPT "
+                    "ALL as EXCEPT, INTERSECT ALL as a semi join)"),
+    "measure_filter": (lambda rel, kind: kind == "aggregate" and any(m.HasField("filter")
+                                                                      for m in rel.aggregate.measures),
+                       "AggregateRel.Measure.filter (count(*) FILTER (WHERE c0 = 0) over 0, 0, 1: 3)"),
     "grouping_sets": (lambda rel, kind: kind == "aggregate" and len(rel.aggregate.groupings) > 1,
                       "an aggregate's grouping sets after the first (DuckDB 1.1.3: 4 rows of a ROLLUP's 9, and "
                       "counts that mean other groups)"),

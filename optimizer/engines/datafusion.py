@@ -18,6 +18,7 @@ from optimizer.engines.base import (
     refuse_legacy_projects,
     refuse_problems,
     refuse_read_past,
+    refuse_target_refusals,
     refuse_unapplied_read_filters,
 )
 from optimizer.errors import UnsupportedError, plain_exceptions_as
@@ -57,7 +58,8 @@ class DataFusionRunner(EngineRunner):
         frame's offset it answers as unbounded; a read's filter it prunes with and does not apply."""
         refuse_problems(plan, "datafusion")
         refuse_legacy_projects(plan, "datafusion")
-        refuse_read_past(plan, "datafusion", ("clustered_sort", "comparison_sort", "window_offsets"))
+        refuse_read_past(plan, "datafusion", ("clustered_sort", "comparison_sort", "window_offsets", "set_ops_all"))
+        refuse_target_refusals(plan, "datafusion")
         # The read filters are checked once DataFusion has read the plan (_execute): a relation it does not
         # know is named first.
 

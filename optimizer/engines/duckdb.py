@@ -18,8 +18,10 @@ from optimizer.engines.base import (
     check_fetch,
     engine_failure,
     missing_package,
+    own_plan,
     refuse_problems,
     refuse_read_past,
+    refuse_target_refusals,
 )
 from optimizer.errors import UnsupportedError
 
@@ -72,6 +74,9 @@ class DuckDBRunner(EngineRunner):
         project's input columns (its own projects, written so, are read as its producer means them)."""
         refuse_problems(plan, "duckdb")
         refuse_read_past(plan, "duckdb", ("post_join_filter", "grouping_sets"))
+        refuse_target_refusals(plan, "duckdb")
+        if not own_plan(plan, "duckdb"):  # its own plans mean what it reads (its UNION ALL is its UNION)
+            refuse_read_past(plan, "duckdb", ("set_ops_as_distinct", "measure_filter"))
         from optimizer.expr_utils import rels_with_paths
         from optimizer.load.pipeline import load
         from optimizer.relations import emit_of

@@ -161,12 +161,12 @@ _STEPS: tuple[_Step, ...] = (
     _Step("nullif as CASE", lambda t: t.nullif == "case", lambda p, t, f: nullif_as_case(p, t, f)),
     _Step("functions refused, renamed, split",
           lambda t: bool(t.unsupported_functions or t.supported_functions is not None or t.renames or t.max_args
-                         or not t.enum_arguments or t.like_null_escape == "drop" or t.extract_encoding != "enum"
-                         or t.silent_overflow),
+                         or not t.enum_arguments or t.like_null_escape == "drop" or t.extract_encoding != "enum"),
           adapt_functions),
     _Step("settings the target reads past refused",
           lambda t: (t.aggregate_phase != "any" or not t.window_distinct or t.rounding != "any"
-                     or not t.expression_references or not t.clustered_sorts or not t.comparison_sorts),
+                     or not t.expression_references or not t.clustered_sorts or not t.comparison_sorts
+                     or t.silent_overflow),
           refuse_ignored_settings),
     _Step("aggregation phase written out", lambda t: t.aggregate_phase == "initial_to_result",
           lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),

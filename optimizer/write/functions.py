@@ -51,7 +51,7 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
     plan's table, is updated with the new names."""
     if not (target.unsupported_functions or target.supported_functions is not None or target.renames
             or target.max_args or not target.enum_arguments or target.like_null_escape == "drop"
-            or target.extract_encoding != "enum" or target.silent_overflow):
+            or target.extract_encoding != "enum"):
         return
     if target.extract_encoding == "date_part":
         _extract_as_date_part(plan, functions)
@@ -61,8 +61,6 @@ def adapt_functions(plan: Plan, target: Target, functions: FunctionTable) -> Non
             if (names.get(m.function_reference) in ("like", "ilike") and len(m.arguments) == 3
                     and _is_null(m.arguments[2])):
                 del m.arguments[2]
-    if target.silent_overflow:
-        _refuse_overflow_options(plan, target, names)
     if target.unsupported_functions or target.supported_functions is not None or target.max_args \
             or not target.enum_arguments:
         for rel, path in rels_with_paths(plan):
@@ -153,8 +151,10 @@ def refuse_ignored_settings(plan: Plan, target: Target, functions: FunctionTable
     counts every value: 5 instead of 4), a rounding option the target's round does not follow (both round
     2.5 to 3.0 whatever TIE_TO_EVEN asks); a field reference into an expression's value (DuckDB reads
     struct(k, s).field(1) as the input row's field 1); a CLUSTERED sort or a sort by a comparison function
-    (DataFusion panics)."""
+    (DataFusion panics); an overflow option the target's arithmetic does not follow."""
     names = {info.anchor: info.name for info in functions}
+    if target.silent_overflow:
+        _refuse_overflow_options(plan, target, names)
     for rel, path in rels_with_paths(plan):
         kind = rel.WhichOneof("rel_type")
         if not target.clustered_sorts and kind in ("sort", "top_n") and any(
