@@ -180,6 +180,9 @@ def test_literal_kinds_the_engine_reads_or_a_refusal_by_name():
     assert info.value.path == "relations[0].root.input"
     written = write_for_target(_plan("literal_precision_timestamp"), "datafusion")
     assert [str(v) for v in run_datafusion(written, {}).column(0).to_pylist()] == ["1970-01-01 00:00:01"]
+    # Acero: 'substrait literal did not have any literal type set'
+    with pytest.raises(UnsupportedError, match="literal of kind precision_timestamp: target 'acero'"):
+        write_for_target(_plan("literal_timestamp_over_t"), "acero")
 
 
 def test_interval_results_of_the_datafusion_engine_are_read():
