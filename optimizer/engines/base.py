@@ -213,12 +213,6 @@ _READ_PAST = {
     "grouping_sets": (lambda rel, kind: kind == "aggregate" and len(rel.aggregate.groupings) > 1,
                       "an aggregate's grouping sets after the first (DuckDB 1.1.3: 4 rows of a ROLLUP's 9, and "
                       "counts that mean other groups)"),
-    "comparison_sort": (lambda rel, kind: kind in ("sort", "top_n") and any(
-        s.WhichOneof("sort_kind") == "comparison_function_reference" for s in getattr(rel, kind).sorts),
-        "a sort by a comparison function (DataFusion 55 ends in a Rust panic)"),
-    "clustered_sort": (lambda rel, kind: kind in ("sort", "top_n") and any(
-        s.direction == s.SORT_DIRECTION_CLUSTERED for s in getattr(rel, kind).sorts),
-        "a CLUSTERED sort direction (DataFusion 55 ends in a Rust panic)"),
 }
 
 

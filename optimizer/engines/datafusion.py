@@ -54,12 +54,14 @@ class DataFusionRunner(EngineRunner):
 
     def check(self, plan) -> None:
         """DataFusion 55 ends in a Rust panic (a Python traceback, the rest of a batch lost) on some plans:
-        invalid ones (a field past its input, an unspecified sort direction) and a CLUSTERED sort. A RANGE
-        frame's offset it answers as unbounded; a read's filter it prunes with and does not apply."""
+        invalid ones (a field past its input, an unspecified sort direction), a CLUSTERED sort, a sort by a
+        comparison function. It answers otherwise: a RANGE frame's offset (as unbounded), EXCEPT ALL and
+        INTERSECT ALL, what its target refuses (docs/engines.md), a read's filter (it prunes with it and does
+        not apply it: checked in :meth:`_execute`, once DataFusion has read the plan)."""
         refuse_problems(plan, "datafusion")
         refuse_legacy_projects(plan, "datafusion")
-        refuse_read_past(plan, "datafusion", ("clustered_sort", "comparison_sort", "window_offsets", "set_ops_all"))
-        refuse_target_refusals(plan, "datafusion")
+        refuse_read_past(plan, "datafusion", ("window_offsets", "set_ops_all"))
+        refuse_target_refusals(plan, "datafusion")  # a CLUSTERED sort or one by a comparison function: panics
         # The read filters are checked once DataFusion has read the plan (_execute): a relation it does not
         # know is named first.
 
