@@ -160,3 +160,19 @@ def test_a_result_parquet_cannot_hold_fails_its_plan_and_the_batch_goes_on(tmp_p
     assert main(["run", "--engine", "datafusion", "--tables", str(tmp_path), "--out", str(out), "--format", "json",
                  plans[0]]) == 0
     assert (out / "literal_interval_year_to_month.json").read_text() == '[{"x": [14, 0, 0]}]\n'
+
+
+def test_correlated_subqueries_of_other_producers_are_not_given_to_datafusion():
+    """DataFusion 55 answered 5 of 55 hand-built correlated subqueries wrong, with no error (NOT (v >= (SELECT
+    COUNT(*) FROM t3 b WHERE b.k = a.k)): 32 rows where SQL gives 4; the random SQL sweep). Its target
+    refuses a correlated subquery left in a plan; the runner refuses one in a plan DataFusion did not write."""
+    from optimizer.engines import runner
+
+    readings = Path(__file__).parent / "data" / "target_readings"
+    engine_runner = runner("datafusion", {"t3": str(readings / "sweep_t3.parquet")})
+    try:
+        with pytest.raises(UnsupportedError, match="datafusion reads past a correlated subquery's reference") as info:
+            engine_runner.execute(load_plan((PLANS / "correlated_count.json").read_bytes()))
+    finally:
+        engine_runner.close()
+    assert ".subquery." in info.value.path

@@ -120,7 +120,8 @@ def test_a_semi_join_condition_null_for_a_pair_is_no_match_on_duckdb():
     assert sorted((r["k"], r["v"]) for r in run_duckdb(written, paths).to_pylist()) == [(2, 0), (6, 2)]
 
 
-SWEEP = {"t2": str(PLANS / "sweep_t2.parquet"), "t3": str(PLANS / "sweep_t3.parquet")}
+SWEEP = {"t1": str(PLANS / "sweep_t1.parquet"), "t2": str(PLANS / "sweep_t2.parquet"),
+         "t3": str(PLANS / "sweep_t3.parquet")}
 
 
 def test_plans_the_random_sweep_wrote_that_the_engine_then_failed_on():
@@ -246,3 +247,20 @@ def test_a_year_to_month_interval_is_written_in_months_for_duckdb():
     written = write_for_target(_plan("date_plus_year_month"), "duckdb")
     (value,) = run_duckdb(written, {}).column(0).to_pylist()
     assert value in (datetime.date(2023, 3, 8), datetime.datetime(2023, 3, 8))
+
+
+def test_coalesce_is_written_as_a_case_for_duckdb():
+    """DuckDB 1.1.3's consumer has no function coalesce ('Scalar Function with name coalesce does not
+    exist!'; the random SQL sweep: SELECT ... FROM t2 WHERE k >= (SELECT COALESCE(MIN(k), 0) FROM t1 WHERE k
+    IS NOT NULL), decorrelated into a join). Written as CASE WHEN a IS NOT NULL THEN a ELSE b END, the
+    answer is DuckDB's SQL's."""
+    import duckdb
+
+    from optimizer.driver import optimize
+
+    written = optimize(_plan("coalesce_of_a_scalar_subquery"), target="duckdb")
+    rows = sorted((r["k"] is None, r["k"], r["v"] is None, r["v"]) for r in run_duckdb(written, SWEEP).to_pylist())
+    t1, t2 = SWEEP["t1"], SWEEP["t2"]
+    sql = duckdb.sql(f"SELECT y.k, y.v FROM '{t2}' y WHERE y.k >= (SELECT COALESCE(MIN(z.k), 0) FROM '{t1}' z "
+                     "WHERE z.k IS NOT NULL)").fetchall()
+    assert len(rows) == 24 and rows == sorted((k is None, k, v is None, v) for k, v in sql)

@@ -15,6 +15,7 @@ from optimizer.engines.base import (
     EngineRunner,
     case_renames,
     engine_failure,
+    own_plan,
     refuse_legacy_projects,
     refuse_problems,
     refuse_read_past,
@@ -62,6 +63,8 @@ class DataFusionRunner(EngineRunner):
         refuse_legacy_projects(plan, "datafusion")
         refuse_read_past(plan, "datafusion", ("window_offsets", "set_ops_all"))
         refuse_target_refusals(plan, "datafusion")  # a CLUSTERED sort or one by a comparison function: panics
+        if not own_plan(plan, "datafusion"):  # its own subqueries it reads as it wrote them
+            refuse_read_past(plan, "datafusion", ("outer_reference",))
         # The read filters are checked once DataFusion has read the plan (_execute): a relation it does not
         # know is named first.
 

@@ -41,6 +41,8 @@ optional; the defaults are the spec's reading)::
                    "enum_arguments": true,             # reads enum arguments (extract's 'YEAR')
                    "like_null_escape": "keep",         # keep | drop: like(a, p, NULL) means no escape
                                                        #   character; drop writes like(a, p)
+                   "coalesce": "keep",                 # keep | case: coalesce(a, b) is written as the CASE
+                                                       #   WHEN a IS NOT NULL THEN a ELSE b END
                    "nullif": "keep",                   # keep | case: nullif(a, b) is written as the CASE
                                                        #   WHEN a = b THEN NULL ELSE a END it means
                    "extract": "enum",                  # enum | date_part: extract(YEAR, x) is written
@@ -186,6 +188,7 @@ class Target:
     enum_arguments: bool = True
     like_null_escape: str = "keep"
     nullif: str = "keep"
+    coalesce: str = "keep"
     extract_encoding: str = "enum"
     silent_overflow: bool = False
     old_fields: bool = False
@@ -305,7 +308,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
 
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
-    "functions": frozenset({"rename", "max_args", "unsupported", "supported", "enum_arguments", "like_null_escape", "extract", "nullif",
+    "functions": frozenset({"rename", "max_args", "unsupported", "supported", "enum_arguments", "like_null_escape", "extract", "nullif", "coalesce",
                             "silent_overflow"}),
     "encoding": frozenset(_ENCODING) | {"plan_version", "literals"},
 }
@@ -450,6 +453,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
         nullif=_choice(functions, "nullif", ("keep", "case"), "keep", f"{where}functions"),
+        coalesce=_choice(functions, "coalesce", ("keep", "case"), "keep", f"{where}functions"),
         extract_encoding=_choice(functions, "extract", ("enum", "date_part"), "enum", f"{where}functions"),
         silent_overflow=_bool(functions, "silent_overflow", False, f"{where}functions"),
         engine=str(data.get("engine", "")),

@@ -62,6 +62,7 @@ from optimizer.write.encoding import (
 from optimizer.write.functions import (
     adapt_functions,
     cast_failures_throw,
+    coalesce_as_case,
     fixed_char_literals_as_strings,
     i16_literals_as_casts,
     interval_literals_as_days,
@@ -159,6 +160,7 @@ _STEPS: tuple[_Step, ...] = (
     _Step("set operations nested", lambda t: t.max_set_inputs is not None, lambda p, t, f: nest_set_inputs(p, t)),
     _Step("measure filters as CASE", lambda t: t.measure_filters == "case", measure_filters_as_cases),
     _Step("nullif as CASE", lambda t: t.nullif == "case", lambda p, t, f: nullif_as_case(p, t, f)),
+    _Step("coalesce as CASE", lambda t: t.coalesce == "case", lambda p, t, f: coalesce_as_case(p, t, f)),
     _Step("functions refused, renamed, split",
           lambda t: bool(t.unsupported_functions or t.supported_functions is not None or t.renames or t.max_args
                          or not t.enum_arguments or t.like_null_escape == "drop" or t.extract_encoding != "enum"),

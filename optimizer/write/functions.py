@@ -291,6 +291,39 @@ def nullif_as_case(plan: Plan, target: Target, functions: FunctionTable) -> int:
     return len(found)
 
 
+def coalesce_as_case(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``coalesce(a1, ..., an)`` becomes ``CASE WHEN a1 IS NOT NULL THEN a1 ... ELSE an END`` (SQL
+    defines it so), in place; the number rewritten. DuckDB 1.1.3's consumer has no function ``coalesce``
+    ('Scalar Function with name coalesce does not exist!', found by the random SQL sweep): its SQL's
+    COALESCE is an operator. Each argument but the last is evaluated twice: a nondeterministic one is
+    refused."""
+    from optimizer.expr_utils import FunctionRegistrar, boolean_type, call_args, is_deterministic
+
+    names = {info.anchor: info.name for info in functions}
+    found = [m for m in _messages(plan, _EXPRESSION) if m.WhichOneof("rex_type") == "scalar_function"
+             and names.get(m.scalar_function.function_reference) == "coalesce"]
+    if not found:
+        return 0
+    registrar = FunctionRegistrar(plan, functions)
+    for e in reversed(found):  # inner calls first: an outer one copies them
+        args = call_args(e)
+        if args is None or not args or not all(is_deterministic(a, registrar.table) for a in args[:-1]):
+            raise UnsupportedError(f"coalesce of other than deterministic values: target '{target.name}' reads "
+                                   "it as a CASE, which evaluates its arguments twice")
+        if len(args) == 1:
+            e.CopyFrom(args[0])
+            continue
+        case = Expression()
+        for a in args[:-1]:
+            clause = case.if_then.ifs.add()
+            getattr(clause, "if").CopyFrom(registrar.call("is_not_null", "functions_comparison", [a],
+                                                          boolean_type(False), "is_not_null:any"))
+            clause.then.CopyFrom(a)
+        getattr(case.if_then, "else").CopyFrom(args[-1])
+        e.CopyFrom(case)
+    return len(found)
+
+
 def cast_failures_throw(plan: Plan) -> int:
     """Every cast whose failure behavior is unspecified says ``THROW_EXCEPTION``, in place (Acero: "Cast::
     FailureBehavior unspecified; must be FAILURE_BEHAVIOR_RETURN_NULL or FAILURE_BEHAVIOR_THROW_EXCEPTION").
