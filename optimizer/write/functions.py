@@ -257,22 +257,32 @@ def switch_to_if_then(plan: Plan, target: Target, functions: FunctionTable) -> i
     return len(found)
 
 
+def _calls_inner_first(plan: Plan, functions: FunctionTable, name: str) -> Iterator[tuple[Expression, list | None,
+                                                                                         FunctionRegistrar]]:
+    """Each expression of ``plan`` that calls the scalar function ``name``, with its arguments and a registrar
+    of the plan's functions, inner calls first (an outer call that copies its arguments copies them
+    rewritten); the caller may replace each expression in place."""
+    from optimizer.expr_utils import call_args
+
+    names = {info.anchor: info.name for info in functions}
+    found = [m for m in _messages(plan, _EXPRESSION) if m.WhichOneof("rex_type") == "scalar_function"
+             and names.get(m.scalar_function.function_reference) == name]
+    registrar = FunctionRegistrar(plan, functions) if found else None
+    for e in reversed(found):
+        yield e, call_args(e), registrar
+
+
 def nullif_as_case(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Every ``nullif(a, b)`` becomes ``CASE WHEN a = b THEN NULL ELSE a END`` (SQL defines it so), in
     place, with the call's output type on both branches; the number rewritten. DuckDB 1.1.3 binds
     DataFusion's ``nullif`` of strings to a macro of its own and fails ("Positional parameters cannot come
     after parameters with a default value!"); its own producer writes the CASE. ``a`` is evaluated twice:
     a nondeterministic one is refused."""
-    from optimizer.expr_utils import FunctionRegistrar, boolean_type, call_args, is_deterministic
+    from optimizer.expr_utils import boolean_type, is_deterministic
 
-    names = {info.anchor: info.name for info in functions}
-    found = [m for m in _messages(plan, _EXPRESSION) if m.WhichOneof("rex_type") == "scalar_function"
-             and names.get(m.scalar_function.function_reference) == "nullif"]
-    if not found:
-        return 0
-    registrar = FunctionRegistrar(plan, functions)
-    for e in reversed(found):  # inner calls first: an outer one copies them
-        args = call_args(e)
+    changed = 0
+    for e, args, registrar in _calls_inner_first(plan, functions, "nullif"):
+        changed += 1
         if args is None or len(args) != 2 or not is_deterministic(args[0], registrar.table):
             raise UnsupportedError(f"nullif of other than two deterministic values: target '{target.name}' "
                                    "reads it as a CASE, which evaluates its first argument twice")
@@ -288,7 +298,7 @@ def nullif_as_case(plan: Plan, target: Target, functions: FunctionTable) -> int:
         otherwise.cast.input.CopyFrom(args[0])
         otherwise.cast.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
         e.CopyFrom(case)
-    return len(found)
+    return changed
 
 
 def coalesce_as_case(plan: Plan, target: Target, functions: FunctionTable) -> int:
@@ -297,16 +307,11 @@ def coalesce_as_case(plan: Plan, target: Target, functions: FunctionTable) -> in
     ('Scalar Function with name coalesce does not exist!', found by the random SQL sweep): its SQL's
     COALESCE is an operator. Each argument but the last is evaluated twice: a nondeterministic one is
     refused."""
-    from optimizer.expr_utils import FunctionRegistrar, boolean_type, call_args, is_deterministic
+    from optimizer.expr_utils import boolean_type, is_deterministic
 
-    names = {info.anchor: info.name for info in functions}
-    found = [m for m in _messages(plan, _EXPRESSION) if m.WhichOneof("rex_type") == "scalar_function"
-             and names.get(m.scalar_function.function_reference) == "coalesce"]
-    if not found:
-        return 0
-    registrar = FunctionRegistrar(plan, functions)
-    for e in reversed(found):  # inner calls first: an outer one copies them
-        args = call_args(e)
+    changed = 0
+    for e, args, registrar in _calls_inner_first(plan, functions, "coalesce"):
+        changed += 1
         if args is None or not args or not all(is_deterministic(a, registrar.table) for a in args[:-1]):
             raise UnsupportedError(f"coalesce of other than deterministic values: target '{target.name}' reads "
                                    "it as a CASE, which evaluates its arguments twice")
@@ -321,7 +326,7 @@ def coalesce_as_case(plan: Plan, target: Target, functions: FunctionTable) -> in
             clause.then.CopyFrom(a)
         getattr(case.if_then, "else").CopyFrom(args[-1])
         e.CopyFrom(case)
-    return len(found)
+    return changed
 
 
 def cast_failures_throw(plan: Plan) -> int:
