@@ -50,6 +50,7 @@ from optimizer.spark.physical import _PhysicalCompiler
 from optimizer.spark.read import _ReadCompiler
 from optimizer.spark.rel_compiler import _c
 from optimizer.spark.root_names import _apply_root_names, _check_root_names, _names_in_text
+from optimizer.spark.session_zone import refuse_zoned_timestamps
 from optimizer.spark.set_ops import _SetCompiler
 from optimizer.spark.single_input import _SingleInputCompiler
 from optimizer.spark.sql import render
@@ -95,6 +96,13 @@ class SparkBackend:
             return True
         return str(self.spark.conf.get("spark.sql.ansi.enabled", "true")).strip().lower() == "true"
 
+    def session_zone(self) -> str:
+        """The session's time zone (``spark.sql.session.timeZone``), asked at each plan: a user may change it
+        between plans. Without a session, the tool's default, UTC."""
+        if self.spark is None:
+            return "UTC"
+        return str(self.spark.conf.get("spark.sql.session.timeZone"))
+
     # -------------------------------------------------------------------------------- public API
 
     def close(self) -> None:
@@ -129,6 +137,7 @@ class SparkBackend:
         # A plan Spark would answer by its own implicit casts or guesses (a number compared with a string,
         # a field past its input) is refused here, as `run` refuses it, not answered.
         raise_for_problems(plan, loaded.functions)
+        refuse_zoned_timestamps(plan, self.session_zone())
         roots = [i for i, r in enumerate(plan.relations) if r.WhichOneof("rel_type") == "root"]
         if not roots:
             raise PlanError("plan has no root relation", "relations")
