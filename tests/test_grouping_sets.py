@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 import pytest
@@ -229,3 +230,19 @@ def test_grouping_sets_over_no_rows(sql, datafusion_ctx, backend, duck):
     got = backend.execute(plan)
     assert compare_tables(got, want), (empty, got.to_pylist(), want.to_pylist())
     assert compare_tables(backend.execute(optimize(plan)), want)
+
+
+@pytest.mark.parametrize("where", ["", " where c > 100"])
+def test_the_input_of_a_grand_total_is_written_once(where, datafusion_ctx, backend, duck):
+    """The empty set's row over no input reads the input twice more (a filter to nothing, an EXISTS): the
+    text names it once, a WITH query Spark inlines, so the answer is the same and Spark parses and
+    analyses the input once."""
+    from datafusion.substrait import Producer
+
+    sql = f"select a, b, count(*), sum(c) from t{where} group by rollup(a, b)"
+    plan = load_plan(Producer.to_substrait_plan(datafusion_ctx.sql(sql).optimized_logical_plan(),
+                                                datafusion_ctx).encode())
+    text, _ = backend.to_sql(plan)
+    assert text.startswith("WITH _w") and len(re.findall(r"substrait_opt_\w+", text)) == 1, text
+    assert compare_tables(backend.execute(plan), duck.execute(sql).fetch_arrow_table())
+

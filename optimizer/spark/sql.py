@@ -348,6 +348,16 @@ class Frame(Relation):
         return cls(ctx, _Query(exp.Table(this=exp.to_identifier(name)))).select(*cols())
 
     @classmethod
+    def written_once(cls, ctx: Context, frame: Frame, columns: Sequence[str]) -> Frame:
+        """``frame``'s ``columns`` as a ``WITH`` query (a CTE) the text names wherever it reads them: Spark
+        parses and analyses the query once and, the query being deterministic, inlines it into each
+        reader (``InlineCTE``), so it runs as if written at each. Only for a query with no outer reference
+        (the ``WITH`` clause is the whole text's)."""
+        name = f"_w{len(ctx.ctes) + 1}"
+        ctx.ctes.append((name, frame.select(*[col("`" + c.replace("`", "``") + "`") for c in columns]).query()))
+        return cls(ctx, _Query(exp.Table(this=exp.to_identifier(name))))
+
+    @classmethod
     def rows(cls, ctx: Context, n: int) -> Frame:
         """``n`` rows (of one column ``id``: select the columns wanted)."""
         return cls(ctx, _Query(exp.Anonymous(this="range", expressions=[exp.Literal.number(str(n))])))
