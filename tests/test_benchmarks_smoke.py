@@ -317,3 +317,16 @@ def test_optimizer_instructions_workload_and_commit_tree(tmp_path):
     assert (tree / "src" / "benchmarks" / "optimizer_latency.py").exists()
     with pytest.raises(SystemExit, match="no rule named 'nope'"):
         optimizer_instructions.main(["--plans", str(plans), "--disable-rules", "nope"])
+
+
+@pytest.mark.spark
+def test_planning_time_benchmark_runs(spark, tmp_path):
+    from benchmarks import planning_time
+
+    report = planning_time.main([*TINY, "--suite", "tpch", "--queries", "3", "--out", str(tmp_path)], spark=spark)
+    (row,) = report["queries"]
+    assert row["query"] == 3 and row["cbo_ms"] > 0 and row["to_sql_ms"] > 0 and row["explain_ms"] > 0
+    assert row["optimized_ms"] == pytest.approx(row["to_sql_ms"] + row["spark_sql_ms"] + row["explain_ms"], abs=0.02)
+    assert "effect" not in report["summary"]  # the benchmark's times are at SF 1, not this scale
+    assert (tmp_path / "planning_time_tpch.md").read_text().startswith("# Planning")
+    assert spark.conf.get("spark.sql.cbo.enabled", "false") == "false", "CBO confs are restored"
