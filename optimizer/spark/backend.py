@@ -50,7 +50,7 @@ from optimizer.spark.physical import _PhysicalCompiler
 from optimizer.spark.read import _ReadCompiler
 from optimizer.spark.rel_compiler import _c
 from optimizer.spark.root_names import _apply_root_names, _check_root_names, _names_in_text
-from optimizer.spark.session_zone import refuse_zoned_timestamps
+from optimizer.spark.session_settings import refuse_session_text, refuse_zoned_timestamps
 from optimizer.spark.set_ops import _SetCompiler
 from optimizer.spark.single_input import _SingleInputCompiler
 from optimizer.spark.sql import render
@@ -153,9 +153,13 @@ class SparkBackend:
         width = len(out.columns)
         if _names_in_text(names, width):
             frame = out.df.select(*[_c(c).alias(n) for c, n in zip(out.columns, names, strict=True)])
-            return *render(frame), [], width
-        frame = out.df.select(*[_c(c).alias(f"_r{i}") for i, c in enumerate(out.columns)])
-        text, tables = render(frame)
+            text, tables = render(frame)
+            names = []
+        else:
+            frame = out.df.select(*[_c(c).alias(f"_r{i}") for i, c in enumerate(out.columns)])
+            text, tables = render(frame)
+        if self.spark is not None:  # settings of the user's session that would read the text otherwise
+            refuse_session_text(text, self.spark.conf)
         return text, tables, names, width
 
     def to_dataframe(self, plan, root: int = 0) -> DataFrame:

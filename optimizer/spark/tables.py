@@ -313,7 +313,7 @@ class TableResolver:
             for candidate in (f"{spelling}.parquet", spelling):
                 uri = self.files.check(join_location(self.location, candidate), path)
                 try:
-                    df = self.spark.read.parquet(uri)
+                    df = self._parquet_reader().parquet(uri)
                     df.schema  # noqa: B018 -- Spark resolves the path here (a Connect reader is lazy)
                 except AnalysisException as exc:
                     if exc.getCondition() == "PATH_NOT_FOUND":
@@ -371,6 +371,13 @@ class TableResolver:
             return df
         raise PlanError(f"table '{'.'.join(names)}' not found (looked in {self._where()})", path)
 
+    def _parquet_reader(self):
+        """``spark.read`` for Parquet, its dates and timestamps in the proleptic Gregorian calendar (Arrow's
+        and Substrait's) whatever the session's rebase settings: with
+        ``spark.sql.parquet.datetimeRebaseModeInRead=LEGACY`` Spark read pyarrow's 1000-01-01 as 0999-12-27.
+        Files Spark 2 wrote keep the calendar their metadata names (Spark reads it there)."""
+        return self.spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED")
+
     def _read_parquet(self, location: str, path: str | None = None) -> DataFrame:
         """``spark.read.parquet(location)``, reused while the path's modification time and size stay; a
         file Spark cannot read is a ``PlanError`` naming it."""
@@ -383,7 +390,7 @@ class TableResolver:
         df = self._parquet.get(key)
         if df is None:
             try:
-                df = self.spark.read.parquet(location)
+                df = self._parquet_reader().parquet(location)
             except (PySparkException, Py4JJavaError) as exc:  # not parquet, unreadable, gone
                 raise PlanError(f"cannot read {location}: {_spark_failure(exc)}", path) from None
             if stamp is not None:
@@ -492,7 +499,7 @@ class TableResolver:
             else:
                 whole.setdefault(fmt, []).append(location)
         for fmt, paths in whole.items():
-            reader = self.spark.read.parquet if fmt == "parquet" else self.spark.read.orc
+            reader = self._parquet_reader().parquet if fmt == "parquet" else self.spark.read.orc
             try:
                 frames.append(reader(*paths))
             except (PySparkException, Py4JError) as exc:  # missing files, unreadable data

@@ -1,5 +1,8 @@
-"""A user's Spark session in another time zone than UTC: plans with timestamps are refused by name, not
-answered in that zone; plans without run as anywhere (optimizer/spark/session_zone.py)."""
+"""A user's Spark session with settings that change what the backend's SQL means: a plan is refused by name
+or answered as in the tool's own sessions, never otherwise (optimizer/spark/session_settings.py). Another
+time zone than UTC (plans with timestamps refused), escaped string literals (texts with a backslash
+refused), legacy statistical aggregates (texts with a standard deviation refused), the legacy Parquet
+calendar (reads keep the proleptic Gregorian one)."""
 
 from __future__ import annotations
 
@@ -40,13 +43,20 @@ def _plan(directory, sql: str):
 
 
 @contextlib.contextmanager
-def _zone(spark, zone: str):
-    previous = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", zone)
+def _setting(spark, key: str, value: str):
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set("spark.sql.session.timeZone", previous)
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
+def _zone(spark, zone: str):
+    return _setting(spark, "spark.sql.session.timeZone", zone)
 
 
 @pytest.mark.spark
@@ -90,7 +100,7 @@ def test_a_plan_without_timestamps_runs_in_any_zone(spark, tmp_path):
 def test_a_read_that_keeps_a_timestamp_column_counts_and_one_that_drops_it_does_not():
     from substrait.proto import Expression
 
-    from optimizer.spark.session_zone import first_timestamp
+    from optimizer.spark.session_settings import first_timestamp
     from testing.builder import Builder, read
 
     plan = Builder().plan(read("t", [("a", "i64"), ("b", "i64")]), ["a", "b"])
@@ -103,3 +113,48 @@ def test_a_read_that_keeps_a_timestamp_column_counts_and_one_that_drops_it_does_
     r.filter.literal.CopyFrom(Expression.Literal(precision_timestamp_tz=Expression.Literal.PrecisionTimestamp(
         precision=6, value=0)))
     assert first_timestamp(plan) == "relations[0].root.input"  # its filter holds a timestamp literal
+
+
+@pytest.fixture(scope="module")
+def other_table(tmp_path_factory):
+    d = tmp_path_factory.mktemp("settings")
+    pq.write_table(pa.table({"id": pa.array([1, 2, 2], pa.int64()), "k": ["a", "bb", "a$b"],
+                             "x": [1.5, 2.0, 4.0], "d": [dt.date(1000, 1, 1), dt.date(1582, 10, 4), dt.date(2024, 1, 1)]}),
+                   d / "t.parquet")
+    return d
+
+
+@pytest.mark.spark
+def test_escaped_string_literals_refuse_a_text_with_a_backslash(spark, other_table):
+    from optimizer.spark import SparkBackend
+
+    backend = SparkBackend(spark, tables={"t": other_table / "t.parquet"})
+    pattern, expected = _plan(other_table, "SELECT id, regexp_replace(k, '^\\w$', 'X') AS r FROM t ORDER BY id, r")
+    plain, plain_expected = _plan(other_table, "SELECT id, k FROM t WHERE k = 'a' ORDER BY id")
+    with _setting(spark, "spark.sql.parser.escapedStringLiterals", "true"):
+        with pytest.raises(UnsupportedError, match="escapedStringLiterals"):
+            backend.execute(pattern)  # Spark would read '^\\w\u0024' as written: no row matches
+        assert backend.execute(plain).to_pylist() == plain_expected.to_pylist()
+    assert backend.execute(pattern).to_pylist() == expected.to_pylist()
+
+
+@pytest.mark.spark
+def test_legacy_statistical_aggregates_refuse_a_standard_deviation(spark, other_table):
+    from optimizer.spark import SparkBackend
+
+    backend = SparkBackend(spark, tables={"t": other_table / "t.parquet"})
+    plan, expected = _plan(other_table, "SELECT stddev(x) AS s FROM t WHERE id = 1")
+    assert expected.to_pylist() == [{"s": None}]
+    with _setting(spark, "spark.sql.legacy.statisticalAggregate", "true"), pytest.raises(UnsupportedError):
+        backend.execute(plan)  # Spark would say NaN
+    assert backend.execute(plan).to_pylist() == expected.to_pylist()
+
+
+@pytest.mark.spark
+def test_dates_before_1582_are_read_in_the_proleptic_calendar_whatever_the_session_says(spark, other_table):
+    from optimizer.spark import SparkBackend
+
+    plan, expected = _plan(other_table, "SELECT id, d FROM t ORDER BY id, d")
+    with _setting(spark, "spark.sql.parquet.datetimeRebaseModeInRead", "LEGACY"):
+        got = SparkBackend(spark, tables={"t": other_table / "t.parquet"}).execute(plan)
+    assert got.to_pylist() == expected.to_pylist()  # 1000-01-01, not 0999-12-27

@@ -1,4 +1,7 @@
-"""The Spark session's time zone against a plan's timestamps.
+r"""The user's Spark session settings that change what the backend's SQL means, and the plans refused under
+them (a plan is never answered otherwise than in the tool's own sessions).
+
+**The time zone.**
 
 Substrait's timestamps mean one thing whatever engine runs them: ``precision_timestamp`` is a date and
 a time of day in no zone, ``precision_timestamp_tz`` an instant whose parts (hour, day, the date it falls
@@ -10,6 +13,15 @@ are Substrait's. In a user's session of another zone (``Asia/Kolkata``, ``+02:00
 they are not: ``CAST(ts_tz AS DATE)`` of 2023-12-31 23:59 UTC is 2024-01-01 in Kolkata. So the backend
 refuses a plan that holds a timestamp (a type or a literal) in a session whose zone is not UTC, naming
 the zone, the relation and the setting that makes it run; a plan without one runs in any zone.
+
+**Escaped string literals** (``spark.sql.parser.escapedStringLiterals=true``): Spark then reads a string
+literal as written, backslashes included, where the backend's text escapes (``\\`` for a backslash,
+``\u0024`` for ``$``, ``\0`` for the LIKE escape): ``'^\\w\u0024'`` would be another pattern. A text with a
+backslash is refused in such a session.
+
+**Legacy statistical aggregates** (``spark.sql.legacy.statisticalAggregate=true``): the sample standard
+deviation, variance, covariance and correlation of one row are NaN, where Substrait (and Spark by default)
+say NULL. A text calling one is refused in such a session.
 
 >>> utc_zone("UTC"), utc_zone("Etc/UTC"), utc_zone("+00:00"), utc_zone("GMT"), utc_zone("Europe/London")
 (True, True, True, True, False)
@@ -27,7 +39,7 @@ from substrait.proto import Expression, Rel, Type
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import rels_with_paths
 
-__all__ = ["first_timestamp", "refuse_zoned_timestamps", "utc_zone"]
+__all__ = ["first_timestamp", "refuse_session_text", "refuse_zoned_timestamps", "utc_zone"]
 
 #: Zone names whose offset is zero all year.
 _UTC_NAMES = frozenset({"UTC", "UCT", "UT", "GMT", "Z", "ZULU", "UNIVERSAL", "GREENWICH"})
@@ -110,3 +122,34 @@ def refuse_zoned_timestamps(plan: Message, zone: str) -> None:
             "(the tool's default)",
             where,
         )
+
+
+#: Spark's aggregates that give NaN for one row under ``spark.sql.legacy.statisticalAggregate``.
+_STATISTICAL = re.compile(r"\b(?:STDDEV|STDDEV_SAMP|STD|VARIANCE|VAR_SAMP|COVAR_SAMP|CORR|SKEWNESS|KURTOSIS)\(",
+                          re.IGNORECASE)
+
+
+def _true(value: object) -> bool:
+    return str(value).strip().lower() == "true"
+
+
+def refuse_session_text(text: str, conf) -> None:
+    """An :class:`UnsupportedError` if the session's settings (``conf``: ``spark.conf``) read ``text``
+    otherwise than the backend wrote it.
+
+    >>> refuse_session_text("SELECT '^\\\\w'", {"spark.sql.parser.escapedStringLiterals": "true"})
+    Traceback (most recent call last):
+    ...
+    optimizer.errors.UnsupportedError: the session sets spark.sql.parser.escapedStringLiterals=true, which reads the backend's escaped string literals as written (a backslash, '$', a LIKE pattern would mean another string): run the plan in a session without it
+    >>> refuse_session_text("SELECT STDDEV_SAMP(x) FROM t", {})
+    """
+    if "\\" in text and _true(conf.get("spark.sql.parser.escapedStringLiterals", "false")):
+        raise UnsupportedError(
+            "the session sets spark.sql.parser.escapedStringLiterals=true, which reads the backend's escaped "
+            "string literals as written (a backslash, '$', a LIKE pattern would mean another string): run the "
+            "plan in a session without it")
+    if _STATISTICAL.search(text) and _true(conf.get("spark.sql.legacy.statisticalAggregate", "false")):
+        raise UnsupportedError(
+            "the session sets spark.sql.legacy.statisticalAggregate=true, under which Spark's standard deviation, "
+            "variance, covariance and correlation of one row are NaN where Substrait says NULL: run the plan in "
+            "a session without it")
