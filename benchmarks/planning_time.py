@@ -113,11 +113,10 @@ def run(suite_name: str = "tpcds", queries: list[int] | None = None, producer: s
     samples: dict[int, dict[str, list[float]]] = {q: {"cbo": [], "to_sql": [], "sql": [], "plan": []} for q in optimized}
     for rep in range(warmup + reps):
         for q in optimized:
-            first_cbo = rep % 2 == 0
-            c = cbo_planning(q) if first_cbo else None
-            to_sql, sql, plan = ours(q)
-            if c is None:
-                c = cbo_planning(q)
+            if rep % 2 == 0:  # each first in turn
+                c, (to_sql, sql, plan) = cbo_planning(q), ours(q)
+            else:
+                (to_sql, sql, plan), c = ours(q), cbo_planning(q)
             if rep >= warmup:
                 for key, value in (("cbo", c), ("to_sql", to_sql), ("sql", sql), ("plan", plan)):
                     samples[q][key].append(value)

@@ -64,6 +64,7 @@ from optimizer.paths import FileAccess, join_location, table_in_directory, table
 from optimizer.paths import local_path as _location_path
 from optimizer.schema.record import top_level_names
 from optimizer.spark.expressions import named_struct_to_spark, quote, substrait_type_to_spark
+from optimizer.spark.session_settings import utc_zone
 from optimizer.spark.sql import Context, Frame
 from optimizer.spark.sql_columns import functions as F
 
@@ -158,9 +159,8 @@ def fixed_offset_zone(zone: str) -> bool:
     (True, True, False)
     """
     text = zone.strip()
-    if text.upper() in ("UTC", "GMT", "Z", "UT", "ETC/UTC", "ETC/GMT", "ETC/UCT", "UCT", "ZULU", "ETC/ZULU"):
-        return True
-    return bool(re.fullmatch(r"(?:(?:UTC|GMT|UT|Etc/GMT)?[+-]\d{1,2}(?::?\d{2})?)", text, flags=re.IGNORECASE))
+    return utc_zone(text) or bool(
+        re.fullmatch(r"(?:(?:UTC|GMT|UT|Etc/GMT)?[+-]\d{1,2}(?::?\d{2})?)", text, flags=re.IGNORECASE))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +252,6 @@ class TableResolver:
     ) -> None:
         self.spark = spark
         self.allow_lossy_casts = allow_lossy_casts
-        self._fixed_zone: bool | None = None  # the session's time zone has one offset (asked when needed)
         self.database = database or None
         self.files = files if files is not None else FileAccess.anywhere()
         self.directory: Path | None = None
@@ -578,12 +577,9 @@ class TableResolver:
 
     @property
     def _zone_is_fixed(self) -> bool:
-        """Whether the session's time zone has a fixed offset (asked once; without a session, the
-        tool's default, UTC)."""
-        if self._fixed_zone is None:
-            zone = "UTC" if self.spark is None else str(self.spark.conf.get("spark.sql.session.timeZone"))
-            self._fixed_zone = fixed_offset_zone(zone)
-        return self._fixed_zone
+        """Whether the session's time zone has a fixed offset, asked when a cast needs it (a user may change
+        the zone between plans; without a session, the tool's default, UTC)."""
+        return fixed_offset_zone("UTC" if self.spark is None else str(self.spark.conf.get("spark.sql.session.timeZone")))
 
     def conform(
         self,
