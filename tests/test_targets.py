@@ -6,6 +6,7 @@ answers; what a target cannot read is refused with exit 3 naming the relation or
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 import pytest
@@ -933,6 +934,88 @@ def test_semi_anti_and_left_joins_run_right_on_acero(sql, tables, statistics, du
     plan = _plan("datafusion", 4, tables) if sql is None else load_plan(datafusion_plan(sql, tables))
     optimized = optimize(plan, target="acero", statistics=statistics)
     _answer_right(run_acero(optimized, tables), tpch_query(4) if sql is None else sql, duckdb_oracle)
+
+
+@pytest.mark.parametrize("sql", [
+    "select count(distinct case when n_regionkey > 1 then n_regionkey end) as c from nation",
+    "select o_orderstatus, count(distinct o_custkey) as c, min(o_orderkey) as lo, max(o_orderkey) as hi "
+    "from orders group by o_orderstatus having count(distinct o_custkey) > 10",
+    "select o_orderpriority, sum(distinct o_shippriority) as s from orders group by o_orderpriority",
+    "select count(distinct o_custkey) as c, max(o_orderkey) as m from orders where o_orderkey < 0",
+    "select count(distinct o_custkey) filter (where o_orderstatus = 'F') as c from orders",
+])
+def test_distinct_aggregates_run_right_on_acero(sql, tables, duckdb_oracle):
+    """Acero reads no DISTINCT invocation ('Unsupported aggregation invocation'): written as an aggregate
+    over a grouping by the argument, the answer is DuckDB's SQL's (a NULL argument, min and max beside
+    it, a HAVING, a global aggregate over no row, a measure filter); the plan as given fails on Acero."""
+    import pyarrow as pa
+
+    from workloads.producers import datafusion_plan
+
+    plan = load_plan(datafusion_plan(sql, tables))
+    optimized = optimize(plan, target="acero")
+    assert not _has_distinct_measure(optimized)
+    _answer_right(run_acero(optimized, tables), sql, duckdb_oracle)
+    if _has_distinct_measure(plan):  # DataFusion writes some as a grouping itself
+        with pytest.raises(pa.ArrowNotImplementedError, match="AGGREGATION_INVOCATION_DISTINCT"):
+            run_acero(_distinct_kept_for_acero(plan), tables)
+
+
+@pytest.mark.parametrize("sql", [
+    "select n_name, case when n_regionkey = 1 then 'one' when n_regionkey = 2 then 'two' end as r from nation",
+    "select sum(case when n_regionkey > 1 then n_nationkey end) as s from nation",
+])
+def test_case_without_else_runs_right_on_acero(sql, tables, duckdb_oracle):
+    """DataFusion writes CASE without ELSE as an if_then without else, which Acero does not convert
+    ('conversion to arrow::compute::Expression from Substrait expression ... if_then'): written with ELSE
+    NULL of its type, the answer is DuckDB's SQL's."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from workloads.producers import datafusion_plan
+
+    plan = load_plan(datafusion_plan(sql, tables))
+    _answer_right(run_acero(optimize(plan, target="acero"), tables), sql, duckdb_oracle)
+    with pytest.raises(pa.ArrowNotImplementedError, match="if_then"):
+        run_acero(write_for_target(plan, dataclasses.replace(load_target("acero"), explicit_else=False)), tables)
+
+
+def test_computed_grouping_key_runs_right_on_acero(tables, duckdb_oracle):
+    """A grouping key that is an expression is computed by a project below before Substrait 0.53's
+    Grouping.grouping_expressions are written (Acero reads those: 'The grouping expression for an
+    aggregate must be a direct reference')."""
+    from workloads.producers import datafusion_plan
+
+    sql = "select n_regionkey + 1 as k, count(*) as c from nation group by n_regionkey + 1"
+    _answer_right(run_acero(optimize(load_plan(datafusion_plan(sql, tables)), target="acero"), tables), sql,
+                  duckdb_oracle)
+
+
+def _has_distinct_measure(plan: Plan) -> bool:
+    return any(m.measure.invocation == m.measure.AGGREGATION_INVOCATION_DISTINCT
+               for r, _ in rels_with_paths(plan) if r.WhichOneof("rel_type") == "aggregate"
+               for m in r.aggregate.measures)
+
+
+def _distinct_kept_for_acero(plan: Plan) -> Plan:
+    """``plan`` written for Acero with the DISTINCT invocation left as it is."""
+    import dataclasses
+
+    return write_for_target(plan, dataclasses.replace(load_target("acero"), distinct_measures="any"))
+
+
+@pytest.mark.parametrize(("sql", "words"), [
+    ("select count(distinct o_custkey) as a, count(distinct o_orderstatus) as b from orders",
+     "DISTINCT aggregates over different arguments ('count')"),
+    ("select o_orderstatus, count(distinct o_custkey) as a, sum(o_orderkey) as b from orders group by o_orderstatus",
+     "aggregate 'sum' beside a DISTINCT one"),
+])
+def test_distinct_aggregates_acero_cannot_read_are_refused(sql, words, tables):
+    from workloads.producers import duckdb_plan
+
+    with pytest.raises(UnsupportedError, match=re.escape(words) + ".*target 'acero' reads no DISTINCT aggregate"):
+        optimize(load_plan(duckdb_plan(sql, tables)), target="acero")
 
 
 @pytest.mark.parametrize(("target", "q", "words"), [

@@ -233,6 +233,19 @@ def plan_casts(plan: Plan, functions: FunctionTable | None = None) -> list[tuple
     return casts
 
 
+@_guard("path")
+def plan_open_cases(plan: Plan, functions: FunctionTable | None = None) -> list[tuple[Expression.IfThen, Type]]:
+    """Every ``if_then`` of ``plan``'s expressions without an ``else``, as (the message itself, in the
+    plan, and its type), derived as :func:`plan_schemas` derives the schemas (a shared subtree's once)."""
+    cases: list[tuple[Expression.IfThen, Type]] = []
+    ctx = Derivation(
+        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
+        schemas={}, tree=tree_output, open_cases=cases
+    )
+    walk_plan(plan, ctx)
+    return cases
+
+
 def plan_schemas(plan: Plan, functions: FunctionTable | None = None) -> dict[str, Schema]:
     """The schema of every relation of ``plan`` (subqueries included), keyed by path; ``functions``: the
     plan's table, where the caller has it (built from the plan when not given).

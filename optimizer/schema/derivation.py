@@ -74,10 +74,13 @@ class Derivation:
         detached: Sequence[Expression] | None = None,
         tree: TreeOutput | None = None,
         casts: list[tuple[str, Type, Type]] | None = None,
+        open_cases: list[tuple[Expression.IfThen, Type]] | None = None,
     ) -> None:
         self.functions = functions
         #: When a list: each cast met in a full derivation, as (path, the input's type, the cast's type).
         self.casts = casts
+        #: When a list: each ``if_then`` without ``else`` met, as (the message in the plan, its type).
+        self.open_cases = open_cases
         self.tree = tree
         self.problems = problems
         self.full = full or problems is not None

@@ -528,8 +528,11 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
     if kind == "if_then":
         if not body.ifs:
             return ctx.fail(kpath, "if_then has no if clauses")
-        return _clauses_type(body, schema, ctx, kpath,
-                             lambda cond, path: check_condition(cond, schema, ctx, path, "if_then condition"))
+        result = _clauses_type(body, schema, ctx, kpath,
+                               lambda cond, path: check_condition(cond, schema, ctx, path, "if_then condition"))
+        if ctx.open_cases is not None and not body.HasField("else"):
+            ctx.open_cases.append((body, result))
+        return result
     if kind == "switch_expression":
         match = expr_type(body.match, schema, ctx, f"{kpath}.match") if ctx.full else UNKNOWN
         if not body.ifs:

@@ -80,6 +80,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_direct": false,   # a RelCommon without emit says 'direct' (Acero rejects an
                                               #   unset emit kind: 'Invalid emit case')
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
+                  "explicit_else": false,     # a CASE without ELSE gets ELSE NULL of its type (Acero
+                                              #   converts no if_then without else)
                   "window_order": "kept",     # kept | lost: a project of window functions keeps its input's
                                               #   order; lost: the sort below is repeated above it
                   "transitive_join_keys": false,  # a join's a = b also gets a = c where an inner join
@@ -92,6 +94,9 @@ optional; the defaults are the spec's reading)::
                                               #   a row of NULLs under a filter that keeps none (DuckDB)
                   "measure_filters": "any",   # any | case: a measure's filter becomes a CASE on its
                                               #   arguments (count, sum, avg, min, max; others refused)
+                  "distinct_measures": "any",  # any | grouped: an aggregate of DISTINCT values is written
+                                              #   as one over a grouping by its arguments (Acero reads
+                                              #   no DISTINCT invocation)
                   "post_join_filters": "any", # any | filter_above: a JoinRel's post_join_filter is written
                                               #   as a FilterRel above it (DuckDB ignores the field)
                   "anti_joins": "any",        # any | left_join: a LEFT_ANTI join is written as a LEFT join
@@ -202,6 +207,8 @@ class Target:
     anti_joins: str = "any"
     post_join_filters: str = "any"
     measure_filters: str = "any"
+    distinct_measures: str = "any"
+    explicit_else: bool = False
     empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
     in_predicates: str = "any"
@@ -289,6 +296,8 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "anti_joins": ("anti_joins", ("any", "left_join")),
     "post_join_filters": ("post_join_filters", ("any", "filter_above")),
     "measure_filters": ("measure_filters", ("any", "case")),
+    "distinct_measures": ("distinct_measures", ("any", "grouped")),
+    "explicit_else": ("explicit_else", None),
     "empty_virtual_tables": ("empty_virtual_tables", ("any", "filtered_row")),
     "scalar_subqueries": ("scalar_subqueries", ("any", "left_join")),
     "in_predicates": ("in_predicates", ("any", "joins")),

@@ -25,7 +25,9 @@ after the rewrites, on the plan they produced, and changes its encoding only -- 
    written so that both readings give the same rows (:func:`~optimizer.write.joins.set_ops_as_distinct`); for a target that compares
    its inputs' column names (Acero), each input is written as a project of its columns;
 6. aggregates: an aggregate with several grouping sets is refused where the target numbers them its
-   own way; the aggregation phase is written out where the target rejects the unspecified one;
+   own way; the aggregation phase is written out where the target rejects the unspecified one; an
+   aggregate of DISTINCT values becomes one over a grouping by its arguments where the target reads no
+   DISTINCT invocation (Acero);
 7. the projection convention: DuckDB 1.1.3 reads a ``ProjectRel`` as "only its expressions" and ignores
    its emit, so each project is written as the list of its output columns (and every other relation
    with an emit it does not read gets such a project above it);
@@ -49,6 +51,7 @@ from optimizer.errors import UnsupportedError
 from optimizer.load.functions import FunctionTable
 from optimizer.load.pipeline import PRODUCER, LoadedPlan, load
 from optimizer.targets import PHYSICAL_RELATIONS, Target, as_target
+from optimizer.write.distinct_measures import distinct_measures_grouped
 from optimizer.write.encoding import (
     aggregate_arguments_as_columns,
     empty_virtual_tables_as_a_filtered_row,
@@ -61,6 +64,7 @@ from optimizer.write.encoding import (
 )
 from optimizer.write.functions import (
     adapt_functions,
+    case_else_written,
     cast_failures_throw,
     coalesce_as_case,
     fixed_char_literals_as_strings,
@@ -159,6 +163,8 @@ _STEPS: tuple[_Step, ...] = (
     _Step("set operations as distinct ones", lambda t: t.set_op_reading == "distinct", set_ops_as_distinct),
     _Step("set operations nested", lambda t: t.max_set_inputs is not None, lambda p, t, f: nest_set_inputs(p, t)),
     _Step("measure filters as CASE", lambda t: t.measure_filters == "case", measure_filters_as_cases),
+    _Step("DISTINCT aggregates as a grouping by their arguments", lambda t: t.distinct_measures == "grouped",
+          distinct_measures_grouped),
     _Step("nullif as CASE", lambda t: t.nullif == "case", lambda p, t, f: nullif_as_case(p, t, f)),
     _Step("coalesce as CASE", lambda t: t.coalesce == "case", lambda p, t, f: coalesce_as_case(p, t, f)),
     _Step("functions refused, renamed, split",
@@ -190,15 +196,16 @@ _STEPS: tuple[_Step, ...] = (
     _Step("output names made unique", lambda t: t.unique_output_names, lambda p, t, f: _unique_output_names(p, f)),
     _Step("set inputs as projects of their columns", lambda t: t.set_input_columns == "projected",
           lambda p, t, f: set_inputs_projected(p, f)),
+    _Step("aggregate arguments as columns", lambda t: t.aggregate_arguments == "columns",
+          aggregate_arguments_as_columns),
     _Step("type-check in the spec's reading", lambda t: True, lambda p, t, f: _check_written(p, t, f)),
     _Step("DataFusion's grouping-set numbering", lambda t: t.grouping_sets == "datafusion",
           lambda p, t, f: write_datafusion_grouping_sets(p, t.name)),
     _Step("switch expressions as if-then", lambda t: not t.switch_expressions, switch_to_if_then),
+    _Step("CASE written with its ELSE", lambda t: t.explicit_else, case_else_written),
     _Step("DuckDB's project convention", lambda t: t.project_encoding == "expressions_only",
           write_projects_as_expressions),
     _Step("Substrait 0.53's fields", lambda t: t.old_fields, lambda p, t, f: write_old_encoding(p, t.name)),
-    _Step("aggregate arguments as columns", lambda t: t.aggregate_arguments == "columns",
-          aggregate_arguments_as_columns),
     _Step("emit kinds written out", lambda t: t.explicit_direct, lambda p, t, f: write_direct_emits(p)),
     _Step("plan version", lambda t: t.plan_version is not None, _stamp_version),
     _Step("producer names the convention",

@@ -257,6 +257,22 @@ def switch_to_if_then(plan: Plan, target: Target, functions: FunctionTable) -> i
     return len(found)
 
 
+def case_else_written(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``if_then`` without an ``else`` gets the ``else`` it means, a NULL of its type, in place; the
+    number written. Acero converts no CASE without one (``conversion to arrow::compute::Expression from
+    Substrait expression ... if_then``: DataFusion writes SQL's ``CASE WHEN c THEN x END`` so)."""
+    from optimizer.schema import plan_open_cases
+    from optimizer.schema.types import is_known, with_nullability
+
+    cases = plan_open_cases(plan, functions)
+    for body, result in cases:
+        if not is_known(result):
+            raise UnsupportedError(f"a CASE without ELSE whose type is not known: target '{target.name}' needs "
+                                   "its ELSE written, a NULL of that type")
+        getattr(body, "else").literal.null.CopyFrom(with_nullability(result, Type.NULLABILITY_NULLABLE))
+    return len(cases)
+
+
 def _calls_inner_first(plan: Plan, functions: FunctionTable, name: str) -> Iterator[tuple[Expression, list | None,
                                                                                          FunctionRegistrar]]:
     """Each expression of ``plan`` that calls the scalar function ``name``, with its arguments and a registrar
