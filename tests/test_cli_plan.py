@@ -102,6 +102,34 @@ def test_duckdb_refuses_a_correlated_subquery(tmp_path, tpch_dir, capsys):
     assert "duckdb cannot plan this SQL" in _one_error_line(capsys)
 
 
+@pytest.mark.parametrize("where, says", [
+    ("o_comment not like '%special%requests%'", "NOT LIKE as not_equal"),
+    ("o_comment similar to '.*special.*'", "SIMILAR TO"),
+])
+def test_duckdb_refuses_what_it_would_write_as_another_query(tmp_path, tpch_dir, capsys, where, says):
+    """DuckDB 1.1.3 writes NOT LIKE as not_equal, leaves an aggregate's FILTER out, and writes SIMILAR TO
+    as a range its own consumer answers otherwise: `plan` refuses the SQL (exit 2, naming it) rather than
+    hand out a plan of another query. The written-right forms pass."""
+    from optimizer.load.producers import duckdb_plan
+
+    cases = [(f"select count(*) as c from orders where {where}", says),
+             ("select count(*) filter (where o_orderstatus = 'F') as c from orders", "an aggregate's FILTER (WHERE ...)")]
+    for text, words in cases:
+        sql = tmp_path / "q.sql"
+        sql.write_text(text)
+        assert main(["plan", str(sql), "--tables", str(tpch_dir), "--producer", "duckdb"]) == 2
+        assert f"duckdb 1.1.3 writes {words}" in _one_error_line(capsys)
+        if words != "SIMILAR TO":  # which DataFusion 55 cannot plan
+            assert main(["plan", str(sql), "--tables", str(tpch_dir)]) == 0
+        capsys.readouterr()
+    # the refused forms are written as another query by DuckDB itself (the evidence, kept live)
+    filtered = load_plan(duckdb_plan(cases[1][0], {"orders": str(tpch_dir / "orders.parquet")}))
+    assert not any(m.HasField("filter") for r in [filtered.relations[0].root.input.project.input]
+                   for m in r.aggregate.measures)
+    sql.write_text("select count(*) as c from orders where not (o_comment like '%special%requests%')")
+    assert main(["plan", str(sql), "--tables", str(tpch_dir), "--producer", "duckdb"]) == 0
+
+
 @pytest.mark.parametrize("args, says", [
     (["plan", "{sql}", "--tables", "{tmp}/nowhere"], "{tmp}/nowhere: not a directory"),
     (["plan", "{sql}", "--tables", "{tmp}/empty"], "no Parquet tables"),

@@ -55,8 +55,9 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--tables", required=True,
                    help="directory of the Parquet tables the SQL names (DIR/<name>.parquet or DIR/<name>/)")
     p.add_argument("--producer", choices=list(PRODUCERS), default=PRODUCERS[0],
-                   help="who writes the plan (default datafusion); DuckDB 1.1.3 refuses correlated subqueries "
-                        "and writes NOT LIKE wrongly: see docs/tutorial.md")
+                   help="who writes the plan (default datafusion); DuckDB 1.1.3 refuses correlated subqueries, "
+                        "and SQL it writes as another query (NOT LIKE, FILTER, SIMILAR TO) is refused: see "
+                        "docs/tutorial.md")
     p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
     p.add_argument("--format", choices=["json", "binpb"], default=None,
                    help="output format (default: from the file name, .json -> json, else binpb; json on stdout)")
