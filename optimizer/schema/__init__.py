@@ -234,16 +234,19 @@ def plan_casts(plan: Plan, functions: FunctionTable | None = None) -> list[tuple
 
 
 @_guard("path")
-def plan_open_cases(plan: Plan, functions: FunctionTable | None = None) -> list[tuple[Expression.IfThen, Type]]:
-    """Every ``if_then`` of ``plan``'s expressions without an ``else``, as (the message itself, in the
-    plan, and its type), derived as :func:`plan_schemas` derives the schemas (a shared subtree's once)."""
-    cases: list[tuple[Expression.IfThen, Type]] = []
+def plan_unstated_types(
+    plan: Plan, functions: FunctionTable | None = None
+) -> list[tuple[Expression.IfThen | Expression.ScalarFunction, Type]]:
+    """Every ``if_then`` of ``plan``'s expressions without an ``else`` and every scalar function without
+    an ``output_type``, as (the message itself, in the plan, and its derived type), derived as
+    :func:`plan_schemas` derives the schemas (a shared subtree's once)."""
+    found: list[tuple[Expression.IfThen | Expression.ScalarFunction, Type]] = []
     ctx = Derivation(
         functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
-        schemas={}, tree=tree_output, open_cases=cases
+        schemas={}, tree=tree_output, unstated=found
     )
     walk_plan(plan, ctx)
-    return cases
+    return found
 
 
 def plan_schemas(plan: Plan, functions: FunctionTable | None = None) -> dict[str, Schema]:

@@ -74,13 +74,14 @@ class Derivation:
         detached: Sequence[Expression] | None = None,
         tree: TreeOutput | None = None,
         casts: list[tuple[str, Type, Type]] | None = None,
-        open_cases: list[tuple[Expression.IfThen, Type]] | None = None,
+        unstated: list[tuple[Expression.IfThen | Expression.ScalarFunction, Type]] | None = None,
     ) -> None:
         self.functions = functions
         #: When a list: each cast met in a full derivation, as (path, the input's type, the cast's type).
         self.casts = casts
-        #: When a list: each ``if_then`` without ``else`` met, as (the message in the plan, its type).
-        self.open_cases = open_cases
+        #: When a list: each ``if_then`` without ``else`` and each scalar function without ``output_type``
+        #: met, as (the message in the plan, its type).
+        self.unstated = unstated
         self.tree = tree
         self.problems = problems
         self.full = full or problems is not None

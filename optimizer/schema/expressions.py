@@ -507,7 +507,10 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
         ctx.function(body.function_reference, kpath)
         if ctx.full:
             type_arguments(body, schema, ctx, kpath)
-        return function_output_type(body, ctx, kpath, "scalar function", schema)
+        result = function_output_type(body, ctx, kpath, "scalar function", schema)
+        if ctx.unstated is not None and body.output_type.WhichOneof("kind") is None:
+            ctx.unstated.append((body, result))
+        return result
     if kind == "window_function":
         ctx.function(body.function_reference, kpath)
         if ctx.full:
@@ -530,8 +533,8 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
             return ctx.fail(kpath, "if_then has no if clauses")
         result = _clauses_type(body, schema, ctx, kpath,
                                lambda cond, path: check_condition(cond, schema, ctx, path, "if_then condition"))
-        if ctx.open_cases is not None and not body.HasField("else"):
-            ctx.open_cases.append((body, result))
+        if ctx.unstated is not None and not body.HasField("else"):
+            ctx.unstated.append((body, result))
         return result
     if kind == "switch_expression":
         match = expr_type(body.match, schema, ctx, f"{kpath}.match") if ctx.full else UNKNOWN

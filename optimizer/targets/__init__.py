@@ -39,6 +39,8 @@ optional; the defaults are the spec's reading)::
                    "unsupported": ["substring"],       # refused (exit 3)
                    "supported": null,                  # or the only names it reads (others refused)
                    "enum_arguments": true,             # reads enum arguments (extract's 'YEAR')
+                   "like": "keep",                     # keep | string_functions: like(a, 'x%') written as
+                                                       #   starts_with, '%x' ends_with, '%x%' contains, 'x' equal
                    "like_null_escape": "keep",         # keep | drop: like(a, p, NULL) means no escape
                                                        #   character; drop writes like(a, p)
                    "coalesce": "keep",                 # keep | case: coalesce(a, b) is written as the CASE
@@ -192,6 +194,7 @@ class Target:
     subqueries: bool = True
     enum_arguments: bool = True
     like_null_escape: str = "keep"
+    like: str = "keep"
     nullif: str = "keep"
     coalesce: str = "keep"
     extract_encoding: str = "enum"
@@ -317,7 +320,8 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
 
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
-    "functions": frozenset({"rename", "max_args", "unsupported", "supported", "enum_arguments", "like_null_escape", "extract", "nullif", "coalesce",
+    "functions": frozenset({"rename", "max_args", "unsupported", "supported", "enum_arguments", "like_null_escape", "like",
+                            "extract", "nullif", "coalesce",
                             "silent_overflow"}),
     "encoding": frozenset(_ENCODING) | {"plan_version", "literals"},
 }
@@ -461,6 +465,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         read_types=_oneof_names(data.get("read_types"), "read_type", ReadRel, f"{where}read_types", nullable=True),
         enum_arguments=_bool(functions, "enum_arguments", True, f"{where}functions"),
         like_null_escape=_choice(functions, "like_null_escape", ("keep", "drop"), "keep", f"{where}functions"),
+        like=_choice(functions, "like", ("keep", "string_functions"), "keep", f"{where}functions"),
         nullif=_choice(functions, "nullif", ("keep", "case"), "keep", f"{where}functions"),
         coalesce=_choice(functions, "coalesce", ("keep", "case"), "keep", f"{where}functions"),
         extract_encoding=_choice(functions, "extract", ("enum", "date_part"), "enum", f"{where}functions"),

@@ -64,12 +64,14 @@ from optimizer.write.encoding import (
 )
 from optimizer.write.functions import (
     adapt_functions,
+    call_types_written,
     case_else_written,
     cast_failures_throw,
     coalesce_as_case,
     fixed_char_literals_as_strings,
     i16_literals_as_casts,
     interval_literals_as_days,
+    likes_as_string_functions,
     literals_as_read,
     measure_filters_as_cases,
     nullif_as_case,
@@ -167,6 +169,8 @@ _STEPS: tuple[_Step, ...] = (
           distinct_measures_grouped),
     _Step("nullif as CASE", lambda t: t.nullif == "case", lambda p, t, f: nullif_as_case(p, t, f)),
     _Step("coalesce as CASE", lambda t: t.coalesce == "case", lambda p, t, f: coalesce_as_case(p, t, f)),
+    _Step("LIKE of plain patterns as string functions", lambda t: t.like == "string_functions",
+          likes_as_string_functions),
     _Step("functions refused, renamed, split",
           lambda t: bool(t.unsupported_functions or t.supported_functions is not None or t.renames or t.max_args
                          or not t.enum_arguments or t.like_null_escape == "drop" or t.extract_encoding != "enum"),
@@ -179,6 +183,7 @@ _STEPS: tuple[_Step, ...] = (
     _Step("aggregation phase written out", lambda t: t.aggregate_phase == "initial_to_result",
           lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),
     _Step("measure types written out", lambda t: t.explicit_types, lambda p, t, f: fill_measure_types(p, f)),
+    _Step("function types written out", lambda t: t.explicit_types, call_types_written),
     _Step("cast failures throw", lambda t: t.cast_failure == "throw", lambda p, t, f: cast_failures_throw(p)),
     _Step("NULL literals typed", lambda t: t.typed_nulls, type_null_literals),
     _Step("decimal casts that hold every value only", lambda t: t.decimal_casts == "exact",

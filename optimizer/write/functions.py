@@ -261,16 +261,76 @@ def case_else_written(plan: Plan, target: Target, functions: FunctionTable) -> i
     """Every ``if_then`` without an ``else`` gets the ``else`` it means, a NULL of its type, in place; the
     number written. Acero converts no CASE without one (``conversion to arrow::compute::Expression from
     Substrait expression ... if_then``: DataFusion writes SQL's ``CASE WHEN c THEN x END`` so)."""
-    from optimizer.schema import plan_open_cases
+    from optimizer.schema import plan_unstated_types
     from optimizer.schema.types import is_known, with_nullability
 
-    cases = plan_open_cases(plan, functions)
+    cases = [(m, t) for m, t in plan_unstated_types(plan, functions) if isinstance(m, Expression.IfThen)]
     for body, result in cases:
         if not is_known(result):
             raise UnsupportedError(f"a CASE without ELSE whose type is not known: target '{target.name}' needs "
                                    "its ELSE written, a NULL of that type")
         getattr(body, "else").literal.null.CopyFrom(with_nullability(result, Type.NULLABILITY_NULLABLE))
     return len(cases)
+
+
+def likes_as_string_functions(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``like(a, p)`` (or with a NULL escape, DataFusion's "none") whose pattern ``p`` is a string
+    literal without ``_`` or backslash and with ``%`` only at its ends is written as the call it means,
+    in place: ``'x%'`` as ``starts_with(a, 'x')``, ``'%x'`` ``ends_with``, ``'%x%'`` ``contains``, ``'x'``
+    ``equal(a, 'x')``; the number rewritten. Each is NULL for a NULL ``a`` as ``like`` is, and compares
+    case as ``like`` does (a call asking another case sensitivity is left as it is). Acero has no
+    ``like`` ('No conversion function exists to convert the Substrait function like'); it has these."""
+    from optimizer.expr_utils import boolean_type
+
+    changed = 0
+    for e, args, registrar in _calls_inner_first(plan, functions, "like"):
+        call = e.scalar_function
+        if args is None or len(args) not in (2, 3) or (len(args) == 3 and not _is_null(call.arguments[2])):
+            continue
+        if any(o.name != "case_sensitivity" or list(o.preference) != ["CASE_SENSITIVE"] for o in call.options):
+            continue
+        pattern = args[1]
+        if pattern.WhichOneof("rex_type") != "literal" or pattern.literal.WhichOneof("literal_type") not in (
+                "string", "var_char"):
+            continue
+        kind = pattern.literal.WhichOneof("literal_type")
+        text = pattern.literal.string if kind == "string" else pattern.literal.var_char.value
+        core = text.strip("%")
+        if not core or "%" in core or "_" in core or "\\" in core:
+            continue
+        starts, ends = text.startswith("%"), text.endswith("%")
+        name, stem = {(False, False): ("equal", "functions_comparison"), (False, True): ("starts_with", "functions_string"),
+                      (True, False): ("ends_with", "functions_string"),
+                      (True, True): ("contains", "functions_string")}[(starts, ends)]
+        value = Expression()
+        value.CopyFrom(pattern)
+        if kind == "string":
+            value.literal.string = core
+        else:
+            value.literal.var_char.value = core
+            value.literal.var_char.length = len(core)
+        signature = "equal:any_any" if name == "equal" else f"{name}:{'str_str' if kind == 'string' else 'vchar_vchar'}"
+        # DataFusion leaves like's output type empty, which Acero cannot convert
+        out = call.output_type if call.output_type.WhichOneof("kind") else boolean_type()
+        e.CopyFrom(registrar.call(name, stem, [args[0], value], out, signature))
+        changed += 1
+    return changed
+
+
+def call_types_written(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every scalar function without an ``output_type`` gets the type the spec derives for it, in place;
+    the number written. DataFusion leaves some empty (``not``, ``like``), which Acero cannot convert
+    ('conversion to arrow::DataType from Substrait type')."""
+    from optimizer.schema import plan_unstated_types
+    from optimizer.schema.types import is_known
+
+    calls = [(m, t) for m, t in plan_unstated_types(plan, functions) if isinstance(m, Expression.ScalarFunction)]
+    for call, result in calls:
+        if not is_known(result):
+            raise UnsupportedError(f"a function call without an output type the spec derives: target "
+                                   f"'{target.name}' needs each call's type")
+        call.output_type.CopyFrom(result)
+    return len(calls)
 
 
 def _calls_inner_first(plan: Plan, functions: FunctionTable, name: str) -> Iterator[tuple[Expression, list | None,
