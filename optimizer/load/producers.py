@@ -168,7 +168,55 @@ def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
     _, Producer = _datafusion()
     with plain_exceptions_as(lambda exc: ProducerError(f"datafusion cannot plan this SQL: {_one_line(exc)}")):
         plan = ctx.sql(sql).optimized_logical_plan()
-        return Producer.to_substrait_plan(plan, ctx).encode()
+        data = Producer.to_substrait_plan(plan, ctx).encode()
+    shown = plan.display_indent()
+    return _null_aware_anti_joins(data, shown) if _ANTI_JOIN.search(shown) else data
+
+
+#: Each anti join line of DataFusion's ``display_indent``, group 1 its ``null_aware`` mark (NOT IN).
+_ANTI_JOIN = re.compile(r"^\s*LeftAnti Join: .*?( null_aware)?$", re.MULTILINE)
+
+
+def _null_aware_anti_joins(data: bytes, shown: str) -> bytes:
+    """DataFusion's plan ``data`` with each anti join its optimizer made of ``x NOT IN (subquery)`` (marked
+    ``null_aware`` in ``shown``, its ``display_indent``) written as what it means: its producer writes a
+    plain LEFT_ANTI join on ``x = y``, which a NULL on either side makes keep the row (3 rows where the
+    SQL gives 0). ``x NOT IN S`` keeps a row when no ``y`` of ``S`` makes ``x = y`` true or NULL: the anti
+    join on ``x = y OR x IS NULL OR y IS NULL`` (over an empty ``S`` every row, as NOT IN). The anti
+    joins of the plan are matched with the lines in the same order (both walk a join before its inputs,
+    left before right); a plan they do not match is refused. Returned as this tool's reading."""
+    from substrait.proto import JoinRel
+
+    from optimizer.expr_utils import FunctionRegistrar, boolean_type, field_index, walk
+    from optimizer.plan_io import load_plan
+
+    aware = [m.group(1) is not None for m in _ANTI_JOIN.finditer(shown)]
+    if not any(aware):
+        return data
+    loaded = load_plan(data)
+    joins = [m for m in walk(loaded, enter_subqueries=True) if m.DESCRIPTOR.full_name == "substrait.JoinRel"
+             and m.type == JoinRel.JOIN_TYPE_LEFT_ANTI]
+    cannot = ProducerError("datafusion writes NOT IN (subquery) as an anti join without its NULL rule, and this "
+                           "plan's could not be mended: write NOT EXISTS, or keep NULLs out of both sides")
+    if len(joins) != len(aware):
+        raise cannot
+    from optimizer.schema.derivation import plan_functions
+
+    registrar = FunctionRegistrar(loaded, plan_functions(loaded))
+    for join, null_aware in zip(joins, aware, strict=True):
+        if not null_aware:
+            continue
+        condition = join.expression
+        args = [a.value for a in condition.scalar_function.arguments]
+        if condition.WhichOneof("rex_type") != "scalar_function" or len(args) != 2 or any(
+                field_index(a) is None for a in args) or registrar.table.get(
+                condition.scalar_function.function_reference).name != "equal":
+            raise cannot
+        nulls = [registrar.call("is_null", "functions_comparison", [a], boolean_type(False), "is_null:any")
+                 for a in args]
+        either = registrar.call("or", "functions_boolean", [condition, *nulls], boolean_type(), "or:bool")
+        join.expression.CopyFrom(either)
+    return loaded.SerializeToString()
 
 
 # ---------------------------------------------------------------------------------------------- DuckDB
