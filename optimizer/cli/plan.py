@@ -56,7 +56,8 @@ def register(sub, name: str, help_text: str) -> None:
                    help="directory of the Parquet tables the SQL names (DIR/<name>.parquet or DIR/<name>/)")
     p.add_argument("--producer", choices=list(PRODUCERS), default=PRODUCERS[0],
                    help="who writes the plan (default datafusion); DuckDB 1.1.3 refuses correlated subqueries, "
-                        "and SQL it writes as another query (NOT LIKE, FILTER, SIMILAR TO) is refused: see "
+                        "and SQL it writes as another query (NOT LIKE, FILTER, SIMILAR TO, UNION, INTERSECT ALL) is "
+                        "refused: see "
                         "docs/tutorial.md")
     p.add_argument("-o", "--output", default="-", help="output file, '-' for stdout (default)")
     p.add_argument("--format", choices=["json", "binpb"], default=None,

@@ -122,7 +122,9 @@ def duckdb_miswrites(sql: str) -> str | None:
     ``from_substrait`` (2026-11-30): ``count(*) FILTER (WHERE b = 'F')`` is written as ``count(*)``
     (the filter left out: 3 for 2); ``b NOT LIKE '%a%b%'`` as ``not_equal(b, '%a%b%')``
     (duckdb-substrait-extension#282; ``NOT (b LIKE ...)`` is written right); ``b SIMILAR TO 'F.*'`` as a
-    range of binary bounds that its own consumer answers otherwise (1 row for 2)."""
+    range of binary bounds that its own consumer answers otherwise (1 row for 2); ``UNION`` as
+    ``SET_OP_UNION_ALL`` (which its own consumer reads as distinct, no other reader does); ``INTERSECT ALL``
+    and ``EXCEPT ALL`` as their distinct forms (4 rows for 5)."""
     import sqlglot
     from sqlglot import exp
 
@@ -139,6 +141,10 @@ def duckdb_miswrites(sql: str) -> str | None:
                 return "NOT LIKE as not_equal (write NOT (x LIKE p) instead)"
             if isinstance(node, exp.SimilarTo):
                 return "SIMILAR TO as a range its own consumer answers otherwise"
+            if isinstance(node, exp.Union) and node.args.get("distinct"):
+                return "UNION as UNION ALL (SET_OP_UNION_ALL)"
+            if isinstance(node, (exp.Intersect, exp.Except)) and node.args.get("distinct") is False:
+                return f"{node.key.upper()} ALL as {node.key.upper()} (its distinct form)"
     return None
 
 
