@@ -284,7 +284,9 @@ class FileAccess:
                 if text in listed:
                     continue
                 listed.add(text)
-                matches = _glob.iglob(_python_glob(text), include_hidden=True) if globbed else iter([text])
+                # recursive: "**" matches any depth, none included, as DuckDB reads it (Hadoop: one level)
+                matches = (_glob.iglob(_python_glob(text), include_hidden=True, recursive=True) if globbed
+                           else iter([text]))
                 for match in matches:
                     if not self._tree_inside(match, walked):
                         return outside

@@ -287,6 +287,26 @@ def test_item3_kernel_glob_through_a_link_then_dotdot_is_refused(tmp_path):
     assert FileAccess.under([tmp_path / "t"]).refusal(f"{tmp_path}/t/*/../secret") is not None
 
 
+@pytest.mark.parametrize("pattern", ["**/evil.parquet", "**/**/evil.parquet", "**", "sub/**/deep.parquet"])
+def test_item1_a_recursive_glob_is_judged_at_every_depth(tmp_path, pattern):
+    """DuckDB reads ``**`` as any number of folders, none included, so ``t/**/evil.parquet`` reads the link
+    ``t/evil.parquet -> secret`` (its rows came back, exit 0, before: Python's glob without ``recursive``
+    matched one folder level only and saw no link)."""
+    from optimizer.paths import FileAccess
+
+    (tmp_path / "secret.parquet").write_text("x")
+    (tmp_path / "t" / "sub" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "ok.parquet").write_text("x")
+    if pattern.startswith("sub/"):
+        (tmp_path / "t" / "sub" / "a" / "deep.parquet").symlink_to(tmp_path / "secret.parquet")
+        (tmp_path / "t" / "sub" / "deep.parquet").symlink_to(tmp_path / "secret.parquet")
+    else:
+        (tmp_path / "t" / "evil.parquet").symlink_to(tmp_path / "secret.parquet")
+    access = FileAccess.under([tmp_path / "t"])
+    assert access.refusal(f"{tmp_path}/t/{pattern}") == "it is outside the table roots"
+    assert access.refusal(f"{tmp_path}/t/**/ok.parquet") is None
+
+
 def test_a_user_file_named_with_a_nul_byte_is_exit_2_naming_it(tmp_path, capsys):
     """A NUL in a file name the user gives is one line naming the file (open() raises ValueError for it)."""
     from optimizer.capabilities import load_capabilities
