@@ -20,7 +20,7 @@ from typing import Any
 from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 
 from optimizer.errors import PlanError
-from optimizer.paths import local_path
+from optimizer.paths import local_path, special_file
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,8 @@ def resolve_tables(tables: Mapping[str, str | os.PathLike[str]] | str | os.PathL
         if _is_hidden(entry):
             continue
         full = os.path.join(root, entry)
+        if special_file(full):  # a FIFO read for its footer waits forever: no table, no statistics
+            continue
         if entry.endswith(".parquet"):
             name = entry[: -len(".parquet")]
         elif os.path.isdir(full) and any(f.endswith(".parquet") for f in data_files(full)):
@@ -156,7 +158,8 @@ def data_files(path: str) -> list[str]:
     found = []
     for dirpath, dirnames, filenames in os.walk(path):
         dirnames[:] = sorted(d for d in dirnames if not _is_hidden(d))
-        found.extend(os.path.join(dirpath, f) for f in sorted(filenames) if not _is_hidden(f))
+        found.extend(os.path.join(dirpath, f) for f in sorted(filenames)
+                     if not _is_hidden(f) and not special_file(os.path.join(dirpath, f)))
     return found
 
 

@@ -37,6 +37,7 @@ import glob as _glob
 import os
 import posixpath
 import re
+import stat
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -200,6 +201,21 @@ def _under(location: str, root: str) -> bool:
     return location.startswith(root if root.endswith("/") else root + "/")
 
 
+#: Why a FIFO, a device or a socket is not read: a reader opening one may wait forever (a FIFO no one
+#: writes), uninterruptibly, or read without end (``/dev/zero``).
+SPECIAL_FILE = "it is not a regular file or folder (a FIFO, a device or a socket, which a reader may wait on forever)"
+
+
+def special_file(path: str | os.PathLike[str]) -> bool:
+    """``path`` (links followed) exists and is neither a regular file nor a folder. ``stat`` opens
+    nothing, so a FIFO is found without waiting on it."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a dangling link, a name the system refuses
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def _python_glob(pattern: str) -> str:
     """A Hadoop glob as Python's ``glob`` reads it (``[^a]`` is ``[!a]``)."""
     return pattern.replace("[^", "[!")
@@ -288,33 +304,41 @@ class FileAccess:
                 matches = (_glob.iglob(_python_glob(text), include_hidden=True, recursive=True) if globbed
                            else iter([text]))
                 for match in matches:
-                    if not self._tree_inside(match, walked):
-                        return outside
+                    reason = self._tree_refusal(match, walked)
+                    if reason is not None:
+                        return reason
         return None
 
-    def _tree_inside(self, path: str, walked: set[str]) -> bool:
-        """``path`` and, for a folder, every entry under it (links followed, as Spark lists a folder)
-        resolve under the roots. ``walked``: folders known to be inside (each is walked once)."""
+    def _tree_refusal(self, path: str, walked: set[str]) -> str | None:
+        """Why ``path`` may not be read: it or, for a folder, an entry under it (links followed, as Spark
+        lists a folder) resolves outside the roots, or is neither a file nor a folder. ``walked``:
+        folders known to be inside (each is walked once)."""
+        outside = "it is outside the table roots"
         real = os.path.realpath(path)
         if not self._inside(real):
-            return False
+            return outside
+        if special_file(real):
+            return SPECIAL_FILE
         if real in walked or not os.path.isdir(real):
-            return True
+            return None
         walked.add(real)
         for folder, dirs, names in os.walk(real, followlinks=True):
             for name in names:
-                if not self._inside(os.path.realpath(os.path.join(folder, name))):
-                    return False
+                entry = os.path.realpath(os.path.join(folder, name))
+                if not self._inside(entry):
+                    return outside
+                if special_file(entry):
+                    return SPECIAL_FILE
             kept = []
             for name in dirs:
                 target = os.path.realpath(os.path.join(folder, name))
                 if not self._inside(target):
-                    return False
+                    return outside
                 if target not in walked:  # a link loop or a second link to one folder: walked once
                     walked.add(target)
                     kept.append(name)
             dirs[:] = kept
-        return True
+        return None
 
     def allows(self, location: str) -> bool:
         return self.refusal(location) is None
@@ -329,6 +353,8 @@ class FileAccess:
         reason = self.refusal(location)
         if reason is not None:
             where = ", ".join(self.roots) if self.roots else "no --tables given"
+            if reason == SPECIAL_FILE:
+                raise PlanError(f"file '{location}': {reason}", path)
             raise PlanError(f"file '{location}' {reason} (table roots: {where}); --allow-any-path allows it"
                             if reason.startswith("may") else
                             f"file '{location}' is outside the table roots ({where}); --allow-any-path allows it",
@@ -360,6 +386,8 @@ def table_in_directory(directory: Path, name: str) -> Path | None:
     for entry in directory.iterdir():
         low = entry.name.lower()
         if low == wanted + ".parquet":
+            if special_file(entry):
+                raise PlanError(f"table '{name}': {entry}: {SPECIAL_FILE}")
             candidates.setdefault(0, entry)
         elif low == wanted and entry.is_dir():
             candidates.setdefault(1, entry)

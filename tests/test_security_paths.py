@@ -307,6 +307,36 @@ def test_item1_a_recursive_glob_is_judged_at_every_depth(tmp_path, pattern):
     assert access.refusal(f"{tmp_path}/t/**/ok.parquet") is None
 
 
+def test_a_fifo_is_no_table_and_no_file_to_read(tmp_path, capsys):
+    """A FIFO named like a table (``t/fifo.parquet``), or a file a plan names: opening one waits for a
+    writer, uninterruptibly (explain, optimize and each engine hung before; DataFusion's runner outlived
+    SIGTERM). It is refused by name (exit 2) where a plan reads it, and read for no statistics."""
+    import os
+
+    from optimizer.cost.statistics_io import resolve_tables
+
+    from optimizer.errors import PlanError
+    from optimizer.paths import FileAccess, table_in_directory
+
+    tables = tmp_path / "t"
+    (tables / "folder").mkdir(parents=True)
+    os.mkfifo(tables / "fifo.parquet")
+    os.mkfifo(tables / "folder" / "part-0.parquet")
+    with pytest.raises(PlanError, match="fifo.parquet: it is not a regular file or folder"):
+        table_in_directory(tables, "fifo")
+    access = FileAccess.under([tables])
+    assert access.refusal(f"{tables}/fifo.parquet").startswith("it is not a regular file or folder")
+    assert access.refusal(f"{tables}/folder").startswith("it is not a regular file or folder")
+    assert access.refusal(f"{tables}/*.parquet").startswith("it is not a regular file or folder")
+    assert "fifo" not in resolve_tables(tables)
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"relations": [{"root": {"names": ["a"], "input": {"read": {"baseSchema": {"names": ["a"], '
+                    '"struct": {"types": [{"i64": {}}]}}, "namedTable": {"names": ["fifo"]}}}}}]}')
+    for engine in ("duckdb", "datafusion", "acero"):
+        assert main(["run", str(plan), "--engine", engine, "--tables", str(tables)]) == 2
+        assert "it is not a regular file or folder" in capsys.readouterr().err
+
+
 def test_a_user_file_named_with_a_nul_byte_is_exit_2_naming_it(tmp_path, capsys):
     """A NUL in a file name the user gives is one line naming the file (open() raises ValueError for it)."""
     from optimizer.capabilities import load_capabilities
