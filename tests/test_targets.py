@@ -1010,6 +1010,22 @@ def test_plain_likes_run_right_on_acero(sql, producer, tables, duckdb_oracle):
     _answer_right(run_acero(optimize(plan, target="acero"), tables), sql, duckdb_oracle)
 
 
+@pytest.mark.parametrize("sql", [
+    "select n_nationkey, round(cast(n_nationkey as double) / 2, 0) as r from nation",
+    "select n_nationkey, case when case when n_regionkey = 1 then null else n_regionkey end > 2 then 1 else 0 end "
+    "as c from nation",
+])
+@pytest.mark.parametrize("producer", ["datafusion", "duckdb"])
+def test_round_and_case_answer_as_sql_on_acero(sql, producer, tables, duckdb_oracle):
+    """Acero rounds ties to even without a rounding option (round(2.5) 2 for 3): written with
+    TIE_AWAY_FROM_ZERO, SQL's reading; and it takes a one-WHEN CASE whose condition is NULL to be NULL
+    (its if_else kernel), not the ELSE: the condition is written coalesce(c, false)."""
+    from workloads.producers import datafusion_plan, duckdb_plan
+
+    plan = load_plan((datafusion_plan if producer == "datafusion" else duckdb_plan)(sql, tables))
+    _answer_right(run_acero(optimize(plan, target="acero"), tables), sql, duckdb_oracle)
+
+
 def _has_distinct_measure(plan: Plan) -> bool:
     return any(m.measure.invocation == m.measure.AGGREGATION_INVOCATION_DISTINCT
                for r, _ in rels_with_paths(plan) if r.WhichOneof("rel_type") == "aggregate"

@@ -60,7 +60,9 @@ optional; the defaults are the spec's reading)::
                   "window_distinct": true,    # false: a DISTINCT window function is refused (DataFusion
                                               #   counts every value)
                   "rounding": "any",          # any | tie_away_from_zero: a call whose rounding option
-                                              #   allows only another rounding is refused
+                                              #   allows only another rounding is refused | written: the
+                                              #   target follows the option but rounds ties otherwise
+                                              #   without one, so round() gets TIE_AWAY_FROM_ZERO written
                   "semi_join_conditions": "any",  # any | not_null: a semi join's condition NULL for a pair
                                               #   matches (DuckDB), so each conjunct that may be NULL gets
                                               #   IS NOT NULL of itself beside it
@@ -84,6 +86,9 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_else": false,     # a CASE without ELSE gets ELSE NULL of its type (Acero
                                               #   converts no if_then without else)
+                  "case_conditions": "any",   # any | not_null: each CASE condition c is written
+                                              #   coalesce(c, false) (Acero takes a one-WHEN CASE whose
+                                              #   condition is NULL to be NULL, not its ELSE)
                   "window_order": "kept",     # kept | lost: a project of window functions keeps its input's
                                               #   order; lost: the sort below is repeated above it
                   "transitive_join_keys": false,  # a join's a = b also gets a = c where an inner join
@@ -212,6 +217,7 @@ class Target:
     measure_filters: str = "any"
     distinct_measures: str = "any"
     explicit_else: bool = False
+    case_conditions: str = "any"
     empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
     in_predicates: str = "any"
@@ -282,7 +288,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "project": ("project_encoding", PROJECT_ENCODINGS),
     "aggregate_phase": ("aggregate_phase", AGGREGATE_PHASES),
     "window_distinct": ("window_distinct", None),
-    "rounding": ("rounding", ("any", "tie_away_from_zero")),
+    "rounding": ("rounding", ("any", "tie_away_from_zero", "written")),
     "expression_references": ("expression_references", None),
     "clustered_sorts": ("clustered_sorts", None),
     "comparison_sorts": ("comparison_sorts", None),
@@ -301,6 +307,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "measure_filters": ("measure_filters", ("any", "case")),
     "distinct_measures": ("distinct_measures", ("any", "grouped")),
     "explicit_else": ("explicit_else", None),
+    "case_conditions": ("case_conditions", ("any", "not_null")),
     "empty_virtual_tables": ("empty_virtual_tables", ("any", "filtered_row")),
     "scalar_subqueries": ("scalar_subqueries", ("any", "left_join")),
     "in_predicates": ("in_predicates", ("any", "joins")),

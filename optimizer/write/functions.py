@@ -333,6 +333,49 @@ def call_types_written(plan: Plan, target: Target, functions: FunctionTable) -> 
     return len(calls)
 
 
+def round_ties_written(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``round`` call without a ``rounding`` option gets ``TIE_AWAY_FROM_ZERO``, the reading of an
+    unspecified one here (docs/semantics.md: SQL's ROUND of every producer), in place; the number
+    written. Acero follows the option and otherwise rounds ties to even (``round(-2.25, 1)`` -2.2 for
+    -2.3, ``round(0.5)`` 0 for 1; found by the random SQL sweep)."""
+    names = {info.anchor: info.name for info in functions}
+    written = 0
+    for m in _messages(plan, _SCALAR):
+        if names.get(m.function_reference) == "round" and not any(o.name == "rounding" for o in m.options):
+            m.options.add(name="rounding", preference=["TIE_AWAY_FROM_ZERO"])
+            written += 1
+    return written
+
+
+def case_conditions_not_null(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``if_then`` condition ``c`` written as ``coalesce(c, false)``, in place; the number written.
+    A CASE takes a clause whose condition is NULL as not taken; Acero reads a CASE of one clause as its
+    ``if_else`` kernel, which gives NULL for a NULL condition (``CASE WHEN s > 'b' THEN 1 ELSE 0 END``
+    NULL for a NULL ``s``; found by the random SQL sweep). ``coalesce(c, false)`` is false where ``c`` is
+    NULL and ``c`` elsewhere: the same clause taken."""
+    from optimizer.expr_utils import FunctionRegistrar, boolean_type
+
+    registrar = FunctionRegistrar(plan, functions)
+    names = {info.anchor: info.name for info in functions}
+    written = 0
+    for m in list(_messages(plan, _EXPRESSION)):
+        if m.WhichOneof("rex_type") != "if_then":
+            continue
+        for clause in m.if_then.ifs:
+            condition = getattr(clause, "if")
+            if (condition.WhichOneof("rex_type") == "scalar_function"
+                    and names.get(condition.scalar_function.function_reference) == "coalesce"):
+                continue  # already so written (a plan written twice)
+            false = Expression()
+            false.literal.boolean = False
+            coalesced = registrar.call("coalesce", "functions_comparison", [condition, false], boolean_type(False),
+                                       "coalesce:any_any")
+            condition.CopyFrom(coalesced)
+            names = {info.anchor: info.name for info in registrar.table}
+            written += 1
+    return written
+
+
 def _calls_inner_first(plan: Plan, functions: FunctionTable, name: str) -> Iterator[tuple[Expression, list | None,
                                                                                          FunctionRegistrar]]:
     """Each expression of ``plan`` that calls the scalar function ``name``, with its arguments and a registrar
