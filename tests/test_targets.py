@@ -1026,6 +1026,31 @@ def test_round_and_case_answer_as_sql_on_acero(sql, producer, tables, duckdb_ora
     _answer_right(run_acero(optimize(plan, target="acero"), tables), sql, duckdb_oracle)
 
 
+def test_datafusion_legacy_writes_what_older_versions_read(tables, duckdb_oracle):
+    """The datafusion-legacy profile (DataFusion 43, 46 to 54): a LIMIT also in FetchRel's old count
+    (DataFusion 43 read none: no row), a grouped count(*) FILTER as count(CASE ...) (44 to 53 counted the
+    NULL rows), no implied join keys (50 and older refused them), is_not_distinct_from refused (43 to 48
+    lost NULL = NULL matches). The versions themselves ran in the consumer-version sweep (its page); here
+    DataFusion 55 reads the plans right."""
+    from workloads.producers import datafusion_plan
+
+    sql = ("select o_orderstatus, count(*) filter (where o_totalprice > 150000) as c from orders "
+           "group by o_orderstatus order by o_orderstatus limit 2")
+    written = optimize(load_plan(datafusion_plan(sql, tables)), target="datafusion-legacy")
+    from google.protobuf import unknown_fields
+
+    fetches = [r.fetch for r, _ in rels_with_paths(written) if r.WhichOneof("rel_type") == "fetch"]
+    assert fetches and all((4, 2) in [(f.field_number, f.data) for f in unknown_fields.UnknownFieldSet(fetch)]
+                           for fetch in fetches)  # FetchRel.count (field 4, deprecated), which 43 reads
+    assert not any(m.HasField("filter") for r, _ in rels_with_paths(written)
+                   if r.WhichOneof("rel_type") == "aggregate" for m in r.aggregate.measures)
+    _answer_right(run_datafusion(written, tables), sql, duckdb_oracle)
+    assert not load_target("datafusion-legacy").transitive_join_keys
+    with pytest.raises(UnsupportedError, match="'is_not_distinct_from'.*'datafusion-legacy'"):
+        optimize(load_plan(datafusion_plan("select n_name from nation intersect select r_name from region",
+                                           tables)), target="datafusion-legacy")
+
+
 def _has_distinct_measure(plan: Plan) -> bool:
     return any(m.measure.invocation == m.measure.AGGREGATION_INVOCATION_DISTINCT
                for r, _ in rels_with_paths(plan) if r.WhichOneof("rel_type") == "aggregate"

@@ -149,8 +149,9 @@ def add_target_argument(p: argparse.ArgumentParser) -> None:
     """``--target NAME|FILE``: the consumer the optimized plan is written for (docs/targets.md)."""
     p.add_argument("--target", default="spark", metavar="NAME|FILE",
                    help="the engine that will run the optimized plan: spark (default: physical relations for "
-                        "the Spark backend), datafusion, duckdb, acero, or a target profile JSON file "
-                        "(docs/targets.md); what the target cannot read is refused with exit 3")
+                        "the Spark backend), datafusion, datafusion-legacy (DataFusion 43, 46 to 54), duckdb, "
+                        "acero, or a target profile JSON file (docs/targets.md); what the target cannot read is "
+                        "refused with exit 3")
 
 
 def register(sub, name: str, help_text: str) -> None:

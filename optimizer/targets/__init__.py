@@ -164,7 +164,7 @@ from optimizer.capabilities import from_dict as capabilities_from_dict
 from optimizer.errors import PlanError
 
 #: The targets shipped as package data.
-TARGETS: tuple[str, ...] = ("spark", "datafusion", "duckdb", "acero")
+TARGETS: tuple[str, ...] = ("spark", "datafusion", "datafusion-legacy", "duckdb", "acero")
 
 READ_FILTER = ("applied", "pruning_only", "unsupported")
 BEST_EFFORT = ("used", "ignored", "unsupported")
