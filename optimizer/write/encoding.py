@@ -232,11 +232,12 @@ def empty_virtual_tables_as_a_filtered_row(plan: Plan) -> int:
             changed += _cast_null_columns(rel)
             continue
         row = rel.read.virtual_table.expressions.add()
-        for t in rel.read.base_schema.struct.types:
-            null = row.fields.add().literal.null
-            null.CopyFrom(t)
-            getattr(null, t.WhichOneof("kind")).nullability = Type.NULLABILITY_NULLABLE
-        _cast_null_columns(rel)  # the read's emit, if any, is the project's now
+        declared = [Type(**{t.WhichOneof("kind"): getattr(t, t.WhichOneof("kind"))})
+                    for t in rel.read.base_schema.struct.types]
+        for t in rel.read.base_schema.struct.types:  # the NULL row's columns may hold it; no row gets out
+            getattr(t, t.WhichOneof("kind")).nullability = Type.NULLABILITY_NULLABLE
+            row.fields.add().literal.null.CopyFrom(t)
+        _cast_null_columns(rel, declared)  # the read's emit, if any, is the project's now
         top = Rel()
         top.filter.input.CopyFrom(rel)
         top.filter.condition.literal.boolean = False
@@ -362,10 +363,10 @@ def fill_measure_types(plan: Plan, functions: FunctionTable) -> int:
     return filled
 
 
-def _cast_null_columns(rel: Rel) -> int:
+def _cast_null_columns(rel: Rel, declared: list[Type] | None = None) -> int:
     """``rel`` (a virtual table) under a project casting each column that holds a NULL literal to its
-    declared type, in place; 1 if it did."""
-    types = list(rel.read.base_schema.struct.types)
+    declared type (``declared``, else the read's schema's), in place; 1 if it did."""
+    types = list(declared if declared is not None else rel.read.base_schema.struct.types)
     nulls = {i for row in rel.read.virtual_table.expressions for i, e in enumerate(row.fields)
              if e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"}
     if not nulls:
