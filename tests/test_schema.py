@@ -884,3 +884,32 @@ def test_a_virtual_table_value_of_another_type_than_its_column_is_named(value, c
     assert message in problems[0].message
     assert check_plan(plan({"string": "5"}, {"varchar": {"length": 4, "nullability": "NULLABILITY_NULLABLE"}})) == []
     assert check_plan(plan({"i64": "5"}, {"i64": {"nullability": "NULLABILITY_NULLABLE"}})) == []
+
+
+@pytest.mark.parametrize(("lower", "upper", "refused"), [
+    ("current_row", "unbounded", True), ("preceding", "current_row", True), ("unbounded", "following", True),
+    ("unbounded", "unbounded", False), (None, None, False),
+])
+def test_a_bounded_frame_without_bounds_type_is_refused(lower, upper, refused):
+    """The spec: a consumer must reject BOUNDS_TYPE_UNSPECIFIED with a CurrentRow, Preceding or Following
+    bound rather than assume ROWS or RANGE (ibis-substrait writes it meaning ROWS; read as RANGE over a
+    sort, rows tied on the sort key were summed together: 5, 5, 5, 5, 5 for 1, 2, 3, 4, 5). A frame
+    unbounded both ways is the whole partition either way."""
+    from testing.builder import Builder, project, read, ref
+
+    b = Builder()
+    w = b.window("sum", ref(1), order=[0])
+    fn = w.window_function
+    fn.bounds_type = Expression.WindowFunction.BOUNDS_TYPE_UNSPECIFIED
+    for name, kind in (("lower_bound", lower), ("upper_bound", upper)):
+        fn.ClearField(name)
+        if kind in ("preceding", "following"):
+            getattr(getattr(fn, name), kind).offset_expr.literal.i64 = 1
+        elif kind is not None:
+            getattr(getattr(fn, name), kind).SetInParent()
+    plan = b.plan(project(read("t", [("k", "i64"), ("v", "i64")]), w), ["k", "v", "s"])
+    problems = [p for p in check_plan(plan) if p.path.endswith("bounds_type")]
+    assert bool(problems) == refused, problems
+    if refused:
+        with pytest.raises(PlanError, match="BOUNDS_TYPE_UNSPECIFIED"):
+            plan_schemas(plan)

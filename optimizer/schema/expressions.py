@@ -439,7 +439,14 @@ def derive_output_type(name: str, signature: Sequence[Type | str], urn: str | No
 
 
 def type_bounds(fn, schema: Schema, ctx: Derivation, path: str) -> None:
-    """Type a window function's bound offsets (for their problems)."""
+    """Type a window function's bound offsets (for their problems). A bound other than unbounded needs a
+    bounds type: the spec asks a consumer to refuse ``BOUNDS_TYPE_UNSPECIFIED`` there rather than assume
+    one (ibis-substrait writes it meaning ROWS; read as RANGE over a sort, ties summed together)."""
+    kinds = [getattr(fn, n).WhichOneof("kind") if fn.HasField(n) else None for n in ("lower_bound", "upper_bound")]
+    if fn.bounds_type == Expression.WindowFunction.BOUNDS_TYPE_UNSPECIFIED and any(
+            k not in (None, "unbounded") for k in kinds):
+        ctx.fail(f"{path}.bounds_type", "BOUNDS_TYPE_UNSPECIFIED with a CurrentRow, Preceding or Following bound: "
+                 "the frame may be ROWS or RANGE and the plan does not say which")
     for name in ("lower_bound", "upper_bound"):
         if not fn.HasField(name):
             continue
