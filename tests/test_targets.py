@@ -1065,6 +1065,23 @@ def test_an_empty_table_of_required_columns_is_written_valid_for_duckdb(tables, 
     assert main(["explain", str(path)]) == 0  # this tool reads its own plan back
 
 
+@pytest.mark.parametrize("target", ["datafusion", "duckdb", "acero"])
+def test_arithmetic_is_computed_in_its_declared_type(target, tables):
+    """ibis-substrait writes true division of integers as divide:i32_i32 declared fp64: the plan means
+    0.5 for 1 / 2 (this tool's reading, ibis'); DataFusion and DuckDB computed it in the arguments' type
+    (0). Each argument is cast to the declared type: every engine gives 0.5."""
+    import pyarrow as pa
+
+    b = Builder()
+    r = read("region", REGION)
+    half = b.call("divide", ref(0), lit(2), out="fp64")  # lit(2): an i32
+    plan = b.plan(project(r, half, common=emit(3)), ["d"])
+    run = {"datafusion": run_datafusion, "duckdb": run_duckdb, "acero": run_acero}[target]
+    got = run(write_for_target(plan, target), tables).column(0).to_pylist()
+    assert sorted(got) == [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert pa.types.is_floating(run(write_for_target(plan, target), tables).schema.field(0).type)
+
+
 def _has_distinct_measure(plan: Plan) -> bool:
     return any(m.measure.invocation == m.measure.AGGREGATION_INVOCATION_DISTINCT
                for r, _ in rels_with_paths(plan) if r.WhichOneof("rel_type") == "aggregate"

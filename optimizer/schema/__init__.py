@@ -249,6 +249,19 @@ def plan_unstated_types(
     return found
 
 
+@_guard("path")
+def plan_calls(plan: Plan, functions: FunctionTable | None = None) -> list[tuple[Expression.ScalarFunction, list[Type]]]:
+    """Every scalar function of ``plan``'s expressions, as (the message itself, in the plan, and the types
+    of its value arguments), derived as :func:`plan_schemas` derives the schemas."""
+    found: list[tuple[Expression.ScalarFunction, list[Type]]] = []
+    ctx = Derivation(
+        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
+        schemas={}, tree=tree_output, calls=found
+    )
+    walk_plan(plan, ctx)
+    return found
+
+
 def plan_schemas(plan: Plan, functions: FunctionTable | None = None) -> dict[str, Schema]:
     """The schema of every relation of ``plan`` (subqueries included), keyed by path; ``functions``: the
     plan's table, where the caller has it (built from the plan when not given).

@@ -75,6 +75,7 @@ class Derivation:
         tree: TreeOutput | None = None,
         casts: list[tuple[str, Type, Type]] | None = None,
         unstated: list[tuple[Expression.IfThen | Expression.ScalarFunction, Type]] | None = None,
+        calls: list[tuple[Expression.ScalarFunction, list[Type]]] | None = None,
     ) -> None:
         self.functions = functions
         #: When a list: each cast met in a full derivation, as (path, the input's type, the cast's type).
@@ -82,6 +83,8 @@ class Derivation:
         #: When a list: each ``if_then`` without ``else`` and each scalar function without ``output_type``
         #: met, as (the message in the plan, its type).
         self.unstated = unstated
+        #: When a list: each scalar function met, as (the message in the plan, its value arguments' types).
+        self.calls = calls
         self.tree = tree
         self.problems = problems
         self.full = full or problems is not None

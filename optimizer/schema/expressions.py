@@ -517,6 +517,10 @@ def expr_type(expr: Expression, schema: Schema, ctx: Derivation, path: str) -> T
         result = function_output_type(body, ctx, kpath, "scalar function", schema)
         if ctx.unstated is not None and body.output_type.WhichOneof("kind") is None:
             ctx.unstated.append((body, result))
+        if ctx.calls is not None:
+            quiet = ctx.quiet()
+            ctx.calls.append((body, [expr_type(a.value, schema, quiet, kpath) for a in body.arguments
+                                     if a.WhichOneof("arg_type") == "value"]))
         return result
     if kind == "window_function":
         ctx.function(body.function_reference, kpath)

@@ -86,6 +86,10 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_else": false,     # a CASE without ELSE gets ELSE NULL of its type (Acero
                                               #   converts no if_then without else)
+                  "arithmetic": "arguments",  # declared: arithmetic computed in its declared output type
+                                              #   (the Spark backend) | arguments: in its arguments'
+                                              #   types, so each argument of another number kind is cast
+                                              #   to the declared one (DataFusion, DuckDB: 1 / 2 = 0)
                   "case_conditions": "any",   # any | not_null: each CASE condition c is written
                                               #   coalesce(c, false) (Acero takes a one-WHEN CASE whose
                                               #   condition is NULL to be NULL, not its ELSE)
@@ -218,6 +222,7 @@ class Target:
     distinct_measures: str = "any"
     explicit_else: bool = False
     case_conditions: str = "any"
+    arithmetic: str = "arguments"
     empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
     in_predicates: str = "any"
@@ -308,6 +313,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "distinct_measures": ("distinct_measures", ("any", "grouped")),
     "explicit_else": ("explicit_else", None),
     "case_conditions": ("case_conditions", ("any", "not_null")),
+    "arithmetic": ("arithmetic", ("declared", "arguments")),
     "empty_virtual_tables": ("empty_virtual_tables", ("any", "filtered_row")),
     "scalar_subqueries": ("scalar_subqueries", ("any", "left_join")),
     "in_predicates": ("in_predicates", ("any", "joins")),

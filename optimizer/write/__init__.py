@@ -64,6 +64,7 @@ from optimizer.write.encoding import (
 )
 from optimizer.write.functions import (
     adapt_functions,
+    arithmetic_in_declared_types,
     call_types_written,
     case_conditions_not_null,
     case_else_written,
@@ -171,6 +172,7 @@ _STEPS: tuple[_Step, ...] = (
           distinct_measures_grouped),
     _Step("nullif as CASE", lambda t: t.nullif == "case", lambda p, t, f: nullif_as_case(p, t, f)),
     _Step("coalesce as CASE", lambda t: t.coalesce == "case", lambda p, t, f: coalesce_as_case(p, t, f)),
+    _Step("arithmetic in its declared type", lambda t: t.arithmetic == "arguments", arithmetic_in_declared_types),
     _Step("round's rounding written out", lambda t: t.rounding == "written", round_ties_written),
     _Step("LIKE of plain patterns as string functions", lambda t: t.like == "string_functions",
           likes_as_string_functions),

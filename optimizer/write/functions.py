@@ -376,6 +376,45 @@ def case_conditions_not_null(plan: Plan, target: Target, functions: FunctionTabl
     return written
 
 
+#: Arithmetic whose declared output type says what it is computed in (docs/semantics.md; the Spark
+#: backend computes it so).
+_ARITHMETIC = frozenset({"add", "subtract", "multiply", "divide", "modulus"})
+_NUMBERS = frozenset({"i8", "i16", "i32", "i64", "fp32", "fp64"})
+
+
+def arithmetic_in_declared_types(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Each argument of ``add``, ``subtract``, ``multiply``, ``divide``, ``modulus`` whose number kind is
+    not the call's declared output kind is cast to it, in place; the number of calls changed. A plan
+    means the arithmetic in its declared type (ibis-substrait writes true division of integers as
+    ``divide:i32_i32`` declared ``fp64``; this tool computes 0.5 for 1 / 2, as ibis means); an engine
+    computes it in its arguments' types (DataFusion and DuckDB gave 0). With the arguments cast, every
+    reading gives the declared type's answer. Decimals keep their arguments (their precision is the
+    function's own derivation)."""
+    from optimizer.schema import plan_calls
+    from optimizer.schema.types import with_nullability
+
+    names = {info.anchor: info.name for info in functions}
+    changed = 0
+    for call, types in plan_calls(plan, functions):
+        out = call.output_type.WhichOneof("kind")
+        if names.get(call.function_reference) not in _ARITHMETIC or out not in _NUMBERS:
+            continue
+        values = [a for a in call.arguments if a.WhichOneof("arg_type") == "value"]
+        if len(values) != len(types) or not any(t.WhichOneof("kind") in _NUMBERS and t.WhichOneof("kind") != out
+                                                for t in types):
+            continue
+        for a, t in zip(values, types, strict=True):
+            kind = t.WhichOneof("kind")
+            if kind in _NUMBERS and kind != out:
+                cast = Expression()
+                cast.cast.type.CopyFrom(with_nullability(call.output_type, getattr(t, kind).nullability))
+                cast.cast.input.CopyFrom(a.value)
+                cast.cast.failure_behavior = Expression.Cast.FAILURE_BEHAVIOR_THROW_EXCEPTION
+                a.value.CopyFrom(cast)
+        changed += 1
+    return changed
+
+
 def _calls_inner_first(plan: Plan, functions: FunctionTable, name: str) -> Iterator[tuple[Expression, list | None,
                                                                                          FunctionRegistrar]]:
     """Each expression of ``plan`` that calls the scalar function ``name``, with its arguments and a registrar
