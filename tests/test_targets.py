@@ -1082,6 +1082,16 @@ def test_arithmetic_is_computed_in_its_declared_type(target, tables):
     assert pa.types.is_floating(run(write_for_target(plan, target), tables).schema.field(0).type)
 
 
+@pytest.mark.parametrize("name", ["std_dev", "variance"])
+def test_acero_refuses_statistics_whose_distribution_it_does_not_follow(name):
+    """Acero lists std_dev and variance but does not follow their distribution option (ibis' std():
+    the population value for the sample one): refused by name."""
+    b = Builder()
+    plan = b.plan(aggregate(read("region", REGION), [], b.agg(name, ref(0), out="fp64")), ["s"])
+    with pytest.raises(UnsupportedError, match=f"function '{name}' .*target 'acero'"):
+        write_for_target(plan, "acero")
+
+
 def _has_distinct_measure(plan: Plan) -> bool:
     return any(m.measure.invocation == m.measure.AGGREGATION_INVOCATION_DISTINCT
                for r, _ in rels_with_paths(plan) if r.WhichOneof("rel_type") == "aggregate"
