@@ -89,6 +89,8 @@ BAD_INPUTS: dict[str, tuple[bytes | str, str]] = {
     "non-boolean filter condition": (_variant(_set([*FILTER, "condition"], {"literal": {"i64": "1"}})), "condition"),
     "random binary": (bytes(range(200, 256)) * 3, "protobuf"),
     "not UTF-8 JSON": (b'{"relations": "\xff\xfe"}', "UTF-8"),
+    # Python's int() refuses past 4300 digits with a ValueError, which was an internal error (exit 3)
+    "a number of 4301 digits": ('{"x": ' + "1" * 4301 + "}", "a JSON number of 4301 digits"),
 }
 
 

@@ -225,11 +225,26 @@ def _looks_like_json(data: bytes) -> bool:
     return text[:1] in (b"{", b"[", b'"') or text[:1].isdigit() or text.startswith((b"null", b"true", b"false"))
 
 
+class _TooLong(Exception):
+    """A JSON integer too long for any field (its number of digits)."""
+
+
+def _json_int(text: str) -> int:
+    """A JSON integer; one of more digits than any field holds (a double's largest value has 309) is
+    refused before Python converts it (past 4300 digits its conversion fails with a ValueError)."""
+    digits = len(text.lstrip("-"))
+    if digits > 309:
+        raise _TooLong(digits)
+    return int(text)
+
+
 def parse_json(data: bytes, name: str, limits: Limits) -> Plan:
     """A JSON plan: the document counted against ``limits`` before any message is built, then upgraded
     and parsed (:func:`optimizer.load.upgrade.parse_json_plan`)."""
     try:
-        doc = json.loads(data.decode("utf-8-sig"))
+        doc = json.loads(data.decode("utf-8-sig"), parse_int=_json_int)
+    except _TooLong as exc:
+        raise PlanError(f"a JSON number of {exc.args[0]} digits (no Substrait field holds one)", name) from None
     except RecursionError:
         raise PlanError("JSON nested too deeply for this tool (Python's recursion limit)", name) from None
     except UnicodeDecodeError:
