@@ -120,6 +120,22 @@ def test_files_outside_the_table_roots_are_refused_before_the_engine_reads_them(
         runner("duckdb", tpch_dir, files=FileAccess.under([tpch_dir])).execute(local_files)
 
 
+@pytest.mark.parametrize("engine", ["datafusion", "duckdb", "acero"])
+def test_a_missing_file_under_the_roots_is_one_line(engine, tmp_path, capfd):
+    """A plan naming a file that is not there: each engine's failure is one line; Acero's worker died
+    with its Python traceback on stderr before (pyarrow raised FileNotFoundError, not an ArrowException)."""
+    tables = write_tables(tmp_path / "t", {"a": [(1,)]})
+    plan = plan_of(read("a", "a"), ["a"])
+    rel = plan.relations[0].root.input.read
+    rel.ClearField("named_table")
+    rel.local_files.items.add().uri_file = f"file://{tmp_path / 't' / 'nope.parquet'}"
+    rel.local_files.items[0].parquet.SetInParent()
+    with pytest.raises((ExecutionError, PlanError)) as info:
+        runner(engine, tables, files=FileAccess.under([tmp_path / "t"])).execute(plan)
+    assert "\n" not in str(info.value)
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_best_effort_filters_are_removed_in_the_mode_that_ignores_them(tmp_path):
     """A consumer may skip ``best_effort_filter``: the runner's ignoring mode hands the engine a plan
     without it (so a rewrite that relies on it shows in ``diff``)."""

@@ -109,7 +109,7 @@ class _Acero:
         try:
             reader = substrait.run_query(pa.py_buffer(data), table_provider=provide)
             return reader.read_all()
-        except (pa.ArrowException, KeyError, PlanError) as exc:
+        except (pa.ArrowException, OSError, KeyError, PlanError) as exc:  # OSError: a file it cannot open
             if failures:
                 raise failures[0] from None
             unsupported = isinstance(exc, pa.ArrowNotImplementedError) or None
