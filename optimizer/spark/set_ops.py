@@ -26,10 +26,13 @@ class _SetCompiler(_RelCompiler):
         op = body.op
 
         def union_all(frames: list[Frame]) -> Frame:
-            out = frames[0]
-            for f in frames[1:]:
-                out = out.union(f)
-            return out
+            # pairwise, as a balanced tree: the SQL text nests log2(n) deep, not n (a union of 80 inputs
+            # nested past Python's recursion limit in the SQL printer). UNION ALL is associative, and
+            # each union keeps its left input's names, so the first input's names come out.
+            while len(frames) > 1:
+                frames = [frames[i].union(frames[i + 1]) if i + 1 < len(frames) else frames[i]
+                          for i in range(0, len(frames), 2)]
+            return frames[0]
 
         if op == SetRel.SET_OP_UNION_ALL:
             df = union_all([p.df, *secondaries])
