@@ -1092,6 +1092,24 @@ def test_acero_refuses_statistics_whose_distribution_it_does_not_follow(name):
         write_for_target(plan, "acero")
 
 
+@pytest.mark.parametrize("target", ["duckdb", "datafusion"])
+def test_a_union_of_many_inputs_is_written_shallow(target, tables):
+    """A UNION ALL of 150 one-row tables: DuckDB's writing (outer joins, two inputs at a time) built a
+    left-deep chain that copied itself at every step and, past ~200 inputs, nested too deeply for this
+    tool (a valid plan refused as bad input; found by the attacker sweep). Written as a balanced tree,
+    it is log-deep and every row comes out once."""
+    from substrait.proto import SetRel
+
+    from testing.builder import values
+
+    rel = Rel(set=SetRel(inputs=[values([("x", "i64")], [(i,)]) for i in range(150)], op=SetRel.SET_OP_UNION_ALL))
+    written = write_for_target(Builder().plan(rel, ["x"]), target)
+    depth = max(path.count(".") for _, path in rels_with_paths(written))
+    assert depth < 80, depth
+    run = run_duckdb if target == "duckdb" else run_datafusion
+    assert sorted(run(written, tables).column(0).to_pylist()) == list(range(150))
+
+
 def _has_distinct_measure(plan: Plan) -> bool:
     return any(m.measure.invocation == m.measure.AGGREGATION_INVOCATION_DISTINCT
                for r, _ in rels_with_paths(plan) if r.WhichOneof("rel_type") == "aggregate"

@@ -299,11 +299,18 @@ def nest_set_inputs(plan: Plan, target: Target) -> int:
             raise UnsupportedError(f"SetRel ({SetRel.SetOp.Name(body.op)}) of {len(body.inputs)} inputs: target "
                                    f"'{target.name}' takes at most {limit}", path)
         inputs = list(body.inputs)
-        while len(inputs) > limit:
-            inner = Rel()
-            inner.set.op = body.op
-            inner.set.inputs.extend(inputs[:limit])
-            inputs = [inner, *inputs[limit:]]
+        while len(inputs) > limit:  # level by level: nested log(n) deep, in the inputs' order
+            level = []
+            for i in range(0, len(inputs), limit):
+                chunk = inputs[i:i + limit]
+                if len(chunk) == 1:
+                    level.append(chunk[0])
+                    continue
+                inner = Rel()
+                inner.set.op = body.op
+                inner.set.inputs.extend(chunk)
+                level.append(inner)
+            inputs = level
         del body.inputs[:]
         body.inputs.extend(inputs)
         changed += 1
@@ -495,8 +502,7 @@ def _union_all_as_outer_joins(inputs: list[Rel], width: int, registrar: Function
         out.project.expressions.add().literal.i32 = tag
         return out
 
-    acc = inputs[0]
-    for child in inputs[1:]:
+    def combine(acc: Rel, child: Rel) -> Rel:
         join = Rel()
         join.join.type = JoinRel.JOIN_TYPE_OUTER
         join.join.left.CopyFrom(tagged(acc, 0))
@@ -515,8 +521,19 @@ def _union_all_as_outer_joins(inputs: list[Rel], width: int, registrar: Function
             clause.then.CopyFrom(field(c))
             getattr(pick, "else").CopyFrom(field(width + 1 + c))
         top.project.common.emit.output_mapping.extend(range(2 * width + 2, 3 * width + 2))
-        acc = top
-    return acc
+        return top
+
+    return balanced(inputs, combine)
+
+
+def balanced(items: list[Rel], combine) -> Rel:
+    """``items`` combined two at a time as a balanced tree (``combine(left, right)``; the order of the
+    items kept): a union of n inputs nests log2(n) deep, not n (a left-deep chain of 200 nested past
+    Python's recursion limit, and copied itself at every step: quadratic)."""
+    while len(items) > 1:
+        items = [combine(items[i], items[i + 1]) if i + 1 < len(items) else items[i]
+                 for i in range(0, len(items), 2)]
+    return items[0]
 
 
 #: Marks a union this module wrote (so it is not rewritten again): ``SetRel.common.hint.alias``.
@@ -528,17 +545,17 @@ def _written(rel: Rel) -> bool:
 
 
 def _binary_union(inputs: list[Rel]) -> Rel:
-    """``SET_OP_UNION_ALL`` of ``inputs``, nested two at a time (left-deep), each marked written."""
+    """``SET_OP_UNION_ALL`` of ``inputs``, nested two at a time (a balanced tree), each marked written."""
     from substrait.proto import SetRel
 
-    out = inputs[0]
-    for child in inputs[1:]:
+    def combine(left: Rel, right: Rel) -> Rel:
         union = Rel()
         union.set.op = SetRel.SET_OP_UNION_ALL
-        union.set.inputs.extend([out, child])
+        union.set.inputs.extend([left, right])
         union.set.common.hint.alias = _WRITTEN
-        out = union
-    return out
+        return union
+
+    return balanced(inputs, combine)
 
 
 def _equal_columns(cond, functions: FunctionTable) -> list[tuple[int, int]]:
