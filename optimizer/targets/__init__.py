@@ -86,6 +86,9 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_else": false,     # a CASE without ELSE gets ELSE NULL of its type (Acero
                                               #   converts no if_then without else)
+                  "right_joins": "any",       # any | left: a RIGHT join is written as the LEFT join of its
+                                              #   inputs swapped (DataFusion misreads a filter above a
+                                              #   RIGHT join whose inputs share a column name)
                   "arithmetic": "arguments",  # declared: arithmetic computed in its declared output type
                                               #   (the Spark backend) | arguments: in its arguments'
                                               #   types, so each argument of another number kind is cast
@@ -223,6 +226,7 @@ class Target:
     explicit_else: bool = False
     case_conditions: str = "any"
     arithmetic: str = "arguments"
+    right_joins: str = "any"
     empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
     in_predicates: str = "any"
@@ -314,6 +318,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "explicit_else": ("explicit_else", None),
     "case_conditions": ("case_conditions", ("any", "not_null")),
     "arithmetic": ("arithmetic", ("declared", "arguments")),
+    "right_joins": ("right_joins", ("any", "left")),
     "empty_virtual_tables": ("empty_virtual_tables", ("any", "filtered_row")),
     "scalar_subqueries": ("scalar_subqueries", ("any", "left_join")),
     "in_predicates": ("in_predicates", ("any", "joins")),

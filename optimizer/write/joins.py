@@ -196,6 +196,47 @@ _MIRRORED = {JoinRel.JOIN_TYPE_RIGHT_SEMI: JoinRel.JOIN_TYPE_LEFT_SEMI,
              JoinRel.JOIN_TYPE_RIGHT_ANTI: JoinRel.JOIN_TYPE_LEFT_ANTI}
 
 
+def right_outer_joins_as_left(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``RIGHT`` (outer) join becomes the ``LEFT`` join of its inputs swapped, its condition's
+    columns renumbered and an emit putting the columns back in their order (composed with the join's
+    own); in place, the number changed. The same rows: a right join keeps every right row, the left join
+    of the swapped inputs every new-left row. DataFusion 55 answers a filter above a RIGHT join whose
+    inputs share a column name (``s``) with rows the filter rejects (3 rows for 0, its own SQL too; the
+    random SQL sweep), and the LEFT join right."""
+    from optimizer.schema import plan_schemas
+
+    schemas = None
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):  # children first: a rewrite keeps its ancestors' paths
+        if rel.WhichOneof("rel_type") != "join" or rel.join.type != JoinRel.JOIN_TYPE_RIGHT:
+            continue
+        if rel.join.HasField("post_join_filter"):
+            continue  # written as a filter above first (post_join_filters), else left as it is
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        join = rel.join
+        n_left = len(schemas[f"{path}.join.left"].types)
+        n_right = len(schemas[f"{path}.join.right"].types)
+
+        def renumber(i: int, n_left: int = n_left, n_right: int = n_right) -> int:
+            return i + n_right if i < n_left else i - n_left
+
+        emitted = (list(join.common.emit.output_mapping) if join.common.WhichOneof("emit_kind") == "emit"
+                   else list(range(n_left + n_right)))
+        left, right = Rel(), Rel()
+        left.CopyFrom(join.left)
+        right.CopyFrom(join.right)
+        join.left.CopyFrom(right)
+        join.right.CopyFrom(left)
+        join.type = JoinRel.JOIN_TYPE_LEFT
+        if join.HasField("expression"):
+            join.expression.CopyFrom(remap_fields(join.expression, renumber))
+        del join.common.emit.output_mapping[:]
+        join.common.emit.output_mapping.extend(renumber(i) for i in emitted)
+        changed += 1
+    return changed
+
+
 def right_joins_mirrored(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Every ``RIGHT_SEMI`` / ``RIGHT_ANTI`` join the target does not read becomes the ``LEFT_SEMI`` /
     ``LEFT_ANTI`` join with its inputs swapped, the column references of its condition renumbered (its
