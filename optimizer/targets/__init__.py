@@ -86,6 +86,9 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_else": false,     # a CASE without ELSE gets ELSE NULL of its type (Acero
                                               #   converts no if_then without else)
+                  "typed_schemas": false,     # true: a read's base_schema must give its columns' types
+                                              #   (DataFusion 40 and 41 write names only; DataFusion and
+                                              #   Acero then fail: 'Named struct must contain a struct')
                   "right_joins": "any",       # any | left: a RIGHT join is written as the LEFT join of its
                                               #   inputs swapped (DataFusion misreads a filter above a
                                               #   RIGHT join whose inputs share a column name)
@@ -227,6 +230,7 @@ class Target:
     case_conditions: str = "any"
     arithmetic: str = "arguments"
     right_joins: str = "any"
+    typed_schemas: bool = False
     empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
     in_predicates: str = "any"
@@ -319,6 +323,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "case_conditions": ("case_conditions", ("any", "not_null")),
     "arithmetic": ("arithmetic", ("declared", "arguments")),
     "right_joins": ("right_joins", ("any", "left")),
+    "typed_schemas": ("typed_schemas", None),
     "empty_virtual_tables": ("empty_virtual_tables", ("any", "filtered_row")),
     "scalar_subqueries": ("scalar_subqueries", ("any", "left_join")),
     "in_predicates": ("in_predicates", ("any", "joins")),

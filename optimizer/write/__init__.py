@@ -148,6 +148,7 @@ _STEPS: tuple[_Step, ...] = (
           lambda p, t, f: grouping_sets_as_union(p, f)),
     _Step("refuse relations the target does not read",
           lambda t: (not t.physical_relations or t.grouping_sets == "refuse" or t.set_ops is not None
+                     or t.typed_schemas
                      or t.unsupported_relations or t.read_types is not None
                      or t.join_types is not None or not t.subqueries or not t.window_functions
                      or not t.correlated_subqueries),
@@ -284,6 +285,7 @@ def _check_relations(plan: Plan, target: Target) -> None:
     """Refuse what the target cannot read: physical relations (for a logical-only target), aggregates
     with several grouping sets (where the target numbers their output its own way)."""
     from optimizer.expr_utils import rels_with_paths
+    from optimizer.schema.record import top_level_names
 
     for rel, path in rels_with_paths(plan):
         kind = rel.WhichOneof("rel_type")
@@ -292,6 +294,10 @@ def _check_relations(plan: Plan, target: Target) -> None:
                                    f"'{target.name}' does not read (it reads logical relations only)", path)
         if kind in target.unsupported_relations:
             raise UnsupportedError(f"{kind.title()}Rel: target '{target.name}' does not read it", path)
+        if kind == "read" and target.typed_schemas and (
+                len(rel.read.base_schema.struct.types) != len(top_level_names(rel.read.base_schema))):
+            raise UnsupportedError(f"ReadRel whose base_schema names its columns without their types (as "
+                                   f"DataFusion 40 and 41 write it): target '{target.name}' needs the types", path)
         if kind == "read" and target.read_types is not None:
             read_type = rel.read.WhichOneof("read_type")
             if read_type not in target.read_types:
