@@ -1142,6 +1142,18 @@ def test_a_read_without_column_types_is_refused_where_the_target_needs_them(targ
         write_for_target(plan, target)
 
 
+@pytest.mark.parametrize("literal", [1, 2])
+def test_a_literal_grouping_key_is_a_column_for_duckdb(literal, tables, duckdb_oracle):
+    """DuckDB binds an integer literal grouping key as a position (GROUP BY 2: a binder error; GROUP BY 1:
+    the first column): it is computed by a project below, one group."""
+    b = Builder()
+    agg = aggregate(read("region", REGION), [], b.agg("count", out="i64"))
+    agg.aggregate.grouping_expressions.add().CopyFrom(lit(literal, "i32"))
+    agg.aggregate.groupings[0].expression_references.append(0)
+    plan = b.plan(project(agg, ref(1), common=emit(2)), ["c"])
+    assert run_duckdb(write_for_target(plan, "duckdb"), tables).column(0).to_pylist() == [5]
+
+
 def _has_distinct_measure(plan: Plan) -> bool:
     return any(m.measure.invocation == m.measure.AGGREGATION_INVOCATION_DISTINCT
                for r, _ in rels_with_paths(plan) if r.WhichOneof("rel_type") == "aggregate"

@@ -86,6 +86,8 @@ optional; the defaults are the spec's reading)::
                   "explicit_types": false,    # an aggregate measure without output_type gets its type
                   "explicit_else": false,     # a CASE without ELSE gets ELSE NULL of its type (Acero
                                               #   converts no if_then without else)
+                  "literal_grouping_keys": true,  # false: a literal grouping key is computed by a
+                                              #   project below (DuckDB binds GROUP BY 2 as a position)
                   "typed_schemas": false,     # true: a read's base_schema must give its columns' types
                                               #   (DataFusion 40 and 41 write names only; DataFusion and
                                               #   Acero then fail: 'Named struct must contain a struct')
@@ -231,6 +233,7 @@ class Target:
     arithmetic: str = "arguments"
     right_joins: str = "any"
     typed_schemas: bool = False
+    literal_grouping_keys: bool = True
     empty_virtual_tables: str = "any"
     scalar_subqueries: str = "any"
     in_predicates: str = "any"
@@ -324,6 +327,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "arithmetic": ("arithmetic", ("declared", "arguments")),
     "right_joins": ("right_joins", ("any", "left")),
     "typed_schemas": ("typed_schemas", None),
+    "literal_grouping_keys": ("literal_grouping_keys", None),
     "empty_virtual_tables": ("empty_virtual_tables", ("any", "filtered_row")),
     "scalar_subqueries": ("scalar_subqueries", ("any", "left_join")),
     "in_predicates": ("in_predicates", ("any", "joins")),

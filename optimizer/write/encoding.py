@@ -334,6 +334,36 @@ def aggregate_arguments_as_columns(plan: Plan, target: Target | None, functions:
     return changed
 
 
+def literal_grouping_keys_as_columns(plan: Plan, functions: FunctionTable) -> int:
+    """Each aggregate grouping by a literal (DataFusion folds ``GROUP BY 1 + 1`` to ``2``) reads it from a
+    ``ProjectRel`` below that computes it as a column; in place, the number of aggregates changed. DuckDB
+    1.1.3 binds an integer literal grouping key as a position (``GROUP BY 2``: 'GROUP BY clause cannot
+    contain aggregates'; ``1`` would group by the first column). Grouping by a constant column is
+    grouping by the constant: one group, none over no rows."""
+    from optimizer.schema import plan_schemas
+
+    schemas = None
+    changed = 0
+    for rel, path in list(rels_with_paths(plan)):
+        if rel.WhichOneof("rel_type") != "aggregate":
+            continue
+        agg = rel.aggregate
+        literals = [i for i, e in enumerate(agg.grouping_expressions) if e.WhichOneof("rex_type") == "literal"]
+        if not literals:
+            continue
+        if schemas is None:
+            schemas = plan_schemas(plan, functions)
+        n_in = len(schemas[f"{path}.aggregate.input"].types)
+        project = Rel()
+        project.project.input.CopyFrom(agg.input)
+        for k, i in enumerate(literals):
+            project.project.expressions.add().CopyFrom(agg.grouping_expressions[i])
+            agg.grouping_expressions[i].CopyFrom(field(n_in + k))
+        agg.input.CopyFrom(project)
+        changed += 1
+    return changed
+
+
 def fill_measure_types(plan: Plan, functions: FunctionTable) -> int:
     """Every aggregate measure without an ``output_type`` gets the type the spec derives for it, in place
     (DataFusion leaves ``count``'s empty; Acero then fails: "conversion to arrow::DataType from Substrait
