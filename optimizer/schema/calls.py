@@ -144,8 +144,13 @@ def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
     'add' takes no string as argument 2 (its overloads take numeric or interval values there)
     >>> call_problem("subtract", [make_type("date"), make_type("date")]) is None  # not in the YAMLs either
     True
+    >>> print(call_problem("coalesce", []))  # ibis-substrait wrote one
+    'coalesce' without arguments (each of its overloads takes at least one)
     """
-    overloads = [o for o in standard_overloads().get(name, ()) if o.fits(len(argument_types))]
+    every = standard_overloads().get(name, ())
+    if not argument_types and every and not any(o.fits(0) for o in every):
+        return f"'{name}' without arguments (each of its overloads takes at least one)"
+    overloads = [o for o in every if o.fits(len(argument_types))]
     kinds = [argument_kind(t) for t in argument_types]
     if overloads and any(o.numeric for o in overloads):
         for i, (t, kind) in enumerate(zip(argument_types, kinds, strict=True)):
