@@ -143,7 +143,7 @@ def load_bytes(data: bytes, name: str = "<input>", limits: Limits | None = None)
         upgrade_binary(plan, name)
         return conformed(plan, name)
     except PlanError:
-        from optimizer.load.producers import looks_like_sql, sql_instead_of_plan
+        from optimizer.load.sql_text import looks_like_sql, sql_instead_of_plan
 
         if looks_like_sql(data):  # looked at only when the bytes are no plan
             raise sql_instead_of_plan(name) from None

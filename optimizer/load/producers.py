@@ -34,6 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from optimizer.errors import PlanError, UnsupportedError, plain_exceptions_as
+from optimizer.load.sql_text import looks_like_sql, sql_instead_of_plan
 
 __all__ = ["PRODUCERS", "ProducerError", "datafusion_context", "datafusion_plan", "duckdb_connection",
            "duckdb_miswrites",
@@ -297,34 +298,3 @@ def duckdb_plan_json(sql: str, tables: TableSpec, *, data_independent: bool = Tr
         _forget_if_invalidated(con)
         raise ProducerError(f"duckdb cannot plan this SQL: {_one_line(exc)}") from exc
     return json.dumps(json.loads(text), indent=1)
-
-
-# ------------------------------------------------------------------------------- SQL where a plan is due
-
-#: The words a query starts with (DuckDB also takes ``FROM t SELECT ...``); comments and ``(`` skipped.
-_SQL_START = re.compile(rb"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/|\()\s*)*(select|with|values|from|table)\b",
-                        re.IGNORECASE | re.DOTALL)
-
-
-def looks_like_sql(data: bytes) -> bool:
-    """Whether input that failed to load as a plan is a SQL query (UTF-8 text starting with one).
-
-    >>> looks_like_sql(b"-- TPC-H Q3\\nSELECT 1"), looks_like_sql(b"\\n(with x as (select 1) select * from x)")
-    (True, True)
-    >>> looks_like_sql(b"\\x12\\x03abc"), looks_like_sql(b"selection")
-    (False, False)
-    """
-    try:
-        data[:4096].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start < 4000:  # not text (a cut multi-byte character at the end is)
-            return False
-    return _SQL_START.match(data) is not None
-
-
-def sql_instead_of_plan(name: str) -> PlanError:
-    """The error for a SQL file given where a plan is expected: the command that makes a plan of it."""
-    source = "-" if name == "<stdin>" else name
-    stem = "plan" if source == "-" else Path(name).with_suffix("").name
-    return PlanError(f"{name} looks like SQL, not a Substrait plan: make one with "
-                     f"'substrait-opt plan {source} --tables DIR -o {stem}.binpb'")
