@@ -220,16 +220,23 @@ def measure_type(
     return aggregate_type(fn, input_schema, Derivation(functions, tree=tree_output), path)
 
 
+def _derive(plan: Plan, functions: FunctionTable | None, **hooks) -> None:
+    """Walk ``plan`` deriving every schema and type in full, as :func:`plan_schemas` does; ``hooks``: the
+    :class:`Derivation` lists to fill (``schemas``, ``casts``, ``unstated``, ``calls``)."""
+    hooks.setdefault("schemas", {})
+    ctx = Derivation(
+        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
+        tree=tree_output, **hooks
+    )
+    walk_plan(plan, ctx)
+
+
 @_guard("path")
 def plan_casts(plan: Plan, functions: FunctionTable | None = None) -> list[tuple[str, Type, Type]]:
     """Every cast of ``plan``'s expressions as (path, the type of its input, the type it casts to), derived
     as :func:`plan_schemas` derives the schemas (a shared subtree's casts once, at its first use)."""
     casts: list[tuple[str, Type, Type]] = []
-    ctx = Derivation(
-        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
-        schemas={}, tree=tree_output, casts=casts
-    )
-    walk_plan(plan, ctx)
+    _derive(plan, functions, casts=casts)
     return casts
 
 
@@ -241,11 +248,7 @@ def plan_unstated_types(
     an ``output_type``, as (the message itself, in the plan, and its derived type), derived as
     :func:`plan_schemas` derives the schemas (a shared subtree's once)."""
     found: list[tuple[Expression.IfThen | Expression.ScalarFunction, Type]] = []
-    ctx = Derivation(
-        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
-        schemas={}, tree=tree_output, unstated=found
-    )
-    walk_plan(plan, ctx)
+    _derive(plan, functions, unstated=found)
     return found
 
 
@@ -254,11 +257,7 @@ def plan_calls(plan: Plan, functions: FunctionTable | None = None) -> list[tuple
     """Every scalar function of ``plan``'s expressions, as (the message itself, in the plan, and the types
     of its value arguments), derived as :func:`plan_schemas` derives the schemas."""
     found: list[tuple[Expression.ScalarFunction, list[Type]]] = []
-    ctx = Derivation(
-        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
-        schemas={}, tree=tree_output, calls=found
-    )
-    walk_plan(plan, ctx)
+    _derive(plan, functions, calls=found)
     return found
 
 
@@ -271,10 +270,6 @@ def plan_schemas(plan: Plan, functions: FunctionTable | None = None) -> dict[str
     :class:`~optimizer.errors.PlanError` on the first problem.
     """
     schemas: dict[str, Schema] = {}
-    ctx = Derivation(
-        functions if functions is not None else plan_functions(plan), full=True, plan_relations=plan.relations,
-        schemas=schemas, tree=tree_output
-    )
-    walk_plan(plan, ctx)
+    _derive(plan, functions, schemas=schemas)
     return schemas
 
