@@ -355,8 +355,7 @@ def case_conditions_not_null(plan: Plan, target: Target, functions: FunctionTabl
     NULL and ``c`` elsewhere: the same clause taken."""
     from optimizer.expr_utils import FunctionRegistrar, boolean_type
 
-    registrar = FunctionRegistrar(plan, functions)
-    names = {info.anchor: info.name for info in functions}
+    registrar = FunctionRegistrar(plan, functions)  # declares coalesce in ``functions`` as it is first used
     written = 0
     for m in list(_messages(plan, _EXPRESSION)):
         if m.WhichOneof("rex_type") != "if_then":
@@ -364,14 +363,14 @@ def case_conditions_not_null(plan: Plan, target: Target, functions: FunctionTabl
         for clause in m.if_then.ifs:
             condition = getattr(clause, "if")
             if (condition.WhichOneof("rex_type") == "scalar_function"
-                    and names.get(condition.scalar_function.function_reference) == "coalesce"):
+                    and condition.scalar_function.function_reference in functions
+                    and functions.get(condition.scalar_function.function_reference).name == "coalesce"):
                 continue  # already so written (a plan written twice)
             false = Expression()
             false.literal.boolean = False
             coalesced = registrar.call("coalesce", "functions_comparison", [condition, false], boolean_type(False),
                                        "coalesce:any_any")
             condition.CopyFrom(coalesced)
-            names = {info.anchor: info.name for info in registrar.table}
             written += 1
     return written
 
