@@ -145,7 +145,6 @@ def test_item2_files_are_confined_to_the_tables(spark, tmp_path, capsys):
 
 
 def test_item4_a_failed_write_leaves_the_old_file(tmp_path):
-    import resource
 
     from workloads.corpus import corpus_root
 
@@ -155,11 +154,13 @@ def test_item4_a_failed_write_leaves_the_old_file(tmp_path):
     plan.write_bytes(original)
     limit = len(original)  # the optimized JSON is longer than the input: its write hits the limit
 
-    def small_files():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    proc = subprocess.run([sys.executable, "-m", "optimizer", "optimize", str(plan), "-o", str(plan)],
-                          capture_output=True, timeout=120, preexec_fn=small_files)
+    # The limit is set by the child itself: a preexec_fn runs in the forked copy of this process, where
+    # the fork handlers of a library another test loaded (gRPC, by a Spark Connect test) may write to
+    # the child's stderr before it runs the CLI.
+    launcher = (f"import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+                "sys.argv = ['substrait-opt', *sys.argv[1:]]; runpy.run_module('optimizer', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", launcher, "optimize", str(plan), "-o", str(plan)],
+                          capture_output=True, timeout=120)
     err = proc.stderr.decode().strip().splitlines()
     assert proc.returncode == 3 and len(err) == 1 and "cannot write" in err[0] and str(plan) in err[0], err
     assert plan.read_bytes() == original
