@@ -42,7 +42,8 @@ install: java $(STAMP)
 # thousands of queries of a few rows, for which C2's compiles, G1's threads and Spark's default memory page
 # (up to 64 MiB, allocated and zeroed by each hash aggregate and join task) cost more CPU than they save.
 # Spark's JVM CPU over 60 TPC-DS SF 0.01 plans: 142 s with the defaults, 66 s with these. They change
-# no answer: a collector, a JIT tier, and the size of the pages Spark allocates its memory in.
+# no answer: a collector, a JIT tier, and the size of the pages Spark allocates its memory in. The two
+# workers' own sessions live for the whole run: they compile with C2 after all (tests/conftest.py).
 TEST_JVM := JDK_JAVA_OPTIONS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dspark.buffer.pageSize=1m"
 
 test: install
