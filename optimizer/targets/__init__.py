@@ -98,6 +98,9 @@ optional; the defaults are the spec's reading)::
                                               #   (the Spark backend) | arguments: in its arguments'
                                               #   types, so each argument of another number kind is cast
                                               #   to the declared one (DataFusion, DuckDB: 1 / 2 = 0)
+                  "local_files": "any",       # any | paths: file:// URIs of local files written as paths
+                                              #   (DuckDB finds no file at a URI) | uris: absolute paths
+                                              #   written as file:// URIs (Acero: 'URI has empty scheme')
                   "case_conditions": "any",   # any | not_null: each CASE condition c is written
                                               #   coalesce(c, false) (Acero takes a one-WHEN CASE whose
                                               #   condition is NULL to be NULL, not its ELSE)
@@ -230,6 +233,7 @@ class Target:
     distinct_measures: str = "any"
     explicit_else: bool = False
     case_conditions: str = "any"
+    local_files: str = "any"
     arithmetic: str = "arguments"
     right_joins: str = "any"
     typed_schemas: bool = False
@@ -324,6 +328,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "distinct_measures": ("distinct_measures", ("any", "grouped")),
     "explicit_else": ("explicit_else", None),
     "case_conditions": ("case_conditions", ("any", "not_null")),
+    "local_files": ("local_files", ("any", "paths", "uris")),
     "arithmetic": ("arithmetic", ("declared", "arguments")),
     "right_joins": ("right_joins", ("any", "left")),
     "typed_schemas": ("typed_schemas", None),

@@ -102,7 +102,7 @@ from optimizer.write.joins import (
     single_key_joins,
     transitive_join_keys,
 )
-from optimizer.write.reads import adapt_reads
+from optimizer.write.reads import adapt_reads, local_files_in_target_form
 from optimizer.write.references import inline_references
 from optimizer.write.subqueries import in_predicates_as_joins, scalar_subqueries_as_left_joins
 
@@ -160,6 +160,7 @@ _STEPS: tuple[_Step, ...] = (
     _Step("reads: filters applied above, masks as projects",
           lambda t: t.read_filter != "applied" or t.best_effort_filter == "unsupported" or not t.projection_mask,
           adapt_reads),
+    _Step("local files named as the target opens them", lambda t: t.local_files != "any", local_files_in_target_form),
     _Step("joins on one key", lambda t: t.join_condition == "single_key", single_key_joins),
     _Step("join keys implied by the joins below written out", lambda t: t.transitive_join_keys,
           transitive_join_keys),

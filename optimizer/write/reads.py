@@ -10,6 +10,8 @@
   a plan never depends on it.
 * a column mask (``ReadRel.projection``, top-level fields only) becomes a ``ProjectRel`` above the read
   for a target that does not read masks (Acero): the same columns in the same order.
+* the local files of a read are named in the form the target opens: DuckDB opens paths and finds no
+  file at a ``file://`` URI; Acero opens URIs and refuses a path ('URI has empty scheme').
 
 The filter's columns are the read's ``base_schema`` fields; the ``FilterRel`` reads the read's output
 (the mask, then its emit), so a conjunct on a column the read does not output widens the mask by
@@ -18,12 +20,46 @@ that column, and the ``FilterRel``'s emit gives the parent the columns it read b
 
 from __future__ import annotations
 
+import posixpath
+from pathlib import PurePosixPath
+
 from substrait.proto import Expression, Plan, Rel
 
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import conjuncts, field, key, referenced_fields, rels_with_paths, remap_fields
 from optimizer.load.functions import FunctionTable
+from optimizer.paths import local_path
 from optimizer.targets import Target
+
+
+def local_files_in_target_form(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every local file, folder or path of a read (not a glob) written in the form ``target.local_files``
+    names, in place; the number of names changed. ``paths``: a ``file:`` URI becomes its local path,
+    unquoted (``file:///data/a%20b.parquet`` is ``/data/a b.parquet``); ``uris``: an absolute path becomes
+    its ``file://`` URI. Both name the same file, so the read reads the same rows; a relative path, a glob
+    and a URI of another scheme are left as written."""
+    changed = 0
+    for rel, _path in rels_with_paths(plan):
+        if rel.WhichOneof("rel_type") != "read" or rel.read.WhichOneof("read_type") != "local_files":
+            continue
+        for item in rel.read.local_files.items:
+            kind = item.WhichOneof("path_type")
+            if kind not in ("uri_path", "uri_file", "uri_folder"):
+                continue
+            written = getattr(item, kind)
+            local = local_path(written)
+            if local is None:
+                continue
+            if target.local_files == "paths":
+                new = local
+            elif local == written and posixpath.isabs(written):
+                new = PurePosixPath(written).as_uri()
+            else:
+                continue
+            if new != written:
+                setattr(item, kind, new)
+                changed += 1
+    return changed
 
 
 def adapt_reads(plan: Plan, target: Target, functions: FunctionTable) -> int:
