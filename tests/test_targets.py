@@ -1441,3 +1441,8 @@ def test_local_files_are_named_as_the_engine_opens_them(tmp_path, capsys, target
     capsys.readouterr()
     assert main(["run", str(written), "--engine", target, "--tables", str(tables), "--out", str(out)]) == 0
     assert pq.read_table(out / "w.parquet").column(0).to_pylist() == [1, 2, 3]
+    # a file on another host is not a local path: left as written, not read from this machine
+    rel.read.local_files.items[0].uri_file = "file://otherhost" + str(data)
+    remote = write_for_target(Builder().plan(rel, ["x"]), target)
+    assert next(r.read.local_files.items[0].uri_file for r, _ in rels_with_paths(remote)
+                if r.WhichOneof("rel_type") == "read") == "file://otherhost" + str(data)

@@ -21,6 +21,7 @@ that column, and the ``FilterRel``'s emit gives the parent the columns it read b
 from __future__ import annotations
 
 import posixpath
+import urllib.parse
 from pathlib import PurePosixPath
 
 from substrait.proto import Expression, Plan, Rel
@@ -36,8 +37,8 @@ def local_files_in_target_form(plan: Plan, target: Target, functions: FunctionTa
     """Every local file, folder or path of a read (not a glob) written in the form ``target.local_files``
     names, in place; the number of names changed. ``paths``: a ``file:`` URI becomes its local path,
     unquoted (``file:///data/a%20b.parquet`` is ``/data/a b.parquet``); ``uris``: an absolute path becomes
-    its ``file://`` URI. Both name the same file, so the read reads the same rows; a relative path, a glob
-    and a URI of another scheme are left as written."""
+    its ``file://`` URI. Both name the same file, so the read reads the same rows; a relative path, a glob,
+    a URI of another scheme and a ``file:`` URI naming another host are left as written."""
     changed = 0
     for rel, _path in rels_with_paths(plan):
         if rel.WhichOneof("rel_type") != "read" or rel.read.WhichOneof("read_type") != "local_files":
@@ -48,8 +49,8 @@ def local_files_in_target_form(plan: Plan, target: Target, functions: FunctionTa
                 continue
             written = getattr(item, kind)
             local = local_path(written)
-            if local is None:
-                continue
+            if local is None or urllib.parse.urlsplit(written).netloc not in ("", "localhost"):
+                continue  # another scheme, or a file on another host: not a local path
             if target.local_files == "paths":
                 new = local
             elif local == written and posixpath.isabs(written):
