@@ -1446,3 +1446,29 @@ def test_local_files_are_named_as_the_engine_opens_them(tmp_path, capsys, target
     remote = write_for_target(Builder().plan(rel, ["x"]), target)
     assert next(r.read.local_files.items[0].uri_file for r, _ in rels_with_paths(remote)
                 if r.WhichOneof("rel_type") == "read") == "file://otherhost" + str(data)
+
+
+def test_datafusion_is_not_written_a_read_of_local_files(tmp_path, capsys):
+    """DataFusion 55 reads one ``uri_file`` as the registered table named by the file's name, whatever
+    that table holds, and refuses any other local file: a read of a file is refused when written for it,
+    by name and place (exit 3), not handed to an engine that would read another table or fail."""
+    import pyarrow.parquet as pq
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    data = (tables / "t.parquet").resolve()
+    pq.write_table(pa.table({"x": [1, 2, 3]}), data)
+    rel = read("t", [("x", "i64")])
+    rel.read.local_files.items.add(uri_file=data.as_uri()).parquet.SetInParent()
+    source = tmp_path / "p.binpb"
+    source.write_bytes(Builder().plan(rel, ["x"]).SerializeToString())
+    capsys.readouterr()
+    assert main(["optimize", str(source), "--target", "datafusion", "-o", str(tmp_path / "w.binpb")]) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "ReadRel of a local_files: target 'datafusion' reads named_table, virtual_table only" in err, err
+    assert "relations[0].root.input" in err, err
+    assert not (tmp_path / "w.binpb").exists()
+    # a named table and a table of values are written as they are
+    named = Builder().plan(read("t", [("x", "i64")]), ["x"])
+    assert write_for_target(named, "datafusion").relations[0].root.input.read.named_table.names == ["t"]
