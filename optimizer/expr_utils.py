@@ -339,16 +339,57 @@ def rels_with_paths(msg: Message, path: str = "") -> Iterator[tuple[Rel, str]]:
     >>> [(rel.WhichOneof("rel_type"), path) for rel, path in rels_with_paths(plan)]
     [('read', 'relations[0].root.input.filter.input'), ('filter', 'relations[0].root.input')]
     """
-    for f, value in msg.ListFields():
-        if f.type != f.TYPE_MESSAGE:
+    # Iterative (a plan may nest deeper than Python's recursion), and only into the fields whose type can
+    # hold a Rel: types, literals and names, most of a plan's messages, are not entered.
+    stack: list[tuple[Message, str, bool]] = [(msg, path, False)]
+    while stack:
+        m, at, done = stack.pop()
+        if done:
+            yield m, at  # type: ignore[misc]
             continue
-        if f.label == f.LABEL_REPEATED:
-            for i, item in enumerate(value):
-                yield from rels_with_paths(item, f"{path}.{f.name}[{i}]" if path else f"{f.name}[{i}]")
-        else:
-            yield from rels_with_paths(value, f"{path}.{f.name}" if path else f.name)
-    if isinstance(msg, Rel):
-        yield msg, path
+        if isinstance(m, Rel):
+            stack.append((m, at, True))
+        children = []
+        for f, value in m.ListFields():
+            kind = _REL_FIELD_KIND.get(f)
+            if kind is None:
+                kind = _REL_FIELD_KIND[f] = _field_kind(f) if _may_hold_rel(f.message_type) else 0
+            if kind == 1:
+                children.append((value, f"{at}.{f.name}" if at else f.name, False))
+            elif kind == 2:
+                children.extend((item, f"{at}.{f.name}[{i}]" if at else f"{f.name}[{i}]", False)
+                                for i, item in enumerate(value))
+        children.reverse()
+        stack.extend(children)
+
+
+#: :data:`_FIELD_KIND` with the fields whose type cannot hold a Rel at 0.
+_REL_FIELD_KIND: dict = {}
+_HOLDS_REL: dict[str, bool] = {}
+
+
+def _may_hold_rel(descriptor) -> bool:
+    """Whether a message of this type can hold a ``Rel`` (itself one, or in a field, at any depth)."""
+    if descriptor is None:
+        return False
+    known = _HOLDS_REL.get(descriptor.full_name)
+    if known is not None:
+        return known
+    # Reachability over the field types from this one; every type reached from a type that reaches a
+    # Rel is not thereby known to, so only this type's answer is kept.
+    seen, todo, found = {descriptor.full_name}, [descriptor], False
+    while todo and not found:
+        d = todo.pop()
+        if d.full_name == Rel.DESCRIPTOR.full_name or _HOLDS_REL.get(d.full_name):
+            found = True
+            break
+        for f in d.fields:
+            t = f.message_type
+            if t is not None and t.full_name not in seen and not t.GetOptions().map_entry:
+                seen.add(t.full_name)
+                todo.append(t)
+    _HOLDS_REL[descriptor.full_name] = found
+    return found
 
 
 def walk(msg: Message, *, enter_subqueries: bool) -> Iterator[Message]:
