@@ -222,3 +222,54 @@ def test_output_name_and_format_agree(tmp_path, tpch_dir, capsys):
     assert main(["plan", str(sql), "--tables", str(tpch_dir), "-o", str(tmp_path / "q6.txt")]) == 2
     assert "cannot be read back as a plan" in _one_error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q6.sql"]  # nothing written
+
+
+#: A subquery holding NULL (region 0's key as NULL): ``x NOT IN`` it is never true, ``x IN`` it NULL or true.
+_WITH_NULL = "(select case when r_regionkey = 0 then null else r_regionkey end from region)"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("select n_regionkey from nation except all select r_regionkey from region", "EXCEPT ALL as an anti join"),
+    ("select n_regionkey from nation intersect all select r_regionkey from region", "INTERSECT ALL as a semi join"),
+    (f"select n_name from nation where n_regionkey not in {_WITH_NULL} or n_nationkey = 3",
+     "x IN (subquery) under NOT, or outside a WHERE's AND and OR, as a mark join"),
+    (f"select n_name from nation where not (n_regionkey in {_WITH_NULL} and n_nationkey > 0)",
+     "x IN (subquery) under NOT, or outside a WHERE's AND and OR, as a mark join"),
+])
+def test_datafusion_refuses_what_it_would_write_as_another_query(tmp_path, tpch_dir, capsys, text, words):
+    """DataFusion 55 answers these as another query, and its plans say so: EXCEPT ALL and INTERSECT ALL as
+    an anti and a semi join (every copy of a row dropped or kept), an IN under NOT as a mark join that
+    reads NULL as false. `plan` refuses the SQL (exit 2, naming it); DataFusion's own answer differs from
+    DuckDB's (the evidence, kept live)."""
+    import duckdb
+
+    from optimizer.load.producers import datafusion_context
+
+    sql = tmp_path / "q.sql"
+    sql.write_text(text)
+    assert main(["plan", str(sql), "--tables", str(tpch_dir)]) == 2
+    assert f"datafusion 55 writes {words}" in _one_error_line(capsys)
+    tables = {t: str(tpch_dir / f"{t}.parquet") for t in ("nation", "region")}
+    theirs = sorted(datafusion_context(tables).sql(text).to_arrow_table().to_pylist(), key=str)
+    con = duckdb.connect()
+    for name, path in tables.items():
+        con.execute(f"create view {name} as select * from read_parquet('{path}')")
+    assert theirs != sorted(con.execute(text).arrow().to_pylist(), key=str)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("text", [
+    f"select n_name from nation where n_regionkey in {_WITH_NULL} or n_nationkey = 3",
+    f"select n_name from nation where n_nationkey > 3 and n_regionkey not in {_WITH_NULL}",
+    "select n_name from nation where not exists (select 1 from region where r_regionkey = n_regionkey "
+    "and r_regionkey > 2) or n_nationkey = 3",
+])
+def test_datafusion_in_where_null_reads_as_false_is_written(tmp_path, tpch_dir, duckdb_oracle, backend, text):
+    """An IN in a WHERE's AND and OR (where NULL drops the row as false does), NOT IN as a WHERE's
+    conjunct (mended) and NOT EXISTS under OR (a mark with no NULL) are written and mean the SQL."""
+    sql = tmp_path / "q.sql"
+    sql.write_text(text)
+    out = tmp_path / "q.binpb"
+    assert main(["plan", str(sql), "--tables", str(tpch_dir), "-o", str(out)]) == 0
+    verdict = compare_tables(backend.execute(load_plan(out)), duckdb_oracle(text))
+    assert verdict.equal, verdict.reason

@@ -108,11 +108,15 @@ def tables_in_directory(directory: str | os.PathLike[str]) -> dict[str, Path]:
 def produce(sql: str, producer: str, tables: TableSpec) -> bytes:
     """The binary Substrait plan ``producer`` (one of :data:`PRODUCERS`) writes for ``sql`` over ``tables``."""
     if producer == "datafusion":
+        miswritten = datafusion_miswrites(sql)
+        if miswritten is not None:
+            raise ProducerError(f"datafusion 55 writes {miswritten}")
         return datafusion_plan(sql, tables)
     if producer == "duckdb":
         miswritten = duckdb_miswrites(sql)
         if miswritten is not None:
-            raise ProducerError(f"duckdb 1.1.3 writes {miswritten}; use --producer datafusion")
+            advice = "" if datafusion_miswrites(sql) else "; use --producer datafusion"
+            raise ProducerError(f"duckdb 1.1.3 writes {miswritten}{advice}")
         return duckdb_plan(sql, tables)
     raise PlanError(f"unknown producer '{producer}' (choose from {', '.join(PRODUCERS)})")
 
@@ -149,6 +153,68 @@ def duckdb_miswrites(sql: str) -> str | None:
     return None
 
 
+def datafusion_miswrites(sql: str) -> str | None:
+    """What in ``sql`` DataFusion 55 writes as another query, or None (the SQL read by sqlglot; SQL it
+    cannot read is left to DataFusion). Checked with its own SQL and its producer (2026-12-01), over
+    t.a = 3, 3, 7, NULL, NULL and u.k = 3, NULL: ``EXCEPT ALL`` is an anti join (7, for 3, 7, NULL) and
+    ``INTERSECT ALL`` a semi join (3, 3, NULL, NULL, for 3, NULL): every copy of a row is kept or dropped,
+    where the SQL keeps as many as the counts on the two sides leave. No other producer here writes
+    them right (:func:`duckdb_miswrites`)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        trees = sqlglot.parse(sql)
+    except sqlglot.errors.SqlglotError:
+        return None
+    for tree in trees:
+        for node in tree.walk() if tree is not None else ():
+            if isinstance(node, exp.Except) and node.args.get("distinct") is False:
+                return "EXCEPT ALL as an anti join (every copy of a row in both inputs dropped)"
+            if isinstance(node, exp.Intersect) and node.args.get("distinct") is False:
+                return "INTERSECT ALL as a semi join (every copy of a row in both inputs kept)"
+    return None
+
+
+def _two_valued_in(sql: str) -> bool:
+    """Whether ``sql`` has an ``x IN (subquery)`` whose NULL a mark join of DataFusion's would lose.
+
+    ``x IN (subquery)`` under NOT, or anywhere but in a WHERE or HAVING made of AND and OR, is a mark join
+    whose mark DataFusion reads as two-valued (false where the SQL's IN is NULL), as it must for EXISTS:
+    ``a NOT IN (SELECT k FROM u) OR id = 3`` keeps a row whose ``a`` is in no ``k`` of a ``u`` holding NULL
+    (2, 3 for 3). Its plan is the same as the one of ``NOT EXISTS (SELECT 1 FROM u WHERE k = a) OR id = 3``,
+    so the plan cannot be mended: the SQL is refused. ``x NOT IN (subquery)`` as a conjunct of a WHERE is a
+    null-aware anti join, mended (:func:`_null_aware_anti_joins`)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        trees = sqlglot.parse(sql)
+    except sqlglot.errors.SqlglotError:
+        return False
+    return any(isinstance(node, exp.In) and node.args.get("query") is not None and not _in_null_as_false(node)
+               for tree in trees if tree is not None for node in tree.walk())
+
+
+def _in_null_as_false(node) -> bool:
+    """Whether an ``IN`` of the SQL is one whose NULL its query reads as false: in a WHERE or HAVING through
+    AND, OR and parentheses only, or ``NOT IN`` as a conjunct of one."""
+    from sqlglot import exp
+
+    chain = []
+    parent = node.parent
+    while parent is not None and not isinstance(parent, (exp.Where, exp.Having)):
+        if isinstance(parent, (exp.Query, exp.Subquery)):
+            return False
+        chain.append(parent)
+        parent = parent.parent
+    if parent is None:
+        return False
+    if chain and isinstance(chain[0], exp.Not) and all(isinstance(p, (exp.And, exp.Paren)) for p in chain[1:]):
+        return True
+    return all(isinstance(p, (exp.And, exp.Or, exp.Paren)) for p in chain)
+
+
 # ------------------------------------------------------------------------------------------ DataFusion
 
 
@@ -177,6 +243,10 @@ def datafusion_plan(sql: str, tables: TableSpec) -> bytes:
         plan = ctx.sql(sql).optimized_logical_plan()
         data = Producer.to_substrait_plan(plan, ctx).encode()
     shown = plan.display_indent()
+    if "LeftMark Join" in shown and _two_valued_in(sql):
+        raise ProducerError("datafusion 55 writes x IN (subquery) under NOT, or outside a WHERE's AND and OR, as "
+                            "a mark join that reads NULL as false (x NOT IN a subquery holding NULL keeps the "
+                            "row): write EXISTS, whose mark has no NULL, or keep the IN in a WHERE's AND and OR")
     return _null_aware_anti_joins(data, shown) if _ANTI_JOIN.search(shown) else data
 
 
