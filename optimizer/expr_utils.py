@@ -128,6 +128,19 @@ def _field_kind(f) -> int:
     return kind
 
 
+def positive_int_argument(arg) -> bool:
+    """Whether a function argument is an integer literal of at least 1 (possibly cast)."""
+    if arg.WhichOneof("arg_type") != "value":
+        return False
+    e = arg.value
+    while e.WhichOneof("rex_type") == "cast":
+        e = e.cast.input
+    if e.WhichOneof("rex_type") != "literal":
+        return False
+    kind = e.literal.WhichOneof("literal_type")
+    return kind in ("i8", "i16", "i32", "i64") and getattr(e.literal, kind) >= 1
+
+
 def reference_field(ref: Expression.FieldReference) -> int | None:
     """The top-level column of a direct struct-field reference (whatever its root), else None."""
     if ref.WhichOneof("reference_type") != "direct_reference":

@@ -1472,3 +1472,42 @@ def test_datafusion_is_not_written_a_read_of_local_files(tmp_path, capsys):
     # a named table and a table of values are written as they are
     named = Builder().plan(read("t", [("x", "i64")]), ["x"])
     assert write_for_target(named, "datafusion").relations[0].root.input.read.named_table.names == ["t"]
+
+
+@pytest.mark.spark
+def test_substring_of_a_start_below_one_means_what_its_producer_meant(tmp_path, capsys, spark):
+    """``substr(s, -1, 3)`` is 'a' in DataFusion 55 (positions before the string) and 'c' in DuckDB (from the
+    end); neither producer writes the negative_start option, and neither engine reads it. DataFusion's plan
+    is read as LEFT_OF_BEGINNING, DuckDB's as the option left out (WRAP_FROM_END): each runs on its own
+    engine and on Spark with its producer's answer, and is refused for the other engine by name."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from optimizer.load.producers import datafusion_context, datafusion_plan, duckdb_plan
+    from optimizer.spark import SparkBackend
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "s": ["abc", "hello"]}), tables / "t.parquet")
+    paths = {"t": str(tables / "t.parquet")}
+    sql = "select id, substr(s, -1, 3) as x, substr(s, id - 3) as y from t order by id"
+    con = duckdb.connect()
+    con.execute(f"create view t as select * from read_parquet('{paths['t']}')")
+    meant = {"datafusion": datafusion_context(paths).sql(sql).to_arrow_table().to_pylist(),
+             "duckdb": con.execute(sql).arrow().to_pylist()}
+    assert meant["datafusion"] == [{"id": 1, "x": "a", "y": "abc"}, {"id": 2, "x": "h", "y": "hello"}]
+    assert meant["duckdb"] == [{"id": 1, "x": "c", "y": "bc"}, {"id": 2, "x": "o", "y": "o"}]
+    backend = SparkBackend(spark, tables=tables)
+    for producer, make in (("datafusion", datafusion_plan), ("duckdb", duckdb_plan)):
+        plan = load_plan(make(sql, paths))
+        assert backend.execute(plan).to_pylist() == meant[producer], producer
+        source, written = tmp_path / f"{producer}.binpb", tmp_path / f"{producer}.out.binpb"
+        source.write_bytes(plan.SerializeToString())
+        other = "duckdb" if producer == "datafusion" else "datafusion"
+        capsys.readouterr()
+        assert main(["optimize", str(source), "--no-spark-stats", "--target", other, "-o", str(written)]) == 3
+        assert f"a start that may be below 1: target '{other}' reads such a start as" in capsys.readouterr().err
+        assert main(["optimize", str(source), "--no-spark-stats", "--target", producer, "-o", str(written)]) == 0
+        out = tmp_path / f"{producer}.answer"
+        assert main(["run", str(written), "--engine", producer, "--tables", str(tables), "--out", str(out)]) == 0
+        assert pq.read_table(next(out.glob("*.parquet"))).to_pylist() == meant[producer], producer

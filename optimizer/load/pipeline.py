@@ -45,6 +45,7 @@ from optimizer.load.limits import current as limits_in_force
 from optimizer.load.producer_quirks import (
     conform_legacy_projects,
     conform_simple_case,
+    conform_substring_start,
     conform_two_valued_marks,
 )
 from optimizer.load.protobuf_depth import merge_pieces, message_depths
@@ -159,6 +160,7 @@ def conformed(plan: Plan, name: str) -> LoadedPlan:
     try:  # keyed by the plan's version: a plan this tool wrote has none
         conform_simple_case(plan, declared)  # producer quirks
         conform_two_valued_marks(plan, declared)
+        conform_substring_start(plan, declared)
         conform_grouping_sets(plan)  # before the projects: those above read the aggregates' widths
         conform_legacy_projects(plan, declared)  # legacy conversions
     except PlanError as exc:

@@ -14,6 +14,10 @@ spec's encoding, so that everything downstream (schemas, rules, backends) reads 
   matches and the condition was NULL for one. So in a plan DataFusion wrote, each mark is read as
   ``coalesce(mark, false)``, a project above the join (:func:`conform_two_valued_marks`): ``NOT (k > 0
   AND EXISTS (...))`` keeps the rows DataFusion and SQL keep.
+* **DataFusion's substring** counts a start below 1 as positions before the string (``substr('abc', -1, 3)``
+  is ``'a'`` in DataFusion 55, ``'c'`` in DuckDB), and it writes no option: in a plan DataFusion wrote, a
+  ``substring`` whose start is not a literal of at least 1 gets ``negative_start: LEFT_OF_BEGINNING``
+  (:func:`conform_substring_start`), where the option left out means ``WRAP_FROM_END`` (docs/semantics.md).
 * **Projects without emit** of DuckDB and of DataFusion before 2024
   (:data:`~optimizer.schema.check.LEGACY_PROJECT_PRODUCERS`): their ``ProjectRel`` without ``emit`` outputs
   only its expressions, where the spec says input columns and then the expressions; each gets the
@@ -32,6 +36,7 @@ from optimizer.schema.check import checked_tree_schema, legacy_project_producer,
 from optimizer.schema.derivation import plan_functions
 
 _IF_THEN = Expression.IfThen.DESCRIPTOR.full_name
+_SCALAR_FUNCTION = Expression.ScalarFunction.DESCRIPTOR.full_name
 
 
 def conform_simple_case(plan: Plan, functions: FunctionTable | None = None) -> int:
@@ -156,3 +161,33 @@ def conform_two_valued_marks(plan: Plan, functions: FunctionTable | None = None)
         project.project.common.emit.output_mapping.extend(mapping)
         rel.CopyFrom(project)
     return len(marks)
+
+
+#: Producers whose ``substring`` reads a start below 1 as positions before the string, without saying so.
+LEFT_OF_BEGINNING_PRODUCERS = ("datafusion",)
+
+
+def conform_substring_start(plan: Plan, functions: FunctionTable | None = None) -> int:
+    """In a plan of a producer of :data:`LEFT_OF_BEGINNING_PRODUCERS`, give each ``substring`` call without a
+    ``negative_start`` option, whose start may be below 1, the option ``LEFT_OF_BEGINNING``, in place.
+    Returns the number changed."""
+    from substrait.proto import FunctionOption
+
+    from optimizer.expr_utils import positive_int_argument, walk
+
+    if plan.version.producer.strip().lower() not in LEFT_OF_BEGINNING_PRODUCERS:
+        return 0
+    table = functions if functions is not None else plan_functions(plan)
+    changed = 0
+    for m in walk(plan, enter_subqueries=True):
+        if m.DESCRIPTOR.full_name != _SCALAR_FUNCTION or len(m.arguments) < 2:
+            continue
+        info = table.get(m.function_reference)
+        if info is None or info.name not in ("substring", "substr"):
+            continue
+        if any(option.name == "negative_start" for option in m.options) or positive_int_argument(m.arguments[1]):
+            continue
+        m.options.append(FunctionOption(name="negative_start", preference=["LEFT_OF_BEGINNING"]))
+        changed += 1
+    return changed
+

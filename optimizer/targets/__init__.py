@@ -63,6 +63,10 @@ optional; the defaults are the spec's reading)::
                                               #   allows only another rounding is refused | written: the
                                               #   target follows the option but rounds ties otherwise
                                               #   without one, so round() gets TIE_AWAY_FROM_ZERO written
+                  "substring_start": "any",   # any | left_of_beginning | wrap_from_end: how the target's
+                                              #   substring reads a start below 1, whatever the call's
+                                              #   negative_start option says; a call asking another, whose
+                                              #   start is not a literal of at least 1, is refused
                   "semi_join_conditions": "any",  # any | not_null: a semi join's condition NULL for a pair
                                               #   matches (DuckDB), so each conjunct that may be NULL gets
                                               #   IS NOT NULL of itself beside it
@@ -267,6 +271,7 @@ class Target:
     aggregate_phase: str = "any"
     window_distinct: bool = True
     rounding: str = "any"
+    substring_start: str = "any"
     expression_references: bool = True
     clustered_sorts: bool = True
     comparison_sorts: bool = True
@@ -309,6 +314,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "aggregate_phase": ("aggregate_phase", AGGREGATE_PHASES),
     "window_distinct": ("window_distinct", None),
     "rounding": ("rounding", ("any", "tie_away_from_zero", "written")),
+    "substring_start": ("substring_start", ("any", "left_of_beginning", "wrap_from_end")),
     "expression_references": ("expression_references", None),
     "clustered_sorts": ("clustered_sorts", None),
     "comparison_sorts": ("comparison_sorts", None),

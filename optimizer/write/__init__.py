@@ -190,7 +190,7 @@ _STEPS: tuple[_Step, ...] = (
     _Step("settings the target reads past refused",
           lambda t: (t.aggregate_phase != "any" or not t.window_distinct or t.rounding != "any"
                      or not t.expression_references or not t.clustered_sorts or not t.comparison_sorts
-                     or t.silent_overflow),
+                     or t.silent_overflow or t.substring_start != "any"),
           refuse_ignored_settings),
     _Step("aggregation phase written out", lambda t: t.aggregate_phase == "initial_to_result",
           lambda p, t, f: set_aggregation_phase(p, AggregationPhase.AGGREGATION_PHASE_INITIAL_TO_RESULT)),

@@ -27,7 +27,7 @@ from substrait.proto import AggregateFunction, AggregationPhase, Expression, Pla
 
 from optimizer.dag import strip_inputs
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import FunctionRegistrar, rels_with_paths, walk
+from optimizer.expr_utils import FunctionRegistrar, positive_int_argument, rels_with_paths, walk
 from optimizer.load.functions import FunctionTable, declared_functions, resolve
 from optimizer.targets import Target
 
@@ -180,6 +180,15 @@ def refuse_ignored_settings(plan: Plan, target: Target, functions: FunctionTable
                     and m.invocation == AggregateFunction.AGGREGATION_INVOCATION_DISTINCT):
                 raise UnsupportedError(f"window function '{name}' of DISTINCT values: target '{target.name}' "
                                        "reads past the DISTINCT", path)
+            if (target.substring_start != "any" and full_name == _SCALAR and name in ("substring", "substr")
+                    and len(m.arguments) >= 2 and not positive_int_argument(m.arguments[1])):
+                wanted = target.substring_start.upper()
+                asked = next((list(o.preference) for o in m.options if o.name == "negative_start"), None)
+                if wanted not in (asked or ["WRAP_FROM_END"]):
+                    raise UnsupportedError(
+                        f"'{name}' with negative_start {'/'.join(asked) if asked else 'WRAP_FROM_END (left out)'} "
+                        f"and a start that may be below 1: target '{target.name}' reads such a start as "
+                        f"{wanted} whatever the option says", path)
             if target.rounding == "tie_away_from_zero":
                 for option in m.options:
                     if (option.name == "rounding" and option.preference
