@@ -1511,3 +1511,32 @@ def test_substring_of_a_start_below_one_means_what_its_producer_meant(tmp_path, 
         out = tmp_path / f"{producer}.answer"
         assert main(["run", str(written), "--engine", producer, "--tables", str(tables), "--out", str(out)]) == 0
         assert pq.read_table(next(out.glob("*.parquet"))).to_pylist() == meant[producer], producer
+
+
+def test_floating_point_division_by_zero_on_duckdb_is_ieee(tmp_path, capsys):
+    """DuckDB 1.1.3 binds ``divide`` to its ``divide()``, NULL for a division by zero, where its ``/`` (and
+    the option left out: IEEE 754) gives inf, NaN, -inf: written for duckdb, a division of floating-point
+    values calls ``/``, one of integers stays ``divide`` (7 / 2 is 3, not 3.5)."""
+    import math
+
+    import pyarrow.parquet as pq
+
+    from optimizer.load.producers import datafusion_plan, duckdb_plan
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pq.write_table(pa.table({"id": [1, 2, 3], "f": [1.5, 0.0, -2.0], "z": [0.0, 0.0, 0.0], "i": [7, 8, 9]}),
+                   tables / "t.parquet")
+    paths = {"t": str(tables / "t.parquet")}
+    for producer, make in (("datafusion", datafusion_plan), ("duckdb", duckdb_plan)):
+        sql = "select id, f / z as q" + (", i / 2 as h" if producer == "datafusion" else "") + " from t order by id"
+        source, written, out = (tmp_path / f"{producer}{s}" for s in (".binpb", ".duckdb.binpb", ".out"))
+        source.write_bytes(make(sql, paths))
+        assert main(["optimize", str(source), "--no-spark-stats", "--target", "duckdb", "-o", str(written)]) == 0
+        assert main(["run", str(written), "--engine", "duckdb", "--tables", str(tables), "--out", str(out)]) == 0
+        got = pq.read_table(next(out.glob("*.parquet"))).to_pydict()
+        q = got["q"]
+        assert q[0] == math.inf and math.isnan(q[1]) and q[2] == -math.inf, (producer, q)
+        if producer == "datafusion":
+            assert got["h"] == [3, 4, 4], got
+    capsys.readouterr()

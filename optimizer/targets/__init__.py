@@ -47,6 +47,8 @@ optional; the defaults are the spec's reading)::
                                                        #   WHEN a IS NOT NULL THEN a ELSE b END
                    "nullif": "keep",                   # keep | case: nullif(a, b) is written as the CASE
                                                        #   WHEN a = b THEN NULL ELSE a END it means
+                   "fp_divide": "keep",                # keep | operator: divide of floating-point values
+                                                       #   calls '/' (DuckDB's divide() gives NULL for x/0)
                    "extract": "enum",                  # enum | date_part: extract(YEAR, x) is written
                                                        #   date_part('year', x) (DataFusion)
                    "silent_overflow": false},          # true: arithmetic overflows its own way, so a call
@@ -221,6 +223,7 @@ class Target:
     like: str = "keep"
     nullif: str = "keep"
     coalesce: str = "keep"
+    fp_divide: str = "keep"
     extract_encoding: str = "enum"
     silent_overflow: bool = False
     old_fields: bool = False
@@ -359,7 +362,7 @@ _ENCODING: dict[str, tuple[str, tuple[str, ...] | None]] = {
 _SECTION_FIELDS = {
     "read": frozenset({"filter", "best_effort_filter", "projection_mask"}),
     "functions": frozenset({"rename", "max_args", "unsupported", "supported", "enum_arguments", "like_null_escape", "like",
-                            "extract", "nullif", "coalesce",
+                            "extract", "nullif", "coalesce", "fp_divide",
                             "silent_overflow"}),
     "encoding": frozenset(_ENCODING) | {"plan_version", "literals"},
 }
@@ -506,6 +509,7 @@ def target_from_dict(data: Any, source: str = "<target>") -> Target:
         like=_choice(functions, "like", ("keep", "string_functions"), "keep", f"{where}functions"),
         nullif=_choice(functions, "nullif", ("keep", "case"), "keep", f"{where}functions"),
         coalesce=_choice(functions, "coalesce", ("keep", "case"), "keep", f"{where}functions"),
+        fp_divide=_choice(functions, "fp_divide", ("keep", "operator"), "keep", f"{where}functions"),
         extract_encoding=_choice(functions, "extract", ("enum", "date_part"), "enum", f"{where}functions"),
         silent_overflow=_bool(functions, "silent_overflow", False, f"{where}functions"),
         engine=str(data.get("engine", "")),

@@ -342,6 +342,34 @@ def call_types_written(plan: Plan, target: Target, functions: FunctionTable) -> 
     return len(calls)
 
 
+def fp_division_as_operator(plan: Plan, target: Target, functions: FunctionTable) -> int:
+    """Every ``divide`` of floating-point values calls ``/``, in place; the number rewritten. DuckDB 1.1.3
+    binds the name ``divide`` to its function ``divide()``, which gives NULL for a division by zero
+    (``divide(1.0, 0.0)``), where its operator ``/`` gives IEEE 754's inf, -inf and NaN, the reading of an
+    unstated ``on_division_by_zero`` for floating point (docs/semantics.md; found by the cross-engine
+    sweep: ``f / 0.0`` NULL for inf). A call whose option asks NULL before IEEE keeps ``divide``; one that
+    asks neither (ERROR) is refused."""
+    from optimizer.schema import plan_calls
+
+    names = {info.anchor: info.name for info in functions}
+    registrar = FunctionRegistrar(plan, functions)
+    changed = 0
+    for call, types in plan_calls(plan, functions):
+        if names.get(call.function_reference) != "divide" or not types or any(
+                t.WhichOneof("kind") not in ("fp32", "fp64") for t in types):
+            continue
+        asked = next((list(o.preference) for o in call.options if o.name == "on_division_by_zero"), None) or ["IEEE"]
+        chosen = next((v for v in asked if v in ("IEEE", "NULL")), None)
+        if chosen is None:
+            raise UnsupportedError(f"'divide' of floating-point values with on_division_by_zero {'/'.join(asked)}: "
+                                   f"target '{target.name}' gives NULL or IEEE 754's values for a division by zero")
+        if chosen == "IEEE":
+            signature = "_".join(t.WhichOneof("kind") for t in types)
+            call.function_reference = registrar.anchor("/", "functions_arithmetic", f"/:{signature}")
+            changed += 1
+    return changed
+
+
 def round_ties_written(plan: Plan, target: Target, functions: FunctionTable) -> int:
     """Every ``round`` call without a ``rounding`` option gets ``TIE_AWAY_FROM_ZERO``, the reading of an
     unspecified one here (docs/semantics.md: SQL's ROUND of every producer), in place; the number
