@@ -267,6 +267,35 @@ def test_bad_input_is_a_plan_error_naming_the_place():
     assert str(exc.value).startswith("<string>: relations[0].root.input.project.input.filter.input.read")
 
 
+@pytest.mark.parametrize("field", [
+    "set.op", "sort.sorts[0].direction", "read.base_schema.struct.types[0].i64.nullability",
+    "aggregate.measures[0].measure.phase", "hash_join.build_input",
+])
+def test_an_enum_value_its_enum_does_not_define_is_named(field):
+    """A binary plan keeps any number in an enum field (SetRel.op 99): refused where it is, exit 2, before
+    a rule, the cost model or an engine has to guess what it means (an internal error before)."""
+    from substrait.proto import Rel
+
+    from testing.builder import Builder, aggregate, read, sort
+
+    b = Builder()
+    t = read("t", [("a", "i64")])
+    rel = {"set": lambda: Rel(set={"inputs": [t, t], "op": 1}), "sort": lambda: sort(t, (0, 1)),
+           "read": lambda: t, "aggregate": lambda: aggregate(t, [0], b.agg("count")),
+           "hash_join": lambda: Rel(hash_join={"left": t, "right": t})}[field.split(".")[0]]()
+    message = rel
+    *steps, last = field.split(".")
+    for step in steps:
+        name, _, index = step.partition("[")
+        message = getattr(message, name)
+        if index:
+            message = message[int(index[:-1])]
+    setattr(message, last, 99)
+    with pytest.raises(PlanError) as exc:
+        load(b.plan(rel, ["a"]).SerializeToString())
+    assert str(exc.value).startswith(f"<bytes>: relations[0].root.input.{field}: 99 is not a value of "), exc.value
+
+
 def test_an_undeclared_urn_loads_and_is_named_where_the_table_is_needed():
     """A declaration naming an URN anchor the plan does not declare: the plan still loads (convert writes
     it, check_plan reports it), and whatever needs the table gets the PlanError naming the declaration."""

@@ -156,6 +156,7 @@ def conformed(plan: Plan, name: str) -> LoadedPlan:
     if not plan.relations:
         raise PlanError("the plan has no relations", name)
     check_expanded_size(plan, name)
+    check_enum_values(plan, name)
     declared, unresolved = _resolved(plan)
     try:  # keyed by the plan's version: a plan this tool wrote has none
         conform_simple_case(plan, declared)  # producer quirks
@@ -316,6 +317,60 @@ def _may_hold_rel(descriptor: Descriptor) -> bool:
         seen.add(d.full_name)
         stack.extend(fd.message_type for fd in d.fields if fd.message_type is not None)
     return False
+
+
+def check_enum_values(plan: Plan, name: str | None = None) -> None:
+    """A PlanError naming the first enum field of ``plan`` whose value its enum does not define (a binary
+    plan keeps any number: ``SetRel.op`` 99 would otherwise reach a rule or an engine, which can only
+    guess). Only the fields whose type can hold an enum are entered."""
+    stack: list[tuple[Any, Any]] = [(plan, None)]
+    while stack:
+        message, at = stack.pop()
+        for fd, value in message.ListFields():
+            if fd.type == fd.TYPE_ENUM:
+                for number in value if fd.is_repeated else (value,):
+                    if fd.enum_type.values_by_number.get(number) is None:
+                        path = _path((fd.name, None), at)
+                        raise PlanError(f"{number} is not a value of {fd.enum_type.name}", f"{name}: {path}" if name else path)
+            elif fd.type == fd.TYPE_MESSAGE and _may_hold_enum(fd.message_type):
+                if fd.is_repeated:
+                    stack.extend((item, ((fd.name, i), at)) for i, item in enumerate(value))
+                else:
+                    stack.append((value, ((fd.name, None), at)))
+
+
+def _path(step: tuple[str, int | None], at: Any) -> str:
+    """The dotted path of a field from the (step, parent) chain :func:`check_enum_values` keeps."""
+    parts = [step]
+    while at is not None:
+        parts.append(at[0])
+        at = at[1]
+    return ".".join(f"{n}[{i}]" if i is not None else n for n, i in reversed(parts))
+
+
+_HOLDS_ENUM: dict[str, bool] = {}
+
+
+def _may_hold_enum(descriptor: Any) -> bool:
+    """Whether a message of this type can hold an enum field (itself or at any depth; maps left out)."""
+    if descriptor.GetOptions().map_entry:
+        return False
+    known = _HOLDS_ENUM.get(descriptor.full_name)
+    if known is not None:
+        return known
+    seen, todo, found = {descriptor.full_name}, [descriptor], False
+    while todo and not found:
+        d = todo.pop()
+        for f in d.fields:
+            if f.type == f.TYPE_ENUM:
+                found = True
+                break
+            t = f.message_type
+            if t is not None and t.full_name not in seen and not t.GetOptions().map_entry:
+                seen.add(t.full_name)
+                todo.append(t)
+    _HOLDS_ENUM[descriptor.full_name] = found
+    return found
 
 
 def check_expanded_size(plan: Plan, name: str | None = None) -> int:
