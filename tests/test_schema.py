@@ -838,6 +838,12 @@ def _corrupt(doc, rng: random.Random) -> None:
      "precision_timestamp literal of precision 13 (0 to 12)"),
     ({"varChar": {"value": "abcdef", "length": 3}}, "literal.var_char", "longer than its length 3"),
     ({"varChar": {"value": "ab", "length": 4294967295}}, "literal.var_char", "varchar literal of length 4294967295"),
+    ({"i8": 300}, "literal.i8", "i8 literal 300 outside the i8 range"),
+    ({"i8": -129}, "literal.i8", "i8 literal -129 outside the i8 range"),
+    ({"i16": 70000}, "literal.i16", "i16 literal 70000 outside the i16 range"),
+    # 123456 at scale 2 is 1234.56: six digits in a decimal(5, 2)
+    ({"decimal": {"value": "QOIBAAAAAAAAAAAAAAAAAA==", "precision": 5, "scale": 2}}, "literal.decimal",
+     "decimal literal of 6 digits, more than its precision 5"),
 ])
 def test_a_literal_its_own_type_contradicts_is_named(literal, where, message):
     """A literal whose value breaks its type (the type it gives its column): exit 2 at the literal, not an

@@ -47,6 +47,10 @@ SIMPLE_LITERAL_KINDS = {
 }
 
 
+#: The width of the integer types a literal's wider protobuf field holds (i8 and i16 are int32 there).
+_INT_BITS = {"i8": 8, "i16": 16}
+
+
 def _literal_problem(lit: Expression.Literal, kind: str) -> str | None:
     """What makes a literal's value contradict its own type (a 3-byte UUID, decimal(39, 40)), if anything."""
     if kind == "uuid" and len(lit.uuid) != 16:
@@ -57,6 +61,12 @@ def _literal_problem(lit: Expression.Literal, kind: str) -> str | None:
             return f"decimal literal of precision {d.precision} and scale {d.scale} (precision 1 to 38, scale 0 to it)"
         if len(d.value) != 16:
             return f"decimal literal value of {len(d.value)} bytes (16, little-endian)"
+        unscaled = int.from_bytes(d.value, "little", signed=True)
+        if abs(unscaled) >= 10**d.precision:
+            return (f"decimal literal of {len(str(abs(unscaled)))} digits, more than its precision "
+                    f"{d.precision}")
+    if kind in _INT_BITS and not -(2 ** (_INT_BITS[kind] - 1)) <= getattr(lit, kind) < 2 ** (_INT_BITS[kind] - 1):
+        return f"{kind} literal {getattr(lit, kind)} outside the {kind} range"
     if kind in ("precision_time", "precision_timestamp", "precision_timestamp_tz"):
         if not 0 <= getattr(lit, kind).precision <= 12:
             return f"{kind} literal of precision {getattr(lit, kind).precision} (0 to 12)"
