@@ -20,7 +20,7 @@ from typing import Any
 from optimizer.cost.statistics import ColumnStatistics, TableStatistics
 
 from optimizer.errors import PlanError
-from optimizer.paths import local_path, special_file
+from optimizer.paths import FileAccess, local_path, special_file
 
 log = logging.getLogger(__name__)
 
@@ -133,11 +133,14 @@ def resolve_tables(tables: Mapping[str, str | os.PathLike[str]] | str | os.PathL
     if not os.path.isdir(root):
         raise FileNotFoundError(f"table directory not found: {root}")
     out = {}
+    inside = FileAccess.under([root])
     for entry in sorted(os.listdir(root)):
         if _is_hidden(entry):
             continue
         full = os.path.join(root, entry)
         if special_file(full):  # a FIFO read for its footer waits forever: no table, no statistics
+            continue
+        if not inside.allows(full):  # a link out of the folder (or a folder holding one): never opened
             continue
         if entry.endswith(".parquet"):
             name = entry[: -len(".parquet")]

@@ -457,3 +457,34 @@ with deep_messages():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.decode().strip() == "p: plan nested too deeply (more than 1000 messages)"
+
+
+def test_statistics_open_no_footer_a_link_in_the_tables_folder_leads_out_to(tmp_path, capsys):
+    """A table of the --tables folder that is a link out of it (``lnk -> ../outside``), or a folder holding
+    one, gives no statistics: ``explain`` printed the outside file's row count (12345), where ``run``
+    refuses to read it. docs/security.md: statistics obey the table roots."""
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from optimizer.cli import main
+    from optimizer.spark.statistics import default_statistics
+    from testing.builder import Builder, read
+
+    tables, outside = tmp_path / "tables", tmp_path / "outside"
+    (tables / "sub").mkdir(parents=True)
+    outside.mkdir()
+    pq.write_table(pa.table({"a": pa.array(range(3), pa.int64())}), tables / "t.parquet")
+    pq.write_table(pa.table({"a": pa.array(range(3), pa.int64())}), tables / "sub" / "t.parquet")
+    pq.write_table(pa.table({"a": pa.array(range(12345), pa.int64())}), outside / "secret.parquet")
+    (tables / "lnk").symlink_to("../outside")
+    (tables / "sub" / "s.parquet").symlink_to("../../outside/secret.parquet")
+    stats = default_statistics(tables=tables)
+    assert stats.table("t").row_count == 3
+    assert stats.table("lnk") is None and stats.table("sub") is None
+    for name in ("lnk", "sub"):
+        plan = tmp_path / f"{name}.binpb"
+        plan.write_bytes(Builder().plan(read(name, [("a", "i64")]), ["a"]).SerializeToString())
+        capsys.readouterr()
+        assert main(["explain", str(plan), "--tables", str(tables), "--no-spark-stats", "--format", "json"]) == 0
+        assert "12345" not in capsys.readouterr().out
