@@ -428,3 +428,28 @@ def test_a_missing_engine_package_is_exit_3_naming_the_extra(left_join_files):
     assert proc.returncode == 3
     assert proc.stderr == ("substrait-opt: error: the datafusion engine needs the 'datafusion' package: "
                            "pip install 'substrait-optimizer[datafusion]'\n")
+
+
+def test_duckdb_reads_a_tables_columns_by_the_names_the_read_gives_them(tmp_path):
+    """DuckDB's consumer reads a table's columns by position, whatever the read's base_schema names: a read
+    of t as (b, a) got a and b, exit 0. The runner's view selects the plan's columns by name; two orders
+    of one table are refused, a name the table lacks too (exit 2)."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    write_tables(tables, {"t": [(1, 10, 100), (2, 20, 200)]})
+    duckdb = runner("duckdb", tables, files=FileAccess.under([tables]))
+    datafusion = runner("datafusion", tables, files=FileAccess.under([tables]))
+    try:
+        swapped = plan_of(read("t", "c", "a"), ["c", "a"])
+        for engine in (duckdb, datafusion):
+            assert sorted(engine.execute(swapped).to_pylist(), key=str) == [{"c": 100, "a": 1}, {"c": 200, "a": 2}]
+        as_stored = plan_of(read("t", "a", "b"), ["a", "b"])  # the first columns in order: the plain view
+        assert duckdb.execute(as_stored).to_pylist() == [{"a": 1, "b": 10}, {"a": 2, "b": 20}]
+        both = plan_of({"cross": {"left": read("t", "b", "a"), "right": read("t", "c", "b")}}, ["b", "a", "c", "b2"])
+        with pytest.raises(UnsupportedError, match="reads a table's columns by position"):
+            duckdb.execute(both)
+        with pytest.raises(PlanError, match="table 't' has no column 'nope'"):
+            duckdb.execute(plan_of(read("t", "nope"), ["nope"]))
+    finally:
+        duckdb.close()
+        datafusion.close()

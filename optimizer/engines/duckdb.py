@@ -4,6 +4,12 @@ The extension comes from the ``duckdb-extension-substrait`` package (the same fi
 workloads/producers.py loads; DuckDB only loads it with ``allow_unsigned_extensions``). Each named
 table of the plan is a view ``CREATE VIEW "<name>" AS SELECT * FROM read_parquet(...)`` over its
 Parquet files; DuckDB's catalog names are case-insensitive, so ``LINEITEM`` finds ``lineitem``.
+
+DuckDB's consumer reads a table's columns by position, whatever the read's ``base_schema`` names: a read
+of ``nation`` as (n_regionkey, n_nationkey) got n_nationkey and n_name. A table read with the names of
+its columns in order (or of its first ones) is the plain view; one read with other names, in one order,
+is the view of those columns by name; two such orders of one table, or a name the table lacks, are
+refused before DuckDB runs.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from optimizer.engines.base import (
     refuse_target_refusals,
     written_for,
 )
-from optimizer.errors import UnsupportedError
+from optimizer.errors import PlanError, UnsupportedError
 
 __all__ = ["DuckDBRunner"]
 
@@ -56,6 +62,23 @@ def _without_boilerplate(exc: BaseException) -> str:
     return re.split(r"\s+This error signals an assertion failure", str(exc))[0].strip()
 
 
+def _selected_columns(table: BoundTable, data: list[str]) -> tuple[str, ...] | None:
+    """The data's columns the view selects, by name, in the order the plan's reads name them; None when
+    every read names the data's columns in order (or its first ones): ``SELECT *``."""
+    folded = {n.lower(): n for n in data}
+    orders = [c for c in table.columns if [n.lower() for n in c] != [n.lower() for n in data[: len(c)]]]
+    if not orders:
+        return None
+    if len(set(orders)) > 1:
+        raise UnsupportedError(f"the duckdb engine reads a table's columns by position, not by the names a read "
+                               f"gives them, and the plan reads table '{table.name}' with {len(set(orders))} "
+                               "orders of columns other than the table's")
+    for name in orders[0]:
+        if name.lower() not in folded:
+            raise PlanError(f"table '{table.name}' has no column '{name}' (it has: {', '.join(data)})")
+    return tuple(folded[n.lower()] for n in orders[0])
+
+
 class DuckDBRunner(EngineRunner):
     """Executes Substrait plans on an in-memory DuckDB connection of its own."""
 
@@ -66,7 +89,8 @@ class DuckDBRunner(EngineRunner):
         super().__init__(*args, **kwargs)
         self._extension = substrait_extension()
         self._con = None
-        self._views: dict[str, tuple[str, str]] = {}  # lower-case name -> (name, location)
+        #: lower-case name -> (name, location, the columns selected by name or None for all)
+        self._views: dict[str, tuple[str, str, tuple[str, ...] | None]] = {}
 
     def check(self, plan) -> None:
         """DuckDB 1.1.3 crashes the process on some invalid plans (a set operation of one input: SIGSEGV)
@@ -134,19 +158,22 @@ class DuckDBRunner(EngineRunner):
             raise UnsupportedError(
                 f"the duckdb engine binds unqualified table names only, not '{'.'.join(table.names)}'")
         key = table.name.lower()
-        if self._views.get(key, (None, None))[1] == table.location:
-            return
         if key in self._views and self._views[key][0] != table.name:
             raise UnsupportedError(f"the duckdb engine: tables '{self._views[key][0]}' and '{table.name}' "
                                    "differ only in case (DuckDB's names are case-insensitive)")
         files = table.parquet_files()
         source = "[" + ", ".join(_sql_string(f) for f in files) + "]"
         try:
-            self._connection().execute(
-                f"CREATE OR REPLACE VIEW {_identifier(table.name)} AS SELECT * FROM read_parquet({source})")
+            con = self._connection()
+            data = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet({source})").fetchall()]
+            selected = _selected_columns(table, data)
+            if self._views.get(key, (None, None, None))[1:] == (table.location, selected):
+                return
+            what = "*" if selected is None else ", ".join(_identifier(c) for c in selected)
+            con.execute(f"CREATE OR REPLACE VIEW {_identifier(table.name)} AS SELECT {what} FROM read_parquet({source})")
         except duckdb.Error as exc:
             raise engine_failure("duckdb", exc, unsupported=False) from None
-        self._views[key] = (table.name, table.location)
+        self._views[key] = (table.name, table.location, selected)
 
     def _relation(self, data: bytes, tables: dict[tuple[str, ...], BoundTable], act):
         """``act(relation)`` of the DuckDB relation ``from_substrait`` makes of the plan, its errors named."""
