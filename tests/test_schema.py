@@ -838,6 +838,8 @@ def _corrupt(doc, rng: random.Random) -> None:
      "precision_timestamp literal of precision 13 (0 to 12)"),
     ({"varChar": {"value": "abcdef", "length": 3}}, "literal.var_char", "longer than its length 3"),
     ({"varChar": {"value": "ab", "length": 4294967295}}, "literal.var_char", "varchar literal of length 4294967295"),
+    ({"list": {"values": [{"i32": 1}, {"string": "x"}]}}, "literal.list.values",
+     "list literal of elements of different types: i32 and string (element 1)"),
     ({"i8": 300}, "literal.i8", "i8 literal 300 outside the i8 range"),
     ({"i8": -129}, "literal.i8", "i8 literal -129 outside the i8 range"),
     ({"i16": 70000}, "literal.i16", "i16 literal 70000 outside the i16 range"),

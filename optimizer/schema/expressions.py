@@ -20,6 +20,7 @@ from optimizer.schema.types import (
     is_nullable,
     make_type,
     merge_nullability,
+    same_type_class,
     struct_type,
     type_kind,
     type_name,
@@ -77,6 +78,15 @@ def _literal_problem(lit: Expression.Literal, kind: str) -> str | None:
     return None
 
 
+def _same_types(types: list[Type], path: str, what: str, ctx: Derivation) -> None:
+    """A PlanError (through ``ctx``) when the elements of a list or map literal differ in type (nullability
+    aside): the literal has no one element type (DataFusion panics on ``[1, 'x']``)."""
+    other = next((i for i, t in enumerate(types) if not same_type_class(t, types[0])), None)
+    if other is not None:
+        ctx.fail(path, f"{what} of elements of different types: {type_name(types[0], False)} and "
+                       f"{type_name(types[other], False)} (element {other})")
+
+
 def literal_type(lit: Expression.Literal, path: str = "", ctx: Derivation | None = None) -> Type:
     """The type of a literal (its ``nullable`` flag gives the nullability; typed nulls are nullable).
 
@@ -130,6 +140,7 @@ def literal_type(lit: Expression.Literal, path: str = "", ctx: Derivation | None
         if not values:
             return ctx.fail(f"{path}.list", "list literal has no values (use empty_list)")
         elems = [literal_type(v, f"{path}.list.values[{i}]", ctx) for i, v in enumerate(values)]
+        _same_types(elems, f"{path}.list.values", "list literal", ctx)
         return done(make_type("list", nullable, type=merge_nullability(elems)))
     if kind == "map":
         kvs = lit.map.key_values
@@ -139,6 +150,8 @@ def literal_type(lit: Expression.Literal, path: str = "", ctx: Derivation | None
         values = [
             literal_type(kv.value, f"{path}.map.key_values[{i}].value", ctx) for i, kv in enumerate(kvs)
         ]
+        _same_types(keys, f"{path}.map.key_values", "map literal keys", ctx)
+        _same_types(values, f"{path}.map.key_values", "map literal values", ctx)
         return done(
             make_type("map", nullable, key=merge_nullability(keys), value=merge_nullability(values))
         )
