@@ -1008,3 +1008,22 @@ def test_datafusion_tpch_plans_match_duckdb(tpch_backend, datafusion_tpch_plans,
     expected = duckdb_oracle(tpch_query(q))
     result = compare_tables(actual, expected, ordered_by=TPCH_ORDER.get(q))
     assert result, str(result)
+
+
+def test_a_base_schema_naming_its_top_level_columns_only_runs(spark):
+    """A base_schema whose names are its top-level columns only, beside a struct column (tolerated as
+    top_level_names tolerates it): the struct's fields are f0, f1, ... and the root names them. It ended
+    in 'internal error: StopIteration', and the other plans of the batch were not run."""
+    import json
+
+    from optimizer.plan_io import load_plan
+    from optimizer.spark import SparkBackend
+
+    i64, text = {"i64": {"nullability": "NULLABILITY_REQUIRED"}}, {"string": {"nullability": "NULLABILITY_REQUIRED"}}
+    plan = load_plan(json.dumps({"relations": [{"root": {"names": ["a", "s", "x", "y"], "input": {"read": {
+        "baseSchema": {"names": ["a", "s"], "struct": {"types": [
+            i64, {"struct": {"types": [i64, text], "nullability": "NULLABILITY_REQUIRED"}}],
+            "nullability": "NULLABILITY_REQUIRED"}},
+        "virtualTable": {"expressions": [{"fields": [
+            {"literal": {"i64": "1"}}, {"literal": {"struct": {"fields": [{"i64": "2"}, {"string": "z"}]}}}]}]}}}}}]}))
+    assert SparkBackend(spark).execute(plan).to_pylist() == [{"a": 1, "s": {"x": 2, "y": "z"}}]

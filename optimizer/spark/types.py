@@ -65,7 +65,9 @@ def substrait_type_to_spark(
     if kind == "struct":
         fields = []
         for i, ft in enumerate(t.struct.types):
-            name = next(names) if names is not None else f"f{i}"
+            name = next(names, None) if names is not None else f"f{i}"
+            if name is None:
+                raise PlanError("the schema has fewer names than fields (nested ones counted)", path)
             fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), is_nullable(ft)))
         return T.StructType(fields)
     if kind == "list":
@@ -88,13 +90,15 @@ def substrait_type_to_spark(
 def named_struct_to_spark(ns: NamedStruct, path: str | None = None) -> T.StructType:
     """A ``NamedStruct`` (a schema) as a Spark ``StructType`` with its names (nested ones too)."""
     names = iter(ns.names)
+    # Top-level names only (tolerated as top_level_names tolerates them): nested fields are f0, f1, ...
+    nested = None if len(ns.names) == len(ns.struct.types) else names
     fields = []
     for ft in ns.struct.types:
         try:
             name = next(names)
         except StopIteration:
             raise PlanError("the schema has fewer names than fields", path) from None
-        fields.append(T.StructField(name, substrait_type_to_spark(ft, names, path), is_nullable(ft)))
+        fields.append(T.StructField(name, substrait_type_to_spark(ft, nested, path), is_nullable(ft)))
     return T.StructType(fields)
 
 
