@@ -21,8 +21,21 @@ class OptimizerError(Exception):
         self.path = path
 
     def __str__(self) -> str:
-        text = self.message.replace("\n", " ").strip()
-        return f"{self.path}: {text}" if self.path else text
+        text = inert(self.message.replace("\n", " ").strip())
+        return f"{inert(self.path)}: {text}" if self.path else text
+
+
+def inert(text: str) -> str:
+    """``text`` with each character a terminal or a line splitter acts on (control characters, ESC, line
+    and paragraph separators) written as its escape: a plan's names quoted in a message keep it one
+    line, and cannot move a terminal's cursor or colour what it says.
+
+    >>> inert("nat\\rion \\x1b[31m\\u2028")
+    'nat\\\\rion \\\\x1b[31m\\\\u2028'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class PlanError(OptimizerError):

@@ -488,3 +488,18 @@ def test_statistics_open_no_footer_a_link_in_the_tables_folder_leads_out_to(tmp_
         capsys.readouterr()
         assert main(["explain", str(plan), "--tables", str(tables), "--no-spark-stats", "--format", "json"]) == 0
         assert "12345" not in capsys.readouterr().out
+
+
+def test_a_plans_strings_in_an_error_are_inert(tmp_path, tpch_dir, capsys):
+    """A table named with a carriage return, ESC and a line separator: the error is one line by any reader's
+    splitting (\\r and U+2028 split it before) and holds no escape sequence a terminal would act on."""
+    from optimizer.cli import main
+    from testing.builder import Builder, read
+
+    plan = tmp_path / "p.binpb"
+    plan.write_bytes(Builder().plan(read("nat\rion\x1b[31mRED\u2028", [("a", "i64")]), ["a"]).SerializeToString())
+    capsys.readouterr()
+    assert main(["run", str(plan), "--tables", str(tpch_dir), "--engine", "duckdb"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "\x1b" not in err, repr(err)
+    assert "table 'nat\\rion\\x1b[31mRED\\u2028' not found" in err, err

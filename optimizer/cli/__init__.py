@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from optimizer.cli.interrupt import Interrupted, restore_signals, stop_on_signals, stop_spark
-from optimizer.errors import OptimizerError
+from optimizer.errors import OptimizerError, inert
 
 PROG = "substrait-opt"
 
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # any bug: a traceback never reaches the user
         if os.environ.get("SUBSTRAIT_OPT_DEBUG"):
             raise
-        text = " ".join(str(exc).split())[:300]
+        text = inert(" ".join(str(exc).split())[:300])
         print(f"{PROG}: internal error: {type(exc).__name__}: {text} (set SUBSTRAIT_OPT_DEBUG=1 for details)", file=sys.stderr)
         return 3
     finally:
