@@ -48,6 +48,8 @@ def output_kind(dest: str | os.PathLike) -> str:
     name = os.fspath(dest)
     if name == "-":
         return "stdout"
+    if not name:
+        raise PlanError("the output file name is empty ('-' is stdout)", "''")
     if "\x00" in name:
         raise PlanError("output file name contains a NUL byte", repr(name))
     try:

@@ -178,6 +178,36 @@ def test_dates_past_pythons_range_are_shown_not_crashed_on():
     text = format_rows(table)
     assert "10183-09-21" in text and "1970-01-01" in text
     assert datetime.date(1970, 1, 1).isoformat() in format_rows(table.slice(1))
+    from optimizer.cli.run import _json_rows  # --format json too (it was "internal error: OverflowError")
+
+    assert json.loads(_json_rows(table)) == [{"a": 1, "d": "10183-09-21"}, {"a": 2, "d": "1970-01-01"}]
+
+
+def test_output_that_cannot_be_written_is_one_line(tmp_path):
+    """A full device, a closed stdout, an empty -o or --out name: one line naming it, never an internal
+    error (exit 3 for the failed write, 2 for the names)."""
+    import os
+
+    from testing.builder import Builder, read
+
+    exe = [sys.executable, "-m", "optimizer"]
+    plan = tmp_path / "p.binpb"
+    plan.write_bytes(Builder().plan(read("t", [("a", "i64")]), ["a"]).SerializeToString())
+    cases = [([*exe, "convert", str(plan), "-o", ""], 2, "the output file name is empty"),
+             ([*exe, "run", str(plan), "--engine", "duckdb", "--tables", str(tmp_path), "--out", ""], 2,
+              "--out is empty")]
+    for command, code, words in cases:
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == code and words in done.stderr, (command, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    if os.path.exists("/dev/full"):  # stdout on a full device
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([*exe, "convert", str(plan)], stdout=full, stderr=subprocess.PIPE, text=True)
+        assert done.returncode == 3, done.stderr
+        assert done.stderr.strip() == "substrait-opt: error: the output: cannot write: No space left on device"
+    shut = subprocess.run(["bash", "-c", f"{sys.executable} -m optimizer explain {plan} >&-"], capture_output=True,
+                          text=True)
+    assert shut.returncode == 2 and shut.stderr.strip() == "substrait-opt: error: standard output is closed", shut.stderr
 
 
 def test_run_and_diff_refuse_a_plan_of_several_roots(tmp_path, capsys):

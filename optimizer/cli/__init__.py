@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None or sys.stderr is None:  # started with a closed stdout or stderr (``>&-``)
+        if sys.stderr is not None:
+            print(f"{PROG}: error: standard output is closed", file=sys.stderr)
+        return 2
     parser = build_parser()
     stop_on_signals(None)  # SIGTERM: exit 143 with one line (commands that start Spark also cancel its jobs)
     try:
@@ -132,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # writing the output failed (a full disk, /dev/full): where and why, exit 3
+        where = exc.filename if exc.filename is not None else "the output"
+        print(f"{PROG}: error: {inert(str(where))}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return 3
     except RecursionError:
         print(f"{PROG}: error: the plan is nested too deeply for this tool (Python's recursion limit)", file=sys.stderr)
         return 2

@@ -173,6 +173,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if engine == "spark":
             check_reads_before_spark(plan, args, empty_catalog)
         plans.append((plan_name(source), plan))
+    if not args.out:
+        raise PlanError("--out is empty: give a directory")
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise PlanError("not a directory", args.out)

@@ -272,15 +272,20 @@ def _json_rows(table) -> str:
         return v
 
     names = table.column_names
-    rows = [dict(zip(names, (value(v) for v in row.values()), strict=True)) if len(set(names)) == len(names)
-            else [value(v) for v in row.values()] for row in table.to_pylist()]
+    unique = len(set(names)) == len(names)
+    # Column by column: a value Python has no object for (a date past the year 9999) as Arrow prints it.
+    columns = [[value(v) for v in _column_values(c)] for c in table.columns]
+    values = zip(*columns, strict=True) if columns else [()] * table.num_rows
+    rows = [dict(zip(names, row, strict=True)) if unique else list(row) for row in values]
     return json.dumps(rows, ensure_ascii=False, allow_nan=False)
 
 
 def _check_out_dir(out: str | None) -> Path | None:
     """``--out`` made and checked before Spark starts: a directory we can write into, else exit 2."""
-    if not out:
+    if out is None:
         return None
+    if not out:
+        raise PlanError("--out is empty: give a directory")
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise PlanError("--out is not a directory", out)
