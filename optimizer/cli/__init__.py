@@ -136,9 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 0
-    except OSError as exc:  # writing the output failed (a full disk, /dev/full): where and why, exit 3
-        where = exc.filename if exc.filename is not None else "the output"
-        print(f"{PROG}: error: {inert(str(where))}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+    except OSError as exc:  # a stream or file failed under the tool (stdout on a full disk): where and why, exit 3
+        where = inert(str(exc.filename)) if exc.filename is not None else "the output: cannot write"
+        print(f"{PROG}: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 3
     except RecursionError:
         print(f"{PROG}: error: the plan is nested too deeply for this tool (Python's recursion limit)", file=sys.stderr)
