@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from substrait.proto import Plan
-from test_difftest import LEFT_JOIN_FILTER, LEFT_JOIN_TABLES, plan_of, read, write_tables
+from test_difftest import EXTENSIONS, LEFT_JOIN_FILTER, LEFT_JOIN_TABLES, plan_of, read, write_tables
 
 from optimizer.difftest.results import compare_tables
 from optimizer.engines import runner
@@ -453,3 +453,24 @@ def test_duckdb_reads_a_tables_columns_by_the_names_the_read_gives_them(tmp_path
     finally:
         duckdb.close()
         datafusion.close()
+
+
+def test_acero_errors_and_crashes_are_one_line(tmp_path):
+    """A table provider's error (a column the table lacks) was printed by pyarrow as a traceback twice
+    ("Exception ignored in"), and Arrow's "Check failed" line reached the terminal before an abort: the
+    worker's stderr goes to a file, its last line into the one-line error of a crash."""
+    import json
+    import subprocess
+    import sys
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    write_tables(tables, {"t": [(1, 10)]})
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({**EXTENSIONS, "relations": [
+        {"root": {"input": read("t", "nope"), "names": ["nope"]}}]}))
+    done = subprocess.run([sys.executable, "-m", "optimizer", "run", str(plan), "--engine", "acero", "--tables",
+                           str(tables)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"substrait-opt: error: {plan}: column 'nope' not found in table 't' "
+                                        "(it has: a, b)"], done.stderr

@@ -22,6 +22,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import weakref
 
@@ -143,6 +144,10 @@ def serve() -> None:
 
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the answers
+    # A table provider's error reaches Acero's caller as the failure it records; pyarrow also reports the
+    # exception it cannot raise through its C++ frames as "Exception ignored in", a traceback. This process
+    # is the worker's own: that report is dropped.
+    sys.unraisablehook = lambda unraisable: None
     engine = _Acero()
     while True:
         try:
@@ -173,6 +178,7 @@ class AceroRunner(EngineRunner):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._worker: subprocess.Popen | None = None
+        self._stderr = None  # the worker's stderr, a temporary file
 
     def check(self, plan) -> None:
         """Acero reads the plan by the spec and trusts it: a field reference past the end of its input
@@ -225,9 +231,13 @@ class AceroRunner(EngineRunner):
 
             root = os.path.dirname(os.path.dirname(os.path.abspath(optimizer.__file__)))
             path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+            # Its stderr (Arrow's own lines: "Check failed: ..." before an abort) goes to a file: the last
+            # line names a crash in the one-line error; nothing reaches the user's terminal.
+            self._stderr = tempfile.TemporaryFile()
             self._worker = subprocess.Popen(
                 [sys.executable, "-P", "-c", "from optimizer.engines.acero import serve; serve()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                env={**os.environ, "PYTHONPATH": path})
             weakref.finalize(self, _stop, self._worker)  # a runner dropped without close()
         return self._worker
 
@@ -242,17 +252,32 @@ class AceroRunner(EngineRunner):
             code = worker.wait(10)
             self._worker = None
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            raise ExecutionError(f"acero failed: the engine ended its process ({how}) on this plan") from None
+            said = self._last_stderr_line()
+            raise ExecutionError(f"acero failed: the engine ended its process ({how}) on this plan"
+                                 + (f": {said}" if said else "")) from None
         if answer[0] == "error":
             _, kind, message, path = answer
             raise _ERRORS[kind](message, path)
         _, payload, self._engine_seconds = answer
         return pa.ipc.open_stream(payload).read_all()
 
+    def _last_stderr_line(self) -> str:
+        """The last line the ended worker wrote on stderr (Arrow's "Check failed: ..."), at most 300 characters."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        lines = self._stderr.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+        self._stderr.close()
+        self._stderr = None
+        return " ".join(lines[-1].split())[:300] if lines else ""
+
     def close(self) -> None:
         if self._worker is not None:
             _stop(self._worker)
         self._worker = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
 
 def _stop(worker: subprocess.Popen) -> None:
