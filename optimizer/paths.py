@@ -378,7 +378,8 @@ def file_access(args) -> FileAccess:
 
 def table_in_directory(directory: Path, name: str) -> Path | None:
     """``directory/<name>.parquet``, else the folder ``directory/<name>/`` (names compared
-    case-insensitively); ``None`` when neither is there."""
+    case-insensitively, a name of the same case first: ``T`` is ``T.parquet`` beside ``t.parquet``);
+    ``None`` when neither is there."""
     if not directory.is_dir():
         return None
     wanted = name.lower()
@@ -388,9 +389,9 @@ def table_in_directory(directory: Path, name: str) -> Path | None:
         if low == wanted + ".parquet":
             if special_file(entry):
                 raise PlanError(f"table '{name}': {entry}: {SPECIAL_FILE}")
-            candidates.setdefault(0, entry)
+            candidates.setdefault((0, entry.name != name + ".parquet"), entry)
         elif low == wanted and entry.is_dir():
-            candidates.setdefault(1, entry)
+            candidates.setdefault((1, entry.name != name), entry)
     return candidates[min(candidates)] if candidates else None
 
 

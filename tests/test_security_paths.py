@@ -351,3 +351,18 @@ def test_a_user_file_named_with_a_nul_byte_is_exit_2_naming_it(tmp_path, capsys)
     assert main(["optimize", str(plan), "--capabilities", "caps\0.json", "-o", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "NUL byte" in err[0], err
+
+
+def test_a_table_name_binds_its_own_case_first(tmp_path):
+    """Names are compared case-insensitively (Isthmus writes LINEITEM), but a file of the name's own case
+    wins: ``T`` is ``T.parquet`` beside ``t.parquet``, whichever the directory lists first."""
+    from optimizer.paths import table_in_directory
+
+    for name in ("t.parquet", "T.parquet", "u.parquet"):
+        (tmp_path / name).write_bytes(b"PAR1")
+    assert table_in_directory(tmp_path, "T").name == "T.parquet"
+    assert table_in_directory(tmp_path, "t").name == "t.parquet"
+    assert table_in_directory(tmp_path, "U").name == "u.parquet"
+    (tmp_path / "v").mkdir()
+    (tmp_path / "V").mkdir()
+    assert table_in_directory(tmp_path, "V").name == "V"
