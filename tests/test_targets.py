@@ -1540,3 +1540,22 @@ def test_floating_point_division_by_zero_on_duckdb_is_ieee(tmp_path, capsys):
         if producer == "datafusion":
             assert got["h"] == [3, 4, 4], got
     capsys.readouterr()
+
+
+def test_max_of_a_string_gets_its_type_for_acero(tmp_path):
+    """DataFusion writes max(s) of a string without an output type, and the extensions declare max for
+    numbers and dates only: Acero failed with 'conversion to arrow::DataType from Substrait type
+    goo.gle/debugstr'. Written for acero, min and max of one argument get its type (nullable)."""
+    import pyarrow.parquet as pq
+
+    from optimizer.load.producers import datafusion_plan
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "s": ["a", "b"]}), tables / "t.parquet")
+    sql = "select sum(id) as a, max(s) as m, min(s) as n from t where id > 0"
+    source, written, out = tmp_path / "p.binpb", tmp_path / "w.binpb", tmp_path / "out"
+    source.write_bytes(datafusion_plan(sql, {"t": str(tables / "t.parquet")}))
+    assert main(["optimize", str(source), "--no-spark-stats", "--target", "acero", "-o", str(written)]) == 0
+    assert main(["run", str(written), "--engine", "acero", "--tables", str(tables), "--out", str(out)]) == 0
+    assert pq.read_table(out / "w.parquet").to_pylist() == [{"a": 3, "m": "b", "n": "a"}]

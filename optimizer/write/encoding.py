@@ -19,6 +19,7 @@ from substrait.proto import Expression, Plan, Rel, Type
 from optimizer.errors import UnsupportedError
 from optimizer.expr_utils import field, int_literal, rels_with_paths
 from optimizer.load.functions import FunctionTable
+from optimizer.schema.types import is_known
 from optimizer.targets import Target
 
 #: Relations whose emit DuckDB 1.1.3 reads as the spec says: none. It ignores the emit of a read, a filter
@@ -388,9 +389,31 @@ def fill_measure_types(plan: Plan, functions: FunctionTable) -> int:
         out = rel_schema(bare, [schemas[f"{path}.aggregate.input"]], functions, path)
         n_keys = len(out.types) - len(agg.measures) - (1 if len(agg.groupings) > 1 else 0)
         for j in empty:
-            agg.measures[j].measure.output_type.CopyFrom(out.types[n_keys + j])
+            derived = out.types[n_keys + j]
+            if not is_known(derived):
+                derived = _extremum_type(agg.measures[j].measure, schemas[f"{path}.aggregate.input"], functions)
+            if derived is None:
+                name = functions.get(agg.measures[j].measure.function_reference)
+                raise UnsupportedError(f"measure '{name.name if name else '?'}' without an output type the spec "
+                                       "derives (its producer left it out): the target needs each measure's type",
+                                       f"{path}.aggregate.measures[{j}]")
+            agg.measures[j].measure.output_type.CopyFrom(derived)
             filled += 1
     return filled
+
+
+def _extremum_type(measure, input_schema, functions: FunctionTable):
+    """The type of ``min``, ``max`` or ``any_value`` of one argument, which the extensions declare for numbers
+    and dates but not for strings (DataFusion writes ``max`` of a string without a type): the argument's
+    type, nullable (no row gives NULL). None for another function or an argument of unknown type."""
+    from optimizer.schema import expression_type
+    from optimizer.schema.types import NULLABLE, with_nullability
+
+    info = functions.get(measure.function_reference)
+    if info is None or info.name not in ("min", "max", "any_value") or len(measure.arguments) != 1:
+        return None
+    argument = expression_type(measure.arguments[0].value, input_schema, functions)
+    return with_nullability(argument, NULLABLE) if is_known(argument) else None
 
 
 def _cast_null_columns(rel: Rel, declared: list[Type] | None = None) -> int:
