@@ -128,17 +128,21 @@ def _field_kind(f) -> int:
     return kind
 
 
-def positive_int_argument(arg) -> bool:
-    """Whether a function argument is an integer literal of at least 1 (possibly cast)."""
+def argument_literal(arg) -> Expression.Literal | None:
+    """The literal a function argument is, under any casts; None for another argument."""
     if arg.WhichOneof("arg_type") != "value":
-        return False
+        return None
     e = arg.value
     while e.WhichOneof("rex_type") == "cast":
         e = e.cast.input
-    if e.WhichOneof("rex_type") != "literal":
-        return False
-    kind = e.literal.WhichOneof("literal_type")
-    return kind in ("i8", "i16", "i32", "i64") and getattr(e.literal, kind) >= 1
+    return e.literal if e.WhichOneof("rex_type") == "literal" else None
+
+
+def positive_int_argument(arg) -> bool:
+    """Whether a function argument is an integer literal of at least 1 (possibly cast)."""
+    lit = argument_literal(arg)
+    kind = lit.WhichOneof("literal_type") if lit is not None else None
+    return kind in ("i8", "i16", "i32", "i64") and getattr(lit, kind) >= 1
 
 
 def reference_field(ref: Expression.FieldReference) -> int | None:
@@ -383,17 +387,25 @@ _HOLDS_REL: dict[str, bool] = {}
 
 def _may_hold_rel(descriptor) -> bool:
     """Whether a message of this type can hold a ``Rel`` (itself one, or in a field, at any depth)."""
-    if descriptor is None:
+    return descriptor is not None and type_may_hold(
+        descriptor, lambda d: d.full_name == Rel.DESCRIPTOR.full_name, _HOLDS_REL)
+
+
+def type_may_hold(descriptor, itself: Callable[[object], bool], known: dict[str, bool]) -> bool:
+    """Whether a message of type ``descriptor`` can hold, at any depth (map entries left out), a message
+    whose type ``itself`` accepts; answers are kept in ``known`` (one dict per question). A walk that
+    enters only such fields skips the types, literals and names that are most of a plan's messages."""
+    if descriptor.GetOptions().map_entry:
         return False
-    known = _HOLDS_REL.get(descriptor.full_name)
-    if known is not None:
-        return known
-    # Reachability over the field types from this one; every type reached from a type that reaches a
-    # Rel is not thereby known to, so only this type's answer is kept.
+    answer = known.get(descriptor.full_name)
+    if answer is not None:
+        return answer
+    # Reachability over the field types from this one; a type reached on the way is not thereby known
+    # to reach or not, so only this type's answer is kept.
     seen, todo, found = {descriptor.full_name}, [descriptor], False
     while todo and not found:
         d = todo.pop()
-        if d.full_name == Rel.DESCRIPTOR.full_name or _HOLDS_REL.get(d.full_name):
+        if itself(d) or known.get(d.full_name):
             found = True
             break
         for f in d.fields:
@@ -401,7 +413,7 @@ def _may_hold_rel(descriptor) -> bool:
             if t is not None and t.full_name not in seen and not t.GetOptions().map_entry:
                 seen.add(t.full_name)
                 todo.append(t)
-    _HOLDS_REL[descriptor.full_name] = found
+    known[descriptor.full_name] = found
     return found
 
 

@@ -353,24 +353,9 @@ _HOLDS_ENUM: dict[str, bool] = {}
 
 def _may_hold_enum(descriptor: Any) -> bool:
     """Whether a message of this type can hold an enum field (itself or at any depth; maps left out)."""
-    if descriptor.GetOptions().map_entry:
-        return False
-    known = _HOLDS_ENUM.get(descriptor.full_name)
-    if known is not None:
-        return known
-    seen, todo, found = {descriptor.full_name}, [descriptor], False
-    while todo and not found:
-        d = todo.pop()
-        for f in d.fields:
-            if f.type == f.TYPE_ENUM:
-                found = True
-                break
-            t = f.message_type
-            if t is not None and t.full_name not in seen and not t.GetOptions().map_entry:
-                seen.add(t.full_name)
-                todo.append(t)
-    _HOLDS_ENUM[descriptor.full_name] = found
-    return found
+    from optimizer.expr_utils import type_may_hold
+
+    return type_may_hold(descriptor, lambda d: any(f.type == f.TYPE_ENUM for f in d.fields), _HOLDS_ENUM)
 
 
 def check_expanded_size(plan: Plan, name: str | None = None) -> int:

@@ -27,7 +27,13 @@ from substrait.proto import AggregateFunction, AggregationPhase, Expression, Pla
 
 from optimizer.dag import strip_inputs
 from optimizer.errors import UnsupportedError
-from optimizer.expr_utils import FunctionRegistrar, positive_int_argument, rels_with_paths, walk
+from optimizer.expr_utils import (
+    FunctionRegistrar,
+    argument_literal,
+    positive_int_argument,
+    rels_with_paths,
+    walk,
+)
 from optimizer.load.functions import FunctionTable, declared_functions, resolve
 from optimizer.targets import Target
 
@@ -200,12 +206,8 @@ def refuse_ignored_settings(plan: Plan, target: Target, functions: FunctionTable
 
 def _is_null(arg) -> bool:
     """A ``NULL`` literal argument (possibly cast): DataFusion's "no escape character" in ``like``."""
-    if arg.WhichOneof("arg_type") != "value":
-        return False
-    e = arg.value
-    while e.WhichOneof("rex_type") == "cast":
-        e = e.cast.input
-    return e.WhichOneof("rex_type") == "literal" and e.literal.WhichOneof("literal_type") == "null"
+    lit = argument_literal(arg)
+    return lit is not None and lit.WhichOneof("literal_type") == "null"
 
 
 def _nest(call: Expression.ScalarFunction, limit: int) -> None:
