@@ -503,3 +503,14 @@ def test_a_plans_strings_in_an_error_are_inert(tmp_path, tpch_dir, capsys):
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "\x1b" not in err, repr(err)
     assert "table 'nat\\rion\\x1b[31mRED\\u2028' not found" in err, err
+
+
+def test_explain_writes_a_plans_strings_inert(capsys):
+    """explain's tree holds a plan's names as written, but ESC and line breaks as their escapes: the tree
+    keeps its lines and nothing reaches the terminal as a control sequence."""
+    from optimizer.explain import explain_plan
+    from testing.builder import Builder, read
+
+    text = explain_plan(Builder().plan(read("a\x1b[31mRED\nb", [("x", "i64")]), ["x"]))
+    assert "\x1b" not in text and len(text.splitlines()) == 2, text
+    assert "Read(a\\x1b[31mRED\\nb)" in text

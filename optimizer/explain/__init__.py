@@ -23,7 +23,7 @@ import networkx as nx
 from substrait.proto import Plan
 
 from optimizer.dag import inputs, to_dag
-from optimizer.errors import UnsupportedError
+from optimizer.errors import UnsupportedError, inert
 from optimizer.explain.expr_format import ExpressionFormatter
 from optimizer.schema.types import type_name
 
@@ -240,7 +240,9 @@ def explain_dag(g: nx.DiGraph, annotate: Annotate | None = None, width: int | No
         else:
             lines.append(f"Relation[{i}]")
         walk(root["node"], 0)
-    return "\n".join(lines)
+    # A plan's strings (names, literals) are written inert: a line stays one line, and ESC cannot reach
+    # the terminal (optimizer.errors.inert).
+    return "\n".join(inert(line) for line in lines)
 
 
 def explain_plan(plan: Plan, annotate: Annotate | None = None, width: int | None = WIDTH) -> str:
