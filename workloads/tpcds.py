@@ -190,9 +190,11 @@ def _answer(run, expected: pa.Table) -> Outcome:
     return Outcome("equal") if result.equal else Outcome("different", _one_line(str(result)))
 
 
-def judge_plan(plan: bytes, expected: pa.Table, backend, statistics) -> tuple[Outcome, Outcome]:
+def judge_plan(plan: bytes, expected: pa.Table, backend, statistics, *,
+               original: bool = True) -> tuple[Outcome, Outcome]:
     """Run ``plan`` and its optimized form on ``backend``; compare each with ``expected`` as multisets
-    (floats to 1e-9 relative, decimals within one unit of their last place)."""
+    (floats to 1e-9 relative, decimals within one unit of their last place). ``original=False``: the
+    plan as written is loaded but not run (its outcome ``not run``)."""
     from optimizer.driver import optimize
     from optimizer.errors import OptimizerError
     from optimizer.plan_io import load_plan
@@ -202,24 +204,26 @@ def judge_plan(plan: bytes, expected: pa.Table, backend, statistics) -> tuple[Ou
     except OptimizerError as exc:
         failed = Outcome("error", _one_line(f"load: {type(exc).__name__}: {exc}"))
         return failed, failed
-    original = _answer(lambda: backend.execute(loaded), expected)
+    as_written = (_answer(lambda: backend.execute(loaded), expected) if original
+                  else Outcome("not run", "the plan as written is not run here"))
     try:
         better = optimize(loaded, statistics=statistics)
     except OptimizerError as exc:
-        return original, Outcome("error", _one_line(f"optimize: {type(exc).__name__}: {exc}"))
-    return original, _answer(lambda: backend.execute(better), expected)
+        return as_written, Outcome("error", _one_line(f"optimize: {type(exc).__name__}: {exc}"))
+    return as_written, _answer(lambda: backend.execute(better), expected)
 
 
 PRODUCERS = ("datafusion", "duckdb")
 
 
 def run_tpcds(spark, data_dir: Path | str, queries=None, *, workers: int = 2, log=None,
-              skip: dict[str, dict[int, str]] | None = None):
+              skip: dict[str, dict[int, str]] | None = None, originals=None):
     """``{query: {producer: (original, optimized)}}``: each producer's plan of each of the ``queries``
     (default all 99), produced live, run on Spark as written and optimized (Parquet-footer statistics),
     against DuckDB's answer. ``workers`` plans run at a time (from threads: most of a small query's time
     is planning on the driver). ``skip``: ``{producer: {query: reason}}`` plans not run (their outcome is
-    ``not run``, e.g. plans known to mean another query)."""
+    ``not run``, e.g. plans known to mean another query). ``originals``: the queries whose plans also run
+    as written (default all); the others run optimized only."""
     from concurrent.futures import ThreadPoolExecutor
 
     from optimizer.spark import SparkBackend
@@ -248,7 +252,8 @@ def run_tpcds(spark, data_dir: Path | str, queries=None, *, workers: int = 2, lo
         if reason is not None and isinstance(plan, bytes):
             outcomes = (Outcome("not run", reason), Outcome("not run", reason))
         elif isinstance(plan, bytes):
-            outcomes = judge_plan(plan, expected[n], backend, statistics)
+            outcomes = judge_plan(plan, expected[n], backend, statistics,
+                                  original=originals is None or n in originals)
         else:
             reason = Outcome("not produced", _one_line(plan, 200))
             outcomes = (reason, reason)
