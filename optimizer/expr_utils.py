@@ -14,6 +14,7 @@ expression reads" and "renumber the fields" also look inside subqueries at the r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
@@ -382,39 +383,38 @@ def rels_with_paths(msg: Message, path: str = "") -> Iterator[tuple[Rel, str]]:
 
 #: :data:`_FIELD_KIND` with the fields whose type cannot hold a Rel at 0.
 _REL_FIELD_KIND: dict = {}
-_HOLDS_REL: dict[str, bool] = {}
 
 
 def _may_hold_rel(descriptor) -> bool:
-    """Whether a message of this type can hold a ``Rel`` (itself one, or in a field, at any depth)."""
-    return descriptor is not None and type_may_hold(
-        descriptor, lambda d: d.full_name == Rel.DESCRIPTOR.full_name, _HOLDS_REL)
+    return descriptor is not None and type_may_hold(descriptor, is_rel_type)
 
 
-def type_may_hold(descriptor, itself: Callable[[object], bool], known: dict[str, bool]) -> bool:
-    """Whether a message of type ``descriptor`` can hold, at any depth (map entries left out), a message
-    whose type ``itself`` accepts; answers are kept in ``known`` (one dict per question). A walk that
-    enters only such fields skips the types, literals and names that are most of a plan's messages."""
-    if descriptor.GetOptions().map_entry:
-        return False
-    answer = known.get(descriptor.full_name)
-    if answer is not None:
-        return answer
-    # Reachability over the field types from this one; a type reached on the way is not thereby known
-    # to reach or not, so only this type's answer is kept.
-    seen, todo, found = {descriptor.full_name}, [descriptor], False
-    while todo and not found:
+def is_rel_type(descriptor) -> bool:
+    """The message type ``substrait.Rel``."""
+    return descriptor.full_name == Rel.DESCRIPTOR.full_name
+
+
+def has_enum_field(descriptor) -> bool:
+    """A message type with a field of an enum type."""
+    return any(f.type == f.TYPE_ENUM for f in descriptor.fields)
+
+
+@functools.cache
+def type_may_hold(descriptor, itself: Callable[[object], bool]) -> bool:
+    """Whether a message of type ``descriptor`` can hold, at any depth, a message whose type ``itself``
+    accepts (:func:`is_rel_type`, :func:`has_enum_field`): a walk that enters only such fields skips the
+    types, literals and names that are most of a plan's messages."""
+    seen: set[str] = set()
+    todo = [descriptor]
+    while todo:
         d = todo.pop()
-        if itself(d) or known.get(d.full_name):
-            found = True
-            break
-        for f in d.fields:
-            t = f.message_type
-            if t is not None and t.full_name not in seen and not t.GetOptions().map_entry:
-                seen.add(t.full_name)
-                todo.append(t)
-    known[descriptor.full_name] = found
-    return found
+        if itself(d):
+            return True
+        if d.full_name in seen:
+            continue
+        seen.add(d.full_name)
+        todo.extend(f.message_type for f in d.fields if f.message_type is not None)
+    return False
 
 
 def walk(msg: Message, *, enter_subqueries: bool) -> Iterator[Message]:

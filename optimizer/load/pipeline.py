@@ -36,6 +36,7 @@ from google.protobuf.message import DecodeError
 from substrait.proto import Plan, Rel
 
 from optimizer.errors import PlanError, read_user_file
+from optimizer.expr_utils import has_enum_field, is_rel_type, type_may_hold
 from optimizer.load.counts import Counter
 from optimizer.load.counts import check_json as count_json
 from optimizer.load.functions import FunctionTable
@@ -301,22 +302,8 @@ _REL = Rel.DESCRIPTOR
 def _rel_holders(descriptor: Descriptor) -> frozenset[FieldDescriptor]:
     """The fields of a message type whose values can hold a ``substrait.Rel`` (at any depth): the
     walk for relations need not enter types, literals, names... which are most of a plan's messages."""
-    return frozenset(fd for fd in descriptor.fields if fd.message_type is not None and _may_hold_rel(fd.message_type))
-
-
-@functools.cache
-def _may_hold_rel(descriptor: Descriptor) -> bool:
-    seen: set[str] = set()
-    stack = [descriptor]
-    while stack:
-        d = stack.pop()
-        if d is _REL:
-            return True
-        if d.full_name in seen:
-            continue
-        seen.add(d.full_name)
-        stack.extend(fd.message_type for fd in d.fields if fd.message_type is not None)
-    return False
+    return frozenset(fd for fd in descriptor.fields
+                     if fd.message_type is not None and type_may_hold(fd.message_type, is_rel_type))
 
 
 def check_enum_values(plan: Plan, name: str | None = None) -> None:
@@ -332,7 +319,7 @@ def check_enum_values(plan: Plan, name: str | None = None) -> None:
                     if fd.enum_type.values_by_number.get(number) is None:
                         path = _path((fd.name, None), at)
                         raise PlanError(f"{number} is not a value of {fd.enum_type.name}", f"{name}: {path}" if name else path)
-            elif fd.type == fd.TYPE_MESSAGE and _may_hold_enum(fd.message_type):
+            elif fd.type == fd.TYPE_MESSAGE and type_may_hold(fd.message_type, has_enum_field):
                 if fd.is_repeated:
                     stack.extend((item, ((fd.name, i), at)) for i, item in enumerate(value))
                 else:
@@ -346,16 +333,6 @@ def _path(step: tuple[str, int | None], at: Any) -> str:
         parts.append(at[0])
         at = at[1]
     return ".".join(f"{n}[{i}]" if i is not None else n for n, i in reversed(parts))
-
-
-_HOLDS_ENUM: dict[str, bool] = {}
-
-
-def _may_hold_enum(descriptor: Any) -> bool:
-    """Whether a message of this type can hold an enum field (itself or at any depth; maps left out)."""
-    from optimizer.expr_utils import type_may_hold
-
-    return type_may_hold(descriptor, lambda d: any(f.type == f.TYPE_ENUM for f in d.fields), _HOLDS_ENUM)
 
 
 def check_expanded_size(plan: Plan, name: str | None = None) -> int:
