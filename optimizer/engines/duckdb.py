@@ -91,6 +91,8 @@ class DuckDBRunner(EngineRunner):
         self._con = None
         #: lower-case name -> (name, location, the columns selected by name or None for all)
         self._views: dict[str, tuple[str, str, tuple[str, ...] | None]] = {}
+        #: location -> (its files as read_parquet's list, its column names)
+        self._described: dict[str, tuple[str, list[str]]] = {}
 
     def check(self, plan) -> None:
         """DuckDB 1.1.3 crashes the process on some invalid plans (a set operation of one input: SIGSEGV)
@@ -161,11 +163,14 @@ class DuckDBRunner(EngineRunner):
         if key in self._views and self._views[key][0] != table.name:
             raise UnsupportedError(f"the duckdb engine: tables '{self._views[key][0]}' and '{table.name}' "
                                    "differ only in case (DuckDB's names are case-insensitive)")
-        files = table.parquet_files()
-        source = "[" + ", ".join(_sql_string(f) for f in files) + "]"
         try:
             con = self._connection()
-            data = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet({source})").fetchall()]
+            if table.location not in self._described:  # listed and described once per location
+                files = table.parquet_files()
+                source = "[" + ", ".join(_sql_string(f) for f in files) + "]"
+                names = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet({source})").fetchall()]
+                self._described[table.location] = (source, names)
+            source, data = self._described[table.location]
             selected = _selected_columns(table, data)
             if self._views.get(key, (None, None, None))[1:] == (table.location, selected):
                 return
@@ -209,3 +214,4 @@ class DuckDBRunner(EngineRunner):
             self._con.close()
         self._con = None
         self._views.clear()
+        self._described.clear()
