@@ -235,7 +235,10 @@ class Fuzzer:
         self.reference = reference
         #: the target the plans are optimized for (None: the default, Spark)
         self.target = None if engine == "spark" else engine
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="substrait-fuzz-"))
+        #: where the cases' tables are written; a temporary directory of the fuzzer's own (made at the first
+        #: case, removed when :meth:`run` ends) when None is given
+        self._workdir = Path(workdir) if workdir else None
+        self._own_workdir = workdir is None
         self.save_dir = Path(save_dir) if save_dir else None
         self.max_depth = max_depth
         self.max_relations = max_relations
@@ -250,6 +253,12 @@ class Fuzzer:
         self._dirs: deque[Path] = deque()
         #: fingerprints of the cases tried (a repeated case is not run or counted again)
         self._tried: set[str] = set()
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="substrait-fuzz-"))
+        return self._workdir
 
     def known(self, result: DiffResult) -> bool:
         """A failure matching an ``ignore`` pattern (a known bug): counted, not shrunk."""
@@ -392,6 +401,9 @@ class Fuzzer:
         finally:
             progress.close()
             report.seconds = time.monotonic() - start
+            if self._own_workdir and self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                self._workdir = None
         return report
 
 
@@ -438,10 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                     stop_at_failure=args.stop_at_failure,
                     answer_cache=AnswerCache(args.answer_cache) if args.answer_cache else None,
                     reference=args.reference)
-    try:
-        report = fuzzer.run(plans, minutes, args.seed)
-    finally:
-        shutil.rmtree(fuzzer.workdir, ignore_errors=True)
+    report = fuzzer.run(plans, minutes, args.seed)
     if fuzzer.answer_cache is not None:
         report.answers_reused = fuzzer.answer_cache.hits
     print(report.summary())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -122,3 +123,4 @@ def connect_server(memory: str | None = None) -> Iterator[str]:
         stop(proc)
         for pid in processes_mentioning(marker):  # not expected: the process group was stopped above
             os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(tmp, ignore_errors=True)  # its log, warehouse and Spark's scratch files
