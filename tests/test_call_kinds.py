@@ -107,3 +107,57 @@ def test_spark_backend_refuses_what_it_would_answer_by_its_own_casts(spark, tpch
         backend.execute(json.dumps(doc))
     assert "'equal' takes arguments of one type" in exc.value.message and exc.value.path.endswith("scalar_function")
     assert backend.execute(datafusion_plan(sql, tpch_tables)).column(0).to_pylist() == ["BRAZIL"]
+
+
+def _nation_projection(declared: str, yaml: str, arguments: list[dict], output: dict) -> dict:
+    """A plan of one call over nation's columns (n_nationkey i32, n_name string): ``declared`` of the
+    standard ``yaml``, its arguments (JSON) and declared output type."""
+    i32, string = {"i32": {"nullability": "NULLABILITY_REQUIRED"}}, {"string": {"nullability": "NULLABILITY_REQUIRED"}}
+    read = {"read": {"namedTable": {"names": ["nation"]}, "baseSchema": {
+        "names": ["n_nationkey", "n_name"], "struct": {"types": [i32, string], "nullability": "NULLABILITY_REQUIRED"}}}}
+    call = {"scalarFunction": {"functionReference": 1, "arguments": arguments, "outputType": output}}
+    return {"version": {"minorNumber": 54},
+            "extensionUrns": [{"extensionUrnAnchor": 1, "urn": f"extension:io.substrait:{yaml}"}],
+            "extensions": [{"extensionFunction": {"extensionUrnReference": 1, "functionAnchor": 1, "name": declared}}],
+            "relations": [{"root": {"names": ["x"], "input": {"project": {
+                "input": read, "expressions": [call], "common": {"emit": {"outputMapping": [2]}}}}}}]}
+
+
+KEY = {"value": {"selection": {"directReference": {"structField": {"field": 0}}, "rootReference": {}}}}
+TRUE = {"value": {"literal": {"boolean": True}}}
+I32 = {"i32": {"nullability": "NULLABILITY_REQUIRED"}}
+BOOL = {"bool": {"nullability": "NULLABILITY_REQUIRED"}}
+BROKEN_SIGNATURES = {
+    # DuckDB answered each of these (n_nationkey; integers for the string; the nation with key 0 dropped)
+    "too few arguments": (("add:i32_i32", "functions_arithmetic", [KEY], I32),
+                          "'add:i32_i32' takes 2 arguments; the call has 1"),
+    "output of another kind": (("add:i32_i32", "functions_arithmetic", [KEY, KEY], {"string": {}}),
+                               "'add:i32_i32' returns i32 for these arguments; the plan declares its output string"),
+    "a number given to and": (("and:bool", "functions_boolean", [KEY, TRUE], BOOL),
+                              "'and' takes no i32 as argument 1 (its overloads take boolean values there)"),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN_SIGNATURES)
+def test_a_call_unlike_its_declared_function_is_refused(name, tmp_path):
+    (declared, yaml, arguments, output), message = BROKEN_SIGNATURES[name]
+    doc = _nation_projection(declared, yaml, arguments, output)
+    problems = check_plan(load_plan(json.dumps(doc)))
+    assert [(p.path, p.message) for p in problems] == [
+        ("relations[0].root.input.project.expressions[0].scalar_function", message)]
+    path = tmp_path / "call.json"
+    path.write_text(json.dumps(doc))
+    done = subprocess.run([sys.executable, "-m", "optimizer", "convert", str(path), "-o", str(tmp_path / "o.binpb")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"substrait-opt: error: {problems[0]}"], done.stderr
+
+
+@pytest.mark.parametrize("declared, arguments, output", [
+    ("add:i32_i32", [KEY, KEY], {"i64": {}}),  # another width of one kind: the producer's to choose
+    ("and:bool", [TRUE, TRUE, TRUE], BOOL),  # variadic: Isthmus names it by its one parameter
+    ("and:bool?", [TRUE, TRUE], BOOL),  # DuckDB's spelling
+])
+def test_calls_as_producers_name_them_stay_accepted(declared, arguments, output):
+    yaml = "functions_arithmetic" if declared.startswith("add") else "functions_boolean"
+    assert check_plan(load_plan(json.dumps(_nation_projection(declared, yaml, arguments, output)))) == []

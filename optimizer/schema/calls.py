@@ -20,6 +20,13 @@ What is checked, and why no more:
 Besides, the scalar functions of the YAMLs of numbers (arithmetic, rounding, logarithms) take no string,
 boolean or binary value where none of their overloads does: ``add(i64, string)`` is Spark's cast of the
 string to a double, DataFusion's and DuckDB's error. Other kinds (a date minus a date) are left to the engine.
+The functions of the boolean YAML (``and``, ``or``, ``not``, ``xor``, ``bool_and``...) take booleans only:
+``and(i32, true)`` is DuckDB's ``i32 <> 0``, DataFusion's and Acero's error.
+
+A call that names one standard overload by its compound name (``add:i32_i32``) is checked against that
+overload's argument count (:func:`signature_problem`); producers write variadic ones with their
+one parameter (``and:bool`` of nine arguments), which is that overload. A call named simply is not:
+DataFusion writes ``round(x)`` and ``like(a, b, escape)``, DuckDB ``string_agg(s)``, none in the YAMLs.
 
 The overloads are read from the YAMLs of the ``substrait_extensions`` package, the files Substrait's
 extension registry loads.
@@ -33,6 +40,8 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 import yaml
+from substrait.extension_registry import normalize_substrait_type_names
+from substrait.extension_registry.exceptions import UnrecognizedSubstraitTypeError
 from substrait.type_pb2 import Type
 
 from optimizer.schema.types import TYPE_GROUPS, is_known, type_kind, type_name
@@ -51,7 +60,14 @@ class Overload:
 
     params: tuple[str, ...]
     variadic: bool
-    numeric: bool = False  # a scalar function of a YAML of numbers (arithmetic, rounding, logarithms)
+    #: the kinds refused as its arguments where no overload of the call's arity takes them (a scalar
+    #: function of a YAML of numbers refuses text, booleans and binary values)
+    refused: frozenset[str] = frozenset()
+    #: its compound name with every argument (enumerations as ``req``), normalised by
+    #: :func:`compound_key`; None when the YAML writes a type the registry's naming does not know
+    compound: str | None = None
+    #: how many arguments it takes, value and enumeration (the last one repeating when ``variadic``)
+    arity: int = 0
 
     def fits(self, count: int) -> bool:
         """Whether this overload takes ``count`` value arguments."""
@@ -94,12 +110,35 @@ class Overload:
 #: boolean or binary value is no argument of theirs in any engine but Spark, which casts it.
 _NUMERIC_YAMLS = ("functions_arithmetic", "functions_arithmetic_decimal", "functions_rounding",
                   "functions_rounding_decimal", "functions_logarithmic")
+#: The YAML whose functions take booleans only: any other value is an engine's cast (DuckDB's ``<> 0``).
+_BOOLEAN_YAML = "functions_boolean"
 #: Their aggregates that engines take over any ordered value (the YAMLs list numbers only): ``max(s)`` of
 #: strings is every engine's. The others (``sum``, ``avg``, ...) take no string: ``sum(s)`` of text
 #: was answered by Spark's implicit cast where DuckDB and DataFusion refuse it.
 _ORDERING_AGGREGATES = frozenset({"min", "max"})
 #: The kinds refused as arguments of such a function where none of its overloads takes them.
-_NOT_NUMBERS = ("text", "boolean", "binary")
+_NOT_NUMBERS = frozenset({"text", "boolean", "binary"})
+_NOT_BOOLEANS = frozenset(_KIND_OF.values()) - {"boolean"}
+
+
+def compound_key(compound: str) -> str:
+    """A compound name as compared: lower case, each argument's nullability mark dropped and type variables
+    (``any1``) as ``any``, as the registry names them (DuckDB writes ``and:bool?``).
+
+    >>> compound_key("AND:Bool?_any1")
+    'and:bool_any'
+    """
+    name, _, args = compound.lower().partition(":")
+    parts = ["any" if a.startswith("any") else a for a in (p.rstrip("?") for p in args.split("_")) if a]
+    return f"{name}:{'_'.join(parts)}"
+
+
+def _compound(name: str, args: list[dict]) -> str | None:
+    try:
+        parts = [normalize_substrait_type_names(str(a["value"])) if "value" in a else "req" for a in args]
+    except UnrecognizedSubstraitTypeError:
+        return None
+    return compound_key(f"{name}:{'_'.join(parts)}")
 
 
 @functools.cache
@@ -112,11 +151,18 @@ def standard_overloads() -> dict[str, tuple[Overload, ...]]:
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         for section in ("scalar_functions", "aggregate_functions", "window_functions"):
             for function in document.get(section) or []:
-                numeric = path.name.rsplit(".", 1)[0] in _NUMERIC_YAMLS and (
-                    section == "scalar_functions" or function["name"] not in _ORDERING_AGGREGATES)
+                stem = path.name.rsplit(".", 1)[0]
+                refused: frozenset[str] = frozenset()
+                if stem in _NUMERIC_YAMLS and (section == "scalar_functions"
+                                               or function["name"] not in _ORDERING_AGGREGATES):
+                    refused = _NOT_NUMBERS
+                elif stem == _BOOLEAN_YAML:
+                    refused = _NOT_BOOLEANS
                 for impl in function.get("impls") or []:
-                    values = tuple(str(a["value"]) for a in impl.get("args") or [] if "value" in a)
-                    overload = Overload(values, bool(impl.get("variadic")), numeric)
+                    args = list(impl.get("args") or [])
+                    values = tuple(str(a["value"]) for a in args if "value" in a)
+                    overload = Overload(values, bool(impl.get("variadic")), refused,
+                                        _compound(function["name"], args), len(args))
                     out.setdefault(function["name"], []).append(overload)
     return {name: tuple(overloads) for name, overloads in out.items()}
 
@@ -142,6 +188,8 @@ def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
     True
     >>> print(call_problem("add", [make_type("i64"), make_type("string")]))
     'add' takes no string as argument 2 (its overloads take numeric or interval values there)
+    >>> print(call_problem("and", [make_type("i32"), make_type("bool")]))
+    'and' takes no i32 as argument 1 (its overloads take boolean values there)
     >>> call_problem("subtract", [make_type("date"), make_type("date")]) is None  # not in the YAMLs either
     True
     >>> print(call_problem("coalesce", []))  # ibis-substrait wrote one
@@ -152,10 +200,11 @@ def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
         return f"'{name}' without arguments (each of its overloads takes at least one)"
     overloads = [o for o in every if o.fits(len(argument_types))]
     kinds = [argument_kind(t) for t in argument_types]
-    if overloads and any(o.numeric for o in overloads):
+    refused = frozenset().union(*(o.refused for o in overloads))
+    if refused:
         for i, (t, kind) in enumerate(zip(argument_types, kinds, strict=True)):
             taken = list(dict.fromkeys(o.kind_at(i) for o in overloads))
-            if kind in _NOT_NUMBERS and kind not in taken and "any" not in taken:
+            if kind in refused and kind not in taken and "any" not in taken:
                 listed = ", ".join(taken[:-1]) + f" or {taken[-1]}" if len(taken) > 1 else taken[0]
                 return (f"'{name}' takes no {type_name(t, False)} as argument {i + 1} (its overloads take "
                         f"{listed} values there)")
@@ -168,6 +217,30 @@ def call_problem(name: str, argument_types: Sequence[Type]) -> str | None:
     names = [type_name(t, False) for t in argument_types]
     listed = ", ".join(names[:-1]) + f" and {names[-1]}"
     return f"'{name}' takes arguments of one type {shown}; here they are {listed}"
+
+
+def signature_problem(declared: str, arguments: int) -> str | None:
+    """Why a call naming the standard overload ``declared`` by its compound name cannot be a call of it:
+    it has another number of ``arguments`` (value and enumeration). None when it fits, or when ``declared``
+    is no compound name of a standard overload (then nothing says which overload is meant).
+
+    >>> print(signature_problem("add:i32_i32", 1))
+    'add:i32_i32' takes 2 arguments; the call has 1
+    >>> signature_problem("and:bool", 9) is None  # variadic: its one parameter repeats
+    True
+    >>> signature_problem("extract:date", 2) is None  # DuckDB's name, no standard one: not checked
+    True
+    """
+    name, _, args = declared.partition(":")
+    if not args:
+        return None
+    key = compound_key(declared)
+    named = [o for o in standard_overloads().get(name.lower(), ()) if o.compound == key]
+    if not named or any(arguments == o.arity or (o.variadic and arguments > o.arity) for o in named):
+        return None
+    least = min(o.arity for o in named)
+    takes = f"{least} or more" if all(o.variadic for o in named) else f"{least}"
+    return f"'{declared}' takes {takes} argument{'s' if takes != '1' else ''}; the call has {arguments}"
 
 
 def kind_problem(what: str, actual: Type, other: str, expected: Type) -> str | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from substrait.proto import AggregateFunction, ConsistentPartitionWindowRel, Expression, SortField, Type
 
 from optimizer.errors import UnsupportedError
-from optimizer.schema.calls import call_problem, kind_problem
+from optimizer.schema.calls import argument_kind, call_problem, kind_problem, signature_problem
 from optimizer.schema.derivation import Derivation
 from optimizer.schema.record import Schema
 from optimizer.schema.types import (
@@ -348,8 +348,11 @@ def field_ref_type(ref: Expression.FieldReference, schema: Schema, ctx: Derivati
 
 
 def type_arguments(fn: Call, schema: Schema, ctx: Derivation, path: str) -> None:
-    """Type a call's value arguments (for their problems), and report a call of a standard function
-    whose arguments none of its overloads takes (:func:`optimizer.schema.calls.call_problem`)."""
+    """Type a call's value arguments (for their problems), and report a call of a standard function that
+    none of its overloads takes (:func:`optimizer.schema.calls.call_problem`), that has another number of
+    arguments than the overload its compound name declares (:func:`~optimizer.schema.calls.signature_problem`),
+    or whose declared output type is of another kind than the one its overload returns for these arguments
+    (``add(i32, i32)`` declared a string: each engine answers with its own type)."""
     types = [
         expr_type(arg.value, schema, ctx, f"{path}.arguments[{i}].value")
         for i, arg in enumerate(fn.arguments)
@@ -358,9 +361,48 @@ def type_arguments(fn: Call, schema: Schema, ctx: Derivation, path: str) -> None
     if ctx.functions is None or fn.function_reference not in ctx.functions:
         return
     info = ctx.functions.get(fn.function_reference)
-    problem = call_problem(info.name, types) if info.is_standard else None
+    if not info.is_standard:
+        return
+    values = [arg.value for arg in fn.arguments if arg.WhichOneof("arg_type") == "value"]
+    problem = call_problem(info.name, [_BOOLEAN if _is_predicate(v, ctx) else t
+                                       for v, t in zip(values, types, strict=True)])
+    if problem is None and info.signature is not None:
+        problem = signature_problem(info.signature, len(fn.arguments))
+    if problem is None and fn.HasField("output_type") and info.name not in _BOOLEAN_FUNCTIONS:
+        problem = _output_problem(info.declared_name, fn, types, info.urn)
     if problem is not None:
         ctx.fail(path, problem)
+
+
+_BOOLEAN = make_type("bool", nullable=True)
+
+
+def _is_predicate(value: Expression, ctx: Derivation) -> bool:
+    """Whether ``value`` is a call of a comparison or another predicate: a boolean whatever output type its
+    producer declares (DuckDB 1.1.3 declares the comparisons of its table filters with the column's type,
+    ``gte:i64_i64`` -> i64, under an ``and``); every engine computes it as a boolean."""
+    if value.WhichOneof("rex_type") != "scalar_function" or ctx.functions is None:
+        return False
+    reference = value.scalar_function.function_reference
+    return reference in ctx.functions and ctx.functions.get(reference).name in _BOOLEAN_FUNCTIONS
+
+
+def _output_problem(declared: str, fn: Call, types: list[Type], urn: str | None) -> str | None:
+    """Why ``fn``'s declared output type cannot be what its standard overload returns for arguments of
+    ``types``: of another kind (numeric, text, temporal...). None when no overload derives a type for them,
+    or either type is unknown: the precision, width and nullability producers write are theirs to choose.
+    Predicates are not asked (see :func:`_is_predicate`)."""
+    values = iter(types)
+    signature: list[Type | str] = []
+    for a in fn.arguments:
+        which = a.WhichOneof("arg_type")
+        signature.append(next(values) if which == "value" else a.enum if which == "enum" else "")
+    derived = derive_output_type(declared.split(":", 1)[0], signature, urn)
+    kinds = argument_kind(derived), argument_kind(fn.output_type)
+    if None in kinds or kinds[0] == kinds[1]:
+        return None
+    return (f"'{declared}' returns {type_name(derived, False)} for these arguments; the plan declares its "
+            f"output {type_name(fn.output_type, False)}")
 
 
 def type_sorts(
