@@ -6,6 +6,8 @@ predicates selects comes from :class:`~cost.selectivity.PredicateSelectivity`.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from optimizer.cost.estimates import (
     DEFAULT_SET_OVERLAP,
     ColumnEstimate,
@@ -21,7 +23,7 @@ from optimizer.cost.selectivity import (
     pick_bound,
     select_values,
 )
-from substrait.proto import Expression
+from substrait.proto import Expression, SetRel
 
 from optimizer.dag import inputs
 from optimizer.expr_utils import conjuncts, join_type_name, reference_field
@@ -49,24 +51,35 @@ def domain_within(c: ColumnEstimate | None, other: ColumnEstimate | None) -> flo
     return min(dom, max(float(other.max) - float(other.min) + 1.0, 1.0))
 
 
+#: The set operations whose rows are estimated from their inputs' distinct rows.
+_BY_DISTINCT_ROWS = frozenset({SetRel.SET_OP_UNION_DISTINCT, SetRel.SET_OP_MINUS_PRIMARY,
+                               SetRel.SET_OP_INTERSECTION_PRIMARY, SetRel.SET_OP_INTERSECTION_MULTISET})
+
+
 class JoinEstimates:
     """Estimates of joins and set operations (methods of the cardinality estimator)."""
 
     # -- set operations ------------------------------------------------------------------------------
 
     def _rel_set(self, node, body, children) -> RelEstimate:
-        from substrait.proto import SetRel
-
         if not children:
             return RelEstimate(0.0, 0.0, [])
         op = body.op
         first = children[0]
         n = len(first.columns)
+        # Each distinct input once, with how often it comes (a union of one shared subtree, through
+        # ReferenceRels, has one input many times: its work stays linear in the plan).
+        times = Counter(id(ch) for ch in children)
+        unique = list({id(ch): ch for ch in children}.values())
+        weights = [times[id(ch)] for ch in unique]
         merged: list[ColumnEstimate | None] = []
         for c in range(n):
-            parts = [ch.columns[c] if c < len(ch.columns) else None for ch in children]
-            merged.append(_union_column(parts))
-        distinct = [self.group_count(list(ch.columns), ch) for ch in children]
+            parts = [ch.columns[c] if c < len(ch.columns) else None for ch in unique]
+            merged.append(_union_column(parts, weights))
+        distinct: list[float] = []
+        if op in _BY_DISTINCT_ROWS:
+            counts = {id(ch): self.group_count(list(ch.columns), ch) for ch in unique}
+            distinct = [counts[id(ch)] for ch in children]
         if op == SetRel.SET_OP_UNION_ALL:
             rows = sum(ch.rows for ch in children)
         elif op == SetRel.SET_OP_UNION_DISTINCT:
@@ -289,11 +302,12 @@ class JoinEstimates:
         return RelEstimate(inner, 0.0, out_l + out_r, applied=applied, fds=fds_all, exprs={**left.exprs, **right.exprs})
 
 
-def _union_column(parts: list[ColumnEstimate | None]) -> ColumnEstimate | None:
+def _union_column(parts: list[ColumnEstimate | None], weights: list[int]) -> ColumnEstimate | None:
+    """One column of a set operation's inputs: ``parts``, each input's estimate, coming ``weights`` times."""
     if not parts or any(p is None for p in parts):
         return None
     ndvs = [p.ndv for p in parts]
-    ndv = sum(ndvs) if all(n is not None for n in ndvs) else None
+    ndv = sum(v * w for v, w in zip(ndvs, weights, strict=True)) if all(v is not None for v in ndvs) else None
     lo = hi = None
     try:
         if all(p.min is not None for p in parts):

@@ -220,8 +220,10 @@ def _propagate(g: nx.DiGraph, needed: dict[int, set[int]], width: dict[int, int 
         children = inputs(g, node)
         if not children or any(width[c] is None for c in children):
             continue
+        applied: set[tuple[int, int]] = set()
         for child, cols in zip(children, _input_needs(g, node, needed[node], children, width, cache), strict=True):
-            if only is None or child in only:
+            if (only is None or child in only) and (child, id(cols)) not in applied:
+                applied.add((child, id(cols)))  # (the one set of an input that comes many times, once)
                 needed.setdefault(child, set()).update(cols)
 
 
@@ -281,7 +283,9 @@ def _input_needs(g: nx.DiGraph, node: int, out: set[int], children: list[int],
                  width: dict[int, int | None], cache: RefCache | None = None) -> list[set[int]]:
     data = g.nodes[node]
     kind = data["kind"]
-    everything = [_all(width[c]) for c in children]
+    # one set per distinct input: a union of one shared subtree has it as input many times
+    alls = {c: _all(width[c]) for c in dict.fromkeys(children)}
+    everything = [alls[c] for c in children]
     body = getattr(data["rel"], kind)
     direct = _direct(body, out)
     (refs, unsure), expression_refs, (key_left, key_right) = _facts(g, node, body, cache)
@@ -320,7 +324,8 @@ def _input_needs(g: nx.DiGraph, node: int, out: set[int], children: list[int],
         from substrait.proto import SetRel
 
         if body.op == SetRel.SET_OP_UNION_ALL:
-            return [set(direct) & e for e in everything]
+            kept = {id(e): set(direct) & e for e in alls.values()}
+            return [kept[id(e)] for e in everything]
         return everything
     return everything
 

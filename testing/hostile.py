@@ -31,7 +31,8 @@ a seeded generator so that a failure can be replayed (``--seed``, ``--only N``):
 * ``quiet``: reads ``run`` refuses before Spark starts (outside ``--tables``, missing files and
   tables): one line on stderr and no JVM (a fresh interpreter, as many as ``--subprocess``).
 * ``work``: wide join graphs (15 to 60 tables, random edges or one key), and an ``or`` of up to 20,000
-  arguments, virtual tables of up to 150,000 rows, unions of up to 10,000 reads, 40,002 expression
+  arguments, virtual tables of up to 150,000 rows, unions of up to 10,000 reads, a union of 400
+  references to one read of 100,000 columns (or 2,000 to one of 20,000), 40,002 expression
   nodes, a plan one byte past 16 MiB, JSON or binary: past a limit of ``optimizer.load.limits`` exit 2
   naming it, at or under it an answer.
 
@@ -738,7 +739,7 @@ def _work(rng: random.Random) -> Input:
     (past a limit: exit 2 naming it, before the work; at it: an answer)."""
     from optimizer.load.limits import DEFAULT
 
-    what = rng.choice(["join", "one-key", "or", "values", "union", "expressions", "bytes"])
+    what = rng.choice(["join", "one-key", "or", "values", "union", "wide", "expressions", "bytes"])
     if what == "bytes" and rng.random() < 0.75:  # 16 MiB each: a few in a run are enough
         what = "or"
     if what in ("join", "one-key"):
@@ -758,6 +759,12 @@ def _work(rng: random.Random) -> Input:
     elif what == "union":
         inputs = rng.choice([100, 1000, DEFAULT.relations])  # the last: one relation (the union) past the limit
         doc = _work_plan({"set": {"op": "SET_OP_UNION_ALL", "inputs": [_work_read("t") for _ in range(inputs)]}}, ["k"])
+    elif what == "wide":  # one wide read, its columns compared once per union input: 131 s before
+        columns, inputs = rng.choice([(100_000, 400), (20_000, 2000)])
+        schema = {"names": [""] * columns, "struct": {"types": [{"i64": _NULLABLE}] * columns}}
+        doc = {"relations": [{"rel": {"read": {"baseSchema": schema, "namedTable": {"names": ["t"]}}}},
+                             {"root": {"names": [""] * columns, "input": {"set": {
+                                 "op": "SET_OP_UNION_ALL", "inputs": [{"reference": {"subtreeOrdinal": 0}}] * inputs}}}}]}
     else:  # one byte past the size limit, in a table name
         filler = DEFAULT.input_bytes + 2 - len(json.dumps(_work_plan(_work_read("t"), ["k"])))
         doc = _work_plan(_work_read("t"), ["k"])

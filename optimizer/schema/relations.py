@@ -414,13 +414,20 @@ def _set_output(body, inputs: list[Schema], ctx: Derivation, bpath: str) -> Sche
     first = inputs[0]
     if ctx.full and len(inputs) < 2:
         ctx.warn(f"{bpath}.inputs", f"a set operation needs at least 2 inputs, got {len(inputs)}")
+    # Each distinct schema once: the inputs of a union of one shared subtree (ReferenceRels) are one schema,
+    # and comparing it with itself column by column made such a plan's work inputs x columns.
+    # (A secondary input that is the primary's schema still counts as a secondary: nullability below.)
     same_width = [first]
+    seen: set[int] = set()
     for i, s in enumerate(inputs[1:], start=1):
         if len(s) != len(first):
             ctx.fail(f"{bpath}.inputs[{i}]", f"set input {i} has {len(s)} columns, input 0 has {len(first)}")
             continue
+        if id(s) in seen:
+            continue
+        seen.add(id(s))
         same_width.append(s)
-        if ctx.full:
+        if ctx.full and s is not first:
             for c, (a, b) in enumerate(zip(first.types, s.types, strict=True)):
                 if is_known(a) and is_known(b) and type_kind(a) != type_kind(b):
                     ctx.warn(
