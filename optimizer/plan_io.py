@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import stat
 import sys
@@ -21,6 +22,7 @@ from substrait.proto import Plan
 
 from optimizer.errors import ExecutionError, PlanError
 from optimizer.load.limits import Limits
+from optimizer.load.limits import current as current_limits
 from optimizer.load.pipeline import (  # noqa: F401 - the names the API documents here
     MAX_EXPANDED_RELATIONS,
     PRODUCER,
@@ -180,10 +182,18 @@ def dump_plan(plan: Plan, format: str = "json") -> bytes:
             raise PlanError("the plan holds fields of an older Substrait encoding (written for a consumer that "
                             "reads them, e.g. --target duckdb) that JSON cannot carry: write it as binpb", where)
         try:
-            return (json_format.MessageToJson(plan, indent=2) + "\n").encode("utf-8")
+            text = (json_format.MessageToJson(plan, indent=2) + "\n").encode("utf-8")
+            bound = current_limits().input_bytes
+            if len(text) > bound:  # what the tool writes, it reads back: without the indentation, then
+                text = (json.dumps(json_format.MessageToDict(plan), separators=(",", ":")) + "\n").encode("utf-8")
         except RecursionError:  # protobuf's JSON writer recurses several frames per message
             raise PlanError("the plan is nested too deeply to write as JSON (Python's recursion limit, about 400 "
                             "messages deep): write it as binpb (1,000)") from None
+        if len(text) > bound:
+            raise current_limits().exceeded(
+                "input_bytes", f"the plan as JSON is {len(text)} bytes, more than the {bound} a plan may have to be "
+                "read again: write it as binpb")
+        return text
     if format == "binpb":
         return plan.SerializeToString(deterministic=True)
     if format == "text":
