@@ -465,3 +465,14 @@ def test_plan_answers_run_a_plan_once_whatever_its_estimates():
         with pytest.raises(ValueError, match="boom"):
             answers.run(backend, "full", failing)
     assert backend.calls == 4
+
+
+def test_no_jvm_archive_without_java(tmp_path, monkeypatch, capsys):
+    """``make test`` runs with a class-data-sharing archive when Java can make one; without a Java the
+    suite runs without (nothing printed, nothing written), not with an error."""
+    from testing import jvm_archive
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    assert jvm_archive.main([str(tmp_path / "jvm")]) == 0
+    assert capsys.readouterr().out == "" and not (tmp_path / "jvm").exists()
