@@ -39,10 +39,10 @@ def _reread(plan: Plan, fmt: str) -> Plan:
     return load_plan(dump_plan(plan, fmt))
 
 
-def _assert_rereads(source: bytes | str | Plan, label: str) -> Plan:
+def _assert_rereads(source: bytes | str | Plan, label: str, formats: tuple[str, ...] = ("json", "binpb")) -> Plan:
     loaded = load_plan(source)
     assert loaded.version.producer == PRODUCER, label
-    for fmt in ("json", "binpb"):
+    for fmt in formats:
         again = _reread(loaded, fmt)
         assert again == loaded, f"{label}: {fmt} written and read back is another plan"
     return loaded
@@ -100,9 +100,13 @@ def test_tpcds_plans_read_back_the_same(tpcds_dir, tpcds_plans):
             if not isinstance(data, bytes):
                 continue  # the producer wrote no plan
             label = f"{producer} TPC-DS q{n}"
-            loaded = _assert_rereads(data, label)
+            # JSON of every third query: writing JSON with indentation is Python's slow encoder (half of
+            # this test's time), and what JSON could get wrong (64-bit integers, enums, bytes) is no matter
+            # of a plan's shape; the corpus' 300 plans are all read back from JSON too.
+            formats = ("json", "binpb") if n % 3 == 1 else ("binpb",)
+            loaded = _assert_rereads(data, label, formats)
             better = optimize(loaded, statistics=statistics)
-            for fmt in ("json", "binpb"):
+            for fmt in formats:
                 assert _reread(better, fmt) == better, f"{label}: optimized, {fmt}"
             counts[producer] += 1
     assert counts["datafusion"] == 99 and counts["duckdb"] >= 40, counts
