@@ -395,3 +395,20 @@ def test_optimize_refuses_what_every_command_refuses(target):
     # A loaded plan is checked once, however many commands and optimizer runs ask.
     loaded = load(cases[0][0])
     assert loaded.problems is loaded.problems and len(loaded.problems) == 1
+
+
+def test_a_plan_of_a_later_major_version_is_refused_by_name():
+    """A new major Substrait version may change what a plan means: refused (exit 3, unsupported), not read
+    as today's and marked so; a later minor version of 0.x is read as before."""
+    from optimizer.errors import UnsupportedError
+    from optimizer.plan_io import load_plan
+
+    def plan(major: int, minor: int) -> str:
+        return json.dumps({"version": {"majorNumber": major, "minorNumber": minor}, "relations": [{"root": {
+            "names": ["a"], "input": {"read": {"baseSchema": {"names": ["a"], "struct": {"types": [{"i64": {}}]}},
+                                               "namedTable": {"names": ["t"]}}}}}]})
+
+    with pytest.raises(UnsupportedError) as refused:
+        load_plan(plan(1, 2))
+    assert refused.value.path.endswith("version") and "Substrait 1.2.0" in refused.value.message
+    assert load_plan(plan(0, 999)).relations[0].root.names == ["a"]

@@ -9,7 +9,8 @@ or in the module that owns it:
    wire format measures the nesting and counts what the plan holds, :mod:`optimizer.load.protobuf_depth`);
 3. **upgrade** older encodings (:mod:`optimizer.load.upgrade`: JSON on the document, while parsing; binary
    from the unknown fields protobuf kept);
-4. **shape checks** of the parsed plan: relations present, the expanded size (:func:`check_expanded_size`);
+4. **shape checks** of the parsed plan: relations present, a major Substrait version the bindings read
+   (:func:`check_major_version`), the expanded size (:func:`check_expanded_size`);
 5. the **function table** built, once: the later steps are handed this one (and declare what they add in
    it), and so is every consumer: the backend and the checker read it, the DAG (whose table the rules and
    the cost model read) and the write stage, which declare functions, take a copy;
@@ -35,7 +36,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 from substrait.proto import Plan, Rel
 
-from optimizer.errors import PlanError, read_user_file
+from optimizer.errors import PlanError, UnsupportedError, read_user_file
 from optimizer.expr_utils import has_enum_field, is_rel_type, type_may_hold
 from optimizer.load.counts import Counter
 from optimizer.load.counts import check_json as count_json
@@ -156,6 +157,7 @@ def conformed(plan: Plan, name: str) -> LoadedPlan:
     """Steps 4 to 7 on a parsed and upgraded plan, in place."""
     if not plan.relations:
         raise PlanError("the plan has no relations", name)
+    check_major_version(plan, name)
     check_expanded_size(plan, name)
     check_enum_values(plan, name)
     declared, unresolved = _resolved(plan)
@@ -395,6 +397,17 @@ def _written_version() -> tuple[int, int, int]:
 
     major, minor, patch = (int(part) for part in substrait_version.split(".")[:3])
     return major, minor, patch
+
+
+def check_major_version(plan: Plan, name: str) -> None:
+    """An UnsupportedError for a plan of a later major Substrait version than the bindings': a major version
+    may change what a plan's fields mean, and the plan would be read (and marked) as one of today's."""
+    major = _written_version()[0]
+    if plan.version.major_number > major:
+        v = plan.version
+        raise UnsupportedError(f"a plan of Substrait {v.major_number}.{v.minor_number}.{v.patch_number}: this tool "
+                               f"reads the plans of Substrait {major}.x (its bindings: {'.'.join(map(str, _written_version()))})",
+                               f"{name}: version")
 
 
 def is_conformed(plan: Plan) -> bool:
