@@ -12,6 +12,9 @@ plan, not a repaired copy). Before the engine sees the plan:
   ``LINEITEM``). A table found nowhere is a :class:`~optimizer.errors.PlanError`; a name the runner did
   not bind never reaches the engine (no engine is asked to look a name up in its own catalog or on
   disk);
+* a column a read declares of another kind than the table's data holds (a string over integers) is a
+  PlanError (:func:`check_column_kinds`), as on Spark: the engine would read the data's values whatever
+  the plan declares;
 * every file the plan names (the tables' files and ``ReadRel.local_files``) must be allowed by the
   :class:`~optimizer.paths.FileAccess` given (the CLI confines to ``--tables``, see docs/security.md);
 * with ``ignore_best_effort_filter`` the plan's ``ReadRel.best_effort_filter`` fields are removed: a
@@ -383,6 +386,48 @@ class BoundTable:
         return [str(path)]
 
 
+def _arrow_kind(t) -> str | None:
+    """The kind (:data:`optimizer.schema.types.TYPE_GROUPS`) of values of the Arrow type ``t``; None for
+    one the comparison leaves alone."""
+    import pyarrow.types as at
+
+    for kind, test in (("numeric", lambda x: at.is_integer(x) or at.is_floating(x) or at.is_decimal(x)),
+                       ("text", lambda x: at.is_string(x) or at.is_large_string(x)),
+                       ("binary", lambda x: at.is_binary(x) or at.is_large_binary(x) or at.is_fixed_size_binary(x)),
+                       ("boolean", at.is_boolean),
+                       ("temporal", lambda x: at.is_date(x) or at.is_time(x) or at.is_timestamp(x)),
+                       ("interval", lambda x: at.is_interval(x) or at.is_duration(x)),
+                       ("list", lambda x: at.is_list(x) or at.is_large_list(x) or at.is_fixed_size_list(x)),
+                       ("map", at.is_map), ("struct", at.is_struct)):
+        if test(t):
+            return kind
+    return None
+
+
+def check_column_kinds(table: BoundTable, columns: tuple[str, ...], types, path: str) -> None:
+    """A PlanError when a column the read declares is of another kind of value than the table's data holds
+    (a string declared over integers): an engine reads the data's values as they are, whatever the plan
+    declares, and answers the plan's comparisons and calls by its own implicit casts. The Spark backend
+    refuses it alike (:mod:`optimizer.spark.tables`). Widths are not compared: producers declare ``i32``
+    over ``i64`` data (Isthmus) and an engine reads the values whole."""
+    import pyarrow.parquet as pq
+
+    from optimizer.schema.calls import argument_kind
+    from optimizer.schema.types import type_name
+
+    files = table.parquet_files()
+    if not files or len(types) != len(columns):
+        return
+    data = {field.name.lower(): field.type for field in pq.read_schema(files[0])}
+    for i, (name, declared) in enumerate(zip(columns, types, strict=True)):
+        stored = data.get(name.lower())
+        kinds = (_arrow_kind(stored) if stored is not None else None), argument_kind(declared)
+        if None in kinds or kinds[0] == kinds[1] or {"binary", "uuid"} == set(kinds):
+            continue
+        raise PlanError(f"column '{name}' of table '{table.name}' is {stored} in the data but "
+                        f"{type_name(declared, False)} in the plan", f"{path}.struct.types[{i}]")
+
+
 class EngineRunner:
     """Runs Substrait plans on one engine over Parquet tables; subclasses implement :meth:`_execute`.
 
@@ -456,6 +501,7 @@ class EngineRunner:
                 if columns not in bound[names].columns:
                     table = bound[names]
                     bound[names] = BoundTable(names, table.location, (*table.columns, columns))
+                check_column_kinds(bound[names], columns, read.base_schema.struct.types, f"{path}.base_schema")
             elif kind == "local_files":
                 for i, item in enumerate(read.local_files.items):
                     which = item.WhichOneof("path_type")
