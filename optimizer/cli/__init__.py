@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from optimizer.cli.interrupt import Interrupted, restore_signals, stop_on_signals, stop_spark
+from optimizer.cli.interrupt import Interrupted, pending, restore_signals, stop_on_signals, stop_spark
 from optimizer.errors import OptimizerError, inert
 
 PROG = "substrait-opt"
@@ -132,11 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     except OptimizerError as exc:
+        if (code := _signalled()) is not None:
+            return code
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         return 0
     except OSError as exc:  # a stream or file failed under the tool (stdout on a full disk): where and why, exit 3
+        if (code := _signalled()) is not None:
+            return code
         where = inert(str(exc.filename)) if exc.filename is not None else "the output: cannot write"
         print(f"{PROG}: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 3
@@ -152,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted by {exc}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:  # any bug: a traceback never reaches the user
+        if (code := _signalled()) is not None:
+            return code
         if os.environ.get("SUBSTRAIT_OPT_DEBUG"):
             raise
         text = inert(" ".join(str(exc).split())[:300])
@@ -159,6 +165,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
     finally:
         restore_signals()
+
+
+def _signalled() -> int | None:
+    """The exit code of a command a signal stopped, its line printed; None when no signal came. A signal
+    can cut a Spark call short (or end Spark's JVM, see :mod:`optimizer.cli.interrupt`): the error that
+    call then ends with is the signal's doing, not the command's."""
+    stopped = pending()
+    if stopped is None:
+        return None
+    stop_spark()
+    print(f"{PROG}: interrupted by {stopped}", file=sys.stderr)
+    return stopped.exit_code
 
 
 def entry() -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
+import time
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _previous: dict[int, object] = {}
@@ -43,12 +45,52 @@ def stop_on_signals(spark) -> None:
         if not _received and spark is not None:
             with contextlib.suppress(Exception):  # the JVM may already be going away
                 spark.sparkContext.cancelAllJobs()
+            _end_spark_after(_GRACE)
         _received.append(signum)
         raise Interrupted(signum)
 
     for s in _SIGNALS:
         old = signal.signal(s, handler)
         _previous.setdefault(s, old)
+
+
+#: Seconds a signalled command has to stop Spark its own way before its JVM is ended.
+_GRACE = 5.0
+
+
+def _end_spark_after(seconds: float) -> None:
+    """End this process's child processes (Spark's JVM) ``seconds`` from now, if it still runs. The signal
+    can come while PySpark reads a collected result from its socket: the exception then raised in that read
+    goes through PySpark's ``finally``, which waits for the cancelled job's result and never gets one
+    (a SIGTERM 1 s into a long join hung ``run`` for good). The JVM's end ends that wait."""
+
+    def end() -> None:
+        time.sleep(seconds)
+        for pid in _children():
+            with contextlib.suppress(OSError):  # ended meanwhile
+                os.kill(pid, signal.SIGTERM)
+
+    threading.Thread(target=end, name="end-spark", daemon=True).start()
+
+
+def _children() -> list[int]:
+    """This process's child processes (Linux: read from /proc; elsewhere none are known)."""
+    me = os.getpid()
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat") as f:  # "pid (name) state ppid ...": the name may hold spaces
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        found.append(int(entry))
+    return found
+
+
+def pending() -> Interrupted | None:
+    """The interruption a signal asked for, if one arrived (whatever error the command then ended with)."""
+    return Interrupted(_received[0]) if _received else None
 
 
 def check_interrupted() -> None:
