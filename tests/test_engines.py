@@ -500,3 +500,22 @@ def test_a_column_declared_of_another_kind_than_its_data_is_refused(tmp_path):
                 assert sorted(engine.execute(plan_of(narrower, ["a"])).column(0).to_pylist()) == [1, 2]
         finally:
             engine.close()
+
+
+def test_duckdb_reads_one_table_named_in_two_cases_by_two_plans(tmp_path):
+    """One runner, plans of several producers (``diff``, ``run a b``): Isthmus names LINEITEM what DataFusion
+    names lineitem. Each plan gets its answer (the second was refused: 'tables lineitem and LINEITEM differ
+    only in case', every Isthmus TPC-H plan after a DataFusion one); within one plan, two names differing
+    only in case are still refused (DuckDB's catalog cannot hold both)."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    write_tables(tables, {"t": [(1, 10), (2, 20)]})
+    duckdb = runner("duckdb", tables, files=FileAccess.under([tables]))
+    try:
+        for name in ("t", "T", "t"):
+            assert sorted(duckdb.execute(plan_of(read(name, "a"), ["a"])).column(0).to_pylist()) == [1, 2], name
+        both = plan_of({"cross": {"left": read("t", "a"), "right": read("T", "a")}}, ["a", "a2"])
+        with pytest.raises(UnsupportedError, match="differ only in case"):
+            duckdb.execute(both)
+    finally:
+        duckdb.close()

@@ -159,10 +159,10 @@ class DuckDBRunner(EngineRunner):
         if len(table.names) > 1:
             raise UnsupportedError(
                 f"the duckdb engine binds unqualified table names only, not '{'.'.join(table.names)}'")
+        # One view per name whatever its case (DuckDB's catalog is case-insensitive): a plan naming LINEITEM
+        # after one naming lineitem reads the same view, or replaces it with its own. Two tables of one plan
+        # whose names differ only in case are refused before (:meth:`_relation`).
         key = table.name.lower()
-        if key in self._views and self._views[key][0] != table.name:
-            raise UnsupportedError(f"the duckdb engine: tables '{self._views[key][0]}' and '{table.name}' "
-                                   "differ only in case (DuckDB's names are case-insensitive)")
         try:
             con = self._connection()
             if table.location not in self._described:  # listed and described once per location
