@@ -404,21 +404,26 @@ def _arrow_kind(t) -> str | None:
     return None
 
 
-def check_column_kinds(table: BoundTable, columns: tuple[str, ...], types, path: str) -> None:
+def stored_types(table: BoundTable) -> dict[str, Any]:
+    """Lower-case column name -> Arrow type of the table's data (its first file's footer: a folder's files
+    share one schema); empty for a folder without files."""
+    import pyarrow.parquet as pq
+
+    files = table.parquet_files()
+    return {field.name.lower(): field.type for field in pq.read_schema(files[0])} if files else {}
+
+
+def check_column_kinds(table: BoundTable, data: dict[str, Any], columns: tuple[str, ...], types, path: str) -> None:
     """A PlanError when a column the read declares is of another kind of value than the table's data holds
     (a string declared over integers): an engine reads the data's values as they are, whatever the plan
     declares, and answers the plan's comparisons and calls by its own implicit casts. The Spark backend
     refuses it alike (:mod:`optimizer.spark.tables`). Widths are not compared: producers declare ``i32``
-    over ``i64`` data (Isthmus) and an engine reads the values whole."""
-    import pyarrow.parquet as pq
-
+    over ``i64`` data (Isthmus) and an engine reads the values whole. ``data``: :func:`stored_types`."""
     from optimizer.schema.calls import argument_kind
     from optimizer.schema.types import type_name
 
-    files = table.parquet_files()
-    if not files or len(types) != len(columns):
+    if len(types) != len(columns):
         return
-    data = {field.name.lower(): field.type for field in pq.read_schema(files[0])}
     for i, (name, declared) in enumerate(zip(columns, types, strict=True)):
         stored = data.get(name.lower())
         kinds = (_arrow_kind(stored) if stored is not None else None), argument_kind(declared)
@@ -488,6 +493,7 @@ class EngineRunner:
         """The named tables of ``plan``, bound (``{names as written: table}``); the ``local_files`` it
         reads checked against the file access."""
         bound: dict[tuple[str, ...], BoundTable] = {}
+        stored: dict[str, dict[str, Any]] = {}  # location -> its columns' types: one footer per table
         for read, path in read_rels(plan):
             kind = read.WhichOneof("read_type")
             if kind == "named_table":
@@ -501,7 +507,11 @@ class EngineRunner:
                 if columns not in bound[names].columns:
                     table = bound[names]
                     bound[names] = BoundTable(names, table.location, (*table.columns, columns))
-                check_column_kinds(bound[names], columns, read.base_schema.struct.types, f"{path}.base_schema")
+                table = bound[names]
+                if table.location not in stored:
+                    stored[table.location] = stored_types(table)
+                check_column_kinds(table, stored[table.location], columns, read.base_schema.struct.types,
+                                   f"{path}.base_schema")
             elif kind == "local_files":
                 for i, item in enumerate(read.local_files.items):
                     which = item.WhichOneof("path_type")

@@ -387,17 +387,23 @@ def _is_predicate(value: Expression, ctx: Derivation) -> bool:
     return reference in ctx.functions and ctx.functions.get(reference).name in _BOOLEAN_FUNCTIONS
 
 
+def call_signature(fn: Call, value_types: Sequence[Type]) -> list[Type | str]:
+    """A call's arguments as :func:`derive_output_type` takes them: each value argument's type (of
+    ``value_types``, in order), an enumeration as its option, a type argument as ``""``."""
+    values = iter(value_types)
+    out: list[Type | str] = []
+    for a in fn.arguments:
+        which = a.WhichOneof("arg_type")
+        out.append(next(values) if which == "value" else a.enum if which == "enum" else "")
+    return out
+
+
 def _output_problem(declared: str, fn: Call, types: list[Type], urn: str | None) -> str | None:
     """Why ``fn``'s declared output type cannot be what its standard overload returns for arguments of
     ``types``: of another kind (numeric, text, temporal...). None when no overload derives a type for them,
     or either type is unknown: the precision, width and nullability producers write are theirs to choose.
     Predicates are not asked (see :func:`_is_predicate`)."""
-    values = iter(types)
-    signature: list[Type | str] = []
-    for a in fn.arguments:
-        which = a.WhichOneof("arg_type")
-        signature.append(next(values) if which == "value" else a.enum if which == "enum" else "")
-    derived = derive_output_type(declared.split(":", 1)[0], signature, urn)
+    derived = derive_output_type(declared.split(":", 1)[0], call_signature(fn, types), urn)
     kinds = argument_kind(derived), argument_kind(fn.output_type)
     if None in kinds or kinds[0] == kinds[1]:
         return None
@@ -444,15 +450,8 @@ def function_output_type(fn, ctx: Derivation, path: str, what: str, schema: Sche
         return UNKNOWN
     info = ctx.functions.get(fn.function_reference)
     quiet = ctx.quiet()
-    signature: list[Type | str] = []
-    for a in fn.arguments:
-        which = a.WhichOneof("arg_type")
-        if which == "value":
-            signature.append(expr_type(a.value, schema, quiet, path))
-        elif which == "enum":
-            signature.append(a.enum)
-        else:
-            signature.append("")
+    signature = call_signature(fn, [expr_type(a.value, schema, quiet, path) for a in fn.arguments
+                                    if a.WhichOneof("arg_type") == "value"])
     derived = derive_output_type(info.name, signature, info.urn)
     if is_known(derived):
         return derived
