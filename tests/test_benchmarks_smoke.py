@@ -62,7 +62,8 @@ def test_tpcds_benchmark_runs(spark, tmp_path):
     reads two of Q3's tables and ``inventory``: four tables in all to ANALYZE (Q5 read ten)."""
     from benchmarks import tpch
 
-    report = tpch.main([*TINY, "--suite", "tpcds", "--queries", "3,22", "--optimize-reps", "1", "--out", str(tmp_path)],
+    report = tpch.main([*TINY, "--suite", "tpcds", "--queries", "3,22", "--optimize-reps", "1", "--confirm", "0",
+                        "--out", str(tmp_path)],
                        spark=spark)
     summary = json.loads((tmp_path / "tpcds.json").read_text())["summary"]
     assert summary["suite"] == "tpcds" and summary["plans_compared"] == 3
