@@ -53,7 +53,11 @@ def spark(request):
     # launcher puts this option after TEST_JVM's C1-only one, which the short-lived JVMs keep). 99 TPC-DS
     # plans run a second time in the same JVM, beside a second such JVM: 152 s with C1 only, 99 s with C2;
     # the first time 176 s and 179 s.
-    session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "4",
+    # Two shuffle partitions, the two task threads: AQE coalesces a small query's shuffles to the
+    # parallelism anyway (at least 2 partitions here, so answers still come from several partitions), but
+    # with 4 every map task wrote 4 outputs and stages AQE does not coalesce ran 4 tasks. TPC-DS' plans
+    # on one core: 237-248 s with 4, 215 s with 2.
+    session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "2",
                                                  "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4"})
     yield session
 
