@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from optimizer.cli import main
+from optimizer.cli.interrupt import child_processes
 from optimizer.plan_io import load_plan
 from testing.hostile import nested_filters
 
@@ -347,22 +348,6 @@ def test_item6_exponential_dag_is_refused(tmp_path, capsys):
     assert main(["explain", str(plan)]) == 0
 
 
-def _children(pid: int) -> list[int]:
-    import os
-
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
 def _task_threads(pids: list[int]) -> list[str]:
     """The names of the threads of ``pids`` that run Spark tasks (Linux truncates a name to 15 bytes)."""
     import glob
@@ -398,9 +383,9 @@ def test_item6_sigterm_stops_run_and_its_jvm(tpch_dir, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "optimizer", "run", str(plan), "--tables", str(tpch_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     start = time.monotonic()
-    while not _children(proc.pid) and time.monotonic() - start < 60:
+    while not child_processes(proc.pid) and time.monotonic() - start < 60:
         time.sleep(0.2)
-    jvms = _children(proc.pid)
+    jvms = child_processes(proc.pid)
     assert jvms, "Spark's JVM did not start"
     # The join is running once the JVM has a task thread ("Executor task launch worker ...": the only
     # job of the run is the join's); then the signal comes while Spark works, not while it starts.

@@ -66,16 +66,17 @@ def _end_spark_after(seconds: float) -> None:
 
     def end() -> None:
         time.sleep(seconds)
-        for pid in _children():
+        for pid in child_processes():
             with contextlib.suppress(OSError):  # ended meanwhile
                 os.kill(pid, signal.SIGTERM)
 
     threading.Thread(target=end, name="end-spark", daemon=True).start()
 
 
-def _children() -> list[int]:
-    """This process's child processes (Linux: read from /proc; elsewhere none are known)."""
-    me = os.getpid()
+def child_processes(parent: int | None = None) -> list[int]:
+    """The child processes of ``parent`` (default: this process). Linux: read from /proc; elsewhere none
+    are known."""
+    parent = os.getpid() if parent is None else parent
     found = []
     with contextlib.suppress(OSError):
         for entry in os.listdir("/proc"):
@@ -83,7 +84,7 @@ def _children() -> list[int]:
                 continue
             with contextlib.suppress(OSError, IndexError, ValueError):
                 with open(f"/proc/{entry}/stat") as f:  # "pid (name) state ppid ...": the name may hold spaces
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
                         found.append(int(entry))
     return found
 
